@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# Helpers shared by scripts/demo.sh and scripts/test.sh (sourced, not run).
+
+# Debian keeps nginx in /usr/sbin, which is not on a normal user's PATH.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+die() {
+    echo "error: $*" >&2
+    exit 1
+}
+
+# as_root CMD...: run CMD as root, through sudo when we are not root.
+as_root() {
+    if ((EUID == 0)); then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root to run: $*  (run this script as root, or install sudo)"
+    fi
+}
+
+# ensure_packages "COMMAND:PACKAGE [PACKAGE...]" ...
+# Installs, with apt-get, the packages of every COMMAND that is not on PATH. Runs
+# apt-get update only when something must be installed; prints apt's log only on failure.
+ensure_packages() {
+    local pair pkgs missing=()
+    for pair in "$@"; do
+        if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
+            read -ra pkgs <<<"${pair#*:}"
+            missing+=("${pkgs[@]}")
+        fi
+    done
+    ((${#missing[@]} > 0)) || return 0
+
+    command -v apt-get >/dev/null 2>&1 ||
+        die "missing: ${missing[*]}; install them with your package manager"
+    echo "==> installing ${missing[*]}"
+    local log
+    log=$(mktemp)
+    if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1 ||
+        ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        die "apt-get could not install: ${missing[*]}"
+    fi
+    rm -f "$log"
+}
+
+# The packages the demo and the tests need, by the command that proves each is there.
+# gcc and libc6-dev: cargo needs a C toolchain to link (and to build the `ring` crate).
+# shellcheck disable=SC2034  # used by the scripts that source this file
+DROVER_PACKAGES=(
+    "php-cgi:php-cgi"
+    "nginx:nginx"
+    "curl:curl"
+    "cc:gcc libc6-dev"
+)
+
+require_cargo() {
+    command -v cargo >/dev/null 2>&1 && return 0
+    if [[ -n ${SUDO_USER:-} ]]; then
+        die "cargo not found for root: run this script as yourself, without sudo (it uses sudo only for apt-get)"
+    fi
+    die "cargo not found: install Rust first (https://rustup.rs), then run this again"
+}

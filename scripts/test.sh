@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# scripts/test.sh: run drover's whole test suite, installing what it needs when missing.
+#
+# The tests start the real drover binary, nginx and php-cgi, so php-cgi, nginx and curl are
+# installed with apt-get (through sudo when not root) if their commands are absent; a C
+# toolchain too, which cargo needs to link. Then: cargo test --release (the release profile
+# for the whole suite). Extra arguments go to cargo test, e.g. scripts/test.sh signals.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+# shellcheck source=scripts/common.sh
+source "$repo/scripts/common.sh"
+
+ensure_packages "${DROVER_PACKAGES[@]}"
+require_cargo
+cd "$repo"
+echo "==> cargo test --release${*:+ $*}"
+exec cargo test --release "$@"

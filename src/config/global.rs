@@ -1,0 +1,102 @@
+//! `drover.toml`: the master's own settings.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::listen::unix_socket;
+use super::value::{Got, Table, resolve};
+use super::{Control, Global, LogLevel, LogTarget};
+
+/// Selects the pool files when `include` is absent.
+pub(super) const DEFAULT_INCLUDE: &str = "pools.d/*.toml";
+
+const KEYS: &[&str] = &[
+    "error_log",
+    "log_level",
+    "pid_file",
+    "include",
+    "process_control_timeout",
+    "emergency_restart_threshold",
+    "emergency_restart_interval",
+    "control",
+];
+
+const CONTROL_KEYS: &[&str] = &["listen"];
+
+/// Checks every global key; `include` and `[control]` are read by the loader (it needs
+/// them even when another global key is wrong) and handed in. `None` when an error was
+/// reported.
+pub(super) fn parse(
+    root: &Table<'_, '_>,
+    base: &Path,
+    include: Option<Vec<String>>,
+    control: Option<Control>,
+) -> Option<Global> {
+    root.check_keys(KEYS);
+    let error_log = root
+        .parse("error_log", |s| match s {
+            "stderr" => Ok(LogTarget::Stderr),
+            path => resolve(base, path).map(LogTarget::File),
+        })
+        .or(LogTarget::Stderr);
+    let log_level = root.parse("log_level", log_level).or(LogLevel::Info);
+    let pid_file = root.path_buf("pid_file", base).optional();
+    let process_control_timeout = root
+        .duration("process_control_timeout")
+        .or(Duration::from_secs(10));
+    let threshold = root
+        .int("emergency_restart_threshold", 0..=u32::MAX.into())
+        .or(0);
+    let interval = root
+        .duration("emergency_restart_interval")
+        .or(Duration::ZERO);
+    if let (Some(threshold), Some(interval)) = (threshold, interval)
+        && threshold > 0
+        && interval.is_zero()
+    {
+        let key = if root.contains("emergency_restart_interval") {
+            "emergency_restart_interval"
+        } else {
+            "emergency_restart_threshold"
+        };
+        root.fail(key, "emergency_restart_interval must be more than 0s when emergency_restart_threshold is above 0");
+    }
+    Some(Global {
+        error_log: error_log?,
+        log_level: log_level?,
+        pid_file: pid_file?,
+        include: include?,
+        process_control_timeout: process_control_timeout?,
+        emergency_restart_threshold: threshold?,
+        emergency_restart_interval: interval?,
+        control: control?,
+    })
+}
+
+pub(super) fn control(root: &Table<'_, '_>, base: &Path) -> Option<Control> {
+    let table = match root.table("control") {
+        Got::Absent => return Some(Control::default()),
+        Got::Invalid => return None,
+        Got::Valid(table) => table,
+    };
+    table.check_keys(CONTROL_KEYS);
+    let listen = table
+        .parse("listen", |s| unix_socket(resolve(base, s)?))
+        .optional()?;
+    Some(Control { listen })
+}
+
+fn log_level(s: &str) -> Result<LogLevel, String> {
+    Ok(match s {
+        "error" | "alert" => LogLevel::Error,
+        "warn" | "warning" => LogLevel::Warn,
+        "info" | "notice" => LogLevel::Info,
+        "debug" => LogLevel::Debug,
+        "trace" => LogLevel::Trace,
+        _ => {
+            return Err("expected one of error, warn, info, debug, trace \
+                        (php-fpm's alert, warning, notice also work)"
+                .into());
+        }
+    })
+}

@@ -1,0 +1,118 @@
+//! Listen addresses as written (`/run/www.sock`, `127.0.0.1:9000`, `[::1]:9000`) and the
+//! check that no two listeners in the whole configuration share one.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::ListenAddr;
+use super::value::resolve;
+
+/// `sun_path` holds 108 bytes including the terminating NUL.
+const MAX_UNIX_PATH: usize = 107;
+
+pub(super) fn parse_listen(base: &Path, s: &str) -> Result<ListenAddr, String> {
+    if s.starts_with('/') || s.starts_with('.') {
+        return unix_socket(resolve(base, s)?).map(ListenAddr::Unix);
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(ListenAddr::Tcp(addr));
+    }
+    // Both would otherwise become a unix socket file named like an address, which binds
+    // fine and then nothing can connect to it.
+    if s.contains(':') {
+        return Err(
+            "not an IP address and port like 127.0.0.1:9000 or [::1]:9000 \
+                    (host names are not resolved); write ./NAME for a unix socket"
+                .into(),
+        );
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "a bare port is ambiguous: write 127.0.0.1:{s} or [::]:{s}, or ./{s} for a unix socket"
+        ));
+    }
+    unix_socket(resolve(base, s)?).map(ListenAddr::Unix)
+}
+
+pub(super) fn unix_socket(path: PathBuf) -> Result<PathBuf, String> {
+    let len = path.as_os_str().len();
+    if len > MAX_UNIX_PATH {
+        return Err(format!(
+            "unix socket path {} is {len} bytes; the kernel allows {MAX_UNIX_PATH}",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// One address taken by one listener, remembered to find a second listener on it.
+pub(super) struct Claim {
+    pub addr: ListenAddr,
+    /// Index of the file (and pool) that owns it, in load order.
+    pub file: usize,
+    pub pool: String,
+    /// `listen`, `status_listen` or `control.listen`.
+    pub key: &'static str,
+    pub offset: usize,
+    pub written: Option<String>,
+}
+
+/// For each claim that repeats an earlier one's address: (index of the later claim, index of
+/// the earlier one). Claims within one pool are checked by the pool itself.
+pub(super) fn collisions(claims: &[Claim]) -> Vec<(usize, usize)> {
+    let mut found = Vec::new();
+    for (later, claim) in claims.iter().enumerate() {
+        let earlier = claims[..later]
+            .iter()
+            .position(|c| c.addr == claim.addr && c.file != claim.file);
+        if let Some(earlier) = earlier {
+            found.push((later, earlier));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<ListenAddr, String> {
+        parse_listen(Path::new("/etc/drover"), s)
+    }
+
+    #[test]
+    fn addresses_are_tcp_and_everything_else_a_path() {
+        assert_eq!(
+            parse("127.0.0.1:9000"),
+            Ok(ListenAddr::Tcp("127.0.0.1:9000".parse().unwrap()))
+        );
+        assert_eq!(
+            parse("[::1]:9000"),
+            Ok(ListenAddr::Tcp("[::1]:9000".parse().unwrap()))
+        );
+        assert_eq!(
+            parse("/run/www.sock"),
+            Ok(ListenAddr::Unix("/run/www.sock".into()))
+        );
+        assert_eq!(
+            parse("./www.sock"),
+            Ok(ListenAddr::Unix("/etc/drover/www.sock".into()))
+        );
+        assert_eq!(
+            parse("run/www.sock"),
+            Ok(ListenAddr::Unix("/etc/drover/run/www.sock".into()))
+        );
+    }
+
+    #[test]
+    fn lookalikes_of_addresses_are_refused() {
+        assert!(parse("localhost:9000").unwrap_err().contains("host names"));
+        assert!(parse("9000").unwrap_err().contains("bare port"));
+        assert!(parse("").is_err());
+        assert!(
+            parse(&format!("/{}", "x".repeat(200)))
+                .unwrap_err()
+                .contains("kernel")
+        );
+    }
+}

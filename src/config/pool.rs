@@ -1,0 +1,275 @@
+//! One pool file, `pools.d/NAME.toml`: its top-level keys and `[env]`; `[pm]` and the
+//! runtime tables have their own files.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::de::DeValue;
+
+use super::listen::{Claim, parse_listen};
+use super::value::{Got, Table, resolve};
+use super::{ListenAddr, Pool, pm, runtime};
+
+const KEYS: &[&str] = &[
+    "listen",
+    "listen_backlog",
+    "listen_owner",
+    "listen_group",
+    "listen_mode",
+    "listen_allowed_clients",
+    "user",
+    "group",
+    "chdir",
+    "clear_env",
+    "request_slowlog_timeout",
+    "request_slowlog_trace_depth",
+    "slowlog",
+    "request_terminate_timeout",
+    "status_listen",
+    "pm",
+    "env",
+    "php",
+    "python",
+    "command",
+];
+
+/// Where a pool's file is and what it is called; the source says where its text is.
+pub(super) struct PoolFile<'p> {
+    pub name: &'p str,
+    pub file: &'p Path,
+    /// Position of this file in load order, for claims.
+    pub index: usize,
+}
+
+/// Checks every key of one pool. Addresses it listens on are pushed to `claims` even when
+/// the pool has other errors, so clashes with other pools are reported in the same run.
+pub(super) fn parse(
+    root: &Table<'_, '_>,
+    pool: &PoolFile<'_>,
+    base: &Path,
+    claims: &mut Vec<Claim>,
+) -> Option<Pool> {
+    root.check_keys(KEYS);
+    let listen = root
+        .parse("listen", |s| parse_listen(base, s))
+        .required(root, "listen");
+    let status_listen = root
+        .parse("status_listen", |s| parse_listen(base, s))
+        .optional();
+    for (key, addr) in [
+        ("listen", &listen),
+        ("status_listen", &status_listen.clone().flatten()),
+    ] {
+        if let Some(addr) = addr {
+            let (offset, written) = root.locate(key);
+            let (file, pool) = (pool.index, pool.name.to_owned());
+            claims.push(Claim {
+                addr: addr.clone(),
+                file,
+                pool,
+                key,
+                offset,
+                written,
+            });
+        }
+    }
+    if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
+        && listen == status
+    {
+        root.fail("status_listen", "must differ from listen");
+    }
+    let socket = socket_options(root, listen.as_ref());
+    let user = root.string("user").optional();
+    let group = root.string("group").optional();
+    let chdir = root.parse("chdir", |s| directory(base, s)).optional();
+    let clear_env = root.bool("clear_env").or(true);
+    let slowlog = slowlog(root, base);
+    let pm = match root.table("pm") {
+        Got::Absent => {
+            root.fail("pm", "missing required table [pm]");
+            None
+        }
+        Got::Invalid => None,
+        Got::Valid(table) => pm::parse(&table),
+    };
+    let env = env(root);
+    let runtime = runtime::parse(root, base);
+    let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
+    let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
+        slowlog?;
+    Some(Pool {
+        name: pool.name.to_owned(),
+        file: pool.file.to_path_buf(),
+        listen: listen?,
+        listen_backlog,
+        listen_owner,
+        listen_group,
+        listen_mode,
+        listen_allowed_clients,
+        user: user?.map(str::to_owned),
+        group: group?.map(str::to_owned),
+        chdir: chdir?,
+        clear_env: clear_env?,
+        request_slowlog_timeout,
+        request_slowlog_trace_depth,
+        slowlog,
+        request_terminate_timeout,
+        status_listen: status_listen?,
+        pm: pm?,
+        env: env?,
+        runtime: runtime?,
+    })
+}
+
+type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
+
+/// The keys that shape the listening socket; which of them apply depends on its kind.
+fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<Socket> {
+    let backlog = root.int("listen_backlog", 1..=i32::MAX.into()).or(511);
+    let owner = root.string("listen_owner").optional();
+    let group = root.string("listen_group").optional();
+    let mode = root.parse("listen_mode", octal_mode).or(0o660);
+    let allowed = allowed_clients(root);
+    match listen {
+        Some(ListenAddr::Tcp(_)) => {
+            for key in ["listen_owner", "listen_group", "listen_mode"] {
+                if root.contains(key) {
+                    root.fail(key, "only for unix sockets (listen is a TCP address)");
+                }
+            }
+        }
+        Some(ListenAddr::Unix(_)) if root.contains("listen_allowed_clients") => {
+            root.fail(
+                "listen_allowed_clients",
+                "only for TCP addresses (listen is a unix socket)",
+            );
+        }
+        _ => {}
+    }
+    let owner = owner?.map(str::to_owned);
+    let group = group?.map(str::to_owned);
+    Some((backlog?, owner, group, mode?, allowed?))
+}
+
+fn octal_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(mode) if mode <= 0o777 && (3..=4).contains(&s.len()) => Ok(mode),
+        _ => Err("expected an octal mode like \"0660\"".into()),
+    }
+}
+
+fn allowed_clients(root: &Table<'_, '_>) -> Option<Vec<IpAddr>> {
+    let items = root.strings("listen_allowed_clients").or(Vec::new())?;
+    let mut valid = true;
+    let mut out = Vec::with_capacity(items.len());
+    for (s, span) in items {
+        match s.parse::<IpAddr>() {
+            Ok(ip) => out.push(ip),
+            Err(_) => {
+                root.fail_at("listen_allowed_clients", span, "not an IP address");
+                valid = false;
+            }
+        }
+    }
+    valid.then_some(out)
+}
+
+fn directory(base: &Path, s: &str) -> Result<PathBuf, String> {
+    let path = resolve(base, s)?;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => Ok(path),
+        Ok(_) => Err(format!("{} is not a directory", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+type Slowlog = (Option<Duration>, u32, Option<PathBuf>, Option<Duration>);
+
+/// A zero timeout means off, as in php-fpm.
+fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
+    let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
+    let slow = root
+        .duration("request_slowlog_timeout")
+        .optional()
+        .map(nonzero);
+    let depth = root
+        .int("request_slowlog_trace_depth", 0..=u32::MAX.into())
+        .or(20);
+    let file = root.path_buf("slowlog", base).optional();
+    let terminate = root
+        .duration("request_terminate_timeout")
+        .optional()
+        .map(nonzero);
+    if let (Some(Some(_)), Some(None)) = (slow, &file) {
+        root.fail(
+            "request_slowlog_timeout",
+            "needs slowlog, the file slow requests are written to",
+        );
+    }
+    if let (Some(Some(slow)), Some(Some(terminate))) = (slow, terminate)
+        && slow >= terminate
+    {
+        let terminate = humantime::format_duration(terminate);
+        root.fail(
+            "request_slowlog_timeout",
+            format!("must be shorter than request_terminate_timeout ({terminate})"),
+        );
+    }
+    Some((slow?, depth?, file?, terminate?))
+}
+
+/// `[env]`: names a shell would accept, string values only (a number's formatting would
+/// otherwise be ours rather than the writer's).
+fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
+    let table = match root.table("env") {
+        Got::Absent => return Some(BTreeMap::new()),
+        Got::Invalid => return None,
+        Got::Valid(table) => table,
+    };
+    let mut out = BTreeMap::new();
+    let mut valid = true;
+    for (key, value) in table.entries() {
+        let name: &str = key.get_ref();
+        let mut chars = name.chars();
+        let good_name = chars
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+        if !good_name {
+            table.fail(
+                name,
+                "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
+            );
+            valid = false;
+        }
+        match value.get_ref() {
+            DeValue::String(s) => {
+                out.insert(name.to_owned(), s.to_string());
+            }
+            other => {
+                table.fail(
+                    name,
+                    format!("expected a string, found {}", other.type_str()),
+                );
+                valid = false;
+            }
+        }
+    }
+    valid.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_octal_strings() {
+        assert_eq!(octal_mode("0660"), Ok(0o660));
+        assert_eq!(octal_mode("600"), Ok(0o600));
+        assert!(octal_mode("0999").is_err());
+        assert!(octal_mode("1777").is_err());
+        assert!(octal_mode("rw").is_err());
+    }
+}

@@ -1,0 +1,309 @@
+//! `drover -t`: the resolved configuration, every key with its value or default, one block
+//! per file. Each block is valid TOML that loads back to the same settings; keys that are
+//! unset or do not apply are shown as comments so that the block still lists every key.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use super::value::toml_key;
+use super::{
+    Command, Config, Global, ListenAddr, LogLevel, LogTarget, Php, PmMode, Pool, Python, Runtime,
+};
+
+impl Config {
+    pub fn render(&self) -> String {
+        let mut out = Out::default();
+        out.comment(&format!("global ({})", self.path.display()));
+        global(&mut out, &self.global);
+        for pool in &self.pools {
+            out.blank();
+            out.comment(&format!("pool {} ({})", pool.name, pool.file.display()));
+            self::pool(&mut out, pool);
+        }
+        out.0
+    }
+}
+
+fn global(out: &mut Out, g: &Global) {
+    match &g.error_log {
+        LogTarget::Stderr => out.string("error_log", "stderr"),
+        LogTarget::File(path) => out.path("error_log", path),
+    }
+    let level = match g.log_level {
+        LogLevel::Error => "error",
+        LogLevel::Warn => "warn",
+        LogLevel::Info => "info",
+        LogLevel::Debug => "debug",
+        LogLevel::Trace => "trace",
+    };
+    out.string("log_level", level);
+    out.optional_path("pid_file", g.pid_file.as_deref());
+    out.strings("include", &g.include);
+    out.duration("process_control_timeout", g.process_control_timeout);
+    out.raw("emergency_restart_threshold", g.emergency_restart_threshold);
+    out.duration("emergency_restart_interval", g.emergency_restart_interval);
+    out.table("control");
+    out.optional_path("listen", g.control.listen.as_deref());
+}
+
+fn pool(out: &mut Out, p: &Pool) {
+    out.string("listen", &p.listen.to_string());
+    out.raw("listen_backlog", p.listen_backlog);
+    let unix = matches!(p.listen, ListenAddr::Unix(_));
+    let only = |applies: bool, what: &str| (!applies).then(|| format!("{what} only"));
+    let unix_only = only(unix, "unix sockets");
+    out.optional_string(
+        "listen_owner",
+        p.listen_owner.as_deref(),
+        unix_only.as_deref(),
+    );
+    out.optional_string(
+        "listen_group",
+        p.listen_group.as_deref(),
+        unix_only.as_deref(),
+    );
+    let mode = format!("{:04o}", p.listen_mode);
+    out.optional_string("listen_mode", Some(&mode), unix_only.as_deref());
+    let clients: Vec<String> = p
+        .listen_allowed_clients
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    match only(!unix, "TCP addresses") {
+        None => out.strings("listen_allowed_clients", &clients),
+        Some(why) => out.unset("listen_allowed_clients", &why),
+    }
+    out.optional_string("user", p.user.as_deref(), None);
+    out.optional_string("group", p.group.as_deref(), None);
+    out.optional_path("chdir", p.chdir.as_deref());
+    out.raw("clear_env", p.clear_env);
+    out.duration(
+        "request_slowlog_timeout",
+        p.request_slowlog_timeout.unwrap_or_default(),
+    );
+    out.raw("request_slowlog_trace_depth", p.request_slowlog_trace_depth);
+    out.optional_path("slowlog", p.slowlog.as_deref());
+    out.duration(
+        "request_terminate_timeout",
+        p.request_terminate_timeout.unwrap_or_default(),
+    );
+    let status = p.status_listen.as_ref().map(ListenAddr::to_string);
+    out.optional_string("status_listen", status.as_deref(), None);
+
+    let pm = &p.pm;
+    out.table("pm");
+    out.string("mode", pm.mode.as_str());
+    out.raw("max_children", pm.max_children);
+    for (key, value) in [
+        ("start_servers", pm.start_servers),
+        ("min_spare_servers", pm.min_spare_servers),
+        ("max_spare_servers", pm.max_spare_servers),
+    ] {
+        match pm.mode {
+            PmMode::Dynamic => out.raw(key, value),
+            _ => out.unset(key, "pm.mode = \"dynamic\" only"),
+        }
+    }
+    out.raw("max_spawn_rate", pm.max_spawn_rate);
+    out.duration("process_idle_timeout", pm.process_idle_timeout);
+    out.raw("max_requests", pm.max_requests);
+    out.raw("max_requests_jitter", pm.max_requests_jitter);
+    match pm.max_memory {
+        Some(bytes) => out.string("max_memory", &size(bytes)),
+        None => out.unset("max_memory", "no limit"),
+    }
+
+    out.table("env");
+    for (name, value) in &p.env {
+        out.string(&toml_key(name), value);
+    }
+    match &p.runtime {
+        Runtime::Php(php) => self::php(out, php),
+        Runtime::Python(python) => self::python(out, python),
+        Runtime::Command(command) => self::command(out, command),
+    }
+}
+
+fn php(out: &mut Out, php: &Php) {
+    out.table("php");
+    out.path("binary", &php.binary);
+    out.table("php.ini");
+    for (name, value) in &php.ini {
+        out.string(&toml_key(name), value);
+    }
+}
+
+fn python(out: &mut Out, py: &Python) {
+    out.table("python");
+    out.string("app", &format!("{}:{}", py.module, py.callable));
+    let paths: Vec<String> = py
+        .python_path
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    out.strings("python_path", &paths);
+    out.optional_path("virtualenv", py.virtualenv.as_deref());
+    out.raw("preload", py.preload);
+    out.string("mount", &py.mount);
+}
+
+fn command(out: &mut Out, command: &Command) {
+    out.table("command");
+    out.strings("argv", &command.argv);
+}
+
+/// The largest binary unit that states the size exactly, so it parses back unchanged.
+fn size(bytes: u64) -> String {
+    for (unit, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if bytes.is_multiple_of(factor) {
+            return format!("{}{unit}", bytes / factor);
+        }
+    }
+    format!("{bytes}B")
+}
+
+fn quote(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+#[derive(Default)]
+struct Out(String);
+
+impl Out {
+    fn line(&mut self, text: &str) {
+        self.0.push_str(text);
+        self.0.push('\n');
+    }
+
+    fn blank(&mut self) {
+        self.line("");
+    }
+
+    fn comment(&mut self, text: &str) {
+        self.line(&format!("# {text}"));
+    }
+
+    fn table(&mut self, name: &str) {
+        self.blank();
+        self.line(&format!("[{name}]"));
+    }
+
+    fn raw(&mut self, key: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.0, "{key} = {value}");
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        self.raw(key, quote(value));
+    }
+
+    fn path(&mut self, key: &str, value: &Path) {
+        self.string(key, &value.display().to_string());
+    }
+
+    fn strings(&mut self, key: &str, values: &[String]) {
+        let items: Vec<String> = values.iter().map(|v| quote(v)).collect();
+        self.raw(key, format!("[{}]", items.join(", ")));
+    }
+
+    fn duration(&mut self, key: &str, value: Duration) {
+        self.string(key, &humantime::format_duration(value).to_string());
+    }
+
+    /// A key with no value, or one that does not apply (`why`).
+    fn unset(&mut self, key: &str, why: &str) {
+        self.comment(&format!("{key} = ({why})"));
+    }
+
+    fn optional_string(&mut self, key: &str, value: Option<&str>, not_applicable: Option<&str>) {
+        match (not_applicable, value) {
+            (Some(why), _) => self.unset(key, why),
+            (None, Some(value)) => self.string(key, value),
+            (None, None) => self.unset(key, "not set"),
+        }
+    }
+
+    fn optional_path(&mut self, key: &str, value: Option<&Path>) {
+        match value {
+            Some(path) => self.path(key, path),
+            None => self.unset(key, "not set"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{MINIMAL, loaded};
+    use super::*;
+
+    const POOL_KEYS: &[&str] = &[
+        "listen",
+        "listen_backlog",
+        "listen_owner",
+        "listen_group",
+        "listen_mode",
+        "listen_allowed_clients",
+        "user",
+        "group",
+        "chdir",
+        "clear_env",
+        "request_slowlog_timeout",
+        "request_slowlog_trace_depth",
+        "slowlog",
+        "request_terminate_timeout",
+        "status_listen",
+        "[pm]",
+        "mode",
+        "max_children",
+        "start_servers",
+        "min_spare_servers",
+        "max_spare_servers",
+        "max_spawn_rate",
+        "process_idle_timeout",
+        "max_requests",
+        "max_requests_jitter",
+        "max_memory",
+        "[env]",
+        "[php]",
+        "binary",
+        "[php.ini]",
+    ];
+
+    #[test]
+    fn every_pool_key_is_rendered() {
+        let (_dir, config) = loaded(&[("www", MINIMAL)]);
+        let text = config.render();
+        let pool = text.split("# pool www (").nth(1).expect("a pool block");
+        for key in POOL_KEYS {
+            let shown = pool.lines().any(|l| {
+                let l = l.trim_start_matches("# ");
+                l == *key || l.starts_with(&format!("{key} = "))
+            });
+            assert!(shown, "{key} missing from:\n{text}");
+        }
+        assert!(text.contains("process_control_timeout = \"10s\""));
+    }
+
+    #[test]
+    fn a_rendered_pool_loads_back_the_same() {
+        let pool = MINIMAL
+            .replace("mode = \"static\"", "mode = \"dynamic\"\nmin_spare_servers = 1\nmax_spare_servers = 3\nmax_memory = \"1536KiB\"")
+            .replace("[php]", "[env]\nA = \"b\"\n[php]\n[php.ini]\n\"opcache.enable\" = 1");
+        let (_dir, config) = loaded(&[("www", &pool)]);
+        let text = config.render();
+        let block = text.split("# pool www (").nth(1).unwrap();
+        let (_dir2, again) = loaded(&[("www", block.split_once('\n').unwrap().1)]);
+        let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
+        a.file = b.file.clone();
+        assert_eq!(a, b, "rendered:\n{text}");
+    }
+
+    #[test]
+    fn sizes_render_exactly() {
+        assert_eq!(size(256 << 20), "256MiB");
+        assert_eq!(size(1 << 30), "1GiB");
+        assert_eq!(size(1000), "1000B");
+        assert_eq!(toml_key("opcache.enable"), "\"opcache.enable\"");
+        assert_eq!(toml_key("memory_limit"), "memory_limit");
+    }
+}

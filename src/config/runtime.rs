@@ -1,0 +1,269 @@
+//! The runtime tables of a pool: exactly one of `[php]`, `[python]`, `[command]`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use toml::de::DeValue;
+
+use super::value::{Got, Table, resolve};
+use super::{Command, Php, Python, Runtime};
+
+const RUNTIMES: &[&str] = &["php", "python", "command"];
+const PHP_KEYS: &[&str] = &["binary", "ini"];
+const PYTHON_KEYS: &[&str] = &["app", "python_path", "virtualenv", "preload", "mount"];
+const COMMAND_KEYS: &[&str] = &["argv"];
+
+pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
+    let present: Vec<&str> = RUNTIMES
+        .iter()
+        .copied()
+        .filter(|k| root.contains(k))
+        .collect();
+    let Some(first) = present.first() else {
+        root.source.report(
+            0,
+            "",
+            None,
+            "no runtime: add one of [php], [python] or [command]",
+        );
+        return None;
+    };
+    for extra in &present[1..] {
+        root.fail(
+            extra,
+            format!("a pool has one runtime and this one already has [{first}]"),
+        );
+    }
+    // Every table present is checked, so a second runtime's own mistakes show up too.
+    let parsed: Vec<Option<Runtime>> = present
+        .iter()
+        .map(|&name| {
+            let table = root.table(name).required(root, name)?;
+            match name {
+                "php" => php(&table, base).map(Runtime::Php),
+                "python" => python(&table, base).map(Runtime::Python),
+                _ => command(&table, base).map(Runtime::Command),
+            }
+        })
+        .collect();
+    if present.len() > 1 {
+        return None;
+    }
+    parsed.into_iter().next().flatten()
+}
+
+fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
+    t.check_keys(PHP_KEYS);
+    let binary = t.string("binary").or("php-cgi").and_then(|name| {
+        find_executable(base, name)
+            .map_err(|why| t.fail("binary", format!("php binary not found: {why}")))
+            .ok()
+    });
+    let ini = match t.table("ini") {
+        Got::Absent => Some(BTreeMap::new()),
+        Got::Invalid => None,
+        Got::Valid(ini) => php_ini(&ini),
+    };
+    Some(Php {
+        binary: binary?,
+        ini: ini?,
+    })
+}
+
+/// Every value becomes the string php-cgi's `-d key=value` takes. A dotted key left
+/// unquoted (`opcache.enable = 1`) parses as a nested table; it is flattened back to the
+/// php.ini name rather than refused.
+fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let mut valid = true;
+    let mut stack = vec![(String::new(), t.clone())];
+    while let Some((prefix, table)) = stack.pop() {
+        for (key, value) in table.entries() {
+            let name = format!("{prefix}{}", key.get_ref());
+            let text = match value.get_ref() {
+                DeValue::String(s) => s.to_string(),
+                DeValue::Integer(n) => match i64::from_str_radix(n.as_str(), n.radix()) {
+                    Ok(n) => n.to_string(),
+                    Err(_) => n.to_string(),
+                },
+                DeValue::Boolean(b) => if *b { "1" } else { "0" }.to_owned(),
+                DeValue::Table(_) => {
+                    if let Got::Valid(inner) = table.table(key.get_ref()) {
+                        stack.push((format!("{name}."), inner));
+                    }
+                    continue;
+                }
+                other => {
+                    let rule = format!(
+                        "expected a string, integer or boolean, found {}",
+                        other.type_str()
+                    );
+                    table.fail(key.get_ref(), rule);
+                    valid = false;
+                    continue;
+                }
+            };
+            out.insert(name, text);
+        }
+    }
+    valid.then_some(out)
+}
+
+fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
+    t.check_keys(PYTHON_KEYS);
+    let app = t.parse("app", app).required(t, "app");
+    let python_path = match t.strings("python_path") {
+        Got::Absent => Some(Vec::new()),
+        Got::Invalid => None,
+        Got::Valid(items) => {
+            let mut paths = Vec::new();
+            for (s, span) in items {
+                match resolve(base, s) {
+                    Ok(p) => paths.push(p),
+                    Err(rule) => t.fail_at("python_path", span, rule),
+                }
+            }
+            Some(paths)
+        }
+    };
+    let virtualenv = t
+        .parse("virtualenv", |s| {
+            let path = resolve(base, s)?;
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => Ok(path),
+                Ok(_) => Err("not a directory".into()),
+                Err(e) => Err(format!("cannot use {}: {e}", path.display())),
+            }
+        })
+        .optional();
+    let preload = t.bool("preload").or(true);
+    let mount = t.parse("mount", mount).or(String::new());
+    let (module, callable) = app?;
+    Some(Python {
+        module,
+        callable,
+        python_path: python_path?,
+        virtualenv: virtualenv?,
+        preload: preload?,
+        mount: mount?,
+    })
+}
+
+/// `package.module:callable` → (module, callable), callable defaulting to `application`.
+fn app(s: &str) -> Result<(String, String), String> {
+    let (module, callable) = s.split_once(':').unwrap_or((s, "application"));
+    let identifier = |s: &str| {
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+            && chars.all(|c| c == '_' || c.is_alphanumeric())
+    };
+    if !module.split('.').all(identifier) || !identifier(callable) {
+        return Err("expected \"package.module:callable\", like \"myapp.wsgi:application\"".into());
+    }
+    Ok((module.to_owned(), callable.to_owned()))
+}
+
+fn mount(s: &str) -> Result<String, String> {
+    if !s.is_empty() && (!s.starts_with('/') || s.ends_with('/')) {
+        return Err("must be \"\" or start with / and not end with / (like \"/app\")".into());
+    }
+    Ok(s.to_owned())
+}
+
+fn command(t: &Table<'_, '_>, base: &Path) -> Option<Command> {
+    t.check_keys(COMMAND_KEYS);
+    let items = t.strings("argv").required(t, "argv")?;
+    let Some((program, span)) = items.first().cloned() else {
+        t.fail(
+            "argv",
+            "must name a program: argv = [\"/usr/sbin/fcgiwrap\"]",
+        );
+        return None;
+    };
+    let program = match find_executable(base, program) {
+        Ok(path) => path.to_string_lossy().into_owned(),
+        Err(why) => {
+            t.fail_at("argv", span, format!("command not found: {why}"));
+            return None;
+        }
+    };
+    let argv = std::iter::once(program).chain(items[1..].iter().map(|(s, _)| s.to_string()));
+    Some(Command {
+        argv: argv.collect(),
+    })
+}
+
+/// A name with a `/` is a path (relative to drover.toml's folder); a bare name is looked up
+/// on `PATH`, as the shell would. Either way it must be an executable file now, so a typo
+/// fails `drover -t` rather than every spawn.
+pub(super) fn find_executable(base: &Path, name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let path = resolve(base, name)?;
+        return match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(path),
+            Ok(_) => Err(format!("{} is not an executable file", path.display())),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        };
+    }
+    if name.is_empty() {
+        return Err("the name is empty".into());
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
+        .ok_or_else(|| format!("{name} is not on PATH"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_defaults_the_callable() {
+        assert_eq!(
+            app("myapp.wsgi"),
+            Ok(("myapp.wsgi".into(), "application".into()))
+        );
+        assert_eq!(
+            app("myapp.wsgi:app"),
+            Ok(("myapp.wsgi".into(), "app".into()))
+        );
+        assert!(app("myapp.wsgi:").is_err());
+        assert!(app("my-app:app").is_err());
+    }
+
+    #[test]
+    fn mount_is_empty_or_a_slash_prefix() {
+        assert!(mount("").is_ok());
+        assert!(mount("/app").is_ok());
+        assert!(mount("app").is_err());
+        assert!(mount("/app/").is_err());
+        assert!(mount("/").is_err());
+    }
+
+    #[test]
+    fn executables_are_paths_or_found_on_path() {
+        let base = Path::new("/");
+        assert_eq!(
+            find_executable(base, "/bin/sh"),
+            Ok(PathBuf::from("/bin/sh"))
+        );
+        assert!(find_executable(base, "/nonexistent/php-cgi").is_err());
+        assert!(
+            find_executable(base, "/etc/passwd")
+                .unwrap_err()
+                .contains("not an executable")
+        );
+        assert!(find_executable(base, "sh").is_ok());
+        assert!(
+            find_executable(base, "no-such-program-here")
+                .unwrap_err()
+                .contains("PATH")
+        );
+    }
+}

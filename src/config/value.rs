@@ -1,0 +1,368 @@
+//! Typed getters over one parsed TOML table. Each getter reports a located error and carries
+//! on, so that one pass over a file finds every problem in it (serde's derive stops at the
+//! first).
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::source::Source;
+
+/// What a getter found: the caller picks the default for `Absent`; `Invalid` means an error
+/// has been reported and any rule that depends on this key must stay quiet.
+pub(super) enum Got<T> {
+    Absent,
+    Invalid,
+    Valid(T),
+}
+
+impl<T> Got<T> {
+    /// `None` when invalid (already reported), the default when absent.
+    pub fn or(self, default: T) -> Option<T> {
+        self.or_else(|| default)
+    }
+
+    pub fn or_else(self, default: impl FnOnce() -> T) -> Option<T> {
+        match self {
+            Got::Absent => Some(default()),
+            Got::Invalid => None,
+            Got::Valid(v) => Some(v),
+        }
+    }
+
+    /// For optional keys: `Some(None)` when absent, `None` when invalid.
+    pub fn optional(self) -> Option<Option<T>> {
+        match self {
+            Got::Absent => Some(None),
+            Got::Invalid => None,
+            Got::Valid(v) => Some(Some(v)),
+        }
+    }
+
+    /// For required keys: absent is reported at the table's header.
+    pub fn required(self, table: &Table<'_, '_>, key: &str) -> Option<T> {
+        match self {
+            Got::Absent => {
+                table.missing(key);
+                None
+            }
+            Got::Invalid => None,
+            Got::Valid(v) => Some(v),
+        }
+    }
+}
+
+/// A view of one table of a file: `prefix` builds dotted key paths and `at` is where errors
+/// about missing keys point (the `[table]` header, or the start of the file for the root).
+#[derive(Clone)]
+pub(super) struct Table<'a, 'i> {
+    pub source: &'a Source,
+    table: &'a DeTable<'i>,
+    prefix: String,
+    at: usize,
+}
+
+type Entry<'a, 'i> = (
+    &'a Spanned<std::borrow::Cow<'i, str>>,
+    &'a Spanned<DeValue<'i>>,
+);
+
+impl<'a, 'i> Table<'a, 'i> {
+    pub fn root(source: &'a Source, table: &'a DeTable<'i>) -> Self {
+        Table {
+            source,
+            table,
+            prefix: String::new(),
+            at: 0,
+        }
+    }
+
+    /// `key` with this table's path in front: `pm.max_children`.
+    pub fn path(&self, key: &str) -> String {
+        // Quoted as TOML would need it, so `env."A B"` reads as one key.
+        let key = toml_key(key);
+        if self.prefix.is_empty() {
+            key
+        } else {
+            format!("{}.{key}", self.prefix)
+        }
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = Entry<'a, 'i>> + 'a {
+        self.table.iter()
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.table.contains_key(key)
+    }
+
+    fn entry(&self, key: &str) -> Option<Entry<'a, 'i>> {
+        self.table.get_key_value(key)
+    }
+
+    /// Reports every key not in `known`, suggesting the nearest known one.
+    pub fn check_keys(&self, known: &[&str]) {
+        for (key, _) in self.entries() {
+            let name: &str = key.get_ref();
+            if known.contains(&name) {
+                continue;
+            }
+            let rule = match suggest(name, known) {
+                Some(near) => format!("unknown key; did you mean {near}?"),
+                None => format!("unknown key; known keys: {}", known.join(", ")),
+            };
+            self.source
+                .report(key.span().start, &self.path(name), None, rule);
+        }
+    }
+
+    /// Where an error about `key` points: the key when it is written (with its value as
+    /// written), the table otherwise.
+    pub fn locate(&self, key: &str) -> (usize, Option<String>) {
+        match self.entry(key) {
+            // A `[table]`'s span is its header; echoing a table back is noise.
+            Some((_, v)) if matches!(v.get_ref(), DeValue::Table(_)) => (v.span().start, None),
+            Some((k, v)) => (k.span().start, Some(self.source.written(v.span()))),
+            None => (self.at, None),
+        }
+    }
+
+    pub fn fail(&self, key: &str, rule: impl Into<String>) {
+        let (offset, written) = self.locate(key);
+        self.source.report(offset, &self.path(key), written, rule);
+    }
+
+    /// An error about one element of an array, located at the element.
+    pub fn fail_at(&self, key: &str, span: Range<usize>, rule: impl Into<String>) {
+        let written = self.source.written(span.clone());
+        self.source
+            .report(span.start, &self.path(key), Some(written), rule);
+    }
+
+    pub fn missing(&self, key: &str) {
+        self.fail(key, "missing required key");
+    }
+
+    fn type_error(&self, key: &str, expected: &str, found: &DeValue<'_>) {
+        self.fail(
+            key,
+            format!("expected {expected}, found {}", found.type_str()),
+        );
+    }
+
+    pub fn string(&self, key: &str) -> Got<&'a str> {
+        self.string_as(key, "a string")
+    }
+
+    /// A string, with `expected` naming what a wrong type should have been instead
+    /// ("a duration string with a unit, like \"30s\"").
+    fn string_as(&self, key: &str, expected: &str) -> Got<&'a str> {
+        match self.entry(key).map(|(_, v)| v.get_ref()) {
+            None => Got::Absent,
+            Some(DeValue::String(s)) => Got::Valid(s.as_ref()),
+            Some(other) => {
+                self.type_error(key, expected, other);
+                Got::Invalid
+            }
+        }
+    }
+
+    /// A string turned into `T` by `parse`, whose `Err` is the rule broken.
+    pub fn parse<T>(&self, key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Got<T> {
+        self.parse_as(key, "a string", parse)
+    }
+
+    fn parse_as<T>(
+        &self,
+        key: &str,
+        expected: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Got<T> {
+        match self.string_as(key, expected) {
+            Got::Valid(s) => match parse(s) {
+                Ok(v) => Got::Valid(v),
+                Err(rule) => {
+                    self.fail(key, rule);
+                    Got::Invalid
+                }
+            },
+            Got::Absent => Got::Absent,
+            Got::Invalid => Got::Invalid,
+        }
+    }
+
+    pub fn bool(&self, key: &str) -> Got<bool> {
+        match self.entry(key).map(|(_, v)| v.get_ref()) {
+            None => Got::Absent,
+            Some(DeValue::Boolean(b)) => Got::Valid(*b),
+            Some(other) => {
+                self.type_error(key, "a boolean (true or false)", other);
+                Got::Invalid
+            }
+        }
+    }
+
+    /// An integer within `range`.
+    pub fn int<T: TryFrom<i64>>(&self, key: &str, range: std::ops::RangeInclusive<i64>) -> Got<T> {
+        let n = match self.entry(key).map(|(_, v)| v.get_ref()) {
+            None => return Got::Absent,
+            Some(DeValue::Integer(n)) => i64::from_str_radix(n.as_str(), n.radix()).ok(),
+            Some(other) => {
+                self.type_error(key, "an integer", other);
+                return Got::Invalid;
+            }
+        };
+        let rule = match n {
+            Some(n) if n < *range.start() => format!("must be at least {}", range.start()),
+            Some(n) if range.contains(&n) => match T::try_from(n) {
+                Ok(v) => return Got::Valid(v),
+                Err(_) => format!("must be at most {}", range.end()),
+            },
+            _ => format!("must be at most {}", range.end()),
+        };
+        self.fail(key, rule);
+        Got::Invalid
+    }
+
+    /// A humantime duration: "30s", "5m", "1h 30m".
+    pub fn duration(&self, key: &str) -> Got<Duration> {
+        self.parse_as(key, "a duration string with a unit, like \"30s\"", |s| {
+            humantime::parse_duration(s).map_err(|e| format!("invalid duration: {e}"))
+        })
+    }
+
+    /// A byte size with a unit: "256MiB", "1G".
+    pub fn size(&self, key: &str) -> Got<u64> {
+        self.parse_as(key, "a size string with a unit, like \"256MiB\"", |s| {
+            // A bare number parses as bytes; demanding the unit keeps "256" from meaning
+            // 256 bytes when the writer thought in megabytes.
+            if s.trim().chars().all(|c| c.is_ascii_digit()) {
+                return Err("a size needs a unit, like \"256MiB\"".into());
+            }
+            s.parse::<bytesize::ByteSize>()
+                .map(|b| b.as_u64())
+                .map_err(|e| format!("invalid size: {e}"))
+        })
+    }
+
+    /// A path; relative paths resolve against `base` (drover.toml's folder).
+    pub fn path_buf(&self, key: &str, base: &Path) -> Got<PathBuf> {
+        self.parse(key, |s| resolve(base, s))
+    }
+
+    /// An array of strings; each element comes with its span for element-level errors.
+    /// Elements of another type are reported and left out, so the caller still checks the
+    /// rest (the load fails on the reported error either way).
+    pub fn strings(&self, key: &str) -> Got<Vec<(&'a str, Range<usize>)>> {
+        let items = match self.entry(key).map(|(_, v)| v.get_ref()) {
+            None => return Got::Absent,
+            Some(DeValue::Array(items)) => items,
+            Some(other) => {
+                self.type_error(key, "an array of strings", other);
+                return Got::Invalid;
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => out.push((s.as_ref(), item.span())),
+                other => {
+                    let rule = format!("expected a string, found {}", other.type_str());
+                    self.fail_at(key, item.span(), rule);
+                }
+            }
+        }
+        Got::Valid(out)
+    }
+
+    pub fn table(&self, key: &str) -> Got<Table<'a, 'i>> {
+        match self.entry(key) {
+            None => Got::Absent,
+            Some((_, v)) => match v.get_ref() {
+                DeValue::Table(table) => Got::Valid(Table {
+                    source: self.source,
+                    table,
+                    prefix: self.path(key),
+                    at: v.span().start,
+                }),
+                other => {
+                    self.type_error(key, "a table", other);
+                    Got::Invalid
+                }
+            },
+        }
+    }
+}
+
+/// Resolves a path as written against drover.toml's folder. Rebuilding from components
+/// drops `.` and doubled slashes, so equal files compare equal (two pools on one socket).
+pub(super) fn resolve(base: &Path, written: &str) -> Result<PathBuf, String> {
+    if written.is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(base.join(written).components().collect())
+}
+
+/// A key as TOML writes it: bare when it can be, quoted otherwise (`"opcache.enable"`).
+pub(super) fn toml_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        name.to_owned()
+    } else {
+        toml::Value::String(name.to_owned()).to_string()
+    }
+}
+
+/// The known key within edit distance 2 of `unknown`, nearest first.
+fn suggest<'k>(unknown: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(unknown, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("max_chidren", "max_children"), 1);
+        assert_eq!(edit_distance("mode", "mode"), 0);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("lisen", "listen"), 1);
+    }
+
+    #[test]
+    fn suggestions_stop_at_distance_two() {
+        assert_eq!(
+            suggest("max_chidren", &["mode", "max_children"]),
+            Some("max_children")
+        );
+        assert_eq!(suggest("workers", &["mode", "max_children"]), None);
+    }
+}

@@ -1,0 +1,1 @@
+//! FastCGI (stub: the fastcgi helper owns this folder)

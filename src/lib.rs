@@ -1,0 +1,47 @@
+//! drover: a process manager for FastCGI and WSGI applications.
+//!
+//! # The process tree
+//!
+//! ```text
+//! drover (master)                  tokio current-thread; spawns only by exec, never forks itself
+//!  ├─ php-cgi (pool parent)        static php pool: one php-cgi per generation, the pool's
+//!  │   ├─ php-cgi  worker          listening socket as fd 0, PHP_FCGI_CHILDREN = max_children:
+//!  │   └─ php-cgi  worker          its workers fork from it and share one OPcache
+//!  ├─ <command>    worker          any FastCGI app that accepts on fd 0 (fcgiwrap, ...)
+//!  └─ drover zygote                python pool (issue 3): loads CPython + the app, forks workers
+//! ```
+//!
+//! The master binds every pool's listener before any worker exists and keeps it for its whole
+//! life; workers `accept()` on it themselves, so the master is never on the request path.
+//!
+//! # Signals to the master
+//!
+//! | signal        | effect |
+//! |---------------|--------|
+//! | TERM, QUIT    | graceful stop: stop spawning, let in-flight requests finish within `process_control_timeout`, then SIGKILL; exit 0 |
+//! | INT           | fast stop: SIGKILL every worker at once; exit 0 |
+//! | HUP, USR2     | reload (not available yet: logged and ignored) |
+//! | USR1          | reopen the error log file |
+//! | CHLD          | reap exited workers and replace them |
+//!
+//! Handlers only record; the master loop acts ([`master::signals`]).
+//!
+//! # Modules
+//!
+//! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
+//! - [`fastcgi`]: the FastCGI record and name-value codec and the responder side of a connection.
+//! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
+//! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
+//! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
+//! - [`runtime`]: how each runtime's workers are started (php, command).
+//! - [`logging`]: the error log (stderr or a reopenable file).
+//! - [`systemd`]: sd_notify.
+
+pub mod config;
+pub mod fastcgi;
+pub mod listener;
+pub mod logging;
+pub mod master;
+pub mod pm;
+pub mod runtime;
+pub mod systemd;

@@ -1,0 +1,50 @@
+//! The `drover` binary: parse the command line, load the configuration, run or test it.
+//! Exit codes are named in [`ExitCode`]-returning paths below: 0 ok, 1 invalid
+//! configuration, 2 a runtime failure (a listen address in use, ...).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use drover::config;
+
+/// A process manager for FastCGI and WSGI applications.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The global configuration file.
+    #[arg(short = 'c', long = "config", default_value = config::DEFAULT_CONFIG_PATH)]
+    config: PathBuf,
+    /// Test the configuration, print it resolved with every default, and exit.
+    #[arg(short = 't', long = "test")]
+    test: bool,
+}
+
+const EXIT_INVALID_CONFIG: u8 = 1;
+const EXIT_RUNTIME: u8 = 2;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match config::load(&args.config) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("drover: configuration {} is invalid", args.config.display());
+            return ExitCode::from(EXIT_INVALID_CONFIG);
+        }
+    };
+    if args.test {
+        print!("{}", config.render());
+        eprintln!("drover: configuration {} is valid", args.config.display());
+        return ExitCode::SUCCESS;
+    }
+    match drover::master::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("drover: {err:#}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Why a process ended, typed from its wait status, and how that reads in the log.
+
+use std::fmt;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::sys::wait::WaitStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitCause {
+    Code(i32),
+    Signal(Signal),
+    /// A php-cgi worker reaped by its php-cgi parent: only the parent saw its status.
+    SeenByParent,
+}
+
+impl ExitCause {
+    /// `None` for wait statuses that are not an exit (stopped, continued).
+    pub fn from_status(status: WaitStatus) -> Option<ExitCause> {
+        match status {
+            WaitStatus::Exited(_, code) => Some(ExitCause::Code(code)),
+            WaitStatus::Signaled(_, signal, _) => Some(ExitCause::Signal(signal)),
+            _ => None,
+        }
+    }
+
+    /// The crashes php-fpm's emergency restart counts.
+    pub fn is_crash(self) -> bool {
+        matches!(self, ExitCause::Signal(Signal::SIGSEGV | Signal::SIGBUS))
+    }
+}
+
+impl fmt::Display for ExitCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitCause::Code(code) => write!(f, "with code {code}"),
+            ExitCause::Signal(signal) => write!(f, "on {}", signal.as_str()),
+            ExitCause::SeenByParent => write!(f, "(status seen only by its php-cgi parent)"),
+        }
+    }
+}
+
+/// "0.25s", "3.2s", "12m 5s": precise when short, readable when long.
+pub fn lifetime(d: Duration) -> String {
+    if d < Duration::from_secs(60) {
+        let secs = d.as_secs_f64();
+        if secs < 10.0 { format!("{secs:.2}s") } else { format!("{secs:.1}s") }
+    } else {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Pid;
+
+    #[test]
+    fn exit_statuses_read_as_a_user_expects() {
+        let pid = Pid::from_raw(1);
+        let code = ExitCause::from_status(WaitStatus::Exited(pid, 255)).unwrap();
+        assert_eq!(code.to_string(), "with code 255");
+        let killed = ExitCause::from_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)).unwrap();
+        assert_eq!(killed.to_string(), "on SIGKILL");
+        assert!(ExitCause::from_status(WaitStatus::StillAlive).is_none());
+    }
+
+    #[test]
+    fn only_segv_and_bus_are_crashes() {
+        assert!(ExitCause::Signal(Signal::SIGSEGV).is_crash());
+        assert!(ExitCause::Signal(Signal::SIGBUS).is_crash());
+        assert!(!ExitCause::Signal(Signal::SIGKILL).is_crash());
+        assert!(!ExitCause::Code(139).is_crash());
+    }
+
+    #[test]
+    fn lifetimes_are_short_and_readable() {
+        assert_eq!(lifetime(Duration::from_millis(250)), "0.25s");
+        assert_eq!(lifetime(Duration::from_millis(12_340)), "12.3s");
+        assert_eq!(lifetime(Duration::from_secs(725)), "12m 5s");
+    }
+}

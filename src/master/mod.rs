@@ -1,0 +1,258 @@
+//! The supervisor. [`run`] binds every listener, starts every pool, and loops:
+//! wait for a signal, a worker's output line or the tick → reap → observe workers →
+//! maintain pools (spawn, backoff) → check readiness and the stop deadline.
+//!
+//! The loop runs on a current-thread tokio runtime; the master never forks except to
+//! exec ([`spawn`]).
+
+mod exit;
+mod output;
+mod pool;
+mod signals;
+mod spawn;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures_util::StreamExt;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::listener::Listener;
+use crate::logging::{self, LogFile};
+use crate::pm::EmergencyRestart;
+use crate::systemd;
+use exit::ExitCause;
+use output::OutputLine;
+use pool::{PoolRun, Reaped};
+use signals::Command;
+
+/// How often the master looks at its workers between events.
+const TICK: Duration = Duration::from_millis(100);
+/// After SIGKILL, how long to wait for the last reaps before exiting anyway.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Which phase the master is in; a later phase overrides an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Running,
+    /// Waiting for in-flight requests until the deadline, then SIGKILL.
+    Stopping { deadline: Instant, killed: bool },
+}
+
+/// Runs the master until a stop signal, with a valid configuration.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let log = logging::init(&config.global.error_log, config.global.log_level)
+        .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async { Master::bind(config, log)?.serve().await })
+}
+
+struct Master {
+    config: Config,
+    log: LogFile,
+    pools: Vec<PoolRun>,
+    phase: Phase,
+    ready: bool,
+    emergency: EmergencyRestart,
+    lines: mpsc::UnboundedReceiver<OutputLine>,
+    pid_file: Option<PathBuf>,
+}
+
+impl Master {
+    /// Binds every listener and prepares every pool; spawns nothing yet. Any error here
+    /// stops drover before a single worker runs.
+    fn bind(config: Config, log: LogFile) -> anyhow::Result<Master> {
+        // Workers orphaned by a dying php-cgi parent come to us, so that we reap them and a
+        // stop waits for their last request.
+        nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
+        let (tx, lines) = mpsc::unbounded_channel();
+        let mut pools = Vec::with_capacity(config.pools.len());
+        for (index, pool) in config.pools.iter().enumerate() {
+            if !nix::unistd::Uid::effective().is_root() && (pool.user.is_some() || pool.group.is_some()) {
+                tracing::warn!("pool {}: user and group are ignored: drover is not running as root", pool.name);
+            }
+            let listener = Listener::bind(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
+            tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+            let output = output::capture(index, tx.clone()).context("creating the output socket")?;
+            let run = PoolRun::new(pool.clone(), listener, output).map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))?;
+            pools.push(run);
+        }
+        let pid_file = config.global.pid_file.clone();
+        if let Some(path) = &pid_file {
+            std::fs::write(path, format!("{}\n", std::process::id()))
+                .with_context(|| format!("cannot write pid_file {}", path.display()))?;
+        }
+        let emergency = EmergencyRestart::new(
+            config.global.emergency_restart_threshold,
+            config.global.emergency_restart_interval,
+        );
+        Ok(Master { config, log, pools, phase: Phase::Running, ready: false, emergency, lines, pid_file })
+    }
+
+    async fn serve(&mut self) -> anyhow::Result<()> {
+        let raw: Vec<i32> = signals::HANDLED.iter().map(|&s| s as i32).collect();
+        let mut signals = signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tracing::info!("drover {} starting {} pools", env!("CARGO_PKG_VERSION"), self.pools.len());
+        loop {
+            tokio::select! {
+                Some(raw) = signals.next() => {
+                    if let Some(command) = Signal::try_from(raw).ok().and_then(signals::command) {
+                        self.on_command(command);
+                    }
+                }
+                Some(line) = self.lines.recv() => self.log_output(line),
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            self.reap(now);
+            for pool in &mut self.pools {
+                pool.observe_workers(now);
+            }
+            if self.phase == Phase::Running {
+                for pool in &mut self.pools {
+                    pool.maintain(now);
+                }
+                self.check_ready();
+            } else if self.advance_stop(now) {
+                break;
+            }
+        }
+        self.finish();
+        Ok(())
+    }
+
+    fn on_command(&mut self, command: Command) {
+        match command {
+            Command::Reap => {}
+            Command::StopGraceful => self.stop(self.config.global.process_control_timeout, "graceful"),
+            Command::StopFast => self.stop(Duration::ZERO, "fast"),
+            Command::Reload => tracing::warn!("reload is not available in this version of drover; ignoring the signal"),
+            Command::ReopenLogs => match self.log.reopen() {
+                Ok(()) => tracing::info!("error log reopened"),
+                Err(err) => tracing::error!("cannot reopen the error log: {err}"),
+            },
+        }
+    }
+
+    fn stop(&mut self, timeout: Duration, how: &str) {
+        let deadline = Instant::now() + timeout;
+        match self.phase {
+            // A second stop signal can only make the stop sooner.
+            Phase::Stopping { deadline: current, .. } if current <= deadline => return,
+            Phase::Stopping { killed, .. } => self.phase = Phase::Stopping { deadline, killed },
+            Phase::Running => {
+                tracing::info!("stopping: {how} (timeout {})", humantime::format_duration(timeout));
+                systemd::stopping();
+                let now = Instant::now();
+                for pool in &mut self.pools {
+                    pool.stop_accepting(now);
+                }
+                self.phase = Phase::Stopping { deadline, killed: false };
+            }
+        }
+    }
+
+    /// True when every process is gone (or the grace after SIGKILL ran out).
+    fn advance_stop(&mut self, now: Instant) -> bool {
+        let Phase::Stopping { deadline, killed } = self.phase else { return false };
+        // Done when no child is left at all: that includes workers a dying php-cgi parent
+        // forked after the last look and handed to us.
+        let children = own_children();
+        if self.pools.iter().all(PoolRun::is_empty) && children.is_empty() {
+            return true;
+        }
+        if !killed && now >= deadline {
+            tracing::warn!("stopping: timeout reached; killing what is left");
+            for pool in &mut self.pools {
+                pool.kill_all();
+            }
+            for pid in children {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            }
+            self.phase = Phase::Stopping { deadline: now + KILL_GRACE, killed: true };
+        } else if killed && now >= deadline {
+            tracing::error!("stopping: some processes could not be reaped; exiting anyway");
+            return true;
+        }
+        false
+    }
+
+    fn reap(&mut self, now: Instant) {
+        loop {
+            let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
+                Ok(status) => status,
+                Err(Errno::EINTR) => continue,
+                Err(err) => {
+                    tracing::error!("waitpid: {err}");
+                    return;
+                }
+            };
+            let (Some(pid), Some(cause)) = (status.pid(), ExitCause::from_status(status)) else { continue };
+            let owner = self.pools.iter_mut().map(|pool| pool.on_reaped(pid, cause, now)).find(|r| !matches!(r, Reaped::NotOurs));
+            match owner {
+                Some(Reaped::Exit { crash: true }) if self.emergency.on_crash(now) => self.emergency_restart(),
+                Some(_) => {}
+                None => tracing::debug!("reaped process {pid} ({cause}), not a worker"),
+            }
+        }
+    }
+
+    fn emergency_restart(&mut self) {
+        tracing::error!(
+            "emergency restart: {} workers crashed (SIGSEGV/SIGBUS) within {}; restarting every pool",
+            self.config.global.emergency_restart_threshold,
+            humantime::format_duration(self.config.global.emergency_restart_interval)
+        );
+        for pool in &mut self.pools {
+            pool.retire_all();
+        }
+    }
+
+    fn check_ready(&mut self) {
+        if self.ready || self.pools.iter().any(|p| p.workers() < p.target_workers()) {
+            return;
+        }
+        self.ready = true;
+        let workers: usize = self.pools.iter().map(PoolRun::workers).sum();
+        let status = format!("ready: {} pools, {workers} workers", self.pools.len());
+        tracing::info!("{status}");
+        systemd::ready(&status);
+    }
+
+    fn log_output(&self, line: OutputLine) {
+        let Some(pool) = self.pools.get(line.pool) else { return };
+        let role = pool.role(line.pid).unwrap_or("worker");
+        tracing::info!("pool {}: {role} {}: {}", pool.name(), line.pid, line.line);
+    }
+
+    fn finish(&mut self) {
+        // Lines written just before the workers exited.
+        while let Ok(line) = self.lines.try_recv() {
+            self.log_output(line);
+        }
+        for pool in &self.pools {
+            pool.listener.unlink();
+        }
+        if let Some(path) = &self.pid_file {
+            let _ = std::fs::remove_file(path);
+        }
+        tracing::info!("stopped");
+    }
+}
+
+/// The master's own children (workers handed over by a dead php-cgi parent included).
+fn own_children() -> Vec<Pid> {
+    let pid = std::process::id();
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|text| text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,151 @@
+//! Capturing workers' stdout and stderr line by line, tagged with the pid that wrote it.
+//!
+//! Every process of a pool gets the same unix stream socket as fds 1 and 2. The master
+//! reads the other end with SO_PASSCRED set, so the kernel attaches the writer's pid to
+//! each read and never merges bytes from two writers into one read. That tags a line with
+//! the php-cgi *worker* that wrote it, which a shared pipe could not.
+
+use std::collections::HashMap;
+use std::io::{self, IoSliceMut};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::sys::socket::{
+    recvmsg, setsockopt, socketpair, sockopt, AddressFamily, ControlMessageOwned, MsgFlags,
+    SockFlag, SockType, UnixCredentials,
+};
+use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+
+/// A line longer than this is cut and logged in pieces.
+const MAX_LINE: usize = 8192;
+
+/// One line a worker wrote, without its newline.
+#[derive(Debug)]
+pub struct OutputLine {
+    pub pool: usize,
+    pub pid: Pid,
+    pub line: String,
+}
+
+/// Creates a pool's output socket. Returns the end to give to workers; the other end is
+/// read by a task that sends each line to `lines`.
+pub fn capture(pool: usize, lines: mpsc::UnboundedSender<OutputLine>) -> io::Result<OwnedFd> {
+    let (reader, writer) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+    )?;
+    setsockopt(&reader, sockopt::PassCred, &true)?;
+    // The workers' end must block: a worker's write to stderr may not fail with EAGAIN.
+    let flags = nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_GETFL)?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) - nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags))?;
+    // SAFETY: an OwnedFd always returns the descriptor it owns, open until it is dropped
+    // together with the AsyncFd.
+    let reader = unsafe { AsyncFd::register(reader) }.map_err(|e| io::Error::other(e.to_string()))?;
+    tokio::spawn(read_lines(pool, reader, lines));
+    Ok(writer)
+}
+
+async fn read_lines(pool: usize, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedSender<OutputLine>) {
+    let mut pending: HashMap<Pid, Vec<u8>> = HashMap::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let Ok(mut ready) = reader.readable().await else { return };
+        match ready.try_io(|fd| receive(fd.get_ref(), &mut buf).map_err(io::Error::from)) {
+            Ok(Ok((n, pid))) => {
+                let bytes = pending.entry(pid).or_default();
+                bytes.extend_from_slice(&buf[..n]);
+                for line in split_lines(bytes) {
+                    if lines.send(OutputLine { pool, pid, line }).is_err() {
+                        return;
+                    }
+                }
+                if bytes.is_empty() {
+                    pending.remove(&pid);
+                }
+            }
+            Ok(Err(err)) => {
+                tracing::warn!("reading worker output: {err}");
+                return;
+            }
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+fn receive(fd: &OwnedFd, buf: &mut [u8]) -> nix::Result<(usize, Pid)> {
+    let mut cmsg = nix::cmsg_space!(UnixCredentials);
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(fd.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let pid = msg
+        .cmsgs()?
+        .find_map(|c| match c {
+            ControlMessageOwned::ScmCredentials(cred) => Some(Pid::from_raw(cred.pid())),
+            _ => None,
+        })
+        .unwrap_or(Pid::from_raw(0));
+    Ok((msg.bytes, pid))
+}
+
+/// Takes every complete line (and over-long pieces) out of `bytes`, leaving the partial
+/// last line in place.
+fn split_lines(bytes: &mut Vec<u8>) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let end = match bytes.iter().position(|&b| b == b'\n') {
+            Some(i) if i <= MAX_LINE => i,
+            _ if bytes.len() > MAX_LINE => MAX_LINE,
+            _ => break,
+        };
+        let line: Vec<u8> = bytes.drain(..end).collect();
+        if bytes.first() == Some(&b'\n') {
+            bytes.remove(0);
+        }
+        let text = String::from_utf8_lossy(&line);
+        lines.push(text.trim_end_matches('\r').to_owned());
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complete_lines_come_out_partial_ones_stay() {
+        let mut bytes = b"one\ntwo\r\nthr".to_vec();
+        assert_eq!(split_lines(&mut bytes), ["one", "two"]);
+        assert_eq!(bytes, b"thr");
+        bytes.extend_from_slice(b"ee\n");
+        assert_eq!(split_lines(&mut bytes), ["three"]);
+        assert!(bytes.is_empty());
+    }
+
+    #[test]
+    fn an_overlong_line_is_cut_into_pieces() {
+        let mut bytes = vec![b'x'; MAX_LINE * 2 + 10];
+        let lines = split_lines(&mut bytes);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(bytes.len(), 10);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn lines_are_tagged_with_the_writers_pid() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let writer = capture(3, tx).unwrap();
+        let status = std::process::Command::new("sh")
+            .args(["-c", "echo hello; echo world >&2"])
+            .stdout(std::process::Stdio::from(writer.try_clone().unwrap()))
+            .stderr(std::process::Stdio::from(writer.try_clone().unwrap()))
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(status.id() as i32);
+        let first = rx.recv().await.unwrap();
+        let second = rx.recv().await.unwrap();
+        assert_eq!((first.pool, first.pid, first.line.as_str()), (3, pid, "hello"));
+        assert_eq!((second.pid, second.line.as_str()), (pid, "world"));
+    }
+}

@@ -1,0 +1,53 @@
+//! Exec one process of a pool: the listener as fd 0, the pool's output socket as stdout
+//! and stderr, its own process group, the pool's environment, directory and user.
+//!
+//! The master never forks to run code of its own: `std::process::Command` forks and execs
+//! at once, and the `pre_exec` hook below only makes syscalls on data prepared before.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+
+use nix::unistd::Pid;
+
+use crate::runtime::ProcessSpec;
+
+/// Starts `spec` with `listener` as fd 0 and `output` as fds 1 and 2. Returns its pid; the
+/// master reaps it with `waitpid`, not through `std::process::Child`.
+pub fn spawn(spec: &ProcessSpec, listener: OwnedFd, output: &OwnedFd) -> io::Result<Pid> {
+    let mut command = std::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .stdin(Stdio::from(listener))
+        .stdout(Stdio::from(output.try_clone()?))
+        .stderr(Stdio::from(output.try_clone()?))
+        // Its own group: a Ctrl-C in the master's terminal does not reach the workers, and
+        // the master can signal a php-cgi parent together with its workers.
+        .process_group(0);
+    if spec.clear_env {
+        command.env_clear();
+    }
+    command.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = &spec.chdir {
+        command.current_dir(dir);
+    }
+    let credentials = spec.credentials.clone();
+    // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
+    // setgroups, setgid, setuid) on memory allocated before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            // If the master dies without stopping us, php-cgi's SIGTERM handler stops its
+            // workers too, instead of leaving them serving on an orphaned socket.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(credentials) = &credentials {
+                credentials.apply()?;
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    Ok(Pid::from_raw(child.id() as i32))
+}

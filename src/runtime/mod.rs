@@ -1,0 +1,106 @@
+//! Runtimes: how a pool's workers are started. Each runtime turns a pool into a
+//! [`Launch`]: the [`Layout`] of its processes and the [`ProcessSpec`] the master execs.
+//!
+//! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
+//! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
+//! - python: built by a later issue; a pool that asks for it is refused at start.
+
+pub mod command;
+pub mod credentials;
+pub mod php;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::config::{Pool, Runtime};
+pub use credentials::Credentials;
+
+/// Everything needed to exec one process of a pool. Built before spawning, so that
+/// nothing is allocated between fork and exec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Start from an empty environment (`clear_env`), then apply `env`.
+    pub clear_env: bool,
+    pub env: Vec<(OsString, OsString)>,
+    pub chdir: Option<PathBuf>,
+    /// Set when drover runs as root: the pool's user, group and supplementary groups.
+    pub credentials: Option<Credentials>,
+}
+
+/// How a pool's workers relate to the processes the master execs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The master execs one process that forks `workers` workers itself and replaces those
+    /// that exit (php-cgi with `PHP_FCGI_CHILDREN`). The master sees the workers by their
+    /// parent and becomes their reaper if the parent dies.
+    Parent { workers: u32 },
+    /// Every process the master execs is one worker; it runs `workers` of them.
+    Workers { workers: u32 },
+}
+
+impl Layout {
+    pub fn workers(self) -> u32 {
+        match self {
+            Layout::Parent { workers } | Layout::Workers { workers } => workers,
+        }
+    }
+
+    /// How many processes the master itself keeps running.
+    pub fn processes(self) -> u32 {
+        match self {
+            Layout::Parent { .. } => 1,
+            Layout::Workers { workers } => workers,
+        }
+    }
+}
+
+/// A pool as the master runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub layout: Layout,
+    pub spec: ProcessSpec,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("the [python] runtime is not available in this version of drover")]
+    PythonNotBuilt,
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialsError),
+}
+
+/// Plans how to run `pool`. `max_requests` is the limit drawn for this generation.
+pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
+    let credentials = Credentials::for_pool(pool)?;
+    let (layout, program, args, runtime_env) = match &pool.runtime {
+        Runtime::Php(php) => php::plan(pool, php, max_requests),
+        Runtime::Command(command) => command::plan(pool, command),
+        Runtime::Python(_) => return Err(RuntimeError::PythonNotBuilt),
+    };
+    let mut env: Vec<(OsString, OsString)> =
+        pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    env.extend(runtime_env);
+    Ok(Launch {
+        layout,
+        spec: ProcessSpec {
+            program,
+            args,
+            clear_env: pool.clear_env,
+            env,
+            chdir: pool.chdir.clone(),
+            credentials,
+        },
+    })
+}
+
+/// `listen_allowed_clients` as libfcgi and php-cgi read it: `FCGI_WEB_SERVER_ADDRS`,
+/// comma-separated. Both check it on every accept, in the worker.
+fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
+    if pool.listen_allowed_clients.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = pool.listen_allowed_clients.iter().map(|ip| ip.to_string()).collect();
+    Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))
+}

@@ -1,0 +1,37 @@
+//! PHP pools: php-cgi, given the pool's listening socket as fd 0.
+//!
+//! A pool runs one php-cgi *parent* with `PHP_FCGI_CHILDREN = max_children`: php-cgi
+//! starts PHP once, then forks that many workers that accept on fd 0 and share its
+//! OPcache, as php-fpm's children share the master's (measured: 4 independent php-cgi
+//! use twice the PSS of one parent with 4 children, DESIGN §1). php-cgi replaces a worker
+//! that exits. The trade-off: php-cgi reads `PHP_FCGI_MAX_REQUESTS` once, so every worker
+//! of one parent has the same limit; the jitter is drawn per parent. A recycled worker is
+//! forked from the warm parent, so workers recycling together cost a fork each, not a
+//! cold start.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use super::{allowed_clients_env, Layout};
+use crate::config::{Php, Pool};
+use crate::pm;
+
+pub fn plan(
+    pool: &Pool,
+    php: &Php,
+    max_requests: u32,
+) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
+    let workers = pm::target_workers(&pool.pm);
+    let mut args = Vec::with_capacity(php.ini.len() * 2);
+    for (key, value) in &php.ini {
+        args.push("-d".into());
+        args.push(format!("{key}={value}").into());
+    }
+    // php-cgi's own default is 500 when unset: always say what the pool means (0 = never).
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("PHP_FCGI_CHILDREN".into(), workers.to_string().into()),
+        ("PHP_FCGI_MAX_REQUESTS".into(), max_requests.to_string().into()),
+    ];
+    env.extend(allowed_clients_env(pool));
+    (Layout::Parent { workers }, php.binary.clone(), args, env)
+}

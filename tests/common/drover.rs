@@ -1,0 +1,158 @@
+//! Runs the drover binary against configs written into a [`Site`].
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use super::{proc, wait_until, Log, Site, TIMEOUT};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
+
+/// A static `[php]` pool listening on `<site>/<name>.sock`.
+pub struct PhpPool {
+    pub name: String,
+    pub max_children: u32,
+    pub max_requests: Option<u32>,
+}
+
+impl PhpPool {
+    pub fn new(name: &str) -> PhpPool {
+        PhpPool { name: name.to_string(), max_children: 2, max_requests: None }
+    }
+
+    pub fn max_children(mut self, n: u32) -> PhpPool {
+        self.max_children = n;
+        self
+    }
+
+    pub fn max_requests(mut self, n: u32) -> PhpPool {
+        self.max_requests = Some(n);
+        self
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        let mut pm = format!("mode = \"static\"\nmax_children = {}\n", self.max_children);
+        if let Some(n) = self.max_requests {
+            pm += &format!("max_requests = {n}\n");
+        }
+        pool_toml(&site.socket(&self.name), &format!("[pm]\n{pm}\n[php]\nbinary = \"php-cgi\"\n"))
+    }
+}
+
+/// A pool file: `listen` on `socket` (0666 so nginx's worker may connect), `user = "root"`
+/// when the tests run as root (drover then requires a user, and root must be explicit),
+/// then `tables`.
+pub fn pool_toml(socket: &Path, tables: &str) -> String {
+    let user = if proc::running_as_root() { "user = \"root\"\n" } else { "" };
+    format!("listen = \"{}\"\nlisten_mode = \"0666\"\n{user}\n{tables}", socket.display())
+}
+
+/// `drover -t -c <site>/drover.toml`, bounded; drover.toml logs to stderr.
+pub fn check_config(site: &Site) -> Output {
+    run_bounded(Command::new(BIN).arg("-t").arg("-c").arg(site.path().join("drover.toml")))
+}
+
+/// Runs a command that must exit by itself within [`TIMEOUT`].
+pub fn run_bounded(command: &mut Command) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (out, err) = (Log::default(), Log::default());
+    out.collect(child.stdout.take().unwrap());
+    err.collect(child.stderr.take().unwrap());
+    let status = wait_until(TIMEOUT, &format!("{command:?} to exit"), || child.try_wait().unwrap());
+    // The pipes close at exit; let the reader threads take the last lines.
+    out.wait_closed(TIMEOUT);
+    err.wait_closed(TIMEOUT);
+    Output { status, stdout: out.text().into_bytes(), stderr: err.text().into_bytes() }
+}
+
+/// A running `drover -c`; on drop it and every process below it are SIGKILLed.
+pub struct Drover {
+    child: Child,
+    /// stdout and stderr, interleaved as they arrive.
+    pub log: Log,
+}
+
+impl Drover {
+    /// Writes `drover.toml` and `pools.d/*.toml` into the site, starts drover and waits for
+    /// its `ready:` line.
+    pub fn start(site: &Site, pools: &[&PhpPool]) -> Drover {
+        site.write("drover.toml", "error_log = \"stderr\"\nlog_level = \"info\"\n");
+        for pool in pools {
+            site.write(&format!("pools.d/{}.toml", pool.name), &pool.toml(site));
+        }
+        let drover = Drover::spawn(site);
+        drover.log.wait_for_line("ready:", TIMEOUT);
+        drover
+    }
+
+    /// Starts drover on the site's existing `drover.toml` without waiting for anything.
+    pub fn spawn(site: &Site) -> Drover {
+        let mut child = Command::new(BIN)
+            .arg("-c")
+            .arg(site.path().join("drover.toml"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn drover");
+        let log = Log::default();
+        log.collect(child.stdout.take().unwrap());
+        log.collect(child.stderr.take().unwrap());
+        Drover { child, log }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        proc::signal(self.pid(), signal);
+    }
+
+    /// Waits up to `timeout` for drover to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let child = &mut self.child;
+        wait_until(timeout, "drover to exit", || child.try_wait().unwrap())
+    }
+
+    /// Every process below drover (php-cgi pool parents and their workers).
+    pub fn descendants(&self) -> Vec<i32> {
+        proc::descendants(self.pid())
+    }
+
+    /// The running php-cgi processes below drover that have no children: the workers,
+    /// whether drover starts them directly or a php-cgi pool parent forks them.
+    pub fn workers(&self) -> Vec<i32> {
+        let below = self.descendants();
+        let is_parent = |pid: i32| below.iter().any(|&d| proc::stat(d).is_some_and(|s| s.ppid == pid));
+        below
+            .iter()
+            .copied()
+            .filter(|&pid| proc::stat(pid).is_some_and(|s| s.comm == "php-cgi" && s.state != 'Z'))
+            .filter(|&pid| !is_parent(pid))
+            .collect()
+    }
+}
+
+impl Drop for Drover {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        // Stopped, drover can neither spawn nor reap, so the tree holds still while we
+        // list it and kill it (a php-cgi pool parent could still fork in between; rare).
+        self.signal(Signal::SIGSTOP);
+        for pid in self.descendants() {
+            proc::signal(pid, Signal::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

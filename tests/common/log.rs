@@ -1,0 +1,90 @@
+//! Lines a child process writes, collected by reader threads so tests can wait on them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Default)]
+pub struct Log(Arc<(Mutex<Lines>, Condvar)>);
+
+#[derive(Default)]
+struct Lines {
+    lines: Vec<String>,
+    /// Streams still open; at 0 no further line can arrive.
+    open: usize,
+}
+
+impl Log {
+    /// Collects `stream` line by line until it closes.
+    pub fn collect(&self, stream: impl Read + Send + 'static) {
+        self.0.0.lock().unwrap().open += 1;
+        let log = self.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).split(b'\n') {
+                let Ok(line) = line else { break };
+                let (lines, added) = &*log.0;
+                lines.lock().unwrap().lines.push(String::from_utf8_lossy(&line).into_owned());
+                added.notify_all();
+            }
+            let (lines, added) = &*log.0;
+            lines.lock().unwrap().open -= 1;
+            added.notify_all();
+        });
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.0.0.lock().unwrap().lines.clone()
+    }
+
+    pub fn text(&self) -> String {
+        self.lines().join("\n")
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.0.lock().unwrap().lines.len()
+    }
+
+    /// Waits up to `timeout` for every collected stream to close.
+    pub fn wait_closed(&self, timeout: Duration) {
+        let (lines, added) = &*self.0;
+        let guard = lines.lock().unwrap();
+        let (guard, _) = added.wait_timeout_while(guard, timeout, |l| l.open > 0).unwrap();
+        assert_eq!(guard.open, 0, "output still open after {timeout:?}");
+    }
+
+    /// The first line containing `needle`, waiting up to `timeout` for it.
+    pub fn wait_for_line(&self, needle: &str, timeout: Duration) -> String {
+        self.wait_for(0, needle, |l| l.contains(needle), timeout)
+    }
+
+    /// The first line from index `from` on that matches, waiting up to `timeout`. Fails at
+    /// once when the streams have closed (the process exited) without such a line.
+    pub fn wait_for(
+        &self,
+        from: usize,
+        what: &str,
+        matches: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> String {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let (lines, added) = &*self.0;
+        let mut guard = lines.lock().unwrap();
+        loop {
+            if let Some(line) = guard.lines.iter().skip(from).find(|l| matches(l)) {
+                return line.clone();
+            }
+            let now = Instant::now();
+            if guard.open == 0 || now >= deadline {
+                let why = if guard.open == 0 { "the process closed its output" } else { "timed out" };
+                panic!(
+                    "no log line matching {what:?} ({why} after {:.1?}); the log:\n{}",
+                    start.elapsed(),
+                    guard.lines.join("\n")
+                );
+            }
+            guard = added.wait_timeout(guard, deadline - now).unwrap().0;
+        }
+    }
+}

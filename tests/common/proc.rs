@@ -1,0 +1,87 @@
+//! Processes as `/proc` shows them: who descends from whom, who is still running.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Polls `probe` every 20 ms until it returns `Some`, for at most `timeout`; panics naming
+/// `what` otherwise.
+pub fn wait_until<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let mut value = None;
+    let found = poll(timeout, || {
+        value = probe();
+        value.is_some()
+    });
+    assert!(found, "timed out after {timeout:?} waiting for {what}");
+    value.unwrap()
+}
+
+/// Polls `probe` every 20 ms until it holds, for at most `timeout`; says whether it did.
+pub fn poll(timeout: Duration, mut probe: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if probe() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+pub fn signal(pid: i32, signal: Signal) {
+    // ESRCH (already gone) is fine: the caller wanted it stopped.
+    let _ = kill(Pid::from_raw(pid), signal);
+}
+
+/// `pid`'s command name, state letter and parent, from `/proc/PID/stat`.
+pub struct Stat {
+    pub comm: String,
+    pub state: char,
+    pub ppid: i32,
+}
+
+pub fn stat(pid: i32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses, so cut at the last ')'.
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let mut rest = text[close + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some(Stat { comm: text[open + 1..close].to_string(), state, ppid })
+}
+
+/// Alive and not a zombie waiting to be reaped.
+pub fn is_running(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| s.state != 'Z')
+}
+
+/// Every process below `root`, parents before their children.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else { continue };
+        if let Some(s) = stat(pid) {
+            children.entry(s.ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut next = vec![root];
+    while let Some(pid) = next.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
+            found.push(child);
+            next.push(child);
+        }
+    }
+    found
+}

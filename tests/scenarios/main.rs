@@ -1,0 +1,15 @@
+//! drover's scenario tests: one test binary running the real drover behind real nginx with
+//! real php-cgi, each test in its own temp dir on its own port (`tests/common/`).
+//!
+//! `cargo test --release --test scenarios`; needs `nginx` and `php-cgi` (scripts/test.sh
+//! installs them).
+
+// Cargo finds this crate as `tests/scenarios/main.rs`; the harness sits beside it.
+#[path = "../common/mod.rs"]
+mod common;
+
+mod config;
+mod harness;
+mod requests;
+mod shutdown;
+mod workers;
