@@ -34,6 +34,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_INVALID_CONFIG);
         }
     };
+    // Checks that depend on the machine drover runs on (its user), not on the files alone.
+    let problems = drover::runtime::check(&config);
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        eprintln!("drover: configuration {} is invalid", args.config.display());
+        return ExitCode::from(EXIT_INVALID_CONFIG);
+    }
     if args.test {
         print!("{}", config.render());
         eprintln!("drover: configuration {} is valid", args.config.display());

@@ -71,6 +71,24 @@ pub enum RuntimeError {
     Credentials(#[from] credentials::CredentialsError),
 }
 
+/// What would stop a valid configuration from running here, one line per pool:
+/// `FILE: KEY: problem`. Run by `drover -t` and before the master starts.
+pub fn check(config: &crate::config::Config) -> Vec<String> {
+    config
+        .pools
+        .iter()
+        .filter_map(|pool| {
+            let (key, problem) = match launch(pool, 0) {
+                Ok(_) => return None,
+                Err(RuntimeError::PythonNotBuilt) => ("python", RuntimeError::PythonNotBuilt.to_string()),
+                Err(RuntimeError::Credentials(e @ credentials::CredentialsError::NoSuchGroup(_))) => ("group", e.to_string()),
+                Err(RuntimeError::Credentials(e)) => ("user", e.to_string()),
+            };
+            Some(format!("{}: {key}: {problem}", pool.file.display()))
+        })
+        .collect()
+}
+
 /// Plans how to run `pool`. `max_requests` is the limit drawn for this generation.
 pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
