@@ -13,6 +13,8 @@ use drover::config;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
     /// The global configuration file.
     #[arg(short = 'c', long = "config", default_value = config::DEFAULT_CONFIG_PATH)]
     config: PathBuf,
@@ -21,11 +23,21 @@ struct Args {
     test: bool,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Internal: the master execs this for each Python pool (not for operators).
+    #[command(hide = true)]
+    Zygote(drover::runtime::python::ZygoteArgs),
+}
+
 const EXIT_INVALID_CONFIG: u8 = 1;
 const EXIT_RUNTIME: u8 = 2;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Sub::Zygote(zygote)) = args.command {
+        return ExitCode::from(drover::runtime::python::zygote::run(zygote));
+    }
     let config = match config::load(&args.config) {
         Ok(config) => config,
         Err(errors) => {

@@ -16,11 +16,11 @@ pub fn target_workers(pm: &Pm) -> u32 {
 
 /// The request limit one worker (or php-cgi generation) is given: `max_requests` plus a
 /// draw in `0..=max_requests_jitter`, so that workers do not all recycle at once. 0 = never.
-pub fn max_requests(pm: &Pm, draw: impl FnOnce(u32) -> u32) -> u32 {
-    if pm.max_requests == 0 {
+pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u32) -> u32 {
+    if max_requests == 0 {
         return 0;
     }
-    pm.max_requests.saturating_add(draw(pm.max_requests_jitter).min(pm.max_requests_jitter))
+    max_requests.saturating_add(draw(jitter).min(jitter))
 }
 
 /// A process that exits sooner than this after its start failed to start.
@@ -124,14 +124,14 @@ mod tests {
 
     #[test]
     fn max_requests_zero_means_never_whatever_the_jitter() {
-        assert_eq!(max_requests(&pm(0, 10), |_| 7), 0);
+        assert_eq!(max_requests(0, 10, |_| 7), 0);
     }
 
     #[test]
     fn max_requests_adds_the_draw_bounded_by_jitter() {
-        assert_eq!(max_requests(&pm(500, 50), |j| j), 550);
-        assert_eq!(max_requests(&pm(500, 50), |_| 0), 500);
-        assert_eq!(max_requests(&pm(500, 50), |_| 999), 550, "a bad draw is clamped");
+        assert_eq!(max_requests(500, 50, |j| j), 550);
+        assert_eq!(max_requests(500, 50, |_| 0), 500);
+        assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
     }
 
     #[test]

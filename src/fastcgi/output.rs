@@ -63,7 +63,8 @@ impl Output {
         }
         for chunk in data.chunks(MAX_CONTENT_LEN) {
             self.push_header(record_type, request_id, chunk.len());
-            let result = write_all_vectored(stream, &mut [IoSlice::new(&self.buf), IoSlice::new(chunk)]);
+            let result =
+                write_all_vectored(stream, &mut [IoSlice::new(&self.buf), IoSlice::new(chunk)]);
             // Cleared even on error: after a partial write the stream is unusable anyway,
             // and nothing may be sent twice.
             self.buf.clear();
@@ -173,7 +174,10 @@ mod tests {
         assert_eq!(&sink.data[12..20], &[1, 6, 0, 1, 0xff, 0xff, 0, 0]);
         let second = 20 + MAX_CONTENT_LEN;
         let rest = (100 * 1024 - MAX_CONTENT_LEN) as u16;
-        assert_eq!(&sink.data[second..second + 8], &Header::new(RecordType::Stdout, 1, rest).encode());
+        assert_eq!(
+            &sink.data[second..second + 8],
+            &Header::new(RecordType::Stdout, 1, rest).encode()
+        );
         assert_eq!(sink.data.len(), 12 + 2 * HEADER_LEN + data.len());
     }
 

@@ -38,7 +38,11 @@ impl Params {
         let mut pos = 0;
         while pos < raw.len() {
             let (name, value) = next_pair(&raw, pos)?;
-            pairs.push(Span { name_start: name.start, value_start: value.start, value_end: value.end });
+            pairs.push(Span {
+                name_start: name.start,
+                value_start: value.start,
+                value_end: value.end,
+            });
             pos = value.end;
         }
         Ok(Params { raw, pairs })

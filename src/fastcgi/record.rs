@@ -208,12 +208,15 @@ mod tests {
     #[test]
     fn header_decode_ignores_the_reserved_byte() {
         let header = Header::decode([1, 5, 0, 1, 0, 3, 5, 0xaa]).unwrap();
-        assert_eq!(header, Header {
-            record_type: RecordType::Stdin,
-            request_id: 1,
-            content_length: 3,
-            padding_length: 5
-        });
+        assert_eq!(
+            header,
+            Header {
+                record_type: RecordType::Stdin,
+                request_id: 1,
+                content_length: 3,
+                padding_length: 5
+            }
+        );
     }
 
     #[test]
@@ -257,9 +260,10 @@ mod tests {
 
     #[test]
     fn end_request_body_carries_app_status_and_protocol_status() {
-        assert_eq!(end_request_body(0x0102_0304, ProtocolStatus::RequestComplete), [
-            1, 2, 3, 4, 0, 0, 0, 0
-        ]);
+        assert_eq!(
+            end_request_body(0x0102_0304, ProtocolStatus::RequestComplete),
+            [1, 2, 3, 4, 0, 0, 0, 0]
+        );
         assert_eq!(end_request_body(0, ProtocolStatus::CantMpxConn)[4], 1);
         assert_eq!(end_request_body(0, ProtocolStatus::Overloaded)[4], 2);
         assert_eq!(end_request_body(0, ProtocolStatus::UnknownRole)[4], 3);

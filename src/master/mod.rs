@@ -218,7 +218,7 @@ impl Master {
     }
 
     fn check_ready(&mut self) {
-        if self.ready || self.pools.iter().any(|p| p.workers() < p.target_workers()) {
+        if self.ready || !self.pools.iter().all(PoolRun::settled) {
             return;
         }
         self.ready = true;
@@ -228,8 +228,11 @@ impl Master {
         systemd::ready(&status);
     }
 
-    fn log_output(&self, line: OutputLine) {
-        let Some(pool) = self.pools.get(line.pool) else { return };
+    fn log_output(&mut self, line: OutputLine) {
+        let Some(pool) = self.pools.get_mut(line.pool) else { return };
+        if pool.on_report(line.pid, &line.line, Instant::now()) {
+            return;
+        }
         let role = pool.role(line.pid).unwrap_or("worker");
         tracing::info!("pool {}: {role} {}: {}", pool.name(), line.pid, line.line);
     }

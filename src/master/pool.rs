@@ -14,7 +14,9 @@ use nix::unistd::Pid;
 
 use super::exit::{lifetime, ExitCause};
 use super::spawn::spawn;
-use crate::config::Pool;
+use crate::config::{Pool, Runtime};
+use crate::runtime::python::{Report, EXIT_APP_LOAD};
+use nix::sys::wait::WaitStatus;
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, Respawn};
 use crate::runtime::{self, Layout};
@@ -47,6 +49,8 @@ pub struct PoolRun {
     backoff: Backoff,
     /// After a start-up failure: no spawn before this.
     hold_until: Option<Instant>,
+    /// The app cannot load: the pool runs nothing until drover restarts.
+    stopped: bool,
 }
 
 /// What the master learns from one reaped pid.
@@ -67,6 +71,7 @@ impl PoolRun {
             workers: BTreeMap::new(),
             backoff: Backoff::default(),
             hold_until: None,
+            stopped: false,
         })
     }
 
@@ -86,6 +91,24 @@ impl PoolRun {
         self.layout.workers() as usize
     }
 
+    /// Running all its workers, or stopped for good: nothing more to wait for at start.
+    pub fn settled(&self) -> bool {
+        self.stopped || self.workers() >= self.target_workers()
+    }
+
+    /// The name of the process that forks this pool's workers, for the log.
+    fn parent_name(&self) -> &'static str {
+        match self.config.runtime {
+            Runtime::Python(_) => "python zygote",
+            _ => "php-cgi parent",
+        }
+    }
+
+    /// Python zygotes report their workers' starts and exits; php-cgi parents are watched.
+    fn reports(&self) -> bool {
+        matches!(self.config.runtime, Runtime::Python(_))
+    }
+
     /// Every pid of this pool still alive (for stop).
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty() && self.workers.is_empty()
@@ -93,6 +116,9 @@ impl PoolRun {
 
     /// Starts missing processes, unless a start-up failure holds the pool back.
     pub fn maintain(&mut self, now: Instant) {
+        if self.stopped {
+            return;
+        }
         if self.hold_until.is_some_and(|until| now < until) {
             return;
         }
@@ -106,7 +132,9 @@ impl PoolRun {
     }
 
     fn spawn_one(&mut self, now: Instant) -> bool {
-        let limit = pm::max_requests(&self.config.pm, |jitter| rand::random_range(0..=jitter));
+        let limit = pm::max_requests(self.config.pm.max_requests, self.config.pm.max_requests_jitter, |jitter| {
+            rand::random_range(0..=jitter)
+        });
         let result = runtime::launch(&self.config, limit)
             .map_err(|e| e.to_string())
             .and_then(|launch| {
@@ -119,8 +147,9 @@ impl PoolRun {
                 self.processes.insert(pid, Process { started: now, retiring: false });
                 match self.layout {
                     Layout::Parent { workers } => tracing::info!(
-                        "pool {}: php-cgi parent {pid} started ({workers} workers, max_requests {limit})",
-                        self.name()
+                        "pool {}: {} {pid} started ({workers} workers, max_requests {limit})",
+                        self.name(),
+                        self.parent_name()
                     ),
                     Layout::Workers { .. } => tracing::info!("pool {}: worker {pid} started", self.name()),
                 }
@@ -151,7 +180,7 @@ impl PoolRun {
         if let Some(process) = self.processes.remove(&pid) {
             let lived = now.duration_since(process.started);
             let what = match self.layout {
-                Layout::Parent { .. } => "php-cgi parent",
+                Layout::Parent { .. } => self.parent_name(),
                 Layout::Workers { .. } => "worker",
             };
             if process.retiring {
@@ -162,7 +191,13 @@ impl PoolRun {
             if matches!(self.layout, Layout::Parent { .. }) {
                 self.orphan_workers_of(pid, !process.retiring);
             }
-            if !process.retiring {
+            if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
+                tracing::error!(
+                    "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",
+                    self.name()
+                );
+                self.stopped = true;
+            } else if !process.retiring {
                 let reason = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
                 self.hold(now, lived, &reason);
             }
@@ -201,7 +236,8 @@ impl PoolRun {
     /// parent reaped (whose status only the parent saw). Orphans that no longer exist
     /// (reaped by the parent just before it died) are dropped too.
     pub fn observe_workers(&mut self, now: Instant) {
-        if !matches!(self.layout, Layout::Parent { .. }) {
+        if !matches!(self.layout, Layout::Parent { .. }) || self.reports() {
+            self.forget_vanished_orphans(now);
             return;
         }
         for &parent in self.processes.keys() {
@@ -224,6 +260,10 @@ impl PoolRun {
                 }
             }
         }
+        self.forget_vanished_orphans(now);
+    }
+
+    fn forget_vanished_orphans(&mut self, now: Instant) {
         let vanished: Vec<Pid> =
             self.workers.iter().filter(|(pid, w)| w.orphan && kill(**pid, None).is_err()).map(|(pid, _)| *pid).collect();
         for pid in vanished {
@@ -285,11 +325,34 @@ impl PoolRun {
         }
     }
 
+    /// A line from the zygote that reports a worker's start or exit. False for any other
+    /// line, or one from another process (only the zygote's reports are trusted).
+    pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> bool {
+        if !self.reports() || !self.processes.contains_key(&from) {
+            return false;
+        }
+        match Report::parse(line) {
+            Some(Report::Started { pid }) => {
+                tracing::info!("pool {}: worker {pid} started", self.config.name);
+                self.workers.insert(pid, Worker { started: now, parent: from, orphan: false });
+            }
+            Some(Report::Exited { pid, status, lived }) => {
+                let cause = WaitStatus::from_raw(pid, status).ok().and_then(ExitCause::from_status);
+                let worker = self.workers.remove(&pid);
+                let started = worker.as_ref().map_or(now.checked_sub(lived).unwrap_or(now), |w| w.started);
+                let worker = Worker { started, parent: from, orphan: false };
+                self.log_worker_exit(pid, &worker, cause.unwrap_or(ExitCause::SeenByParent), now);
+            }
+            None => return false,
+        }
+        true
+    }
+
     /// The role of a pid in this pool, for tagging its output.
     pub fn role(&self, pid: Pid) -> Option<&'static str> {
         if self.processes.contains_key(&pid) {
             Some(match self.layout {
-                Layout::Parent { .. } => "php-cgi parent",
+                Layout::Parent { .. } => self.parent_name(),
                 Layout::Workers { .. } => "worker",
             })
         } else if self.workers.contains_key(&pid) {

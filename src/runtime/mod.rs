@@ -3,11 +3,12 @@
 //!
 //! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
-//! - python: built by a later issue; a pool that asks for it is refused at start.
+//! - [`python`]: a drover zygote per pool that loads the app once and forks workers.
 
 pub mod command;
 pub mod credentials;
 pub mod php;
+pub mod python;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -65,8 +66,6 @@ pub struct Launch {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    #[error("the [python] runtime is not available in this version of drover")]
-    PythonNotBuilt,
     #[error(transparent)]
     Credentials(#[from] credentials::CredentialsError),
 }
@@ -80,7 +79,6 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
         .filter_map(|pool| {
             let (key, problem) = match launch(pool, 0) {
                 Ok(_) => return None,
-                Err(RuntimeError::PythonNotBuilt) => ("python", RuntimeError::PythonNotBuilt.to_string()),
                 Err(RuntimeError::Credentials(e @ credentials::CredentialsError::NoSuchGroup(_))) => ("group", e.to_string()),
                 Err(RuntimeError::Credentials(e)) => ("user", e.to_string()),
             };
@@ -95,7 +93,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let (layout, program, args, runtime_env) = match &pool.runtime {
         Runtime::Php(php) => php::plan(pool, php, max_requests),
         Runtime::Command(command) => command::plan(pool, command),
-        Runtime::Python(_) => return Err(RuntimeError::PythonNotBuilt),
+        Runtime::Python(python) => python::plan(pool, python),
     };
     let mut env: Vec<(OsString, OsString)> =
         pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::{proc, wait_until, Log, Site, TIMEOUT};
+use super::{Log, Site, TIMEOUT, proc, wait_until};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
 
@@ -19,7 +19,11 @@ pub struct PhpPool {
 
 impl PhpPool {
     pub fn new(name: &str) -> PhpPool {
-        PhpPool { name: name.to_string(), max_children: 2, max_requests: None }
+        PhpPool {
+            name: name.to_string(),
+            max_children: 2,
+            max_requests: None,
+        }
     }
 
     pub fn max_children(mut self, n: u32) -> PhpPool {
@@ -37,7 +41,10 @@ impl PhpPool {
         if let Some(n) = self.max_requests {
             pm += &format!("max_requests = {n}\n");
         }
-        pool_toml(&site.socket(&self.name), &format!("[pm]\n{pm}\n[php]\nbinary = \"php-cgi\"\n"))
+        pool_toml(
+            &site.socket(&self.name),
+            &format!("[pm]\n{pm}\n[php]\nbinary = \"php-cgi\"\n"),
+        )
     }
 }
 
@@ -45,13 +52,25 @@ impl PhpPool {
 /// when the tests run as root (drover then requires a user, and root must be explicit),
 /// then `tables`.
 pub fn pool_toml(socket: &Path, tables: &str) -> String {
-    let user = if proc::running_as_root() { "user = \"root\"\n" } else { "" };
-    format!("listen = \"{}\"\nlisten_mode = \"0666\"\n{user}\n{tables}", socket.display())
+    let user = if proc::running_as_root() {
+        "user = \"root\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "listen = \"{}\"\nlisten_mode = \"0666\"\n{user}\n{tables}",
+        socket.display()
+    )
 }
 
 /// `drover -t -c <site>/drover.toml`, bounded; drover.toml logs to stderr.
 pub fn check_config(site: &Site) -> Output {
-    run_bounded(Command::new(BIN).arg("-t").arg("-c").arg(site.path().join("drover.toml")))
+    run_bounded(
+        Command::new(BIN)
+            .arg("-t")
+            .arg("-c")
+            .arg(site.path().join("drover.toml")),
+    )
 }
 
 /// Runs a command that must exit by itself within [`TIMEOUT`].
@@ -65,11 +84,17 @@ pub fn run_bounded(command: &mut Command) -> Output {
     let (out, err) = (Log::default(), Log::default());
     out.collect(child.stdout.take().unwrap());
     err.collect(child.stderr.take().unwrap());
-    let status = wait_until(TIMEOUT, &format!("{command:?} to exit"), || child.try_wait().unwrap());
+    let status = wait_until(TIMEOUT, &format!("{command:?} to exit"), || {
+        child.try_wait().unwrap()
+    });
     // The pipes close at exit; let the reader threads take the last lines.
     out.wait_closed(TIMEOUT);
     err.wait_closed(TIMEOUT);
-    Output { status, stdout: out.text().into_bytes(), stderr: err.text().into_bytes() }
+    Output {
+        status,
+        stdout: out.text().into_bytes(),
+        stderr: err.text().into_bytes(),
+    }
 }
 
 /// A running `drover -c`; on drop it and every process below it are SIGKILLed.
@@ -83,7 +108,10 @@ impl Drover {
     /// Writes `drover.toml` and `pools.d/*.toml` into the site, starts drover and waits for
     /// its `ready:` line.
     pub fn start(site: &Site, pools: &[&PhpPool]) -> Drover {
-        site.write("drover.toml", "error_log = \"stderr\"\nlog_level = \"info\"\n");
+        site.write(
+            "drover.toml",
+            "error_log = \"stderr\"\nlog_level = \"info\"\n",
+        );
         for pool in pools {
             site.write(&format!("pools.d/{}.toml", pool.name), &pool.toml(site));
         }
@@ -131,7 +159,11 @@ impl Drover {
     /// whether drover starts them directly or a php-cgi pool parent forks them.
     pub fn workers(&self) -> Vec<i32> {
         let below = self.descendants();
-        let is_parent = |pid: i32| below.iter().any(|&d| proc::stat(d).is_some_and(|s| s.ppid == pid));
+        let is_parent = |pid: i32| {
+            below
+                .iter()
+                .any(|&d| proc::stat(d).is_some_and(|s| s.ppid == pid))
+        };
         below
             .iter()
             .copied()
@@ -146,13 +178,7 @@ impl Drop for Drover {
         if self.child.try_wait().ok().flatten().is_some() {
             return;
         }
-        // Stopped, drover can neither spawn nor reap, so the tree holds still while we
-        // list it and kill it (a php-cgi pool parent could still fork in between; rare).
-        self.signal(Signal::SIGSTOP);
-        for pid in self.descendants() {
-            proc::signal(pid, Signal::SIGKILL);
-        }
-        let _ = self.child.kill();
+        proc::kill_tree(self.pid());
         let _ = self.child.wait();
     }
 }

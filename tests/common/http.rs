@@ -26,12 +26,21 @@ pub fn get(url: &str) -> Reply {
 }
 
 pub fn post(url: &str, content_type: &str, body: &[u8]) -> Reply {
-    reply(url, agent().post(url).header("Content-Type", content_type).send(body))
+    reply(
+        url,
+        agent()
+            .post(url)
+            .header("Content-Type", content_type)
+            .send(body),
+    )
 }
 
 fn reply(url: &str, result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
     let mut response = result.unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = response.status().as_u16();
-    let body = response.body_mut().read_to_string().unwrap_or_else(|e| panic!("{url}: body: {e}"));
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .unwrap_or_else(|e| panic!("{url}: body: {e}"));
     Reply { status, body }
 }

@@ -24,7 +24,11 @@ impl Log {
             for line in BufReader::new(stream).split(b'\n') {
                 let Ok(line) = line else { break };
                 let (lines, added) = &*log.0;
-                lines.lock().unwrap().lines.push(String::from_utf8_lossy(&line).into_owned());
+                lines
+                    .lock()
+                    .unwrap()
+                    .lines
+                    .push(String::from_utf8_lossy(&line).into_owned());
                 added.notify_all();
             }
             let (lines, added) = &*log.0;
@@ -49,7 +53,9 @@ impl Log {
     pub fn wait_closed(&self, timeout: Duration) {
         let (lines, added) = &*self.0;
         let guard = lines.lock().unwrap();
-        let (guard, _) = added.wait_timeout_while(guard, timeout, |l| l.open > 0).unwrap();
+        let (guard, _) = added
+            .wait_timeout_while(guard, timeout, |l| l.open > 0)
+            .unwrap();
         assert_eq!(guard.open, 0, "output still open after {timeout:?}");
     }
 
@@ -77,7 +83,11 @@ impl Log {
             }
             let now = Instant::now();
             if guard.open == 0 || now >= deadline {
-                let why = if guard.open == 0 { "the process closed its output" } else { "timed out" };
+                let why = if guard.open == 0 {
+                    "the process closed its output"
+                } else {
+                    "timed out"
+                };
                 panic!(
                     "no log line matching {what:?} ({why} after {:.1?}); the log:\n{}",
                     start.elapsed(),

@@ -18,7 +18,7 @@ mod nginx;
 pub mod proc;
 mod site;
 
-pub use drover::{check_config, pool_toml, run_bounded, Drover, PhpPool, BIN};
+pub use drover::{BIN, Drover, PhpPool, check_config, pool_toml, run_bounded};
 pub use log::Log;
 pub use nginx::Nginx;
 pub use proc::wait_until;
@@ -41,7 +41,11 @@ impl Stack {
     pub fn start(site: Site, pool: PhpPool) -> Stack {
         let drover = Drover::start(&site, &[&pool]);
         let nginx = Nginx::start(&site, &site.socket(&pool.name));
-        Stack { nginx, drover, site }
+        Stack {
+            nginx,
+            drover,
+            site,
+        }
     }
 
     pub fn url(&self, path_and_query: &str) -> String {

@@ -5,9 +5,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use nix::sys::signal::Signal;
-
-use super::{proc, wait_until, Site, TIMEOUT};
+use super::{Site, TIMEOUT, proc, wait_until};
 
 pub struct Nginx {
     child: Child,
@@ -29,7 +27,10 @@ impl Nginx {
                 .arg(&conf)
                 .arg("-e")
                 .arg(site.path().join("nginx-error.log"))
+                // Its own messages go to nginx-error.log (-e and error_log).
                 .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn nginx (is it installed?)");
             let mut nginx = Nginx { child, port };
@@ -37,7 +38,9 @@ impl Nginx {
                 if nginx.child.try_wait().unwrap().is_some() {
                     return Some(false);
                 }
-                TcpStream::connect(("127.0.0.1", port)).is_ok().then_some(true)
+                TcpStream::connect(("127.0.0.1", port))
+                    .is_ok()
+                    .then_some(true)
             });
             if up {
                 return nginx;
@@ -57,11 +60,7 @@ impl Drop for Nginx {
         if self.child.try_wait().ok().flatten().is_some() {
             return;
         }
-        let workers = proc::descendants(self.child.id() as i32);
-        let _ = self.child.kill();
-        for pid in workers {
-            proc::signal(pid, Signal::SIGKILL);
-        }
+        proc::kill_tree(self.child.id() as i32);
         let _ = self.child.wait();
     }
 }
@@ -75,7 +74,11 @@ fn config(site: &Site, socket: &Path, port: u16) -> String {
     let dir = site.path().display();
     // As root, nginx's workers would run as www-data, which cannot reach a root-made
     // socket or temp folder (measured.md, "Harness notes").
-    let user = if proc::running_as_root() { "user root root;" } else { "" };
+    let user = if proc::running_as_root() {
+        "user root root;"
+    } else {
+        ""
+    };
     format!(
         r#"daemon off;
 master_process on;

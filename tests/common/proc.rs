@@ -5,7 +5,7 @@ use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// Polls `probe` every 20 ms until it returns `Some`, for at most `timeout`; panics naming
@@ -58,7 +58,11 @@ pub fn stat(pid: i32) -> Option<Stat> {
     let mut rest = text[close + 1..].split_whitespace();
     let state = rest.next()?.chars().next()?;
     let ppid = rest.next()?.parse().ok()?;
-    Some(Stat { comm: text[open + 1..close].to_string(), state, ppid })
+    Some(Stat {
+        comm: text[open + 1..close].to_string(),
+        state,
+        ppid,
+    })
 }
 
 /// Alive and not a zombie waiting to be reaped.
@@ -70,7 +74,9 @@ pub fn is_running(pid: i32) -> bool {
 pub fn descendants(root: i32) -> Vec<i32> {
     let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for entry in fs::read_dir("/proc").expect("read /proc").flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
         if let Some(s) = stat(pid) {
             children.entry(s.ppid).or_default().push(pid);
         }
@@ -84,4 +90,28 @@ pub fn descendants(root: i32) -> Vec<i32> {
         }
     }
     found
+}
+
+/// SIGKILLs `root` and every process below it. The tree is frozen (SIGSTOP) first, so
+/// that no parent (a php-cgi pool parent, nginx's master) replaces a killed child while
+/// we work through the list.
+pub fn kill_tree(root: i32) {
+    let mut frozen = vec![root];
+    signal(root, Signal::SIGSTOP);
+    loop {
+        let new: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| !frozen.contains(p))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for pid in new {
+            signal(pid, Signal::SIGSTOP);
+            frozen.push(pid);
+        }
+    }
+    for pid in frozen {
+        signal(pid, Signal::SIGKILL);
+    }
 }

@@ -12,7 +12,10 @@ pub struct Site {
 
 impl Site {
     pub fn new() -> Site {
-        let dir = tempfile::Builder::new().prefix("drover-test-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("drover-test-")
+            .tempdir()
+            .expect("temp dir");
         // tempdir() makes 0700; nginx's workers must reach the socket and the docroot.
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod temp dir");
         let docroot = dir.path().join("www");

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use crate::common::{check_config, pool_toml, run_bounded, Site, BIN};
+use crate::common::{BIN, Site, check_config, pool_toml, run_bounded};
 
 /// `[pm]` and `[php]` tables of a valid static pool, with `pm` lines added to `[pm]`.
 fn tables(pm: &str, php: &str) -> String {
@@ -22,18 +22,32 @@ fn write_config(site: &Site, pools: &[(&str, &str)]) {
 /// Asserts that `drover -t` refused the site's config, and returns its stderr.
 fn refused(site: &Site) -> String {
     let out = check_config(site);
-    assert_eq!(out.status.code(), Some(1), "drover -t accepted it:\n{}", describe(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "drover -t accepted it:\n{}",
+        describe(&out)
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn describe(out: &Output) -> String {
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    format!("status {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status)
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    format!(
+        "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    )
 }
 
 /// The 1-based number of the first line of `text` containing `needle`.
 fn line_of(text: &str, needle: &str) -> usize {
-    1 + text.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in {text}"))
+    1 + text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {text}"))
 }
 
 /// The stderr line that starts with `file:line:` (the file's path may be absolute) and
@@ -54,15 +68,26 @@ fn a_typo_names_file_line_key_and_the_likely_key() {
 
     let stderr = refused(&site);
 
-    let error = located(&stderr, "pools.d/www.toml", line_of(&text, "max_chidren"), "pm.max_chidren");
-    assert!(error.contains("max_children"), "no suggestion of max_children in {error:?}");
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "max_chidren"),
+        "pm.max_chidren",
+    );
+    assert!(
+        error.contains("max_children"),
+        "no suggestion of max_children in {error:?}"
+    );
 }
 
 #[test]
 fn min_spare_above_max_spare_is_refused() {
     let pm = "[pm]\nmode = \"dynamic\"\nmax_children = 10\nmin_spare_servers = 5\nmax_spare_servers = 2\n";
     let site = Site::new();
-    let text = pool_toml(&site.socket("www"), &format!("{pm}\n[php]\nbinary = \"php-cgi\"\n"));
+    let text = pool_toml(
+        &site.socket("www"),
+        &format!("{pm}\n[php]\nbinary = \"php-cgi\"\n"),
+    );
     write_config(&site, &[("www", &text)]);
 
     let stderr = refused(&site);
@@ -70,20 +95,35 @@ fn min_spare_above_max_spare_is_refused() {
     // The rule joins two keys; naming either one is right.
     let min = (line_of(&text, "min_spare_servers"), "pm.min_spare_servers");
     let max = (line_of(&text, "max_spare_servers"), "pm.max_spare_servers");
-    let named = |(line, key): (usize, &str)| stderr.lines().any(|l| l.contains(&format!("pools.d/www.toml:{line}:")) && l.contains(key));
-    assert!(named(min) || named(max), "neither {min:?} nor {max:?} named in stderr:\n{stderr}");
+    let named = |(line, key): (usize, &str)| {
+        stderr
+            .lines()
+            .any(|l| l.contains(&format!("pools.d/www.toml:{line}:")) && l.contains(key))
+    };
+    assert!(
+        named(min) || named(max),
+        "neither {min:?} nor {max:?} named in stderr:\n{stderr}"
+    );
 }
 
 #[test]
 fn start_servers_outside_min_max_spare_is_refused() {
     let pm = "[pm]\nmode = \"dynamic\"\nmax_children = 10\nstart_servers = 8\nmin_spare_servers = 2\nmax_spare_servers = 4\n";
     let site = Site::new();
-    let text = pool_toml(&site.socket("www"), &format!("{pm}\n[php]\nbinary = \"php-cgi\"\n"));
+    let text = pool_toml(
+        &site.socket("www"),
+        &format!("{pm}\n[php]\nbinary = \"php-cgi\"\n"),
+    );
     write_config(&site, &[("www", &text)]);
 
     let stderr = refused(&site);
 
-    located(&stderr, "pools.d/www.toml", line_of(&text, "start_servers"), "pm.start_servers");
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "start_servers"),
+        "pm.start_servers",
+    );
 }
 
 #[test]
@@ -96,30 +136,53 @@ fn two_pools_on_one_listen_address_are_refused() {
 
     // Which of the two files carries the error is drover's choice.
     let line = line_of(&text, "listen =");
-    let named = |file: &str| stderr.lines().any(|l| l.contains(&format!("pools.d/{file}:{line}:")) && l.contains("listen"));
-    assert!(named("a.toml") || named("b.toml"), "no error at a.toml:{line} or b.toml:{line} naming listen:\n{stderr}");
+    let named = |file: &str| {
+        stderr
+            .lines()
+            .any(|l| l.contains(&format!("pools.d/{file}:{line}:")) && l.contains("listen"))
+    };
+    assert!(
+        named("a.toml") || named("b.toml"),
+        "no error at a.toml:{line} or b.toml:{line} naming listen:\n{stderr}"
+    );
 }
 
 #[test]
 fn a_php_binary_that_does_not_exist_is_refused() {
     let site = Site::new();
-    let text = pool_toml(&site.socket("www"), &tables("", "").replace("\"php-cgi\"", "\"/nonexistent/bin/php-cgi\""));
+    let text = pool_toml(
+        &site.socket("www"),
+        &tables("", "").replace("\"php-cgi\"", "\"/nonexistent/bin/php-cgi\""),
+    );
     write_config(&site, &[("www", &text)]);
 
     let stderr = refused(&site);
 
-    located(&stderr, "pools.d/www.toml", line_of(&text, "binary"), "php.binary");
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "binary"),
+        "php.binary",
+    );
 }
 
 #[test]
 fn a_duration_without_a_unit_is_refused() {
     let site = Site::new();
-    let text = pool_toml(&site.socket("www"), &format!("request_terminate_timeout = \"30\"\n\n{}", tables("", "")));
+    let text = pool_toml(
+        &site.socket("www"),
+        &format!("request_terminate_timeout = \"30\"\n\n{}", tables("", "")),
+    );
     write_config(&site, &[("www", &text)]);
 
     let stderr = refused(&site);
 
-    located(&stderr, "pools.d/www.toml", line_of(&text, "request_terminate_timeout"), "request_terminate_timeout");
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "request_terminate_timeout"),
+        "request_terminate_timeout",
+    );
 }
 
 #[test]
@@ -127,14 +190,27 @@ fn every_error_in_a_file_is_reported() {
     let site = Site::new();
     let text = pool_toml(
         &site.socket("www"),
-        &format!("request_terminate_timeout = \"30\"\n\n{}", tables("max_chidren = 8\n", "")),
+        &format!(
+            "request_terminate_timeout = \"30\"\n\n{}",
+            tables("max_chidren = 8\n", "")
+        ),
     );
     write_config(&site, &[("www", &text)]);
 
     let stderr = refused(&site);
 
-    located(&stderr, "pools.d/www.toml", line_of(&text, "request_terminate_timeout"), "request_terminate_timeout");
-    located(&stderr, "pools.d/www.toml", line_of(&text, "max_chidren"), "pm.max_chidren");
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "request_terminate_timeout"),
+        "request_terminate_timeout",
+    );
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "max_chidren"),
+        "pm.max_chidren",
+    );
 }
 
 #[test]
@@ -145,10 +221,18 @@ fn a_valid_config_is_printed_with_its_defaults() {
 
     let out = check_config(&site);
 
-    assert_eq!(out.status.code(), Some(0), "drover -t refused a valid config:\n{}", describe(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "drover -t refused a valid config:\n{}",
+        describe(&out)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("www"), "pool www not printed:\n{stdout}");
-    assert!(stdout.contains("listen_backlog = 511"), "default listen_backlog not printed:\n{stdout}");
+    assert!(
+        stdout.contains("listen_backlog = 511"),
+        "default listen_backlog not printed:\n{stdout}"
+    );
 }
 
 #[test]
@@ -158,11 +242,25 @@ fn drover_refuses_to_start_on_a_bad_config() {
     let text = pool_toml(&socket, &tables("max_chidren = 8\n", ""));
     write_config(&site, &[("www", &text)]);
 
-    let out = run_bounded(Command::new(BIN).arg("-c").arg(site.path().join("drover.toml")));
+    let out = run_bounded(
+        Command::new(BIN)
+            .arg("-c")
+            .arg(site.path().join("drover.toml")),
+    );
 
-    assert_eq!(out.status.code(), Some(1), "drover -c on a bad config:\n{}", describe(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "drover -c on a bad config:\n{}",
+        describe(&out)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    located(&stderr, "pools.d/www.toml", line_of(&text, "max_chidren"), "pm.max_chidren");
+    located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "max_chidren"),
+        "pm.max_chidren",
+    );
     assert!(!socket.exists(), "the pool's socket was created");
     let all = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
     assert!(!all.contains("started"), "something was started:\n{all}");

@@ -4,19 +4,14 @@
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 
-use nix::sys::signal::Signal;
-
-use crate::common::{http, proc, wait_until, Nginx, Site, TIMEOUT};
+use crate::common::{Nginx, Site, TIMEOUT, http, proc, wait_until};
 
 /// `php-cgi -b SOCKET`, killed with its workers on drop.
 struct PhpCgi(Child);
 
 impl Drop for PhpCgi {
     fn drop(&mut self) {
-        for pid in proc::descendants(self.0.id() as i32) {
-            proc::signal(pid, Signal::SIGKILL);
-        }
-        let _ = self.0.kill();
+        proc::kill_tree(self.0.id() as i32);
         let _ = self.0.wait();
     }
 }
@@ -32,13 +27,20 @@ fn nginx_serves_php_from_a_hand_started_php_cgi() {
             .arg(&socket)
             .env("PHP_FCGI_CHILDREN", "1")
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("spawn php-cgi (is it installed?)"),
     );
-    wait_until(TIMEOUT, "php-cgi's socket", || UnixStream::connect(&socket).ok());
+    wait_until(TIMEOUT, "php-cgi's socket", || {
+        UnixStream::connect(&socket).ok()
+    });
     let nginx = Nginx::start(&site, &socket);
 
     let reply = http::get(&nginx.url("/hello.php"));
 
-    assert_eq!((reply.status, reply.body.as_str()), (200, "hello from cgi-fcgi"));
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "hello from cgi-fcgi")
+    );
 }

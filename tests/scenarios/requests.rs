@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use crate::common::{http, PhpPool, Site, Stack};
+use crate::common::{PhpPool, Site, Stack, http};
 
 /// Prints what PHP received, one `kind.name=value` per line.
 const ECHO_PHP: &str = r#"<?php
@@ -33,7 +33,10 @@ fn received(reply: http::Reply) -> BTreeMap<String, String> {
 }
 
 fn field<'a>(received: &'a BTreeMap<String, String>, key: &str) -> &'a str {
-    received.get(key).map(String::as_str).unwrap_or_else(|| panic!("no {key} in {received:#?}"))
+    received
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_else(|| panic!("no {key} in {received:#?}"))
 }
 
 #[test]
@@ -47,9 +50,15 @@ fn get_with_a_query_string() {
     assert_eq!(field(&got, "get.lang"), "rust & php");
     assert_eq!(field(&got, "server.REQUEST_METHOD"), "GET");
     assert_eq!(field(&got, "server.REQUEST_URI"), uri);
-    assert_eq!(field(&got, "server.QUERY_STRING"), "name=drover&lang=rust%20%26%20php");
+    assert_eq!(
+        field(&got, "server.QUERY_STRING"),
+        "name=drover&lang=rust%20%26%20php"
+    );
     let script = stack.site.docroot.join("echo.php");
-    assert_eq!(field(&got, "server.SCRIPT_FILENAME"), script.to_str().unwrap());
+    assert_eq!(
+        field(&got, "server.SCRIPT_FILENAME"),
+        script.to_str().unwrap()
+    );
 }
 
 #[test]
@@ -57,7 +66,11 @@ fn post_with_form_fields() {
     let stack = start();
     let form = b"name=drover&motto=spawn+%26+reap";
 
-    let reply = http::post(&stack.url("/echo.php?via=form"), "application/x-www-form-urlencoded", form);
+    let reply = http::post(
+        &stack.url("/echo.php?via=form"),
+        "application/x-www-form-urlencoded",
+        form,
+    );
     let got = received(reply);
 
     assert_eq!(field(&got, "post.name"), "drover");
@@ -75,7 +88,10 @@ fn one_megabyte_upload_arrives_intact() {
     let payload = noise(1 << 20);
     let boundary = "drover-test-boundary-7f3a9c1e5b";
     let mut body = Vec::new();
-    body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhello\r\n").as_bytes());
+    body.extend_from_slice(
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhello\r\n")
+            .as_bytes(),
+    );
     body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"upload\"; filename=\"noise.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes());
     body.extend_from_slice(&payload);
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
@@ -106,6 +122,14 @@ fn noise(len: usize) -> Vec<u8> {
 fn md5sum(site: &Site, bytes: &[u8]) -> String {
     let path = site.write("expected.bin", "");
     std::fs::write(&path, bytes).unwrap();
-    let out = Command::new("md5sum").arg(&path).output().expect("run md5sum");
-    String::from_utf8(out.stdout).unwrap().split_whitespace().next().expect("md5sum output").to_string()
+    let out = Command::new("md5sum")
+        .arg(&path)
+        .output()
+        .expect("run md5sum");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .expect("md5sum output")
+        .to_string()
 }

@@ -1,0 +1,10 @@
+//! Embeds CPython: link libpython with an rpath to its folder, so that `drover` finds the
+//! shared library at run time without LD_LIBRARY_PATH (pyenv and /usr/local builds keep it
+//! outside the loader's default paths).
+
+fn main() {
+    let config = pyo3_build_config::get();
+    if let Some(lib_dir) = config.lib_dir() {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
+    }
+}

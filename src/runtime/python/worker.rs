@@ -1,0 +1,169 @@
+//! One Python worker: forked by the zygote, it accepts FastCGI connections on fd 0 and
+//! serves them through the WSGI app, one request at a time, in a plain blocking loop.
+//!
+//! It stops after `max_requests`, on SIGTERM (after finishing the request in hand: the
+//! handler only sets a flag and interrupts a blocked accept), or when the master shuts the
+//! listener down (accept fails: the pool is stopping).
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+use super::wsgi::App;
+use super::{EXIT_APP_LOAD, zygote};
+use crate::fastcgi::{Connection, Limits};
+
+/// What the zygote decided for this worker before forking it.
+pub struct WorkerConfig {
+    pub pool: String,
+    pub app: String,
+    pub mount: String,
+    /// Requests before the worker exits (its own draw of the jitter); 0 = never.
+    pub max_requests: u32,
+}
+
+/// Set by SIGTERM: finish the request in hand, then exit.
+static RETIRE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    RETIRE.store(true, Ordering::Relaxed);
+}
+
+/// A stalled web server frees the worker after this long.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An accepted connection (unix or TCP: only read and write are needed).
+pub struct Socket(OwnedFd);
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match nix::unistd::read(&self.0, buf) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => return other.map_err(io::Error::from),
+            }
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match nix::unistd::write(&self.0, buf) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => return other.map_err(io::Error::from),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs the worker to its end; returns its exit code.
+pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 {
+    install_signals();
+    let callable = match app {
+        Some(app) => app,
+        None => match zygote::load_app(py, &config.app) {
+            Ok(app) => app,
+            Err(err) => {
+                eprintln!("cannot load the app {:?}:", config.app);
+                err.print(py);
+                return i32::from(EXIT_APP_LOAD);
+            }
+        },
+    };
+    let app = match App::new(py, callable, config.mount.clone()) {
+        Ok(app) => app,
+        Err(err) => {
+            err.print(py);
+            return 1;
+        }
+    };
+    let mut served: u32 = 0;
+    let done = |served: u32| RETIRE.load(Ordering::Relaxed) || (config.max_requests > 0 && served >= config.max_requests);
+    while !done(served) {
+        let accepted = py.detach(accept);
+        let socket = match accepted {
+            Ok(socket) => socket,
+            Err(err) if err.raw_os_error() == Some(libc::EINTR) || err.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            // The master shut the listener down: the pool is stopping.
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => break,
+            Err(err) => {
+                eprintln!("accept failed: {err}");
+                if matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                return 1;
+            }
+        };
+        served += serve_connection(py, &app, socket, &config, served, &done);
+    }
+    let _ = &config.pool;
+    0
+}
+
+/// Serves requests on one connection until it ends or the worker must stop. Returns how
+/// many requests it served.
+fn serve_connection(
+    py: Python<'_>,
+    app: &App,
+    socket: Socket,
+    config: &WorkerConfig,
+    served_before: u32,
+    done: &dyn Fn(u32) -> bool,
+) -> u32 {
+    let _ = nix::sys::socket::setsockopt(&socket.0, nix::sys::socket::sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0));
+    let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
+    let mut served = 0;
+    loop {
+        let next = conn.borrow_mut().next_request();
+        match next {
+            Ok(Some(request)) => {
+                let outcome = app.handle(py, &conn, request);
+                served += 1;
+                if !outcome.keep || done(served_before + served) {
+                    return served;
+                }
+            }
+            Ok(None) => return served,
+            Err(err) => {
+                eprintln!("closing a FastCGI connection: {err}");
+                let _ = config;
+                return served;
+            }
+        }
+    }
+}
+
+fn accept() -> io::Result<Socket> {
+    // SAFETY: accept4 on fd 0, the pool's listening socket; null address pointers are
+    // allowed. The returned descriptor is new and owned by us.
+    let fd = unsafe { libc::accept4(0, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Socket(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn install_signals() {
+    // SAFETY: the handler only stores to an atomic. No SA_RESTART: a blocked accept
+    // returns EINTR, so the worker notices at once.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+        // Die with the zygote (SIGTERM: finish the request first).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
+    let _ = std::io::stdout().as_raw_fd();
+}
