@@ -74,7 +74,7 @@ pub fn fill(py: Python<'_>, environ: &Bound<'_, PyDict>, params: &Params, mount:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fastcgi::params::encode_pair;
+    use crate::fastcgi::encode_pair;
 
     fn params(pairs: &[(&str, &str)]) -> Params {
         let mut raw = Vec::new();
