@@ -87,18 +87,13 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 
             return 1;
         }
     };
-    // Accepted sockets inherit the listener's receive timeout: set once here instead of a
-    // setsockopt per connection. An idle accept() then wakes with EAGAIN now and then.
-    // SAFETY: fd 0 is the pool's listening socket for the whole life of the worker.
-    let listener = unsafe { std::os::fd::BorrowedFd::borrow_raw(0) };
-    let _ = nix::sys::socket::setsockopt(&listener, nix::sys::socket::sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0));
     let mut served: u32 = 0;
     let done = |served: u32| RETIRE.load(Ordering::Relaxed) || (config.max_requests > 0 && served >= config.max_requests);
     while !done(served) {
         let accepted = py.detach(accept);
         let socket = match accepted {
             Ok(socket) => socket,
-            Err(err) if matches!(err.raw_os_error(), Some(libc::EINTR | libc::ECONNABORTED | libc::EAGAIN)) => continue,
+            Err(err) if err.raw_os_error() == Some(libc::EINTR) || err.raw_os_error() == Some(libc::ECONNABORTED) => continue,
             // The master shut the listener down: the pool is stopping.
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => break,
             Err(err) => {
@@ -126,6 +121,7 @@ fn serve_connection(
     served_before: u32,
     done: &dyn Fn(u32) -> bool,
 ) -> u32 {
+    let _ = nix::sys::socket::setsockopt(&socket.0, nix::sys::socket::sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0));
     let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
     let mut served = 0;
     loop {
