@@ -50,12 +50,15 @@ ensure_packages() {
 
 # The packages the demo and the tests need, by the command that proves each is there.
 # gcc and libc6-dev: cargo needs a C toolchain to link (and to build the `ring` crate).
+# python3-dev: drover embeds CPython (pyo3), so the build needs python3 and libpython3.X.so;
+# python3-config is the command it ships.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
     "nginx:nginx"
     "curl:curl"
     "cc:gcc libc6-dev"
+    "python3-config:python3-dev"
 )
 
 require_cargo() {

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# scripts/demo.sh: run drover with the example PHP pool behind nginx, on a fresh Debian machine.
+# scripts/demo.sh: run drover with the example pools behind nginx, on a fresh Debian machine:
+# the PHP pool (pools.d/www.toml) at / and the Python WSGI pool (pools.d/app.toml) at /app/.
 #
-#   1. installs php-cgi, nginx and curl with apt-get when they are missing (through sudo
-#      when not root), and builds drover (cargo build --release);
-#   2. sets up /tmp/drover-demo (drover.toml, the PHP docroot, nginx.conf, logs);
+#   1. installs php-cgi, nginx, curl, a C toolchain and python3-dev with apt-get when they
+#      are missing (through sudo when not root), and builds drover (cargo build --release);
+#   2. sets up /tmp/drover-demo (drover.toml, the PHP docroot, a copy of the Python app in
+#      examples/app, nginx.conf, logs);
 #   3. checks the configuration (drover -t), starts drover, waits for its `ready:` line,
-#      starts nginx on 127.0.0.1:8080 (or the next free port up to 8090) and asks it for a page;
-#   4. prints the URL and follows drover's log until Ctrl-C, then stops nginx and drover
+#      starts nginx on 127.0.0.1:8080 (or the next free port up to 8090) and asks it for the
+#      PHP page and the Python page;
+#   4. prints both URLs and follows drover's log until Ctrl-C, then stops nginx and drover
 #      (SIGTERM: drover stops gracefully) and waits for both.
 #
 # The runtime folder lives in /tmp, not in the repository: the repository may sit in a 0700
-# home folder that the www-data workers could not enter.
+# home folder that the www-data workers could not enter. The Python pool's
+# python_path = ["examples/app"] is relative to drover.toml's folder, so it finds the copy in
+# /tmp/drover-demo/examples/app.
 #
-# Run as root, the example pool is used as it is (workers and nginx run as www-data). Run as
-# another user, the demo writes a copy of the pool without user/group/listen_owner/
+# Run as root, the example pools are used as they are (workers and nginx run as www-data).
+# Run as another user, the demo writes copies of the pools without user/group/listen_owner/
 # listen_group (a non-root drover cannot switch users or chown the socket).
 set -euo pipefail
 
@@ -67,10 +72,14 @@ main() {
     echo "==> starting nginx on 127.0.0.1:$port"
     setsid nginx -p "$demo/nginx/" -c "$demo/nginx/nginx.conf" -e "$demo/nginx/error.log" &
     nginx_pid=$!
-    wait_for_answer "http://127.0.0.1:$port/"
+    wait_for_answer "http://127.0.0.1:$port/" "Hello from drover"
+    wait_for_answer "http://127.0.0.1:$port/app/" "Hello from drover (Python WSGI)"
 
     echo
-    echo "drover is serving: http://127.0.0.1:$port/"
+    echo "drover is serving:"
+    echo "    PHP     http://127.0.0.1:$port/          (pools.d/www.toml)"
+    echo "    Python  http://127.0.0.1:$port/app/      (pools.d/app.toml, examples/app/hello.py)"
+    echo "            try also /app/stream, /app/error, and: curl --data-binary @FILE http://127.0.0.1:$port/app/echo"
     echo "(drover's log follows; it is also in $demo/drover.log. Ctrl-C stops the demo.)"
     echo
     tail -n +1 -f "$demo/drover.log" &
@@ -103,25 +112,34 @@ prepare_runtime_dir() {
     check_runtime_dir
     rm -rf "$demo"
     # 0755 all the way down: the www-data workers and nginx must reach the docroot and socket.
-    mkdir -m 0755 "$demo" "$demo/run" "$demo/nginx"
+    mkdir -m 0755 "$demo" "$demo/run" "$demo/nginx" "$demo/examples"
     echo $$ >"$demo/demo.pid"
     cp -R "$repo/examples/www" "$demo/www"
-    chmod -R u=rwX,go=rX "$demo/www"
+    # The Python pool imports hello.py from here (python_path = ["examples/app"]).
+    cp -R "$repo/examples/app" "$demo/examples/app"
+    rm -rf "$demo/examples/app/__pycache__"
+    chmod -R u=rwX,go=rX "$demo/www" "$demo/examples"
 }
 
 write_drover_config() {
-    local include
+    local include pool
+    for pool in www app; do
+        [[ -f $repo/pools.d/$pool.toml ]] || die "$repo/pools.d/$pool.toml is missing"
+    done
     if ((EUID == 0)); then
         include="$repo/pools.d/*.toml"
     else
-        # Not root: the same pool, minus what only root can do.
+        # Not root: the same pools, minus what only root can do.
         mkdir -m 0755 "$demo/pools.d"
-        sed -E '/^[[:space:]]*(user|group|listen_owner|listen_group)[[:space:]]*=/d' \
-            "$repo/pools.d/www.toml" >"$demo/pools.d/www.toml"
+        for pool in "$repo"/pools.d/*.toml; do
+            sed -E '/^[[:space:]]*(user|group|listen_owner|listen_group)[[:space:]]*=/d' \
+                "$pool" >"$demo/pools.d/$(basename "$pool")"
+        done
         include="$demo/pools.d/*.toml"
     fi
-    # The pool's relative `listen = "run/www.sock"` resolves against this file's folder:
-    # /tmp/drover-demo/run/www.sock.
+    # The pools' relative paths resolve against this file's folder: `listen = "run/www.sock"`
+    # is /tmp/drover-demo/run/www.sock, python_path = ["examples/app"] is
+    # /tmp/drover-demo/examples/app.
     cat >"$demo/drover.toml" <<TOML
 # Written by scripts/demo.sh. The full example is $repo/drover.toml.
 error_log = "stderr"
@@ -179,6 +197,15 @@ http {
             include /etc/nginx/fastcgi.conf;
             fastcgi_pass unix:$demo/run/www.sock;
         }
+
+        # The Python pool, mount = "/app": drover splits the path into SCRIPT_NAME = /app
+        # and PATH_INFO = the rest. ^~ keeps /app/x.php away from the PHP location above.
+        # A request for /app gets nginx's redirect to /app/.
+        location ^~ /app/ {
+            client_max_body_size 64m; # nginx's default is 1m: try /app/echo with a big file
+            include /etc/nginx/fastcgi.conf;
+            fastcgi_pass unix:$demo/run/app.sock;
+        }
     }
 }
 NGINX
@@ -200,9 +227,10 @@ wait_for_ready() {
     done
 }
 
-# Wait (bounded) until nginx answers URL with the PHP page; print the answer.
+# wait_for_answer URL TEXT: wait (bounded) until nginx answers URL with a page that contains
+# TEXT; print the answer.
 wait_for_answer() {
-    local url=$1 body deadline=$((SECONDS + answer_timeout))
+    local url=$1 text=$2 body deadline=$((SECONDS + answer_timeout))
     until body=$(curl -fsS --max-time 5 "$url" 2>"$demo/curl.err"); do
         if ! kill -0 "$nginx_pid" 2>/dev/null; then
             cat "$demo/nginx/error.log" >&2 || true
@@ -210,11 +238,13 @@ wait_for_answer() {
         fi
         if ((SECONDS >= deadline)); then
             cat "$demo/curl.err" "$demo/nginx/error.log" >&2 || true
+            echo "--- the end of drover's log:" >&2
+            tail -n 30 "$demo/drover.log" >&2 || true
             die "no answer from $url within ${answer_timeout}s"
         fi
         sleep 0.2
     done
-    [[ $body == *"Hello from drover"* ]] || {
+    [[ $body == *"$text"* ]] || {
         echo "$body" >&2
         die "$url answered, but not with the demo page"
     }
