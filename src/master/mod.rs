@@ -230,9 +230,18 @@ impl Master {
 
     fn log_output(&mut self, line: OutputLine) {
         let Some(pool) = self.pools.get_mut(line.pool) else { return };
-        if pool.on_report(line.pid, &line.line, Instant::now()) {
-            return;
+        let now = Instant::now();
+        match pool.on_report(line.pid, &line.line, now) {
+            Some(Reaped::Exit { crash: true }) => {
+                if self.emergency.on_crash(now) {
+                    self.emergency_restart();
+                }
+                return;
+            }
+            Some(_) => return,
+            None => {}
         }
+        let Some(pool) = self.pools.get(line.pool) else { return };
         let role = pool.role(line.pid).unwrap_or("worker");
         tracing::info!("pool {}: {role} {}: {}", pool.name(), line.pid, line.line);
     }

@@ -146,6 +146,12 @@ impl PoolRun {
             Ok(pid) => {
                 self.processes.insert(pid, Process { started: now, retiring: false });
                 match self.layout {
+                    // A Python zygote draws each worker's limit itself.
+                    Layout::Parent { workers } if self.reports() => tracing::info!(
+                        "pool {}: {} {pid} started ({workers} workers)",
+                        self.name(),
+                        self.parent_name()
+                    ),
                     Layout::Parent { workers } => tracing::info!(
                         "pool {}: {} {pid} started ({workers} workers, max_requests {limit})",
                         self.name(),
@@ -325,11 +331,12 @@ impl PoolRun {
         }
     }
 
-    /// A line from the zygote that reports a worker's start or exit. False for any other
-    /// line, or one from another process (only the zygote's reports are trusted).
-    pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> bool {
+    /// A line from the zygote that reports a worker's start or exit (`Some`: it was a report,
+    /// with the exit's nature). `None` for any other line, or one from another process:
+    /// only the zygote's reports are trusted.
+    pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> Option<Reaped> {
         if !self.reports() || !self.processes.contains_key(&from) {
-            return false;
+            return None;
         }
         match Report::parse(line) {
             Some(Report::Started { pid }) => {
@@ -341,11 +348,13 @@ impl PoolRun {
                 let worker = self.workers.remove(&pid);
                 let started = worker.as_ref().map_or(now.checked_sub(lived).unwrap_or(now), |w| w.started);
                 let worker = Worker { started, parent: from, orphan: false };
-                self.log_worker_exit(pid, &worker, cause.unwrap_or(ExitCause::SeenByParent), now);
+                let cause = cause.unwrap_or(ExitCause::SeenByParent);
+                self.log_worker_exit(pid, &worker, cause, now);
+                return Some(Reaped::Exit { crash: cause.is_crash() });
             }
-            None => return false,
+            None => return None,
         }
-        true
+        Some(Reaped::NotOurs)
     }
 
     /// The role of a pid in this pool, for tagging its output.

@@ -87,6 +87,7 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 
             return 1;
         }
     };
+    let allowed = allowed_clients();
     let mut served: u32 = 0;
     let done = |served: u32| RETIRE.load(Ordering::Relaxed) || (config.max_requests > 0 && served >= config.max_requests);
     while !done(served) {
@@ -105,6 +106,9 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 
                 return 1;
             }
         };
+        if !allowed.is_empty() && !peer_allowed(&socket, &allowed) {
+            continue;
+        }
         served += serve_connection(py, &app, socket, &config, served, &done);
     }
     let _ = &config.pool;
@@ -142,6 +146,31 @@ fn serve_connection(
             }
         }
     }
+}
+
+/// `listen_allowed_clients`, as the master passes it to every runtime (libfcgi's and
+/// php-cgi's variable): empty = any client.
+fn allowed_clients() -> Vec<std::net::IpAddr> {
+    std::env::var("FCGI_WEB_SERVER_ADDRS")
+        .map(|list| list.split(',').filter_map(|ip| ip.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// A TCP client whose address is not allowed is refused (the connection is closed and the
+/// refusal logged); other sockets have no address to check.
+fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
+    use nix::sys::socket::{SockaddrStorage, getpeername};
+    let Ok(peer) = getpeername::<SockaddrStorage>(socket.0.as_raw_fd()) else { return true };
+    let ip: std::net::IpAddr = match (peer.as_sockaddr_in(), peer.as_sockaddr_in6()) {
+        (Some(v4), _) => std::net::Ipv4Addr::from(v4.ip()).into(),
+        (_, Some(v6)) => v6.ip().into(),
+        _ => return true,
+    };
+    if allowed.contains(&ip) {
+        return true;
+    }
+    eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
+    false
 }
 
 fn accept() -> io::Result<Socket> {

@@ -140,7 +140,10 @@ impl Zygote<'_> {
             if matches!(status, WaitStatus::Exited(_, code) if code == i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }
-            if let Respawn::After { delay, .. } = self.backoff.on_exit(lived, false) {
+            // A worker that exits 0 was done (max_requests, SIGTERM, listener closed): not a
+            // failed start, however short its life.
+            let clean = matches!(status, WaitStatus::Exited(_, 0));
+            if let Respawn::After { delay, .. } = self.backoff.on_exit(lived, clean) {
                 outcome = Reaped::Hold(delay);
             }
         }
