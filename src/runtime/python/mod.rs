@@ -91,6 +91,16 @@ pub fn plan(pool: &Pool, python: &Python) -> (Layout, PathBuf, Vec<OsString>, Ve
     (Layout::Parent { workers }, program, args, env)
 }
 
+/// Tells a zygote how many workers to keep (dynamic and ondemand pools). It forks up to
+/// that many; above it, it stops replacing workers that exit, and the master retires the
+/// ones it chooses.
+pub fn set_target(zygote: Pid, workers: u32) -> nix::Result<()> {
+    let value = libc::sigval { sival_ptr: workers as usize as *mut libc::c_void };
+    // SAFETY: sigqueue with a valid pid, signal number and value.
+    let rc = unsafe { libc::sigqueue(zygote.as_raw(), zygote::target_signal(), value) };
+    if rc == 0 { Ok(()) } else { Err(nix::Error::last()) }
+}
+
 /// The start of a report line, a character no app writes to stderr by accident.
 pub const REPORT_MARK: char = '\u{1e}';
 

@@ -24,12 +24,32 @@ use super::{EXIT_APP_LOAD, Report, ZygoteArgs};
 use crate::pm::{Backoff, Respawn};
 
 /// The signals the zygote takes synchronously (blocked, so that none interrupts a fork).
+/// [`TARGET_SIGNAL`] carries a new worker count from the master.
 fn handled() -> SigSet {
     let mut set = SigSet::empty();
     for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP] {
         set.add(signal);
     }
-    set
+    let mut raw: libc::sigset_t = *set.as_ref();
+    // SAFETY: adds a valid real-time signal number to an initialised set, which then holds
+    // only valid signals.
+    unsafe {
+        libc::sigaddset(&mut raw, target_signal());
+        SigSet::from_sigset_t_unchecked(raw)
+    }
+}
+
+/// The real-time signal whose value is the number of workers the master wants.
+pub fn target_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 1
+}
+
+/// What woke the zygote.
+enum Wake {
+    Timeout,
+    Child,
+    Stop,
+    Target(u32),
 }
 
 struct Live {
@@ -66,7 +86,8 @@ pub fn run(args: ZygoteArgs) -> u8 {
         if let Err(err) = freeze(py) {
             err.print(py);
         }
-        Zygote { args: &args, app, original, workers: Default::default(), backoff: Backoff::default() }.serve(py)
+        Zygote { args: &args, app, original, workers: Default::default(), backoff: Backoff::default(), target: args.workers }
+            .serve(py)
     })
 }
 
@@ -78,6 +99,8 @@ struct Zygote<'a> {
     original: SigSet,
     workers: std::collections::BTreeMap<Pid, Live>,
     backoff: Backoff,
+    /// How many workers to keep: `--workers` at start, then what the master says.
+    target: u32,
 }
 
 impl Zygote<'_> {
@@ -87,7 +110,7 @@ impl Zygote<'_> {
             let now = Instant::now();
             if hold_until.is_none_or(|until| now >= until) {
                 hold_until = None;
-                while self.workers.len() < self.args.workers as usize {
+                while self.workers.len() < self.target as usize {
                     match self.fork_worker(py) {
                         Ok(pid) => {
                             self.workers.insert(pid, Live { started: Instant::now() });
@@ -102,10 +125,10 @@ impl Zygote<'_> {
                 }
             }
             let timeout = hold_until.map(|until| until.saturating_duration_since(now));
-            let signal = py.detach(|| wait_signal(timeout));
-            match signal {
-                Some(Signal::SIGCHLD) | None => {}
-                Some(_) => {
+            match py.detach(|| wait_signal(timeout)) {
+                Wake::Child | Wake::Timeout => {}
+                Wake::Target(target) => self.target = target,
+                Wake::Stop => {
                     for &pid in self.workers.keys() {
                         let _ = kill(pid, Signal::SIGTERM);
                     }
@@ -200,13 +223,21 @@ fn raw_status(status: WaitStatus) -> i32 {
 }
 
 /// Waits for one of [`handled`], up to `timeout` (forever when `None`).
-fn wait_signal(timeout: Option<Duration>) -> Option<Signal> {
+fn wait_signal(timeout: Option<Duration>) -> Wake {
     let set = handled();
     let ts = timeout.map(|t| libc::timespec { tv_sec: t.as_secs() as libc::time_t, tv_nsec: t.subsec_nanos() as libc::c_long });
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: valid signal set and optional timespec; the info pointer may be null.
-    let signo = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), ts_ptr) };
-    if signo < 0 { None } else { Signal::try_from(signo).ok() }
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid signal set, out-parameter and optional timespec.
+    let signo = unsafe { libc::sigtimedwait(set.as_ref(), &mut info, ts_ptr) };
+    match signo {
+        n if n < 0 => Wake::Timeout,
+        libc::SIGCHLD => Wake::Child,
+        // SAFETY: the signal was sent with sigqueue, so si_value is set.
+        n if n == target_signal() => Wake::Target(unsafe { info.si_value() }.sival_ptr as usize as u32),
+        _ => Wake::Stop,
+    }
 }
 
 fn report(report: Report) {
