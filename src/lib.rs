@@ -34,6 +34,7 @@
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
 //! - [`runtime`]: how each runtime's workers are started (php, command).
+//! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by the master.
 //! - [`logging`]: the error log (stderr or a reopenable file).
 //! - [`systemd`]: sd_notify.
 
@@ -44,4 +45,5 @@ pub mod logging;
 pub mod master;
 pub mod pm;
 pub mod runtime;
+pub mod scoreboard;
 pub mod systemd;

@@ -1,27 +1,8 @@
-//! Process-management policy, as pure functions of (configuration, state, now).
-//!
-//! Nothing here starts, signals or waits on a process: the master asks, applies the
-//! answer, and the answers are unit-tested without processes.
+//! Respawn policy after worker exits: per-pool backoff for workers that die during start-up,
+//! and php-fpm's emergency restart when workers keep crashing.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-
-use crate::config::Pm;
-
-/// How many workers a pool runs. In 0.1 every mode runs `max_children` workers: dynamic
-/// and ondemand scheduling is a later issue, and their limits are only validated now.
-pub fn target_workers(pm: &Pm) -> u32 {
-    pm.max_children
-}
-
-/// The request limit one worker (or php-cgi generation) is given: `max_requests` plus a
-/// draw in `0..=max_requests_jitter`, so that workers do not all recycle at once. 0 = never.
-pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u32) -> u32 {
-    if max_requests == 0 {
-        return 0;
-    }
-    max_requests.saturating_add(draw(jitter).min(jitter))
-}
 
 /// A process that exits sooner than this after its start failed to start.
 pub const STARTUP_WINDOW: Duration = Duration::from_secs(2);
@@ -41,7 +22,10 @@ pub struct Backoff {
 pub enum Respawn {
     Now,
     /// The n-th start-up failure in a row: wait until then.
-    After { delay: Duration, failures: u32 },
+    After {
+        delay: Duration,
+        failures: u32,
+    },
 }
 
 impl Backoff {
@@ -54,7 +38,10 @@ impl Backoff {
         self.failures += 1;
         let doublings = (self.failures - 1).min(16);
         let delay = FIRST_DELAY.saturating_mul(1 << doublings).min(MAX_DELAY);
-        Respawn::After { delay, failures: self.failures }
+        Respawn::After {
+            delay,
+            failures: self.failures,
+        }
     }
 
     pub fn failing(&self) -> bool {
@@ -73,7 +60,11 @@ pub struct EmergencyRestart {
 
 impl EmergencyRestart {
     pub fn new(threshold: u32, interval: Duration) -> Self {
-        EmergencyRestart { threshold, interval, crashes: VecDeque::new() }
+        EmergencyRestart {
+            threshold,
+            interval,
+            crashes: VecDeque::new(),
+        }
     }
 
     /// Records one crash; true when it completes the threshold (the window then restarts).
@@ -100,44 +91,14 @@ impl EmergencyRestart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PmMode;
-
-    fn pm(max_requests: u32, jitter: u32) -> Pm {
-        Pm {
-            mode: PmMode::Static,
-            max_children: 4,
-            start_servers: 0,
-            min_spare_servers: 0,
-            max_spare_servers: 0,
-            max_spawn_rate: 32,
-            process_idle_timeout: Duration::from_secs(10),
-            max_requests,
-            max_requests_jitter: jitter,
-            max_memory: None,
-        }
-    }
-
-    #[test]
-    fn every_mode_runs_max_children_in_0_1() {
-        assert_eq!(target_workers(&pm(0, 0)), 4);
-    }
-
-    #[test]
-    fn max_requests_zero_means_never_whatever_the_jitter() {
-        assert_eq!(max_requests(0, 10, |_| 7), 0);
-    }
-
-    #[test]
-    fn max_requests_adds_the_draw_bounded_by_jitter() {
-        assert_eq!(max_requests(500, 50, |j| j), 550);
-        assert_eq!(max_requests(500, 50, |_| 0), 500);
-        assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
-    }
 
     #[test]
     fn a_healthy_exit_respawns_at_once_and_resets() {
         let mut b = Backoff::default();
-        assert!(matches!(b.on_exit(Duration::ZERO, false), Respawn::After { .. }));
+        assert!(matches!(
+            b.on_exit(Duration::ZERO, false),
+            Respawn::After { .. }
+        ));
         assert_eq!(b.on_exit(Duration::from_secs(5), false), Respawn::Now);
         assert!(!b.failing());
     }
@@ -168,7 +129,10 @@ mod tests {
         assert!(!e.on_crash(t0));
         assert!(!e.on_crash(t0 + Duration::from_secs(1)));
         assert!(e.on_crash(t0 + Duration::from_secs(2)));
-        assert!(!e.on_crash(t0 + Duration::from_secs(3)), "the window restarts after firing");
+        assert!(
+            !e.on_crash(t0 + Duration::from_secs(3)),
+            "the window restarts after firing"
+        );
     }
 
     #[test]

@@ -1,0 +1,92 @@
+//! Process-management policy, as pure functions of (configuration, state, now).
+//!
+//! Nothing here starts, signals, waits on a process or reads /proc: the master gathers a
+//! snapshot of each pool, asks, and applies the answer, and the answers are unit-tested
+//! without processes.
+//!
+//! - [`plan`]: a pool tick's decisions: spawn, retire, kill (static, dynamic and ondemand
+//!   pools, `max_memory`, `request_terminate_timeout`, retiring workers that do not exit).
+//! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn.
+//! - here: how many workers a pool starts with, and each worker's request limit.
+
+mod backoff;
+mod plan;
+
+pub use backoff::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW};
+pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};
+
+use crate::config::{Pm, PmMode};
+
+/// How many workers a pool runs. In 0.1 every mode runs `max_children` workers: dynamic
+/// and ondemand scheduling is a later issue, and their limits are only validated now.
+/// The master moves to [`initial_workers`] and [`plan`] when it runs the policy.
+pub fn target_workers(pm: &Pm) -> u32 {
+    pm.max_children
+}
+
+/// How many workers a pool starts with; from then on [`plan`] keeps the count.
+pub fn initial_workers(pm: &Pm) -> u32 {
+    match pm.mode {
+        PmMode::Static => pm.max_children,
+        // Validation keeps start_servers within max_children; min() guards a hand-built Pm.
+        PmMode::Dynamic => pm.start_servers.min(pm.max_children),
+        PmMode::Ondemand => 0,
+    }
+}
+
+/// The request limit one worker (or php-cgi generation) is given: `max_requests` plus a
+/// draw in `0..=max_requests_jitter`, so that workers do not all recycle at once. 0 = never.
+pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u32) -> u32 {
+    if max_requests == 0 {
+        return 0;
+    }
+    max_requests.saturating_add(draw(jitter).min(jitter))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn pm(mode: PmMode) -> Pm {
+        Pm {
+            mode,
+            max_children: 4,
+            start_servers: 2,
+            min_spare_servers: 1,
+            max_spare_servers: 3,
+            max_spawn_rate: 32,
+            process_idle_timeout: Duration::from_secs(10),
+            max_requests: 0,
+            max_requests_jitter: 0,
+            max_memory: None,
+        }
+    }
+
+    #[test]
+    fn every_mode_runs_max_children_in_0_1() {
+        for mode in [PmMode::Static, PmMode::Dynamic, PmMode::Ondemand] {
+            assert_eq!(target_workers(&pm(mode)), 4);
+        }
+    }
+
+    #[test]
+    fn static_starts_max_children_dynamic_start_servers_ondemand_none() {
+        assert_eq!(initial_workers(&pm(PmMode::Static)), 4);
+        assert_eq!(initial_workers(&pm(PmMode::Dynamic)), 2);
+        assert_eq!(initial_workers(&pm(PmMode::Ondemand)), 0);
+    }
+
+    #[test]
+    fn max_requests_zero_means_never_whatever_the_jitter() {
+        assert_eq!(max_requests(0, 10, |_| 7), 0);
+    }
+
+    #[test]
+    fn max_requests_adds_the_draw_bounded_by_jitter() {
+        assert_eq!(max_requests(500, 50, |j| j), 550);
+        assert_eq!(max_requests(500, 50, |_| 0), 500);
+        assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
+    }
+}
