@@ -16,6 +16,8 @@ use std::io::{self, Read, Write};
 pub use stdin::Stdin;
 
 use super::error::{Phase, ProtocolError};
+use super::input::Input;
+use super::output::Output;
 use super::params::Params;
 use super::record::{BeginRequestBody, Header, ProtocolStatus, RecordType, Role, end_request_body};
 use super::wire::Wire;
@@ -46,6 +48,42 @@ pub struct Request {
     pub params: Params,
 }
 
+/// A connection's buffers (16 KiB, plus the params of the last recycled request), passed
+/// from one connection to the next so that a worker given a new connection per request
+/// (nginx without `fastcgi_keep_conn`) allocates nothing per request:
+///
+/// ```no_run
+/// # use drover::fastcgi::{Buffers, Connection, Limits};
+/// # fn serve(listener: std::os::unix::net::UnixListener) -> std::io::Result<()> {
+/// let mut buffers = Buffers::new();
+/// for stream in listener.incoming() {
+///     let mut connection = Connection::with_buffers(stream?, Limits::default(), buffers);
+///     // ... serve its requests ...
+///     let (stream, reusable) = connection.into_parts();
+///     drop(stream); // closed now: the web server waits for it to end the response
+///     buffers = reusable;
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Buffers {
+    input: Input,
+    output: Output,
+    params: Params,
+}
+
+impl Buffers {
+    pub fn new() -> Buffers {
+        Buffers { input: Input::new(), output: Output::new(), params: Params::default() }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Buffers {
+        Buffers::new()
+    }
+}
+
 /// One accepted connection. `S` is the socket: a `UnixStream`, a `TcpStream`, or anything
 /// `Read + Write` (tests use memory).
 pub struct Connection<S> {
@@ -62,7 +100,9 @@ pub struct Connection<S> {
     /// No further request on this connection: the peer closed, a protocol or socket error,
     /// or a request without FCGI_KEEP_CONN was finished.
     closed: bool,
-    /// The previous request's params size, so the next buffer is allocated once.
+    /// Buffers for the next request's params: a recycled request's, or empty.
+    spare: Params,
+    /// The previous request's params size, so a new buffer is allocated once.
     params_hint: usize,
 }
 
@@ -90,15 +130,28 @@ enum Stage {
 
 impl<S: Read + Write> Connection<S> {
     pub fn new(stream: S, limits: Limits) -> Connection<S> {
+        Connection::with_buffers(stream, limits, Buffers::new())
+    }
+
+    /// A connection that uses the buffers of a previous one (see [`Buffers`]).
+    pub fn with_buffers(stream: S, limits: Limits, buffers: Buffers) -> Connection<S> {
+        let Buffers { input, output, params } = buffers;
         Connection {
-            wire: Wire::new(stream),
+            wire: Wire::new(stream, input, output),
             limits,
             current: None,
             draining: None,
             skip_pending: 0,
             closed: false,
             params_hint: 1024,
+            spare: params,
         }
+    }
+
+    /// Takes back a served request, so that the next request's params are read into its
+    /// buffers instead of new ones. Optional; it saves two allocations per request.
+    pub fn recycle(&mut self, request: Request) {
+        self.spare = request.params;
     }
 
     /// Reads records until a request's BEGIN_REQUEST and whole PARAMS stream are here.
@@ -162,7 +215,8 @@ impl<S: Read + Write> Connection<S> {
             // behind a fully read record.
             self.skip_pending = if remaining > 0 { remaining + padding } else { 0 };
         }
-        self.closed |= !current.keep_conn || current.stage == Stage::Failed;
+        // (A failed body read has set `closed` already.)
+        self.closed |= !current.keep_conn;
         self.flush()?;
         Ok(!self.closed)
     }
@@ -179,7 +233,13 @@ impl<S: Read + Write> Connection<S> {
 
     /// The socket, for a lingering close after the last request. Unflushed output is lost.
     pub fn into_inner(self) -> S {
-        self.wire.stream
+        self.into_parts().0
+    }
+
+    /// The socket and the buffers, for the next connection. Unflushed output is lost.
+    pub fn into_parts(self) -> (S, Buffers) {
+        let (stream, input, output) = self.wire.into_parts();
+        (stream, Buffers { input, output, params: self.spare })
     }
 
     fn phase(&self) -> Phase {
@@ -247,7 +307,11 @@ impl<S: Read + Write> Connection<S> {
     /// (answered here, as the app never saw it).
     fn read_params(&mut self, id: u16, keep_conn: bool) -> Result<Option<Request>, ProtocolError> {
         self.current = Some(Current { id, keep_conn, stage: Stage::Params, stderr_used: false });
-        let mut raw = Vec::with_capacity(self.params_hint);
+        let mut params = std::mem::take(&mut self.spare);
+        let raw = params.reset();
+        if raw.capacity() == 0 {
+            raw.reserve(self.params_hint);
+        }
         loop {
             let Some(header) = self.next_header()? else {
                 return Err(ProtocolError::Closed { phase: self.phase() });
@@ -261,7 +325,7 @@ impl<S: Read + Write> Connection<S> {
                     self.skip(header.padding_length.into())?;
                     break;
                 }
-                RecordType::Params => self.read_params_record(header, &mut raw)?,
+                RecordType::Params => self.read_params_record(header, raw)?,
                 RecordType::AbortRequest => {
                     self.skip(header.body_len())?;
                     self.current = None;
@@ -278,7 +342,8 @@ impl<S: Read + Write> Connection<S> {
             }
         }
         self.params_hint = raw.len();
-        let params = Params::decode(raw)
+        params
+            .index()
             .map_err(|source| ProtocolError::MalformedParams { request_id: id, source })?;
         self.set_stage(Stage::Stdin { remaining: 0, padding: 0 });
         Ok(Some(Request { id, keep_conn, params }))
@@ -295,8 +360,8 @@ impl<S: Read + Write> Connection<S> {
             let limit = self.limits.max_params_bytes;
             return Err(ProtocolError::ParamsTooLarge { request_id: header.request_id, limit });
         }
-        raw.resize(end, 0);
-        self.read_exact(&mut raw[start..])?;
+        let result = self.wire.append_exact(raw, end - start);
+        result.map_err(|err| self.wire_error(err))?;
         self.skip(header.padding_length.into())
     }
 

@@ -50,8 +50,8 @@ pub enum ProtocolError {
     #[error("{record_type} record of {length} bytes (expected {expected})")]
     BadRecordLength { record_type: RecordType, length: u16, expected: u16 },
 
-    /// `request_id` 0 is a GET_VALUES record.
-    #[error("malformed params of request {request_id}: {source}")]
+    /// `request_id` 0: the content of a GET_VALUES record.
+    #[error("malformed {}: {source}", name_value_stream(*.request_id))]
     MalformedParams { request_id: u16, source: NameValueError },
 
     /// Only when the worker set a read timeout on the socket.
@@ -64,6 +64,13 @@ pub enum ProtocolError {
 
     #[error("connection error: {0}")]
     Io(#[from] io::Error),
+}
+
+fn name_value_stream(request_id: u16) -> String {
+    match request_id {
+        0 => "GET_VALUES query".to_owned(),
+        id => format!("params of request {id}"),
+    }
 }
 
 /// A web server sending HTTP to a FastCGI socket (`proxy_pass` instead of `fastcgi_pass`)

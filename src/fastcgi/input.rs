@@ -1,6 +1,7 @@
 //! The read buffer under a connection: lets one `read()` take in a whole nginx request
 //! (BEGIN_REQUEST, PARAMS and often STDIN arrive in one segment) instead of one syscall
-//! per record header and content. The buffer is allocated once per connection and reused.
+//! per record header and content. Allocated once, then reused across requests and (through
+//! `Buffers`) across connections.
 
 use std::io::{self, Read};
 
@@ -30,6 +31,10 @@ impl Input {
         self.end - self.start
     }
 
+    pub fn clear(&mut self) {
+        (self.start, self.end) = (0, 0);
+    }
+
     /// The next header's bytes, if all 8 are buffered.
     pub fn take_header(&mut self) -> Option<[u8; HEADER_LEN]> {
         let bytes = *self.buf[self.start..self.end].first_chunk::<HEADER_LEN>()?;
@@ -41,6 +46,14 @@ impl Input {
     pub fn take_into(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.buffered());
         dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        n
+    }
+
+    /// Appends up to `n` buffered bytes to `dst`; returns how many.
+    pub fn append_to(&mut self, dst: &mut Vec<u8>, n: usize) -> usize {
+        let n = n.min(self.buffered());
+        dst.extend_from_slice(&self.buf[self.start..self.start + n]);
         self.start += n;
         n
     }

@@ -12,8 +12,21 @@
 //! | `input.rs`      | the read buffer |
 //! | `output.rs`     | turning output into records with few `write()` calls; why records are unpadded |
 //! | `wire.rs`       | the socket with both buffers: read headers and contents, flush before blocking |
-//! | `connection.rs` | one connection's request cycle: [`Connection`], [`Request`], [`Stdin`], [`Limits`] |
+//! | `connection.rs` | one connection's request cycle: [`Connection`], [`Request`], [`Limits`], [`Buffers`] |
+//! | `connection/records.rs` | what every record read does: management answers, CANT_MPX_CONN, errors with their phase |
+//! | `connection/stdin.rs` | the request body, streamed: [`Stdin`], ABORT_REQUEST |
 //! | `error.rs`      | [`ProtocolError`]: why a connection had to end, as a log line reads it |
+//! | `tests/`        | connection scenarios, malformed input, fuzzing, a real unix socket |
+//!
+//! What the worker around it must do (measured behind nginx 1.22):
+//! - Close the socket as soon as a request without FCGI_KEEP_CONN is finished: nginx ends
+//!   such a response only when the connection closes.
+//! - With `fastcgi_keep_conn on`, a worker waits on its kept connection between requests and
+//!   accepts no other: the idle connections nginx caches (`keepalive` per nginx worker
+//!   process) must stay below the pool's worker count, or the worker sets a read timeout
+//!   and closes a kept connection that idles past it ([`ProtocolError::is_idle_timeout`]).
+//! - Write errors come back as `io::Error` (EPIPE when nginx gave up): SIGPIPE must stay
+//!   ignored, as Rust binaries have it.
 //!
 //! ```no_run
 //! use drover::fastcgi::{Connection, Limits};
@@ -50,7 +63,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use connection::{Connection, Limits, Request, Stdin};
+pub use connection::{Buffers, Connection, Limits, Request, Stdin};
 pub use error::{NameValueError, Phase, ProtocolError};
 pub use management::get_values_result;
 pub use params::{Iter as ParamsIter, NameValues, Params, encode_pair, name_values};

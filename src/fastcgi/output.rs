@@ -34,6 +34,10 @@ impl Output {
         self.buf.is_empty()
     }
 
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
     /// Appends `content` as records (one empty record if `content` is empty: the end of a
     /// stream). Only for short content: control replies and the ends of streams.
     pub fn push(&mut self, record_type: RecordType, request_id: u16, content: &[u8]) {

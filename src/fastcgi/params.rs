@@ -32,26 +32,44 @@ impl Params {
     /// Decodes a complete PARAMS stream (the contents of its records, concatenated: a pair
     /// may straddle two records).
     pub fn decode(raw: Vec<u8>) -> Result<Params, NameValueError> {
+        let mut params = Params { raw, pairs: Vec::new() };
+        params.index()?;
+        Ok(params)
+    }
+
+    /// Empties the params but keeps both allocations, and returns the raw buffer for the
+    /// next stream to be read into; [`Self::index`] then decodes it.
+    pub(super) fn reset(&mut self) -> &mut Vec<u8> {
+        self.raw.clear();
+        self.pairs.clear();
+        &mut self.raw
+    }
+
+    /// Indexes the pairs of the raw stream.
+    pub(super) fn index(&mut self) -> Result<(), NameValueError> {
         // nginx's pairs average ~30 bytes (fastcgi.conf plus browser headers): reserving
         // one span per 16 bytes keeps `pairs` to one allocation for a typical request.
-        let mut pairs = Vec::with_capacity(raw.len() / 16 + 4);
+        self.pairs.reserve(self.raw.len() / 16 + 4);
         let mut pos = 0;
-        while pos < raw.len() {
-            let (name, value) = next_pair(&raw, pos)?;
-            pairs.push(Span {
-                name_start: name.start,
-                value_start: value.start,
-                value_end: value.end,
-            });
+        while pos < self.raw.len() {
+            let (name, value) = next_pair(&self.raw, pos)?;
+            let span =
+                Span { name_start: name.start, value_start: value.start, value_end: value.end };
+            self.pairs.push(span);
             pos = value.end;
         }
-        Ok(Params { raw, pairs })
+        Ok(())
     }
 
     /// The value of `name`. A name sent twice yields its last value, as in php-fpm.
     pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
         let name = name.as_ref();
-        self.iter().rev().find(|(n, _)| *n == name).map(|(_, value)| value)
+        // Lengths first: most names differ in length, and comparing them costs no memcmp.
+        let span = self.pairs.iter().rev().find(|span| {
+            span.value_start - span.name_start == name.len()
+                && self.raw[span.name_start..span.value_start] == *name
+        })?;
+        Some(&self.raw[span.value_start..span.value_end])
     }
 
     /// The pairs in the order the web server sent them.
@@ -159,9 +177,20 @@ impl<'a> Iterator for NameValues<'a> {
 
 /// Decodes the pair starting at `pos` (< `data.len()`): the byte ranges of its name and
 /// value, both checked to lie inside `data`.
+#[inline]
 fn next_pair(data: &[u8], pos: usize) -> Result<(Range<usize>, Range<usize>), NameValueError> {
-    let (name_len, after_name_len) = decode_length(data, pos)?;
-    let (value_len, start) = decode_length(data, after_name_len)?;
+    let (name_len, value_len, start) = match data.get(pos..pos + 2) {
+        // Nearly every CGI variable has a name and a value under 128 bytes: both lengths
+        // in one check, which halves the cost of decoding nginx's params.
+        Some(&[name_len, value_len]) if (name_len | value_len) & 0x80 == 0 => {
+            (u32::from(name_len), u32::from(value_len), pos + 2)
+        }
+        _ => {
+            let (name_len, after_name_len) = decode_length(data, pos)?;
+            let (value_len, start) = decode_length(data, after_name_len)?;
+            (name_len, value_len, start)
+        }
+    };
     let available = data.len() - start;
     let declared = u64::from(name_len) + u64::from(value_len);
     if declared > available as u64 {
@@ -173,6 +202,7 @@ fn next_pair(data: &[u8], pos: usize) -> Result<(Range<usize>, Range<usize>), Na
 }
 
 /// One length at `pos`: returns it and the position after it.
+#[inline]
 fn decode_length(data: &[u8], pos: usize) -> Result<(u32, usize), NameValueError> {
     let truncated = NameValueError::TruncatedLength { offset: pos };
     let first = *data.get(pos).ok_or(truncated.clone())?;

@@ -31,8 +31,15 @@ impl From<io::Error> for WireError {
 }
 
 impl<S: Read + Write> Wire<S> {
-    pub fn new(stream: S) -> Wire<S> {
-        Wire { stream, input: Input::new(), output: Output::new() }
+    /// Buffers left over from another connection are emptied, not reallocated.
+    pub fn new(stream: S, mut input: Input, mut output: Output) -> Wire<S> {
+        input.clear();
+        output.clear();
+        Wire { stream, input, output }
+    }
+
+    pub fn into_parts(self) -> (S, Input, Output) {
+        (self.stream, self.input, self.output)
     }
 
     /// The next header's bytes; Ok(None) if the stream ended cleanly before it.
@@ -73,6 +80,20 @@ impl<S: Read + Write> Wire<S> {
             dst = &mut dst[n..];
         }
         Ok(())
+    }
+
+    /// Appends `n` bytes of record content to `dst`: for params, which are small and
+    /// usually buffered already, so they are copied once and never zero-filled first.
+    pub fn append_exact(&mut self, dst: &mut Vec<u8>, mut n: usize) -> Result<(), WireError> {
+        loop {
+            n -= self.input.append_to(dst, n);
+            if n == 0 {
+                return Ok(());
+            }
+            if !self.fill()? {
+                return Err(WireError::Truncated);
+            }
+        }
     }
 
     /// Skips `n` bytes of record content or padding.

@@ -94,7 +94,7 @@ impl<S: Read + Write> Connection<S> {
     }
 
     /// Names what the connection was doing; a socket read timeout becomes `Timeout`.
-    fn wire_error(&self, err: WireError) -> ProtocolError {
+    pub(super) fn wire_error(&self, err: WireError) -> ProtocolError {
         let phase = self.phase();
         match err {
             WireError::Truncated => ProtocolError::Truncated { phase },

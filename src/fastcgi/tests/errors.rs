@@ -147,6 +147,12 @@ fn malformed_params_are_refused() {
             .concat();
     match error_of(input) {
         ProtocolError::MalformedParams { request_id: 1, source } => {
+            let message = ProtocolError::MalformedParams { request_id: 1, source: source.clone() };
+            assert!(
+                message
+                    .to_string()
+                    .starts_with("malformed params of request 1: the pair at byte 0")
+            );
             assert_eq!(
                 source,
                 NameValueError::TruncatedData { offset: 0, declared: 13, available: 2 }
@@ -162,7 +168,7 @@ fn a_malformed_get_values_is_refused() {
     assert!(matches!(err, ProtocolError::MalformedParams { request_id: 0, .. }));
     assert_eq!(
         err.to_string(),
-        "malformed params of request 0: the length at byte 0 is cut off by the end of the stream"
+        "malformed GET_VALUES query: the length at byte 0 is cut off by the end of the stream"
     );
 }
 

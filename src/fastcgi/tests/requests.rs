@@ -283,3 +283,44 @@ fn next_request_before_finish_is_a_caller_error() {
     let err = connection.next_request().unwrap_err();
     assert_eq!(err.to_string(), "next_request() called before request 5 was finished");
 }
+
+#[test]
+fn a_recycled_request_lends_its_buffers_without_leaking_its_params() {
+    let input = [
+        begin(1, RESPONDER, KEEP),
+        params(1, &[("OLD", "1"), ("SHARED", "old")]),
+        stdin(1, b""),
+        begin(1, RESPONDER, 0),
+        params(1, &[("SHARED", "new")]),
+        stdin(1, b""),
+    ]
+    .concat();
+    let mut connection = Connection::new(Duplex::new(input), Limits::default());
+    let first = connection.next_request().unwrap().unwrap();
+    assert!(connection.finish(0).unwrap());
+    connection.recycle(first);
+    let second = connection.next_request().unwrap().unwrap();
+    assert_eq!(second.params.len(), 1);
+    assert_eq!(second.params.get("OLD"), None);
+    assert_eq!(second.params.get("SHARED"), Some(&b"new"[..]));
+}
+
+#[test]
+fn buffers_pass_to_the_next_connection_emptied() {
+    // The first socket is left mid-request with buffered output and unread input.
+    let mut connection = Connection::new(Duplex::new(request(1, KEEP, b"body")), Limits::default());
+    connection.next_request().unwrap().unwrap();
+    connection.write_stdout(b"never sent").unwrap();
+    let (old, buffers) = connection.into_parts();
+    assert!(old.output.is_empty());
+    let duplex = Duplex::new(request(2, 0, b"fresh"));
+    let mut connection = Connection::with_buffers(duplex, Limits::default(), buffers);
+    let request = connection.next_request().unwrap().unwrap();
+    assert_eq!(request.id, 2);
+    let mut body = Vec::new();
+    std::io::Read::read_to_end(&mut connection.stdin(), &mut body).unwrap();
+    assert_eq!(body, b"fresh");
+    assert!(!connection.finish(0).unwrap());
+    let records = parse(&connection.into_inner().output);
+    assert!(records.iter().all(|r| r.id == 2));
+}
