@@ -51,7 +51,8 @@ ensure_packages() {
 # The packages the demo and the tests need, by the command that proves each is there.
 # gcc and libc6-dev: cargo needs a C toolchain to link (and to build the `ring` crate).
 # python3-dev: drover embeds CPython (pyo3), so the build needs python3 and libpython3.X.so;
-# python3-config is the command it ships.
+# python3-config is the command it ships. php-dev: the PHP headers, against which a test
+# checks the struct offsets drover reads php-cgi workers with (php-config ships with it).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -59,7 +60,19 @@ DROVER_PACKAGES=(
     "curl:curl"
     "cc:gcc libc6-dev"
     "python3-config:python3-dev"
+    "php-config:php-dev"
 )
+
+# ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the
+# CPython that drover is built against (pyo3); installs Flask with pip when it cannot be
+# imported.
+ensure_flask() {
+    command -v python3 >/dev/null 2>&1 ||
+        die "python3 not found: drover's Python runtime and its tests need CPython 3"
+    python3 -c 'import flask' >/dev/null 2>&1 && return 0
+    echo "==> installing flask (python3 -m pip)"
+    python3 -m pip install -q flask || die "pip could not install flask for $(command -v python3)"
+}
 
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # scripts/test.sh: run drover's whole test suite, installing what it needs when missing.
 #
-# The tests start the real drover binary, nginx and php-cgi, so php-cgi, nginx and curl are
-# installed with apt-get (through sudo when not root) if their commands are absent; a C
-# toolchain too, which cargo needs to link. Then: cargo test --release (the release profile
-# for the whole suite). Extra arguments go to cargo test, e.g. scripts/test.sh signals.
+# The tests start the real drover binary, nginx, php-cgi and CPython apps, so php-cgi, nginx
+# and curl are installed with apt-get (through sudo when not root) if their commands are
+# absent; a C toolchain too, which cargo needs to link; and Flask, with pip, for the python3
+# on PATH. Then: cargo test --release (the release profile for the whole suite). Extra
+# arguments go to cargo test, e.g. scripts/test.sh signals.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -12,6 +13,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 source "$repo/scripts/common.sh"
 
 ensure_packages "${DROVER_PACKAGES[@]}"
+ensure_flask
 require_cargo
 cd "$repo"
 echo "==> cargo test --release${*:+ $*}"

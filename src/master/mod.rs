@@ -1,6 +1,7 @@
 //! The supervisor. [`run`] binds every listener, starts every pool, and loops:
-//! wait for a signal, a worker's output line or the tick → reap → observe workers →
-//! maintain pools (spawn, backoff) → check readiness and the stop deadline.
+//! wait for a signal, a worker's output line or the tick → reap → on the tick, observe the
+//! workers and apply each pool's policy (spawn, retire, kill; resize once a second) →
+//! keep parents alive → check readiness and the stop deadline.
 //!
 //! The loop runs on a current-thread tokio runtime; the master never forks except to
 //! exec ([`spawn`]).
@@ -10,6 +11,8 @@ mod output;
 mod pool;
 mod signals;
 mod spawn;
+
+pub use spawn::SCOREBOARD_FD;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -26,6 +29,7 @@ use crate::config::Config;
 use crate::listener::Listener;
 use crate::logging::{self, LogFile};
 use crate::pm::EmergencyRestart;
+use crate::runtime::php::sample::Sampler;
 use crate::systemd;
 use exit::ExitCause;
 use output::OutputLine;
@@ -34,6 +38,8 @@ use signals::Command;
 
 /// How often the master looks at its workers between events.
 const TICK: Duration = Duration::from_millis(100);
+/// How often dynamic and ondemand pools are resized (php-fpm's rhythm).
+const MAINTENANCE: Duration = Duration::from_secs(1);
 /// After SIGKILL, how long to wait for the last reaps before exiting anyway.
 const KILL_GRACE: Duration = Duration::from_secs(3);
 
@@ -62,6 +68,8 @@ struct Master {
     emergency: EmergencyRestart,
     lines: mpsc::UnboundedReceiver<OutputLine>,
     pid_file: Option<PathBuf>,
+    /// Reads php-cgi workers' state; knows each php-cgi binary once parsed.
+    sampler: Sampler,
 }
 
 impl Master {
@@ -80,7 +88,8 @@ impl Master {
             let listener = Listener::bind(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
             tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
             let output = output::capture(index, tx.clone()).context("creating the output socket")?;
-            let run = PoolRun::new(pool.clone(), listener, output).map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))?;
+            let run = PoolRun::new(pool.clone(), listener, output, config.global.process_control_timeout)
+                .map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))?;
             pools.push(run);
         }
         let pid_file = config.global.pid_file.clone();
@@ -92,7 +101,17 @@ impl Master {
             config.global.emergency_restart_threshold,
             config.global.emergency_restart_interval,
         );
-        Ok(Master { config, log, pools, phase: Phase::Running, ready: false, emergency, lines, pid_file })
+        Ok(Master {
+            config,
+            log,
+            pools,
+            phase: Phase::Running,
+            ready: false,
+            emergency,
+            lines,
+            pid_file,
+            sampler: Sampler::new(),
+        })
     }
 
     async fn serve(&mut self) -> anyhow::Result<()> {
@@ -101,6 +120,8 @@ impl Master {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tracing::info!("drover {} starting {} pools", env!("CARGO_PKG_VERSION"), self.pools.len());
+        let mut ticked = false;
+        let mut last_maintenance = Instant::now();
         loop {
             tokio::select! {
                 Some(raw) = signals.next() => {
@@ -109,12 +130,23 @@ impl Master {
                     }
                 }
                 Some(line) = self.lines.recv() => self.log_output(line),
-                _ = tick.tick() => {}
+                _ = tick.tick() => ticked = true,
             }
             let now = Instant::now();
             self.reap(now);
-            for pool in &mut self.pools {
-                pool.observe_workers(now);
+            if ticked {
+                ticked = false;
+                let maintenance_due = now.duration_since(last_maintenance) >= MAINTENANCE;
+                if maintenance_due {
+                    last_maintenance = now;
+                }
+                for pool in &mut self.pools {
+                    pool.observe(now, &mut self.sampler);
+                    if self.phase == Phase::Running {
+                        let waiting = pool.connections_waiting();
+                        pool.apply_policy(now, maintenance_due, waiting);
+                    }
+                }
             }
             if self.phase == Phase::Running {
                 for pool in &mut self.pools {

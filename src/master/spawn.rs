@@ -5,7 +5,7 @@
 //! at once, and the `pre_exec` hook below only makes syscalls on data prepared before.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
@@ -13,9 +13,18 @@ use nix::unistd::Pid;
 
 use crate::runtime::ProcessSpec;
 
-/// Starts `spec` with `listener` as fd 0 and `output` as fds 1 and 2. Returns its pid; the
-/// master reaps it with `waitpid`, not through `std::process::Child`.
-pub fn spawn(spec: &ProcessSpec, listener: OwnedFd, output: &OwnedFd) -> io::Result<Pid> {
+/// The descriptor number a Python zygote finds its pool's scoreboard at.
+pub const SCOREBOARD_FD: i32 = 3;
+
+/// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2 and the pool's
+/// `scoreboard`, if any, as fd 3. Returns its pid; the master reaps it with `waitpid`, not
+/// through `std::process::Child`.
+pub fn spawn(
+    spec: &ProcessSpec,
+    listener: OwnedFd,
+    output: &OwnedFd,
+    scoreboard: Option<BorrowedFd<'_>>,
+) -> io::Result<Pid> {
     let mut command = std::process::Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -33,8 +42,9 @@ pub fn spawn(spec: &ProcessSpec, listener: OwnedFd, output: &OwnedFd) -> io::Res
         command.current_dir(dir);
     }
     let credentials = spec.credentials.clone();
+    let scoreboard = scoreboard.map(|fd| fd.as_raw_fd());
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // setgroups, setgid, setuid) on memory allocated before the fork.
+    // setgroups, setgid, setuid, dup2) on memory allocated before the fork.
     unsafe {
         command.pre_exec(move || {
             // If the master dies without stopping us, php-cgi's SIGTERM handler stops its
@@ -44,6 +54,12 @@ pub fn spawn(spec: &ProcessSpec, listener: OwnedFd, output: &OwnedFd) -> io::Res
             }
             if let Some(credentials) = &credentials {
                 credentials.apply()?;
+            }
+            // dup2 clears close-on-exec on the copy: only fd 3 crosses the exec.
+            if let Some(fd) = scoreboard {
+                if libc::dup2(fd, SCOREBOARD_FD) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
             Ok(())
         });

@@ -68,6 +68,8 @@ pub struct Launch {
 pub enum RuntimeError {
     #[error(transparent)]
     Credentials(#[from] credentials::CredentialsError),
+    #[error("cannot create the scoreboard: {0}")]
+    Scoreboard(String),
 }
 
 /// What would stop a valid configuration from running here, one line per pool:
@@ -81,6 +83,7 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
                 Ok(_) => return None,
                 Err(RuntimeError::Credentials(e @ credentials::CredentialsError::NoSuchGroup(_))) => ("group", e.to_string()),
                 Err(RuntimeError::Credentials(e)) => ("user", e.to_string()),
+                Err(e @ RuntimeError::Scoreboard(_)) => ("pm.max_children", e.to_string()),
             };
             Some(format!("{}: {key}: {problem}", pool.file.display()))
         })

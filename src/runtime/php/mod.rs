@@ -9,29 +9,39 @@
 //! forked from the warm parent, so workers recycling together cost a fork each, not a
 //! cold start.
 
+pub mod sample;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::{allowed_clients_env, Layout};
-use crate::config::{Php, Pool};
-use crate::pm;
+use crate::config::{Php, PmMode, Pool};
 
 pub fn plan(
     pool: &Pool,
     php: &Php,
     max_requests: u32,
 ) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let workers = pm::target_workers(&pool.pm);
     let mut args = Vec::with_capacity(php.ini.len() * 2);
     for (key, value) in &php.ini {
         args.push("-d".into());
         args.push(format!("{key}={value}").into());
     }
+    // A static pool shares one OPcache through one parent; dynamic and ondemand pools
+    // are resized one worker at a time by the master, so each worker is its own php-cgi.
+    let layout = match pool.pm.mode {
+        PmMode::Static => Layout::Parent { workers: pool.pm.max_children },
+        PmMode::Dynamic | PmMode::Ondemand => Layout::Workers { workers: pool.pm.max_children },
+    };
+    let children = match layout {
+        Layout::Parent { workers } => workers,
+        Layout::Workers { .. } => 0,
+    };
     // php-cgi's own default is 500 when unset: always say what the pool means (0 = never).
     let mut env: Vec<(OsString, OsString)> = vec![
-        ("PHP_FCGI_CHILDREN".into(), workers.to_string().into()),
+        ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
         ("PHP_FCGI_MAX_REQUESTS".into(), max_requests.to_string().into()),
     ];
     env.extend(allowed_clients_env(pool));
-    (Layout::Parent { workers }, php.binary.clone(), args, env)
+    (layout, php.binary.clone(), args, env)
 }

@@ -54,11 +54,14 @@ pub struct ZygoteArgs {
     pub max_requests: u32,
     #[arg(long, default_value_t = 0)]
     pub max_requests_jitter: u32,
+    /// The pool's scoreboard, inherited from the master.
+    #[arg(long)]
+    pub scoreboard_fd: Option<i32>,
 }
 
 /// The master's plan for a Python pool: one zygote, `max_children` workers.
 pub fn plan(pool: &Pool, python: &Python) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let workers = pm::target_workers(&pool.pm);
+    let workers = pm::initial_workers(&pool.pm);
     // The running binary, so that the zygote is the same version as the master.
     let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("drover"));
     let mut args: Vec<OsString> = vec![
@@ -75,6 +78,8 @@ pub fn plan(pool: &Pool, python: &Python) -> (Layout, PathBuf, Vec<OsString>, Ve
         pool.pm.max_requests_jitter.to_string().into(),
         "--mount".into(),
         python.mount.clone().into(),
+        "--scoreboard-fd".into(),
+        crate::master::SCOREBOARD_FD.to_string().into(),
     ];
     for dir in &python.python_path {
         args.push("--python-path".into());
@@ -88,7 +93,7 @@ pub fn plan(pool: &Pool, python: &Python) -> (Layout, PathBuf, Vec<OsString>, Ve
         args.push("--no-preload".into());
     }
     let env = allowed_clients_env(pool).into_iter().collect();
-    (Layout::Parent { workers }, program, args, env)
+    (Layout::Parent { workers: pool.pm.max_children }, program, args, env)
 }
 
 /// Tells a zygote how many workers to keep (dynamic and ondemand pools). It forks up to

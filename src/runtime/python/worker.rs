@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use super::wsgi::App;
 use super::{EXIT_APP_LOAD, zygote};
 use crate::fastcgi::{Connection, Limits};
+use crate::scoreboard::{Slot, State, now_us};
 
 /// What the zygote decided for this worker before forking it.
 pub struct WorkerConfig {
@@ -25,6 +26,7 @@ pub struct WorkerConfig {
     pub mount: String,
     /// Requests before the worker exits (its own draw of the jitter); 0 = never.
     pub max_requests: u32,
+    pub generation: u32,
 }
 
 /// Set by SIGTERM: finish the request in hand, then exit.
@@ -67,8 +69,12 @@ impl Write for Socket {
 }
 
 /// Runs the worker to its end; returns its exit code.
-pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 {
+pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig, slot: Option<&Slot>) -> i32 {
     install_signals();
+    if let Some(slot) = slot {
+        slot.claim(nix::unistd::getpid(), config.generation);
+        slot.set_state(State::Idle);
+    }
     let callable = match app {
         Some(app) => app,
         None => match zygote::load_app(py, &config.app) {
@@ -89,7 +95,11 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 
     };
     let allowed = allowed_clients();
     let mut served: u32 = 0;
-    let done = |served: u32| RETIRE.load(Ordering::Relaxed) || (config.max_requests > 0 && served >= config.max_requests);
+    let done = |served: u32| {
+        RETIRE.load(Ordering::Relaxed)
+            || (config.max_requests > 0 && served >= config.max_requests)
+            || slot.is_some_and(Slot::retire_requested)
+    };
     while !done(served) {
         let accepted = py.detach(accept);
         let socket = match accepted {
@@ -109,7 +119,7 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig) -> i32 
         if !allowed.is_empty() && !peer_allowed(&socket, &allowed) {
             continue;
         }
-        served += serve_connection(py, &app, socket, &config, served, &done);
+        served += serve_connection(py, &app, socket, &config, served, &done, slot);
     }
     let _ = &config.pool;
     0
@@ -124,6 +134,7 @@ fn serve_connection(
     config: &WorkerConfig,
     served_before: u32,
     done: &dyn Fn(u32) -> bool,
+    slot: Option<&Slot>,
 ) -> u32 {
     let _ = nix::sys::socket::setsockopt(&socket.0, nix::sys::socket::sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0));
     let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
@@ -132,7 +143,16 @@ fn serve_connection(
         let next = conn.borrow_mut().next_request();
         match next {
             Ok(Some(request)) => {
+                let cpu = slot.map(|slot| {
+                    let p = &request.params;
+                    let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default()).into_owned();
+                    slot.begin_request(now_us(), &text("REQUEST_METHOD"), &text("DOCUMENT_URI"), &text("QUERY_STRING"), &config.app);
+                    cpu_time()
+                });
                 let outcome = app.handle(py, &conn, request);
+                if let (Some(slot), Some(start)) = (slot, cpu) {
+                    slot.end_request(now_us(), cpu_time().saturating_sub(start));
+                }
                 served += 1;
                 if !outcome.keep || done(served_before + served) {
                     return served;
@@ -171,6 +191,11 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     }
     eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
     false
+}
+
+/// CPU time this process has used so far.
+fn cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).map(Duration::from).unwrap_or_default()
 }
 
 fn accept() -> io::Result<Socket> {

@@ -10,6 +10,7 @@
 //! graceful stop SIGKILLs the zygote instead and lets the workers drain on their own.
 
 use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,7 @@ use pyo3::types::PyList;
 use super::worker::{self, WorkerConfig};
 use super::{EXIT_APP_LOAD, Report, ZygoteArgs};
 use crate::pm::{Backoff, Respawn};
+use crate::scoreboard::Scoreboard;
 
 /// The signals the zygote takes synchronously (blocked, so that none interrupts a fork).
 /// [`TARGET_SIGNAL`] carries a new worker count from the master.
@@ -54,6 +56,8 @@ enum Wake {
 
 struct Live {
     started: Instant,
+    /// Its scoreboard slot, released when it is reaped.
+    slot: Option<usize>,
 }
 
 pub fn run(args: ZygoteArgs) -> u8 {
@@ -86,8 +90,22 @@ pub fn run(args: ZygoteArgs) -> u8 {
         if let Err(err) = freeze(py) {
             err.print(py);
         }
-        Zygote { args: &args, app, original, workers: Default::default(), backoff: Backoff::default(), target: args.workers }
-            .serve(py)
+        let scoreboard = args.scoreboard_fd.and_then(|fd| {
+            // SAFETY: the master put the pool's scoreboard at this descriptor for us alone.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            Scoreboard::from_fd(fd).map_err(|err| eprintln!("drover zygote: no scoreboard: {err}")).ok()
+        });
+        let zygote = Zygote {
+            args: &args,
+            app,
+            original,
+            workers: Default::default(),
+            backoff: Backoff::default(),
+            target: args.workers,
+            scoreboard,
+            generation: 0,
+        };
+        zygote.serve(py)
     })
 }
 
@@ -101,6 +119,9 @@ struct Zygote<'a> {
     backoff: Backoff,
     /// How many workers to keep: `--workers` at start, then what the master says.
     target: u32,
+    scoreboard: Option<Scoreboard>,
+    /// Counts forks, so that a slot's generation tells its successive workers apart.
+    generation: u32,
 }
 
 impl Zygote<'_> {
@@ -111,9 +132,14 @@ impl Zygote<'_> {
             if hold_until.is_none_or(|until| now >= until) {
                 hold_until = None;
                 while self.workers.len() < self.target as usize {
-                    match self.fork_worker(py) {
+                    let slot = self.scoreboard.as_ref().and_then(Scoreboard::free_slot);
+                    self.generation = self.generation.wrapping_add(1);
+                    match self.fork_worker(py, slot) {
                         Ok(pid) => {
-                            self.workers.insert(pid, Live { started: Instant::now() });
+                            if let (Some(board), Some(slot)) = (&self.scoreboard, slot) {
+                                board.slot(slot).claim(pid, self.generation);
+                            }
+                            self.workers.insert(pid, Live { started: Instant::now(), slot });
                             report(Report::Started { pid });
                         }
                         Err(err) => {
@@ -157,6 +183,9 @@ impl Zygote<'_> {
             };
             let Some(pid) = status.pid() else { continue };
             let Some(live) = self.workers.remove(&pid) else { continue };
+            if let (Some(board), Some(slot)) = (&self.scoreboard, live.slot) {
+                board.slot(slot).release();
+            }
             let lived = live.started.elapsed();
             let raw = raw_status(status);
             report(Report::Exited { pid, status: raw, lived });
@@ -172,7 +201,7 @@ impl Zygote<'_> {
         }
     }
 
-    fn fork_worker(&self, py: Python<'_>) -> nix::Result<Pid> {
+    fn fork_worker(&self, py: Python<'_>, slot: Option<usize>) -> nix::Result<Pid> {
         let limit = crate::pm::max_requests(self.args.max_requests, self.args.max_requests_jitter, |jitter| {
             rand::random_range(0..=jitter)
         });
@@ -181,7 +210,9 @@ impl Zygote<'_> {
             app: self.args.app.clone(),
             mount: self.args.mount.clone(),
             max_requests: limit,
+            generation: self.generation,
         };
+        let slot = self.scoreboard.as_ref().zip(slot).map(|(board, i)| board.slot(i));
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a
         // process with no other threads.
         unsafe { pyo3::ffi::PyOS_BeforeFork() };
@@ -193,7 +224,7 @@ impl Zygote<'_> {
             0 => {
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.original), None);
-                let code = worker::run(py, self.app.as_ref().map(|app| app.clone_ref(py)), config);
+                let code = worker::run(py, self.app.as_ref().map(|app| app.clone_ref(py)), config, slot);
                 flush_python_stdio(py);
                 // SAFETY: ends the forked worker without running the zygote's destructors.
                 unsafe { libc::_exit(code) }

@@ -68,6 +68,7 @@ impl App {
         if exchange.broken.get() {
             return Outcome { keep: false };
         }
+        drain_body(conn);
         // A failure after the head went out cannot be told to the client but by cutting the
         // response short: end the request with a non-zero status and close the connection.
         let finished = conn.borrow_mut().finish(u32::from(failed && exchange.head_sent()));
@@ -93,6 +94,17 @@ impl App {
         };
         sent.and(closed)
     }
+}
+
+/// Reads what the app left of the request body, up to the end of its STDIN stream. Closing
+/// a unix socket with unread input makes the kernel reset the connection, and nginx then
+/// drops the response it already has ("readv() failed (104: Connection reset by peer)"):
+/// this happens even when the app read exactly CONTENT_LENGTH bytes, because the stream's
+/// closing empty record is still unread. php-cgi drains the same way.
+fn drain_body(conn: &Rc<RefCell<Conn>>) {
+    let mut buf = [0u8; 16 * 1024];
+    let mut conn = conn.borrow_mut();
+    while matches!(conn.read_stdin(&mut buf), Ok(n) if n > 0) {}
 }
 
 fn send_body(exchange: &Exchange, result: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -1,25 +1,36 @@
 //! One pool as the master runs it: its listener, its processes and workers, its backoff.
 //!
-//! With a php-cgi parent ([`Layout::Parent`]) the master execs one process and *sees* its
-//! workers by reading the parent's children from /proc each tick; when the parent dies
-//! the workers are re-parented to the master (a child subreaper), which then reaps them
-//! and retires them. With [`Layout::Workers`] every process is a worker.
+//! With a parent ([`Layout::Parent`]: a php-cgi parent or a Python zygote) the master execs
+//! one process and learns of its workers: a php-cgi parent's by reading its children from
+//! /proc each tick ([`observe`]), a zygote's from its reports. When a parent dies its
+//! workers are re-parented to the master (a child subreaper), which reaps and retires them.
+//! With [`Layout::Workers`] every process the master execs is a worker.
+//!
+//! - [`observe`]: what each worker is doing.
+//! - [`policy`]: the pool's policy applied: spawn, retire, kill.
+
+mod observe;
+mod policy;
+
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use nix::sys::wait::WaitStatus;
+
 use super::exit::{lifetime, ExitCause};
 use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
-use crate::runtime::python::{Report, EXIT_APP_LOAD};
-use nix::sys::wait::WaitStatus;
 use crate::listener::Listener;
-use crate::pm::{self, Backoff, Respawn};
+use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
+use crate::runtime::python::{Report, EXIT_APP_LOAD};
 use crate::runtime::{self, Layout};
+use crate::scoreboard::Scoreboard;
+use observe::{Observed, Probes};
 
 /// A process the master exec'd: a worker, or a php-cgi parent of workers.
 #[derive(Debug)]
@@ -29,13 +40,25 @@ struct Process {
     retiring: bool,
 }
 
-/// A worker forked by a php-cgi parent.
+/// A worker: exec'd by the master, or forked by a php-cgi parent or a zygote.
 #[derive(Debug)]
 struct Worker {
     started: Instant,
-    parent: Pid,
+    /// The php-cgi parent or zygote that forked it; None when the master exec'd it.
+    parent: Option<Pid>,
     /// Its parent is gone: the master is its parent now and has asked it to finish.
     orphan: bool,
+    /// When the policy asked it to retire.
+    retiring: Option<Instant>,
+    /// SIGTERM was sent for the retirement.
+    signalled: bool,
+    state: Observed,
+}
+
+impl Worker {
+    fn new(now: Instant, parent: Option<Pid>) -> Worker {
+        Worker { started: now, parent, orphan: false, retiring: None, signalled: false, state: Observed::new(now) }
+    }
 }
 
 pub struct PoolRun {
@@ -51,6 +74,15 @@ pub struct PoolRun {
     hold_until: Option<Instant>,
     /// The app cannot load: the pool runs nothing until drover restarts.
     stopped: bool,
+    limits: PoolLimits,
+    policy: PolicyState,
+    /// Python pools: written by the workers, read by `observe`.
+    scoreboard: Option<Scoreboard>,
+    /// Python dynamic and ondemand pools: the worker count the zygote was given.
+    desired: u32,
+    probes: Probes,
+    /// The first spawn happened (exec'd workers start with `initial_workers`).
+    started: bool,
 }
 
 /// What the master learns from one reaped pid.
@@ -60,9 +92,23 @@ pub enum Reaped {
 }
 
 impl PoolRun {
-    pub fn new(config: Pool, listener: Listener, output: OwnedFd) -> Result<PoolRun, runtime::RuntimeError> {
+    pub fn new(
+        config: Pool,
+        listener: Listener,
+        output: OwnedFd,
+        process_control_timeout: Duration,
+    ) -> Result<PoolRun, runtime::RuntimeError> {
         let layout = runtime::launch(&config, 0)?.layout;
+        let scoreboard = match config.runtime {
+            Runtime::Python(_) => Some(
+                Scoreboard::create(&config.name, config.pm.max_children as usize)
+                    .map_err(|e| runtime::RuntimeError::Scoreboard(e.to_string()))?,
+            ),
+            _ => None,
+        };
         Ok(PoolRun {
+            limits: PoolLimits::new(&config, process_control_timeout),
+            desired: pm::initial_workers(&config.pm),
             config,
             listener,
             output,
@@ -72,6 +118,10 @@ impl PoolRun {
             backoff: Backoff::default(),
             hold_until: None,
             stopped: false,
+            policy: PolicyState::default(),
+            scoreboard,
+            probes: Probes::default(),
+            started: false,
         })
     }
 
@@ -79,21 +129,14 @@ impl PoolRun {
         &self.config.name
     }
 
-    /// Workers seen running now.
+    /// Workers serving now (not orphaned, not retiring).
     pub fn workers(&self) -> usize {
-        match self.layout {
-            Layout::Parent { .. } => self.workers.values().filter(|w| !w.orphan).count(),
-            Layout::Workers { .. } => self.processes.values().filter(|p| !p.retiring).count(),
-        }
+        self.workers.values().filter(|w| !w.orphan && w.retiring.is_none()).count()
     }
 
-    pub fn target_workers(&self) -> usize {
-        self.layout.workers() as usize
-    }
-
-    /// Running all its workers, or stopped for good: nothing more to wait for at start.
+    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
-        self.stopped || self.workers() >= self.target_workers()
+        self.stopped || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }
 
     /// The name of the process that forks this pool's workers, for the log.
@@ -114,17 +157,40 @@ impl PoolRun {
         self.processes.is_empty() && self.workers.is_empty()
     }
 
-    /// Starts missing processes, unless a start-up failure holds the pool back.
-    pub fn maintain(&mut self, now: Instant) {
-        if self.stopped {
-            return;
+    /// ondemand: whether a connection waits on the listener (it is readable) while no worker
+    /// is idle to take it. Other modes: not asked.
+    pub fn connections_waiting(&self) -> Option<u32> {
+        if self.config.pm.mode != crate::config::PmMode::Ondemand {
+            return None;
         }
+        let mut fds = [nix::poll::PollFd::new(self.listener.fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap_or(0);
+        Some(u32::from(ready > 0))
+    }
+
+    /// A start-up failure holds spawning back until its backoff ends.
+    fn holding(&mut self, now: Instant) -> bool {
         if self.hold_until.is_some_and(|until| now < until) {
-            return;
+            return true;
         }
         self.hold_until = None;
+        false
+    }
+
+    /// Keeps the parent (php-cgi or zygote) running; starts exec'd workers the first time.
+    /// Later spawns of exec'd workers are the policy's ([`policy`]).
+    pub fn maintain(&mut self, now: Instant) {
+        if self.stopped || self.holding(now) {
+            return;
+        }
+        let wanted = match self.layout {
+            Layout::Parent { .. } => 1,
+            Layout::Workers { .. } if !self.started => pm::initial_workers(&self.config.pm) as usize,
+            Layout::Workers { .. } => return,
+        };
+        self.started = true;
         let running = self.processes.values().filter(|p| !p.retiring).count();
-        for _ in running..self.layout.processes() as usize {
+        for _ in running..wanted {
             if !self.spawn_one(now) {
                 break;
             }
@@ -135,16 +201,24 @@ impl PoolRun {
         let limit = pm::max_requests(self.config.pm.max_requests, self.config.pm.max_requests_jitter, |jitter| {
             rand::random_range(0..=jitter)
         });
+        let scoreboard = self.scoreboard.as_ref().map(|board| board.fd());
         let result = runtime::launch(&self.config, limit)
             .map_err(|e| e.to_string())
             .and_then(|launch| {
                 let fd0 = self.listener.dup().map_err(|e| e.to_string())?;
-                spawn(&launch.spec, fd0, &self.output)
+                spawn(&launch.spec, fd0, &self.output, scoreboard)
                     .map_err(|e| format!("cannot start {}: {e}", launch.spec.program.display()))
             });
         match result {
             Ok(pid) => {
                 self.processes.insert(pid, Process { started: now, retiring: false });
+                if matches!(self.layout, Layout::Workers { .. }) {
+                    self.workers.insert(pid, Worker::new(now, None));
+                }
+                if self.reports() {
+                    // A new zygote starts with the initial count.
+                    self.desired = pm::initial_workers(&self.config.pm);
+                }
                 match self.layout {
                     // A Python zygote draws each worker's limit itself.
                     Layout::Parent { workers } if self.reports() => tracing::info!(
@@ -185,18 +259,22 @@ impl PoolRun {
     pub fn on_reaped(&mut self, pid: Pid, cause: ExitCause, now: Instant) -> Reaped {
         if let Some(process) = self.processes.remove(&pid) {
             let lived = now.duration_since(process.started);
-            let what = match self.layout {
-                Layout::Parent { .. } => self.parent_name(),
-                Layout::Workers { .. } => "worker",
-            };
+            if let Some(worker) = self.workers.remove(&pid) {
+                // An exec'd worker.
+                self.log_worker_exit(pid, &worker, cause, now);
+                // A clean exit (max_requests reached) is no start-up failure, however short.
+                if !process.retiring && cause != ExitCause::Code(0) {
+                    self.hold(now, lived, &format!("worker {pid} exited {cause} after {}", lifetime(lived)));
+                }
+                return Reaped::Exit { crash: cause.is_crash() };
+            }
+            let what = self.parent_name();
             if process.retiring {
                 tracing::info!("pool {}: {what} {pid} exited {cause} after {}", self.name(), lifetime(lived));
             } else {
                 tracing::warn!("pool {}: {what} {pid} exited {cause} after {}", self.name(), lifetime(lived));
             }
-            if matches!(self.layout, Layout::Parent { .. }) {
-                self.orphan_workers_of(pid, !process.retiring);
-            }
+            self.orphan_workers_of(pid, !process.retiring);
             if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
                 tracing::error!(
                     "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",
@@ -220,7 +298,7 @@ impl PoolRun {
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
     fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
-        for (&pid, worker) in self.workers.iter_mut().filter(|(_, w)| w.parent == parent) {
+        for (&pid, worker) in self.workers.iter_mut().filter(|(_, w)| w.parent == Some(parent)) {
             worker.orphan = true;
             if retire {
                 let _ = kill(pid, Signal::SIGTERM);
@@ -230,52 +308,13 @@ impl PoolRun {
 
     fn log_worker_exit(&self, pid: Pid, worker: &Worker, cause: ExitCause, now: Instant) {
         let lived = lifetime(now.duration_since(worker.started));
-        let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent) && !worker.orphan;
+        let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
+            && !worker.orphan
+            && worker.retiring.is_none();
         if level_warn {
             tracing::warn!("pool {}: worker {pid} exited {cause} after {lived}", self.name());
         } else {
             tracing::info!("pool {}: worker {pid} exited {cause} after {lived}", self.name());
-        }
-    }
-
-    /// Reads which workers each php-cgi parent has now: logs new ones, and those its
-    /// parent reaped (whose status only the parent saw). Orphans that no longer exist
-    /// (reaped by the parent just before it died) are dropped too.
-    pub fn observe_workers(&mut self, now: Instant) {
-        if !matches!(self.layout, Layout::Parent { .. }) || self.reports() {
-            self.forget_vanished_orphans(now);
-            return;
-        }
-        for &parent in self.processes.keys() {
-            let Some(current) = children_of(parent) else { continue };
-            for &pid in &current {
-                if !self.workers.contains_key(&pid) {
-                    tracing::info!("pool {}: worker {pid} started", self.config.name);
-                    self.workers.insert(pid, Worker { started: now, parent, orphan: false });
-                }
-            }
-            let gone: Vec<Pid> = self
-                .workers
-                .iter()
-                .filter(|(pid, w)| w.parent == parent && !w.orphan && !current.contains(pid))
-                .map(|(&pid, _)| pid)
-                .collect();
-            for pid in gone {
-                if let Some(worker) = self.workers.remove(&pid) {
-                    self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
-                }
-            }
-        }
-        self.forget_vanished_orphans(now);
-    }
-
-    fn forget_vanished_orphans(&mut self, now: Instant) {
-        let vanished: Vec<Pid> =
-            self.workers.iter().filter(|(pid, w)| w.orphan && kill(**pid, None).is_err()).map(|(pid, _)| *pid).collect();
-        for pid in vanished {
-            if let Some(worker) = self.workers.remove(&pid) {
-                self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
-            }
         }
     }
 
@@ -341,13 +380,13 @@ impl PoolRun {
         match Report::parse(line) {
             Some(Report::Started { pid }) => {
                 tracing::info!("pool {}: worker {pid} started", self.config.name);
-                self.workers.insert(pid, Worker { started: now, parent: from, orphan: false });
+                self.workers.insert(pid, Worker::new(now, Some(from)));
             }
             Some(Report::Exited { pid, status, lived }) => {
                 let cause = WaitStatus::from_raw(pid, status).ok().and_then(ExitCause::from_status);
-                let worker = self.workers.remove(&pid);
-                let started = worker.as_ref().map_or(now.checked_sub(lived).unwrap_or(now), |w| w.started);
-                let worker = Worker { started, parent: from, orphan: false };
+                let worker = self.workers.remove(&pid).unwrap_or_else(|| {
+                    Worker::new(now.checked_sub(lived).unwrap_or(now), Some(from))
+                });
                 let cause = cause.unwrap_or(ExitCause::SeenByParent);
                 self.log_worker_exit(pid, &worker, cause, now);
                 return Some(Reaped::Exit { crash: cause.is_crash() });
@@ -370,31 +409,4 @@ impl PoolRun {
             None
         }
     }
-}
-
-/// The children of `pid` from /proc (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), or by
-/// scanning every process's parent where that file is missing. `None` if `pid` is gone.
-fn children_of(pid: Pid) -> Option<Vec<Pid>> {
-    let path = format!("/proc/{pid}/task/{pid}/children");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && std::fs::metadata(format!("/proc/{pid}")).is_ok() => {
-            Some(scan_children(pid))
-        }
-        Err(_) => None,
-    }
-}
-
-fn scan_children(parent: Pid) -> Vec<Pid> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<i32>().ok())
-                == Some(parent.as_raw())
-        })
-        .map(Pid::from_raw)
-        .collect()
 }

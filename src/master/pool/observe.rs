@@ -1,0 +1,247 @@
+//! What each worker of a pool is doing, refreshed every tick: the workers a php-cgi parent
+//! forked (read from /proc), busy or idle and the request in hand (php-cgi: sampled from
+//! its memory; Python: its scoreboard slot; commands: /proc/PID/syscall), and the resident
+//! memory when `max_memory` is set.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+use super::{PoolRun, Worker};
+use crate::config::Runtime;
+use crate::master::exit::ExitCause;
+use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
+use crate::scoreboard;
+
+/// The request a worker is serving, for log lines and status.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestInfo {
+    pub method: String,
+    pub uri: String,
+    pub query: String,
+    pub script: String,
+}
+
+impl std::fmt::Display for RequestInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.method, self.uri)?;
+        if !self.query.is_empty() {
+            write!(f, "?{}", self.query)?;
+        }
+        if !self.script.is_empty() {
+            write!(f, " (script {})", self.script)?;
+        }
+        Ok(())
+    }
+}
+
+/// A worker's state as last observed.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub busy: bool,
+    /// Request start when busy, idle since otherwise.
+    pub since: Instant,
+    pub request: Option<RequestInfo>,
+    pub rss: Option<u64>,
+}
+
+impl Observed {
+    pub fn new(now: Instant) -> Observed {
+        Observed { busy: false, since: now, request: None, rss: None }
+    }
+
+    fn set_busy(&mut self, busy: bool, now: Instant) {
+        if busy != self.busy {
+            self.busy = busy;
+            self.since = now;
+        }
+        if !busy {
+            self.request = None;
+        }
+    }
+}
+
+/// Per pool: php-cgi workers being sampled, and whether sampling fell back to /proc.
+#[derive(Default)]
+pub struct Probes {
+    php: HashMap<Pid, sample::Worker>,
+    /// The php-cgi build cannot be read: busy/idle comes from /proc/PID/syscall (said once).
+    fallback: bool,
+}
+
+impl PoolRun {
+    /// Refreshes the worker list of php-cgi parents and every worker's state.
+    pub fn observe(&mut self, now: Instant, sampler: &mut Sampler) {
+        self.find_parent_workers(now);
+        self.forget_vanished_orphans(now);
+        let slots: HashMap<Pid, scoreboard::SlotView> = match &self.scoreboard {
+            Some(board) => board.snapshot().into_iter().map(|v| (v.pid, v)).collect(),
+            None => HashMap::new(),
+        };
+        let now_us = scoreboard::now_us();
+        let want_rss = self.config.pm.max_memory.is_some();
+        let pids: Vec<Pid> = self.workers.keys().copied().collect();
+        for pid in pids {
+            let observed = match &self.config.runtime {
+                Runtime::Python(_) => slots.get(&pid).map(|view| from_slot(view, now, now_us)),
+                Runtime::Php(_) => self.sample_php(pid, now, sampler),
+                Runtime::Command(_) => idle_by_syscall(pid).map(|idle| (!idle, None, None)),
+            };
+            let Some(worker) = self.workers.get_mut(&pid) else { continue };
+            if let Some((busy, since, request)) = observed {
+                worker.state.set_busy(busy, now);
+                if let Some(since) = since {
+                    worker.state.since = since;
+                }
+                if busy {
+                    worker.state.request = request.or(worker.state.request.take());
+                }
+            }
+            worker.state.rss = if want_rss { rss(pid) } else { None };
+        }
+        self.probes.php.retain(|pid, _| self.workers.contains_key(pid));
+    }
+
+    /// php-cgi: read the worker's globals; an unknown build falls back to /proc (once).
+    fn sample_php(&mut self, pid: Pid, now: Instant, sampler: &mut Sampler) -> Option<Observation> {
+        if self.probes.fallback {
+            return idle_by_syscall(pid).map(|idle| (!idle, None, None));
+        }
+        if !self.probes.php.contains_key(&pid) {
+            match sampler.attach(pid) {
+                Ok(handle) => {
+                    self.probes.php.insert(pid, handle);
+                }
+                Err(err) if err.is_unknown_build() => {
+                    tracing::warn!(
+                        "pool {}: cannot read php-cgi's state ({err}); busy and idle come from /proc/PID/syscall, without request details",
+                        self.config.name
+                    );
+                    self.probes.fallback = true;
+                    return idle_by_syscall(pid).map(|idle| (!idle, None, None));
+                }
+                Err(_) => return None,
+            }
+        }
+        let sample = self.probes.php.get(&pid)?.sample().ok()?;
+        let since = sample.request_time.and_then(|t| unix_to_instant(t, now));
+        let request = sample.busy.then(|| RequestInfo {
+            method: sample.method.unwrap_or_default(),
+            uri: sample.uri.unwrap_or_default(),
+            query: sample.query.unwrap_or_default(),
+            script: sample.script.unwrap_or_default(),
+        });
+        Some((sample.busy, since.filter(|_| sample.busy), request))
+    }
+
+    /// The PHP stack of a busy php-cgi worker, for the log of a killed request.
+    pub fn php_stack(&self, pid: Pid, depth: usize) -> Option<sample::Stack> {
+        self.probes.php.get(&pid)?.stack(depth).ok()
+    }
+
+    /// php-cgi parents: which workers each has now. Logs new ones, and those the parent
+    /// reaped (whose status only the parent saw).
+    fn find_parent_workers(&mut self, now: Instant) {
+        if !self.watches_parent() {
+            return;
+        }
+        let parents: Vec<Pid> = self.processes.keys().copied().collect();
+        for parent in parents {
+            let Some(current) = children_of(parent) else { continue };
+            for &pid in &current {
+                if !self.workers.contains_key(&pid) {
+                    tracing::info!("pool {}: worker {pid} started", self.config.name);
+                    self.workers.insert(pid, Worker::new(now, Some(parent)));
+                }
+            }
+            let gone: Vec<Pid> = self
+                .workers
+                .iter()
+                .filter(|(pid, w)| w.parent == Some(parent) && !w.orphan && !current.contains(pid))
+                .map(|(&pid, _)| pid)
+                .collect();
+            for pid in gone {
+                if let Some(worker) = self.workers.remove(&pid) {
+                    self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
+                }
+            }
+        }
+    }
+
+    /// Orphans that no longer exist (reaped by their parent just before it died).
+    fn forget_vanished_orphans(&mut self, now: Instant) {
+        let vanished: Vec<Pid> = self
+            .workers
+            .iter()
+            .filter(|(pid, w)| w.orphan && kill(**pid, None).is_err())
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in vanished {
+            if let Some(worker) = self.workers.remove(&pid) {
+                self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
+            }
+        }
+    }
+}
+
+/// (busy, request start if known, request if known)
+type Observation = (bool, Option<Instant>, Option<RequestInfo>);
+
+fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observation {
+    let busy = view.state.is_busy();
+    let request = view.request.as_ref().map(|r| RequestInfo {
+        method: r.method.clone(),
+        uri: r.uri.clone(),
+        query: r.query.clone(),
+        script: r.script.clone(),
+    });
+    (busy, Some(view.since(now, now_us)), request)
+}
+
+/// A Unix time from PHP (`SG(global_request_time)`) as an Instant on our clock.
+fn unix_to_instant(unix: f64, now: Instant) -> Option<Instant> {
+    let wall = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+    let ago = wall - unix;
+    if !(0.0..86_400.0).contains(&ago) {
+        return None;
+    }
+    now.checked_sub(Duration::from_secs_f64(ago))
+}
+
+/// Resident memory in bytes (/proc/PID/statm, second field, in pages).
+fn rss(pid: Pid) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}
+
+/// The children of `pid` from /proc (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), or by
+/// scanning every process's parent where that file is missing. `None` if `pid` is gone.
+fn children_of(pid: Pid) -> Option<Vec<Pid>> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && std::fs::metadata(format!("/proc/{pid}")).is_ok() => {
+            Some(scan_children(pid))
+        }
+        Err(_) => None,
+    }
+}
+
+fn scan_children(parent: Pid) -> Vec<Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<i32>().ok())
+                == Some(parent.as_raw())
+        })
+        .map(Pid::from_raw)
+        .collect()
+}

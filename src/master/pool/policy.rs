@@ -1,0 +1,139 @@
+//! Running the pool's policy ([`pm::plan`]) on what was observed, and doing what it says:
+//! spawn, retire gracefully, kill.
+//!
+//! How each action is carried out depends on who forks the workers:
+//! - exec'd workers (commands, dynamic and ondemand PHP): the master spawns and signals them;
+//! - a php-cgi parent (static PHP): it replaces workers itself, so spawns are its business;
+//! - a Python zygote: static pools are kept full by it; dynamic and ondemand pools get a new
+//!   worker count from the master ([`python::set_target`]).
+//!
+//! Retiring is graceful: a Python worker finishes its request on SIGTERM; a php-cgi or
+//! command worker gets SIGTERM only once it is seen idle (SIGTERM would cut php-cgi's
+//! sleep() and I/O short), and is killed only after `process_control_timeout`.
+
+use std::time::Instant;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::PoolRun;
+use crate::config::{PmMode, Runtime};
+use crate::pm::{self, Action, Reason, WorkerView};
+use crate::runtime::python;
+
+impl PoolRun {
+    /// One policy tick. `waiting`: an ondemand pool's listener has connections queued.
+    pub fn apply_policy(&mut self, now: Instant, maintenance_due: bool, waiting: Option<u32>) {
+        if self.stopped {
+            return;
+        }
+        let views: Vec<WorkerView> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| !w.orphan)
+            .map(|(&pid, w)| WorkerView {
+                pid,
+                busy: w.state.busy,
+                since: w.state.since,
+                started: w.started,
+                rss: w.state.rss,
+                retiring: w.retiring,
+            })
+            .collect();
+        let actions = pm::plan(&self.limits, &mut self.policy, &views, waiting, now, maintenance_due);
+        for action in actions {
+            match action {
+                Action::Spawn(n) => self.spawn_workers(n, now),
+                Action::Retire { pid, reason } => self.retire(pid, &reason, now),
+                Action::Kill { pid, reason } => self.kill_worker(pid, &reason),
+                Action::MaxChildrenReached { max_children } => tracing::warn!(
+                    "pool {}: reached max_children ({max_children}); consider raising it",
+                    self.name()
+                ),
+            }
+        }
+        self.signal_retiring();
+    }
+
+    /// Starts `n` more workers, in the way this pool's workers are started.
+    fn spawn_workers(&mut self, n: u32, now: Instant) {
+        if self.holding(now) {
+            return;
+        }
+        if self.watches_parent() || self.static_zygote() {
+            // The php-cgi parent or the zygote keeps its count itself; the master only
+            // keeps the parent alive (see `maintain`).
+            return;
+        }
+        if self.reports() {
+            self.desired += n;
+            self.send_target();
+            return;
+        }
+        for _ in 0..n {
+            if !self.spawn_one(now) {
+                break;
+            }
+        }
+    }
+
+    fn retire(&mut self, pid: Pid, reason: &Reason, now: Instant) {
+        let Some(worker) = self.workers.get_mut(&pid) else { return };
+        worker.retiring = Some(now);
+        tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
+        // A spare worker is not replaced; one retired for its memory is.
+        if self.reports() && !self.static_zygote() && matches!(reason, Reason::MaxSpare { .. } | Reason::IdleTimeout { .. }) {
+            self.desired = self.desired.saturating_sub(1);
+            self.send_target();
+        }
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.retiring = true;
+        }
+    }
+
+    /// SIGTERM to retiring workers, when it cannot interrupt a request.
+    fn signal_retiring(&mut self) {
+        let graceful_anytime = self.reports();
+        for (&pid, worker) in &mut self.workers {
+            if worker.retiring.is_some() && !worker.signalled && (graceful_anytime || !worker.state.busy) {
+                worker.signalled = true;
+                let _ = kill(pid, Signal::SIGTERM);
+            }
+        }
+    }
+
+    fn kill_worker(&mut self, pid: Pid, reason: &Reason) {
+        let Some(worker) = self.workers.get(&pid) else { return };
+        let request = worker.state.request.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+        tracing::warn!("pool {}: killing worker {pid}: {reason}{request}", self.config.name);
+        if matches!(reason, Reason::Terminate { .. }) {
+            if let Some(stack) = self.php_stack(pid, self.config.request_slowlog_trace_depth as usize) {
+                for line in stack.to_string().lines() {
+                    tracing::warn!("pool {}: worker {pid}:   {line}", self.config.name);
+                }
+            }
+        }
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.retiring = true;
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+
+    /// A static Python pool: the zygote keeps max_children workers by itself.
+    fn static_zygote(&self) -> bool {
+        self.reports() && self.config.pm.mode == PmMode::Static
+    }
+
+    fn send_target(&self) {
+        for &zygote in self.processes.keys() {
+            if let Err(err) = python::set_target(zygote, self.desired) {
+                tracing::error!("pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}", self.config.name, self.desired);
+            }
+        }
+    }
+
+    /// Whether this pool's workers are forked by a php-cgi parent that the master watches.
+    pub(super) fn watches_parent(&self) -> bool {
+        matches!(self.config.runtime, Runtime::Php(_)) && matches!(self.layout, crate::runtime::Layout::Parent { .. })
+    }
+}
