@@ -36,6 +36,7 @@
 //! - [`runtime`]: how each runtime's workers are started (php, command).
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by the master.
 //! - [`logging`]: the error log (stderr or a reopenable file).
+//! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
 //! - [`systemd`]: sd_notify.
 
 pub mod config;
@@ -45,5 +46,6 @@ pub mod logging;
 pub mod master;
 pub mod pm;
 pub mod runtime;
+pub mod slowlog;
 pub mod scoreboard;
 pub mod systemd;

@@ -104,6 +104,8 @@ pub struct Pool {
     pub request_slowlog_timeout: Option<Duration>,
     pub request_slowlog_trace_depth: u32,
     pub slowlog: Option<PathBuf>,
+    /// `slowlog_format = "json"`: one JSON object per entry instead of php-fpm's text.
+    pub slowlog_json: bool,
     pub request_terminate_timeout: Option<Duration>,
     pub status_listen: Option<ListenAddr>,
     pub pm: Pm,

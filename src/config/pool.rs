@@ -26,6 +26,7 @@ const KEYS: &[&str] = &[
     "request_slowlog_timeout",
     "request_slowlog_trace_depth",
     "slowlog",
+    "slowlog_format",
     "request_terminate_timeout",
     "status_listen",
     "pm",
@@ -86,6 +87,13 @@ pub(super) fn parse(
     let chdir = root.parse("chdir", |s| directory(base, s)).optional();
     let clear_env = root.bool("clear_env").or(true);
     let slowlog = slowlog(root, base);
+    let slowlog_json = root
+        .parse("slowlog_format", |s| match s {
+            "text" => Ok(false),
+            "json" => Ok(true),
+            _ => Err("must be \"text\" or \"json\"".to_owned()),
+        })
+        .or(false);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -115,6 +123,7 @@ pub(super) fn parse(
         request_slowlog_timeout,
         request_slowlog_trace_depth,
         slowlog,
+        slowlog_json: slowlog_json?,
         request_terminate_timeout,
         status_listen: status_listen?,
         pm: pm?,

@@ -84,6 +84,7 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     out.raw("request_slowlog_trace_depth", p.request_slowlog_trace_depth);
     out.optional_path("slowlog", p.slowlog.as_deref());
+    out.string("slowlog_format", if p.slowlog_json { "json" } else { "text" });
     out.duration(
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),
@@ -250,6 +251,7 @@ mod tests {
         "request_slowlog_timeout",
         "request_slowlog_trace_depth",
         "slowlog",
+        "slowlog_format",
         "request_terminate_timeout",
         "status_listen",
         "[pm]",

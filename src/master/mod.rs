@@ -142,6 +142,7 @@ impl Master {
                 }
                 for pool in &mut self.pools {
                     pool.observe(now, &mut self.sampler);
+                    pool.check_slow(now);
                     if self.phase == Phase::Running {
                         let waiting = pool.connections_waiting();
                         pool.apply_policy(now, maintenance_due, waiting);
@@ -263,6 +264,9 @@ impl Master {
     fn log_output(&mut self, line: OutputLine) {
         let Some(pool) = self.pools.get_mut(line.pool) else { return };
         let now = Instant::now();
+        if pool.on_dump_line(line.pid, &line.line, now) {
+            return;
+        }
         match pool.on_report(line.pid, &line.line, now) {
             Some(Reaped::Exit { crash: true }) => {
                 if self.emergency.on_crash(now) {

@@ -11,6 +11,7 @@
 
 mod observe;
 mod policy;
+mod slow;
 
 
 use std::collections::BTreeMap;
@@ -83,6 +84,7 @@ pub struct PoolRun {
     probes: Probes,
     /// The first spawn happened (exec'd workers start with `initial_workers`).
     started: bool,
+    slow: slow::SlowRequests,
 }
 
 /// What the master learns from one reaped pid.
@@ -122,6 +124,7 @@ impl PoolRun {
             scoreboard,
             probes: Probes::default(),
             started: false,
+            slow: slow::SlowRequests::default(),
         })
     }
 

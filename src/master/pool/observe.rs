@@ -91,9 +91,16 @@ impl PoolRun {
             };
             let Some(worker) = self.workers.get_mut(&pid) else { continue };
             if let Some((busy, since, request)) = observed {
+                let was_busy = worker.state.busy;
                 worker.state.set_busy(busy, now);
+                // A request's start read again (php-cgi's is a wall-clock time converted
+                // anew each tick) stays the same Instant, so that the request keeps one
+                // identity (one slowlog entry).
                 if let Some(since) = since {
-                    worker.state.since = since;
+                    let moved = since.max(worker.state.since) - since.min(worker.state.since);
+                    if !(was_busy && busy && moved < Duration::from_millis(100)) {
+                        worker.state.since = since;
+                    }
                 }
                 if busy {
                     worker.state.request = request.or(worker.state.request.take());

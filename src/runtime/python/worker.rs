@@ -86,6 +86,18 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig, slot: O
             }
         },
     };
+    // The master asks for a slow request's stack with SIGUSR2: faulthandler writes it to
+    // stderr (the pool's output socket) without stopping the request.
+    let registered = py.import("faulthandler").and_then(|faulthandler| {
+        let stderr = py.import("sys")?.getattr("stderr")?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("file", stderr)?;
+        kwargs.set_item("all_threads", true)?;
+        faulthandler.call_method("register", (libc::SIGUSR2,), Some(&kwargs))
+    });
+    if let Err(err) = registered {
+        err.display(py);
+    }
     let app = match App::new(py, callable, config.mount.clone()) {
         Ok(app) => app,
         Err(err) => {
