@@ -9,12 +9,14 @@
 mod exit;
 mod output;
 mod pool;
+mod reload;
 mod signals;
 mod spawn;
 
 pub use spawn::SCOREBOARD_FD;
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -67,9 +69,15 @@ struct Master {
     ready: bool,
     emergency: EmergencyRestart,
     lines: mpsc::UnboundedReceiver<OutputLine>,
+    /// Where new pools' output readers send their lines.
+    lines_tx: mpsc::UnboundedSender<OutputLine>,
     pid_file: Option<PathBuf>,
     /// Reads php-cgi workers' state; knows each php-cgi binary once parsed.
     sampler: Sampler,
+    /// Gives each pool generation its id (output lines name it).
+    next_id: u64,
+    /// A reload is rolling: logged once every new generation is up.
+    reloading: bool,
 }
 
 impl Master {
@@ -81,15 +89,15 @@ impl Master {
         nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
         let (tx, lines) = mpsc::unbounded_channel();
         let mut pools = Vec::with_capacity(config.pools.len());
-        for (index, pool) in config.pools.iter().enumerate() {
+        let mut next_id = 0;
+        for pool in &config.pools {
             if !nix::unistd::Uid::effective().is_root() && (pool.user.is_some() || pool.group.is_some()) {
                 tracing::warn!("pool {}: user and group are ignored: drover is not running as root", pool.name);
             }
             let listener = Listener::bind(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
             tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
-            let output = output::capture(index, tx.clone()).context("creating the output socket")?;
-            let run = PoolRun::new(pool.clone(), listener, output, config.global.process_control_timeout)
-                .map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))?;
+            next_id += 1;
+            let run = new_generation(next_id, pool, Rc::new(listener), &tx, config.global.process_control_timeout)?;
             pools.push(run);
         }
         let pid_file = config.global.pid_file.clone();
@@ -109,8 +117,11 @@ impl Master {
             ready: false,
             emergency,
             lines,
+            lines_tx: tx,
             pid_file,
             sampler: Sampler::new(),
+            next_id,
+            reloading: false,
         })
     }
 
@@ -143,14 +154,18 @@ impl Master {
                 for pool in &mut self.pools {
                     pool.observe(now, &mut self.sampler);
                     pool.check_slow(now);
-                    if self.phase == Phase::Running {
+                    if pool.draining() {
+                        pool.drain_tick(now);
+                    } else if self.phase == Phase::Running {
                         let waiting = pool.connections_waiting();
                         pool.apply_policy(now, maintenance_due, waiting);
                     }
                 }
+                self.retire_replaced(now);
+                self.forget_drained();
             }
             if self.phase == Phase::Running {
-                for pool in &mut self.pools {
+                for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
                     pool.maintain(now);
                 }
                 self.check_ready();
@@ -167,7 +182,13 @@ impl Master {
             Command::Reap => {}
             Command::StopGraceful => self.stop(self.config.global.process_control_timeout, "graceful"),
             Command::StopFast => self.stop(Duration::ZERO, "fast"),
-            Command::Reload => tracing::warn!("reload is not available in this version of drover; ignoring the signal"),
+            Command::Reload => {
+                if let Err(message) = self.reload(None) {
+                    tracing::error!("reload refused, the running configuration stays: {message}");
+                }
+            }
+            Command::MoreWorkers => self.resize_static_pools(1),
+            Command::FewerWorkers => self.resize_static_pools(-1),
             Command::ReopenLogs => match self.log.reopen() {
                 Ok(()) => tracing::info!("error log reopened"),
                 Err(err) => tracing::error!("cannot reopen the error log: {err}"),
@@ -251,18 +272,31 @@ impl Master {
     }
 
     fn check_ready(&mut self) {
-        if self.ready || !self.pools.iter().all(PoolRun::settled) {
+        let current = || self.pools.iter().filter(|p| !p.draining());
+        if (self.ready && !self.reloading) || !current().all(PoolRun::settled) {
+            return;
+        }
+        let workers: usize = current().map(PoolRun::workers).sum();
+        let status = format!("ready: {} pools, {workers} workers", current().count());
+        if self.reloading {
+            self.reloading = false;
+            tracing::info!("reload done: {status}");
+            systemd::ready(&status);
             return;
         }
         self.ready = true;
-        let workers: usize = self.pools.iter().map(PoolRun::workers).sum();
-        let status = format!("ready: {} pools, {workers} workers", self.pools.len());
         tracing::info!("{status}");
         systemd::ready(&status);
     }
 
+    /// Drops generations that finished draining (their listener closes with the last one).
+    fn forget_drained(&mut self) {
+        self.pools.retain(|pool| !(pool.draining() && pool.is_empty()));
+    }
+
     fn log_output(&mut self, line: OutputLine) {
-        let Some(pool) = self.pools.get_mut(line.pool) else { return };
+        let Some(index) = self.pools.iter().position(|p| p.id == line.pool) else { return };
+        let pool = &mut self.pools[index];
         let now = Instant::now();
         if pool.on_dump_line(line.pid, &line.line, now) {
             return;
@@ -277,7 +311,7 @@ impl Master {
             Some(_) => return,
             None => {}
         }
-        let Some(pool) = self.pools.get(line.pool) else { return };
+        let pool = &self.pools[index];
         let role = pool.role(line.pid).unwrap_or("worker");
         tracing::info!("pool {}: {role} {}: {}", pool.name(), line.pid, line.line);
     }
@@ -303,4 +337,17 @@ fn own_children() -> Vec<Pid> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .map(|text| text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect())
         .unwrap_or_default()
+}
+
+/// A pool's new generation on `listener`, with its own output socket.
+fn new_generation(
+    id: u64,
+    pool: &crate::config::Pool,
+    listener: Rc<Listener>,
+    lines: &mpsc::UnboundedSender<OutputLine>,
+    process_control_timeout: Duration,
+) -> anyhow::Result<PoolRun> {
+    let output = output::capture(id, lines.clone()).context("creating the output socket")?;
+    PoolRun::new(id, pool.clone(), listener, output, process_control_timeout)
+        .map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))
 }

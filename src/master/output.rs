@@ -23,14 +23,15 @@ const MAX_LINE: usize = 8192;
 /// One line a worker wrote, without its newline.
 #[derive(Debug)]
 pub struct OutputLine {
-    pub pool: usize,
+    /// The pool generation's id.
+    pub pool: u64,
     pub pid: Pid,
     pub line: String,
 }
 
 /// Creates a pool's output socket. Returns the end to give to workers; the other end is
 /// read by a task that sends each line to `lines`.
-pub fn capture(pool: usize, lines: mpsc::UnboundedSender<OutputLine>) -> io::Result<OwnedFd> {
+pub fn capture(pool: u64, lines: mpsc::UnboundedSender<OutputLine>) -> io::Result<OwnedFd> {
     let (reader, writer) = socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -49,12 +50,14 @@ pub fn capture(pool: usize, lines: mpsc::UnboundedSender<OutputLine>) -> io::Res
     Ok(writer)
 }
 
-async fn read_lines(pool: usize, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedSender<OutputLine>) {
+async fn read_lines(pool: u64, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedSender<OutputLine>) {
     let mut pending: HashMap<Pid, Vec<u8>> = HashMap::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let Ok(mut ready) = reader.readable().await else { return };
         match ready.try_io(|fd| receive(fd.get_ref(), &mut buf).map_err(io::Error::from)) {
+            // Every writer is gone (the pool generation was dropped): nothing more to read.
+            Ok(Ok((0, _))) => return,
             Ok(Ok((n, pid))) => {
                 let bytes = pending.entry(pid).or_default();
                 bytes.extend_from_slice(&buf[..n]);

@@ -11,8 +11,13 @@ pub enum Command {
     StopGraceful,
     /// INT: SIGKILL every worker now; exit 0.
     StopFast,
-    /// HUP, USR2: reload the configuration (a later issue; logged and ignored for now).
+    /// HUP, USR2: re-read and validate the files, then roll changed pools (on error: keep
+    /// running as before and log where the error is).
     Reload,
+    /// TTIN: one worker more in every static pool.
+    MoreWorkers,
+    /// TTOU: one worker fewer in every static pool.
+    FewerWorkers,
     /// USR1: reopen the error log file.
     ReopenLogs,
     /// CHLD: reap exited processes.
@@ -20,7 +25,7 @@ pub enum Command {
 }
 
 /// Every signal the master handles, for registration.
-pub const HANDLED: [Signal; 7] = [
+pub const HANDLED: [Signal; 9] = [
     Signal::SIGTERM,
     Signal::SIGQUIT,
     Signal::SIGINT,
@@ -28,6 +33,8 @@ pub const HANDLED: [Signal; 7] = [
     Signal::SIGUSR2,
     Signal::SIGUSR1,
     Signal::SIGCHLD,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
 ];
 
 pub fn command(signal: Signal) -> Option<Command> {
@@ -37,6 +44,8 @@ pub fn command(signal: Signal) -> Option<Command> {
         Signal::SIGHUP | Signal::SIGUSR2 => Command::Reload,
         Signal::SIGUSR1 => Command::ReopenLogs,
         Signal::SIGCHLD => Command::Reap,
+        Signal::SIGTTIN => Command::MoreWorkers,
+        Signal::SIGTTOU => Command::FewerWorkers,
         _ => return None,
     })
 }

@@ -9,12 +9,14 @@
 //! - [`observe`]: what each worker is doing.
 //! - [`policy`]: the pool's policy applied: spawn, retire, kill.
 
+mod drain;
 mod observe;
 mod policy;
 mod slow;
 
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -63,8 +65,11 @@ impl Worker {
 }
 
 pub struct PoolRun {
+    /// This generation's id (a reload starts a new generation of a changed pool).
+    pub id: u64,
     pub config: Pool,
-    pub listener: Listener,
+    /// Shared by the generations of one pool during a reload.
+    pub listener: Rc<Listener>,
     /// The write end of the pool's output socket, given to every process as fds 1 and 2.
     output: OwnedFd,
     layout: Layout,
@@ -85,6 +90,10 @@ pub struct PoolRun {
     /// The first spawn happened (exec'd workers start with `initial_workers`).
     started: bool,
     slow: slow::SlowRequests,
+    /// A reload replaced or removed this generation: it finishes its requests and goes.
+    draining: bool,
+    /// A reload's new generation: the id of the one it replaces, retired once this one is up.
+    pub replaces: Option<u64>,
 }
 
 /// What the master learns from one reaped pid.
@@ -95,8 +104,9 @@ pub enum Reaped {
 
 impl PoolRun {
     pub fn new(
+        id: u64,
         config: Pool,
-        listener: Listener,
+        listener: Rc<Listener>,
         output: OwnedFd,
         process_control_timeout: Duration,
     ) -> Result<PoolRun, runtime::RuntimeError> {
@@ -109,6 +119,9 @@ impl PoolRun {
             _ => None,
         };
         Ok(PoolRun {
+            id,
+            draining: false,
+            replaces: None,
             limits: PoolLimits::new(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
             config,
@@ -138,6 +151,11 @@ impl PoolRun {
     }
 
     /// Running the workers it starts with, or stopped for good: nothing more to wait for.
+    /// The app failed to load: this generation runs nothing.
+    pub fn failed(&self) -> bool {
+        self.stopped
+    }
+
     pub fn settled(&self) -> bool {
         self.stopped || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }

@@ -92,7 +92,7 @@ impl PoolRun {
     }
 
     /// SIGTERM to retiring workers, when it cannot interrupt a request.
-    fn signal_retiring(&mut self) {
+    pub(super) fn signal_retiring(&mut self) {
         let graceful_anytime = self.reports();
         for (&pid, worker) in &mut self.workers {
             if worker.retiring.is_some() && !worker.signalled && (graceful_anytime || !worker.state.busy) {
@@ -102,7 +102,7 @@ impl PoolRun {
         }
     }
 
-    fn kill_worker(&mut self, pid: Pid, reason: &Reason) {
+    pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason) {
         let Some(worker) = self.workers.get(&pid) else { return };
         let request = worker.state.request.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
         tracing::warn!("pool {}: killing worker {pid}: {reason}{request}", self.config.name);

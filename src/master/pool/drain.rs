@@ -1,0 +1,77 @@
+//! Retiring a whole generation of a pool (on reload, or when a pool is removed): it stops
+//! being replaced, its workers finish their requests and exit, and it is dropped when none
+//! is left. The listener stays open when the next generation shares it, so no connection
+//! is refused or lost: connections queued meanwhile are accepted by whichever generation's
+//! worker comes first.
+
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::{ExitCause, PoolRun};
+use crate::pm::{self, Action, WorkerView};
+use crate::runtime::Layout;
+
+impl PoolRun {
+    pub fn draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Starts retiring this generation. `close_listener`: no next generation shares the
+    /// listener (the pool was removed, or its address changed), so it stops taking
+    /// connections: queued ones are still served.
+    pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
+        self.draining = true;
+        if matches!(self.layout, Layout::Parent { .. }) {
+            // The parent would replace workers that exit: it goes first, at once (it serves
+            // nothing itself); its workers are then the master's to retire.
+            let parents: Vec<Pid> = self.processes.keys().copied().collect();
+            for pid in parents {
+                if let Some(process) = self.processes.get_mut(&pid) {
+                    process.retiring = true;
+                }
+                let _ = kill(pid, Signal::SIGKILL);
+                if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
+                    if let Some(cause) = ExitCause::from_status(status) {
+                        self.on_reaped(pid, cause, now);
+                    }
+                }
+            }
+        }
+        for (pid, worker) in &mut self.workers {
+            worker.retiring.get_or_insert(now);
+            if let Some(process) = self.processes.get_mut(pid) {
+                process.retiring = true;
+            }
+        }
+        if close_listener {
+            let _ = nix::sys::socket::shutdown(self.listener.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read);
+        }
+        self.signal_retiring();
+    }
+
+    /// A draining generation's tick: SIGTERM to workers once idle, SIGKILL to those stuck
+    /// past `process_control_timeout` (or in a request past `request_terminate_timeout`).
+    pub fn drain_tick(&mut self, now: Instant) {
+        self.signal_retiring();
+        let views: Vec<WorkerView> = self
+            .workers
+            .iter()
+            .map(|(&pid, w)| WorkerView {
+                pid,
+                busy: w.state.busy,
+                since: w.state.since,
+                started: w.started,
+                rss: None,
+                retiring: w.retiring.or(Some(now)),
+            })
+            .collect();
+        for action in pm::plan(&self.limits, &mut self.policy, &views, None, now, false) {
+            if let Action::Kill { pid, reason } = action {
+                self.kill_worker(pid, &reason);
+            }
+        }
+    }
+}

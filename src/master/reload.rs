@@ -1,0 +1,140 @@
+//! Reload: re-read and validate the files, then change only what changed. An invalid
+//! configuration changes nothing (the errors are logged and returned to `drover ctl`).
+//! A changed pool starts a new generation on the same listener and its old generation is
+//! retired once the new one is up; an unchanged pool is untouched; a removed pool drains; a
+//! new pool starts; a pool whose address changed gets a new socket and the old one drains.
+//! TTIN / TTOU resize static pools through the same rolling path.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use super::{new_generation, Master};
+use crate::config::{self, Pool, PmMode};
+use crate::listener::Listener;
+use crate::runtime;
+
+impl Master {
+    /// Reloads every pool, or only `only`. Returns what changed, one line per pool.
+    pub(super) fn reload(&mut self, only: Option<&str>) -> Result<String, String> {
+        tracing::info!("reload: reading {}", self.config.path.display());
+        let new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
+        let problems = runtime::check(&new);
+        if !problems.is_empty() {
+            return Err(problems.join("\n"));
+        }
+        if let Some(name) = only {
+            if !new.pools.iter().any(|p| p.name == name) {
+                return Err(format!("no pool {name:?} in the configuration files"));
+            }
+        }
+        let now = Instant::now();
+        let mut summary = Vec::new();
+        if only.is_none() {
+            for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
+                if !new.pools.iter().any(|p| p.name == pool.config.name) {
+                    summary.push(format!("{}: removed (draining)", pool.config.name));
+                    pool.retire_generation(now, true);
+                }
+            }
+        }
+        for pool in new.pools.iter().filter(|p| only.is_none_or(|name| name == p.name)) {
+            let current = self.pools.iter().position(|p| !p.draining() && p.config.name == pool.name);
+            let line = match current {
+                None => self.add_pool(pool).map(|()| format!("{}: added", pool.name)),
+                Some(i) if self.pools[i].config == *pool && only.is_none() => Ok(format!("{}: unchanged", pool.name)),
+                Some(i) => self.roll(i, pool).map(|()| format!("{}: new generation", pool.name)),
+            };
+            summary.push(line.unwrap_or_else(|err| format!("{}: {err}", pool.name)));
+        }
+        match only {
+            Some(name) => {
+                let fresh = new.pools.into_iter().find(|p| p.name == name);
+                self.config.pools.retain(|p| p.name != name);
+                self.config.pools.extend(fresh);
+            }
+            None => self.config = new,
+        }
+        self.reloading = true;
+        let summary = summary.join("\n");
+        tracing::info!("reload: {}", summary.replace('\n', "; "));
+        Ok(summary)
+    }
+
+    fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
+        let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
+        tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+        self.next_id += 1;
+        let run = new_generation(self.next_id, pool, Rc::new(listener), &self.lines_tx, self.config.global.process_control_timeout)
+            .map_err(|e| e.to_string())?;
+        self.pools.push(run);
+        Ok(())
+    }
+
+    /// Starts a new generation of pool `i` with `pool`'s configuration; the old one is
+    /// retired when the new one is up ([`Master::retire_replaced`]).
+    fn roll(&mut self, i: usize, pool: &Pool) -> Result<(), String> {
+        let old = &self.pools[i];
+        let same_socket = old.config.listen == pool.listen;
+        let listener = if same_socket {
+            old.listener.clone()
+        } else {
+            let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
+            tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+            Rc::new(listener)
+        };
+        self.next_id += 1;
+        let mut run = new_generation(self.next_id, pool, listener, &self.lines_tx, self.config.global.process_control_timeout)
+            .map_err(|e| e.to_string())?;
+        run.replaces = Some(old.id);
+        self.pools.push(run);
+        Ok(())
+    }
+
+    /// Retires the generations that a new one replaced, once it is up; keeps the old one
+    /// when the new one failed (its app does not load) and drops the new one instead.
+    pub(super) fn retire_replaced(&mut self, now: Instant) {
+        let mut old_ones = Vec::new();
+        let mut failed = Vec::new();
+        for pool in self.pools.iter_mut().filter(|p| p.replaces.is_some()) {
+            if pool.failed() {
+                tracing::error!("pool {}: the new generation failed to start; the old one keeps serving", pool.config.name);
+                pool.replaces = None;
+                failed.push(pool.id);
+            } else if pool.settled() {
+                old_ones.extend(pool.replaces.take());
+            }
+        }
+        for pool in self.pools.iter_mut() {
+            if old_ones.contains(&pool.id) {
+                // Shared with the new generation: the listener stays open.
+                let shared = Rc::strong_count(&pool.listener) > 1;
+                pool.retire_generation(now, !shared);
+            } else if failed.contains(&pool.id) {
+                pool.retire_generation(now, false);
+            }
+        }
+    }
+
+    /// TTIN / TTOU: one worker more or fewer in every static pool, rolled like a reload.
+    /// Lasts until the next reload from the files.
+    pub(super) fn resize_static_pools(&mut self, delta: i32) {
+        let targets: Vec<(usize, Pool)> = self
+            .pools
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.draining() && p.config.pm.mode == PmMode::Static)
+            .map(|(i, p)| {
+                let mut pool = p.config.clone();
+                pool.pm.max_children = pool.pm.max_children.saturating_add_signed(delta).max(1);
+                (i, pool)
+            })
+            .collect();
+        for (i, pool) in targets {
+            tracing::info!("pool {}: max_children {} → {}", pool.name, self.pools[i].config.pm.max_children, pool.pm.max_children);
+            if let Err(err) = self.roll(i, &pool) {
+                tracing::error!("pool {}: {err}", pool.name);
+            }
+        }
+        self.reloading = true;
+    }
+}
