@@ -29,6 +29,7 @@
 //! # Modules
 //!
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
+//! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`.
 //! - [`fastcgi`]: the FastCGI record and name-value codec and the responder side of a connection.
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
@@ -40,6 +41,7 @@
 //! - [`systemd`]: sd_notify.
 
 pub mod config;
+pub mod control;
 pub mod fastcgi;
 pub mod listener;
 pub mod logging;

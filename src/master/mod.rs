@@ -154,6 +154,7 @@ impl Master {
                 for pool in &mut self.pools {
                     pool.observe(now, &mut self.sampler);
                     pool.check_slow(now);
+                    pool.after_output(now);
                     if pool.draining() {
                         pool.drain_tick(now);
                     } else if self.phase == Phase::Running {

@@ -10,6 +10,12 @@ use super::{Log, Site, TIMEOUT, proc, wait_until};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
 
+/// A pool file drover reads from `pools.d/NAME.toml`.
+pub trait PoolFile {
+    fn name(&self) -> &str;
+    fn toml(&self, site: &Site) -> String;
+}
+
 /// A static `[php]` pool listening on `<site>/<name>.sock`.
 pub struct PhpPool {
     pub name: String,
@@ -34,6 +40,12 @@ impl PhpPool {
     pub fn max_requests(mut self, n: u32) -> PhpPool {
         self.max_requests = Some(n);
         self
+    }
+}
+
+impl PoolFile for PhpPool {
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn toml(&self, site: &Site) -> String {
@@ -107,13 +119,13 @@ pub struct Drover {
 impl Drover {
     /// Writes `drover.toml` and `pools.d/*.toml` into the site, starts drover and waits for
     /// its `ready:` line.
-    pub fn start(site: &Site, pools: &[&PhpPool]) -> Drover {
+    pub fn start(site: &Site, pools: &[&dyn PoolFile]) -> Drover {
         site.write(
             "drover.toml",
             "error_log = \"stderr\"\nlog_level = \"info\"\n",
         );
         for pool in pools {
-            site.write(&format!("pools.d/{}.toml", pool.name), &pool.toml(site));
+            site.write(&format!("pools.d/{}.toml", pool.name()), &pool.toml(site));
         }
         let drover = Drover::spawn(site);
         drover.log.wait_for_line("ready:", TIMEOUT);

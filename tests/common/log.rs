@@ -73,13 +73,35 @@ impl Log {
         matches: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> String {
+        let mut found = self.wait_for_lines(from, what, matches, 1, timeout);
+        found.remove(0)
+    }
+
+    /// The first `n` lines from index `from` on that match, waiting up to `timeout` for
+    /// them. Fails at once when the streams have closed with fewer.
+    pub fn wait_for_lines(
+        &self,
+        from: usize,
+        what: &str,
+        matches: impl Fn(&str) -> bool,
+        n: usize,
+        timeout: Duration,
+    ) -> Vec<String> {
         let start = Instant::now();
         let deadline = start + timeout;
         let (lines, added) = &*self.0;
         let mut guard = lines.lock().unwrap();
         loop {
-            if let Some(line) = guard.lines.iter().skip(from).find(|l| matches(l)) {
-                return line.clone();
+            let found: Vec<String> = guard
+                .lines
+                .iter()
+                .skip(from)
+                .filter(|l| matches(l))
+                .take(n)
+                .cloned()
+                .collect();
+            if found.len() == n {
+                return found;
             }
             let now = Instant::now();
             if guard.open == 0 || now >= deadline {
@@ -88,10 +110,13 @@ impl Log {
                 } else {
                     "timed out"
                 };
+                let all = guard.lines.join("\n");
+                // Unlocked first: a panic holding the lock would poison it for the readers.
+                drop(guard);
                 panic!(
-                    "no log line matching {what:?} ({why} after {:.1?}); the log:\n{}",
+                    "{} of {n} log lines matching {what:?} ({why} after {:.1?}); the log:\n{all}",
+                    found.len(),
                     start.elapsed(),
-                    guard.lines.join("\n")
                 );
             }
             guard = added.wait_timeout(guard, deadline - now).unwrap().0;

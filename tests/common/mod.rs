@@ -1,10 +1,15 @@
-//! The scenario harness: real drover, real nginx, real php-cgi, one temp dir per test.
+//! The scenario harness: real drover, real nginx, real php-cgi and CPython, one temp dir
+//! per test.
 //!
 //! - [`Site`]: the test's temp dir (0755, so nginx's worker can reach the socket) and docroot.
-//! - [`Drover`]: writes `drover.toml` and the pools, runs the binary, collects its log.
-//! - [`Nginx`]: nginx on a free loopback port, passing `*.php` to a pool's unix socket.
+//! - [`Drover`]: writes `drover.toml` and the pools ([`PhpPool`], [`PythonPool`]), runs the
+//!   binary, collects its log.
+//! - [`Nginx`]: nginx on a free loopback port, passing `*.php` (or a [`Location`] prefix) to a
+//!   pool's unix socket.
 //! - [`Stack`]: the three together, as an operator runs them.
-//! - [`http`]: GET/POST returning (status, body), with 4xx/5xx as values, not errors.
+//! - [`http`]: GET/POST returning (status, headers, body), with 4xx/5xx as values, not
+//!   errors; [`http::Raw`] for requests written by hand.
+//! - [`python`]: the fixture apps of `tests/apps/` and the log lines of Python pools.
 //! - [`proc`]: pids from `/proc`, signals, and [`wait_until`] — every wait is bounded and
 //!   polls a condition; nothing sleeps as a means of synchronisation.
 
@@ -16,12 +21,14 @@ pub mod http;
 mod log;
 mod nginx;
 pub mod proc;
+pub mod python;
 mod site;
 
-pub use drover::{BIN, Drover, PhpPool, check_config, pool_toml, run_bounded};
+pub use drover::{BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, run_bounded};
 pub use log::Log;
-pub use nginx::Nginx;
+pub use nginx::{Location, Nginx};
 pub use proc::wait_until;
+pub use python::PythonPool;
 pub use site::Site;
 
 use std::time::Duration;
@@ -29,7 +36,7 @@ use std::time::Duration;
 /// The bound on every wait for something that should take well under a second.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// drover and nginx serving one PHP pool from a site. Fields drop in order: nginx, then
+/// drover and nginx serving one pool from a site. Fields drop in order: nginx, then
 /// drover (and its workers), then the temp dir.
 pub struct Stack {
     pub nginx: Nginx,
@@ -41,6 +48,20 @@ impl Stack {
     pub fn start(site: Site, pool: PhpPool) -> Stack {
         let drover = Drover::start(&site, &[&pool]);
         let nginx = Nginx::start(&site, &site.socket(&pool.name));
+        Stack {
+            nginx,
+            drover,
+            site,
+        }
+    }
+
+    /// drover serving one Python pool (the fixture apps installed in the site), nginx
+    /// passing every path under the pool's mount (or `/`) to it.
+    pub fn python(site: Site, pool: PythonPool) -> Stack {
+        python::install_apps(&site);
+        let drover = Drover::start(&site, &[&pool]);
+        let location = Location::prefix(&pool.location(), &site.socket(&pool.name));
+        let nginx = Nginx::start_locations(&site, &[location]);
         Stack {
             nginx,
             drover,

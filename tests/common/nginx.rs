@@ -1,8 +1,8 @@
-//! nginx in front of a pool, as operators run it: Debian's `fastcgi.conf` included as is.
+//! nginx in front of pools, as operators run it: Debian's `fastcgi.conf` included as is.
 
 use std::fs;
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::{Site, TIMEOUT, proc, wait_until};
@@ -12,14 +12,45 @@ pub struct Nginx {
     pub port: u16,
 }
 
+/// An nginx `location` whose requests go to a pool's socket.
+pub struct Location {
+    /// What follows `location`: `~ \.php$`, `/`, `/app/`.
+    pub pattern: String,
+    pub socket: PathBuf,
+}
+
+impl Location {
+    /// `*.php` to `socket`, scripts found in the docroot.
+    pub fn php(socket: &Path) -> Location {
+        Location {
+            pattern: r"~ \.php$".to_string(),
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    /// Every path under `prefix` to `socket`, as a WSGI app is mounted.
+    pub fn prefix(prefix: &str, socket: &Path) -> Location {
+        Location {
+            pattern: prefix.to_string(),
+            socket: socket.to_path_buf(),
+        }
+    }
+}
+
 impl Nginx {
     /// Serves the site's docroot on a free loopback port, `*.php` going to `socket`.
     pub fn start(site: &Site, socket: &Path) -> Nginx {
+        Nginx::start_locations(site, &[Location::php(socket)])
+    }
+
+    /// Serves the site's docroot on a free loopback port, with `locations` passed on to
+    /// their pools.
+    pub fn start_locations(site: &Site, locations: &[Location]) -> Nginx {
         // Another test may take the port between our probe and nginx's bind: then nginx
         // exits, and we try another port.
         for _ in 0..5 {
             let port = free_port();
-            let conf = site.write("nginx.conf", &config(site, socket, port));
+            let conf = site.write("nginx.conf", &config(site, locations, port));
             let child = Command::new("nginx")
                 .arg("-p")
                 .arg(site.path())
@@ -70,8 +101,18 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn config(site: &Site, socket: &Path, port: u16) -> String {
+fn config(site: &Site, locations: &[Location], port: u16) -> String {
     let dir = site.path().display();
+    let locations: String = locations
+        .iter()
+        .map(|l| {
+            format!(
+                "        location {} {{\n            include /etc/nginx/fastcgi.conf;\n            fastcgi_pass unix:{};\n        }}\n",
+                l.pattern,
+                l.socket.display()
+            )
+        })
+        .collect();
     // As root, nginx's workers would run as www-data, which cannot reach a root-made
     // socket or temp folder (measured.md, "Harness notes").
     let user = if proc::running_as_root() {
@@ -89,7 +130,8 @@ pid {dir}/nginx.pid;
 events {{ worker_connections 64; }}
 http {{
     access_log off;
-    client_max_body_size 16m;
+    # The Python upload test sends 10 MB.
+    client_max_body_size 20m;
     client_body_temp_path {dir}/nginx-client-body;
     proxy_temp_path {dir}/nginx-proxy;
     fastcgi_temp_path {dir}/nginx-fastcgi;
@@ -98,14 +140,9 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         root {docroot};
-        location ~ \.php$ {{
-            include /etc/nginx/fastcgi.conf;
-            fastcgi_pass unix:{socket};
-        }}
-    }}
+{locations}    }}
 }}
 "#,
         docroot = site.docroot.display(),
-        socket = socket.display(),
     )
 }

@@ -1,8 +1,9 @@
 //! drover's scenario tests: one test binary running the real drover behind real nginx with
-//! real php-cgi, each test in its own temp dir on its own port (`tests/common/`).
+//! real php-cgi and CPython apps (`tests/apps/`), each test in its own temp dir on its own
+//! port (`tests/common/`).
 //!
-//! `cargo test --release --test scenarios`; needs `nginx` and `php-cgi` (scripts/test.sh
-//! installs them).
+//! `cargo test --release --test scenarios`; needs `nginx`, `php-cgi` and Flask for the
+//! python3 drover was built against (scripts/test.sh installs them).
 
 // Cargo finds this crate as `tests/scenarios/main.rs`; the harness sits beside it.
 #[path = "../common/mod.rs"]
@@ -10,6 +11,8 @@ mod common;
 
 mod config;
 mod harness;
+mod pm;
+mod python;
 mod requests;
 mod shutdown;
 mod workers;

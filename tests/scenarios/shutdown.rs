@@ -54,7 +54,7 @@ fn term_during_a_two_second_request_lets_it_finish() {
     proc::poll(Duration::from_secs(5), || left().is_empty());
     assert_eq!(
         left(),
-        [],
+        Vec::<i32>::new(),
         "php-cgi processes of {processes:?} still running after drover's exit"
     );
 }

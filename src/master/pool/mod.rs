@@ -56,11 +56,21 @@ struct Worker {
     /// SIGTERM was sent for the retirement.
     signalled: bool,
     state: Observed,
+    /// Its syscall count at the last tick (php-cgi and commands), to see activity.
+    syscalls: Option<u64>,
 }
 
 impl Worker {
     fn new(now: Instant, parent: Option<Pid>) -> Worker {
-        Worker { started: now, parent, orphan: false, retiring: None, signalled: false, state: Observed::new(now) }
+        Worker {
+            started: now,
+            parent,
+            orphan: false,
+            retiring: None,
+            signalled: false,
+            state: Observed::new(now),
+            syscalls: None,
+        }
     }
 }
 
@@ -94,6 +104,11 @@ pub struct PoolRun {
     draining: bool,
     /// A reload's new generation: the id of the one it replaces, retired once this one is up.
     pub replaces: Option<u64>,
+    /// Processes that exited lately, with their role: their last output lines may be read
+    /// after they were reaped, and must still be tagged right.
+    exited: Vec<(Pid, &'static str, Instant)>,
+    /// When the app failed to load: the message waits a moment for the traceback lines.
+    failed_at: Option<Instant>,
 }
 
 /// What the master learns from one reaped pid.
@@ -122,6 +137,8 @@ impl PoolRun {
             id,
             draining: false,
             replaces: None,
+            exited: Vec::new(),
+            failed_at: None,
             limits: PoolLimits::new(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
             config,
@@ -296,12 +313,10 @@ impl PoolRun {
                 tracing::warn!("pool {}: {what} {pid} exited {cause} after {}", self.name(), lifetime(lived));
             }
             self.orphan_workers_of(pid, !process.retiring);
+            self.exited.push((pid, what, now));
             if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
-                tracing::error!(
-                    "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",
-                    self.name()
-                );
                 self.stopped = true;
+                self.failed_at = Some(now);
             } else if !process.retiring {
                 let reason = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
                 self.hold(now, lived, &reason);
@@ -395,7 +410,17 @@ impl PoolRun {
     /// with the exit's nature). `None` for any other line, or one from another process:
     /// only the zygote's reports are trusted.
     pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> Option<Reaped> {
-        if !self.reports() || !self.processes.contains_key(&from) {
+        if !self.reports() {
+            return None;
+        }
+        // A Python worker that recycles itself for max_memory says why.
+        if let (Some(worker), Some(reason)) = (self.workers.get_mut(&from), line.strip_prefix("\u{1e}retiring ")) {
+            worker.retiring.get_or_insert(now);
+            self.policy.counters.retired_max_memory += 1;
+            tracing::info!("pool {}: retiring worker {from}: {reason}", self.config.name);
+            return Some(Reaped::NotOurs);
+        }
+        if !self.processes.contains_key(&from) {
             return None;
         }
         match Report::parse(line) {
@@ -417,8 +442,26 @@ impl PoolRun {
         Some(Reaped::NotOurs)
     }
 
+    /// Housekeeping after the processes' last output had time to arrive: forgets the roles
+    /// of processes gone a while, and says that the app failed to load once its traceback
+    /// is in the log.
+    pub fn after_output(&mut self, now: Instant) {
+        const LATE: Duration = Duration::from_millis(300);
+        self.exited.retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
+        if self.failed_at.is_some_and(|at| now.saturating_duration_since(at) >= LATE) {
+            self.failed_at = None;
+            tracing::error!(
+                "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",
+                self.name()
+            );
+        }
+    }
+
     /// The role of a pid in this pool, for tagging its output.
     pub fn role(&self, pid: Pid) -> Option<&'static str> {
+        if let Some((_, role, _)) = self.exited.iter().find(|(p, _, _)| *p == pid) {
+            return Some(role);
+        }
         if self.processes.contains_key(&pid) {
             Some(match self.layout {
                 Layout::Parent { .. } => self.parent_name(),

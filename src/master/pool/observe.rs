@@ -89,7 +89,20 @@ impl PoolRun {
                 Runtime::Php(_) => self.sample_php(pid, now, sampler),
                 Runtime::Command(_) => idle_by_syscall(pid).map(|idle| (!idle, None, None)),
             };
+            // php-cgi and commands look idle between ticks even when they serve short
+            // requests all the time: a worker that made syscalls since the last tick was
+            // working, so it is not idle since before.
+            let activity = match self.config.runtime {
+                Runtime::Python(_) => None,
+                _ => io_syscalls(pid),
+            };
             let Some(worker) = self.workers.get_mut(&pid) else { continue };
+            if let Some(count) = activity {
+                if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
+                    worker.state.since = now;
+                }
+                worker.syscalls = Some(count);
+            }
             if let Some((busy, since, request)) = observed {
                 let was_busy = worker.state.busy;
                 worker.state.set_busy(busy, now);
@@ -217,8 +230,17 @@ fn unix_to_instant(unix: f64, now: Instant) -> Option<Instant> {
     now.checked_sub(Duration::from_secs_f64(ago))
 }
 
+/// Read and write syscalls the process has made (/proc/PID/io): a cheap sign of activity.
+fn io_syscalls(pid: Pid) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
+    };
+    Some(field("syscr:")? + field("syscw:")?)
+}
+
 /// Resident memory in bytes (/proc/PID/statm, second field, in pages).
-fn rss(pid: Pid) -> Option<u64> {
+pub fn rss(pid: Pid) -> Option<u64> {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.

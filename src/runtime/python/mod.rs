@@ -57,6 +57,9 @@ pub struct ZygoteArgs {
     /// The pool's scoreboard, inherited from the master.
     #[arg(long)]
     pub scoreboard_fd: Option<i32>,
+    /// max_memory in bytes: a worker checks itself after each request.
+    #[arg(long)]
+    pub max_memory: Option<u64>,
 }
 
 /// The master's plan for a Python pool: one zygote, `max_children` workers.
@@ -91,6 +94,10 @@ pub fn plan(pool: &Pool, python: &Python) -> (Layout, PathBuf, Vec<OsString>, Ve
     }
     if !python.preload {
         args.push("--no-preload".into());
+    }
+    if let Some(limit) = pool.pm.max_memory {
+        args.push("--max-memory".into());
+        args.push(limit.to_string().into());
     }
     let env = allowed_clients_env(pool).into_iter().collect();
     (Layout::Parent { workers: pool.pm.max_children }, program, args, env)

@@ -27,6 +27,9 @@ pub struct WorkerConfig {
     /// Requests before the worker exits (its own draw of the jitter); 0 = never.
     pub max_requests: u32,
     pub generation: u32,
+    /// max_memory: checked after every request, so a leak is caught within one request
+    /// (the master's 100 ms sampling can miss many fast ones).
+    pub max_memory: Option<u64>,
 }
 
 /// Set by SIGTERM: finish the request in hand, then exit.
@@ -166,6 +169,20 @@ fn serve_connection(
                     slot.end_request(now_us(), cpu_time().saturating_sub(start));
                 }
                 served += 1;
+                if let Some(limit) = config.max_memory {
+                    if let Some(rss) = own_rss().filter(|&rss| rss > limit) {
+                        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+                        // One write, marked: the master logs it as the pool's retire line.
+                        let line = format!(
+                            "{}retiring resident memory {:.1} MiB, above max_memory ({:.1} MiB)\n",
+                            super::REPORT_MARK,
+                            mib(rss),
+                            mib(limit)
+                        );
+                        let _ = io::stderr().write_all(line.as_bytes());
+                        RETIRE.store(true, Ordering::Relaxed);
+                    }
+                }
                 if !outcome.keep || done(served_before + served) {
                     return served;
                 }
@@ -203,6 +220,15 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     }
     eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
     false
+}
+
+/// This process's resident memory in bytes.
+fn own_rss() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
 /// CPU time this process has used so far.

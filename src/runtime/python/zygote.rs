@@ -211,6 +211,7 @@ impl Zygote<'_> {
             mount: self.args.mount.clone(),
             max_requests: limit,
             generation: self.generation,
+            max_memory: self.args.max_memory,
         };
         let slot = self.scoreboard.as_ref().zip(slot).map(|(board, i)| board.slot(i));
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a

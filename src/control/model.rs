@@ -1,0 +1,107 @@
+//! What the status page shows, as plain data: the master fills it from its pools, the
+//! renderers ([`super::render`]) turn it into text, JSON or OpenMetrics. php-fpm's pool and
+//! per-process fields, plus what php-fpm lacks (configured limits, recycling by cause, live
+//! RSS, the listen queue of unix sockets).
+
+use std::time::{Duration, SystemTime};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolStatus {
+    pub pool: String,
+    /// "static", "dynamic" or "ondemand".
+    pub process_manager: String,
+    /// "php", "python" or "command".
+    pub runtime: String,
+    pub start_time: SystemTime,
+    pub start_since: Duration,
+    /// Requests accepted since start, where drover can count them (Python: from the
+    /// scoreboard); None where it cannot (php-cgi and command workers).
+    pub accepted_conn: Option<u64>,
+    /// Connections waiting in the listen queue now; None when unknown.
+    pub listen_queue: Option<u32>,
+    /// The highest listen_queue seen since start.
+    pub max_listen_queue: Option<u32>,
+    /// The listen backlog (listen_backlog).
+    pub listen_queue_len: u32,
+    pub idle_processes: u32,
+    pub active_processes: u32,
+    pub total_processes: u32,
+    pub max_active_processes: u32,
+    pub max_children_reached: u64,
+    pub slow_requests: u64,
+    pub limits: Limits,
+    pub recycled: Recycled,
+    pub workers: Vec<WorkerStatus>,
+}
+
+/// The pool's configured limits (php-fpm's status lacks them: php-src#16221).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_children: u32,
+    pub start_servers: u32,
+    pub min_spare_servers: u32,
+    pub max_spare_servers: u32,
+    pub max_requests: u32,
+    pub max_memory: Option<u64>,
+    pub request_terminate_timeout: Option<Duration>,
+    pub request_slowlog_timeout: Option<Duration>,
+}
+
+/// Workers that ended, by cause, since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recycled {
+    pub max_requests: u64,
+    pub max_memory: u64,
+    pub terminate: u64,
+    pub crash: u64,
+    /// Retired by the pm (above max_spare_servers, idle past process_idle_timeout).
+    pub idle: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerStatus {
+    pub pid: i32,
+    /// "Idle", "Running", "Reading headers", "Finishing", "Starting" (php-fpm's words).
+    pub state: String,
+    pub start_time: SystemTime,
+    pub start_since: Duration,
+    /// Requests served, where known.
+    pub requests: Option<u64>,
+    /// The running request's duration so far when busy, else the last one's.
+    pub request_duration: Option<Duration>,
+    pub request_method: Option<String>,
+    pub request_uri: Option<String>,
+    pub query_string: Option<String>,
+    pub script: Option<String>,
+    /// Resident memory now (bytes).
+    pub rss: Option<u64>,
+    pub last_request_duration: Option<Duration>,
+    pub last_request_cpu: Option<Duration>,
+}
+
+impl WorkerStatus {
+    /// In a request: anything but waiting for one ("Idle") or not yet ready ("Starting").
+    /// Only then is `request_duration` the running request's.
+    pub fn is_busy(&self) -> bool {
+        !matches!(self.state.as_str(), "Idle" | "Starting")
+    }
+
+    /// php-fpm's "request uri": the path, then `?query` when there is one.
+    pub fn uri_and_query(&self) -> Option<String> {
+        let uri = self.request_uri.as_deref()?;
+        Some(match self.query_string.as_deref() {
+            Some(query) if !query.is_empty() => format!("{uri}?{query}"),
+            _ => uri.to_owned(),
+        })
+    }
+
+    /// php-fpm's "last request cpu": CPU time over wall time of the last request, in %.
+    pub fn last_request_cpu_percent(&self) -> Option<f64> {
+        let cpu = self.last_request_cpu?;
+        let wall = self.last_request_duration?;
+        if wall.is_zero() {
+            return None;
+        }
+        Some(cpu.as_secs_f64() / wall.as_secs_f64() * 100.0)
+    }
+}

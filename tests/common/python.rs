@@ -1,0 +1,145 @@
+//! Python pools: the fixture apps of `tests/apps/`, a `[python]` pool file, and what
+//! drover's log says about zygotes and workers.
+//!
+//! The apps are copied into each test's site (`<site>/apps/`), so that CPython's
+//! `__pycache__` lands in the temp dir, not in the repository.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::drover::{PoolFile, pool_toml};
+use super::{Log, Site};
+
+/// The fixture apps, by file name.
+const APPS: [(&str, &str); 3] = [
+    ("wsgi_app.py", include_str!("../apps/wsgi_app.py")),
+    ("flask_app.py", include_str!("../apps/flask_app.py")),
+    ("broken_app.py", include_str!("../apps/broken_app.py")),
+];
+
+/// Writes the fixture apps into `<site>/apps/` and returns that folder.
+pub fn install_apps(site: &Site) -> PathBuf {
+    for (name, source) in APPS {
+        site.write(&format!("apps/{name}"), source);
+    }
+    site.path().join("apps")
+}
+
+/// A static `[python]` pool on `<site>/<name>.sock`, its `python_path` the site's apps.
+pub struct PythonPool {
+    pub name: String,
+    /// "module:callable"
+    pub app: String,
+    pub max_children: u32,
+    /// (max_requests, max_requests_jitter)
+    pub max_requests: Option<(u32, u32)>,
+    /// `mount`, and the nginx location prefix of the pool.
+    pub mount: Option<String>,
+}
+
+impl PythonPool {
+    pub fn new(name: &str, app: &str) -> PythonPool {
+        PythonPool {
+            name: name.to_string(),
+            app: app.to_string(),
+            max_children: 2,
+            max_requests: None,
+            mount: None,
+        }
+    }
+
+    /// The plain WSGI fixture, `wsgi_app:application`.
+    pub fn wsgi(name: &str) -> PythonPool {
+        PythonPool::new(name, "wsgi_app:application")
+    }
+
+    /// The Flask fixture, `flask_app:app`.
+    pub fn flask(name: &str) -> PythonPool {
+        PythonPool::new(name, "flask_app:app")
+    }
+
+    pub fn max_children(mut self, n: u32) -> PythonPool {
+        self.max_children = n;
+        self
+    }
+
+    pub fn max_requests(mut self, n: u32, jitter: u32) -> PythonPool {
+        self.max_requests = Some((n, jitter));
+        self
+    }
+
+    pub fn mount(mut self, prefix: &str) -> PythonPool {
+        self.mount = Some(prefix.to_string());
+        self
+    }
+
+    /// The nginx location prefix that reaches this pool: `/` or `<mount>/`.
+    pub fn location(&self) -> String {
+        match &self.mount {
+            Some(mount) => format!("{mount}/"),
+            None => "/".to_string(),
+        }
+    }
+}
+
+impl PoolFile for PythonPool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        let mut pm = format!("mode = \"static\"\nmax_children = {}\n", self.max_children);
+        if let Some((n, jitter)) = self.max_requests {
+            pm += &format!("max_requests = {n}\nmax_requests_jitter = {jitter}\n");
+        }
+        let mut python = format!(
+            "app = \"{}\"\npython_path = [\"{}\"]\n",
+            self.app,
+            site.path().join("apps").display()
+        );
+        if let Some(mount) = &self.mount {
+            python += &format!("mount = \"{mount}\"\n");
+        }
+        pool_toml(
+            &site.socket(&self.name),
+            &format!("[pm]\n{pm}\n[python]\n{python}"),
+        )
+    }
+}
+
+/// `pool POOL: ROLE PID started` → PID, for `role` "worker" or "python zygote".
+pub fn started_pid(line: &str, pool: &str, role: &str) -> Option<i32> {
+    let rest = line.split(&format!("pool {pool}: {role} ")).nth(1)?;
+    let (pid, rest) = rest.split_once(' ')?;
+    rest.starts_with("started").then(|| pid.parse().ok())?
+}
+
+/// Waits for `n` `ROLE PID started` lines of `pool` from log line `from` on; their pids.
+pub fn wait_started(
+    log: &Log,
+    from: usize,
+    pool: &str,
+    role: &str,
+    n: usize,
+    timeout: Duration,
+) -> Vec<i32> {
+    let what = format!("pool {pool}: {role} PID started");
+    log.wait_for_lines(
+        from,
+        &what,
+        |l| started_pid(l, pool, role).is_some(),
+        n,
+        timeout,
+    )
+    .iter()
+    .filter_map(|l| started_pid(l, pool, role))
+    .collect()
+}
+
+/// Every `ROLE PID started` line of `pool` so far; their pids.
+pub fn started_so_far(log: &Log, pool: &str, role: &str) -> Vec<i32> {
+    log.lines()
+        .iter()
+        .filter_map(|l| started_pid(l, pool, role))
+        .collect()
+}

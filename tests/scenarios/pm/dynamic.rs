@@ -1,0 +1,146 @@
+//! A dynamic PHP pool under load follows php-fpm's algorithm: while no worker is idle it
+//! spawns (here one a second: the batch is capped by min_spare_servers − idle), stops at
+//! max_children and says so once, and once the load is gone retires one spare a second
+//! down to max_spare_servers.
+
+use std::fs;
+use std::thread;
+use std::time::Duration;
+
+use super::{Pool, acted_on, get, lines_with, php_stack, pid_file, read_pid, started_since};
+use crate::common::{Site, TIMEOUT, proc, wait_until};
+
+/// Holds its worker until the test creates `<site>/release` (bounded: 30 s, so that a
+/// failed test leaves nothing running), first recording its pid in `<site>/held-N`.
+///
+/// Not a fixed `usleep(4000000)`: the pool grows one worker a second, so the sixth
+/// worker would start about when the first requests end, and whether a tick then sees six
+/// busy workers (and logs max_children) would be a race. Holding the requests until the test
+/// has seen that makes the episode certain.
+const HOLD_PHP: &str = r#"<?php
+$site = dirname(__DIR__);
+$n = (int) $_GET['n'];
+file_put_contents("$site/held-$n.tmp", getmypid());
+rename("$site/held-$n.tmp", "$site/held-$n");
+$deadline = microtime(true) + 30;
+while (microtime(true) < $deadline) {
+    clearstatcache();
+    if (file_exists("$site/release")) break;
+    usleep(50000);
+}
+echo getmypid();
+"#;
+
+const MAX_CHILDREN_LINE: &str = "pool www: reached max_children (6); consider raising it";
+
+/// Longer than two maintenance ticks (1 s each): time for a repeated line to show.
+const TWO_TICKS: Duration = Duration::from_millis(2500);
+
+#[test]
+fn a_dynamic_pool_grows_to_max_children_under_load_and_retires_its_spares_after() {
+    let site = Site::new();
+    site.script("hold.php", HOLD_PHP);
+    let pm = "mode = \"dynamic\"\nmax_children = 6\nstart_servers = 2\n\
+              min_spare_servers = 1\nmax_spare_servers = 3\n";
+    let stack = php_stack(site, Pool::php("www", "", pm));
+    let log = &stack.drover.log;
+    let line = log.wait_for_line("ready:", TIMEOUT);
+    assert!(line.ends_with("ready: 1 pools, 2 workers"), "{line:?}");
+    wait_until(TIMEOUT, "2 php-cgi workers", || {
+        (stack.drover.workers().len() == 2).then_some(())
+    });
+
+    // Six requests at once: two workers take two, four wait in the listen queue.
+    let clients: Vec<_> = (1..=6)
+        .map(|n| {
+            let url = stack.url(&format!("/hold.php?n={n}"));
+            thread::spawn(move || crate::common::http::try_get(&url))
+        })
+        .collect();
+
+    let mut most = 0;
+    let held: Vec<i32> = wait_until(TIMEOUT, "6 requests held by 6 workers", || {
+        most = most.max(stack.drover.workers().len());
+        let pids: Option<Vec<i32>> = (1..=6)
+            .map(|n| read_pid(&pid_file(&stack.site, "held", n)))
+            .collect();
+        pids
+    });
+    let mut distinct = held.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 6, "6 requests held by {held:?}");
+
+    // The next maintenance tick sees 6 busy workers, no idle one, and no room.
+    log.wait_for_line(MAX_CHILDREN_LINE, TIMEOUT);
+    // Once per episode: not again while the load lasts.
+    let repeated = proc::poll(TWO_TICKS, || {
+        most = most.max(stack.drover.workers().len());
+        lines_with(log, 0, "reached max_children").len() > 1
+    });
+    assert!(
+        !repeated,
+        "the max_children line repeated while the pool stayed full; the log:\n{}",
+        log.text()
+    );
+    let started = started_since(log, 0, "www");
+    assert_eq!(
+        started.len(),
+        6,
+        "started workers: {started:?}; the log:\n{}",
+        log.text()
+    );
+    assert!(
+        held.iter().all(|pid| started.contains(pid)),
+        "held by {held:?}, started {started:?}"
+    );
+    assert_eq!(most, 6, "at most {most} php-cgi workers seen in /proc");
+
+    let released = log.len();
+    fs::write(stack.site.path().join("release"), "").expect("create the release file");
+    for client in clients {
+        let reply = client.join().expect("client thread");
+        let reply = reply.unwrap_or_else(|e| panic!("{e}; the log:\n{}", log.text()));
+        assert_eq!(reply.status, 200, "{reply:?}; the log:\n{}", log.text());
+    }
+
+    // Six idle workers, max_spare_servers 3: one retired per tick, 6 → 3.
+    let retired = log.wait_for_lines(
+        released,
+        "3 retiring lines",
+        |l| acted_on(l, "www", "retiring").is_some(),
+        3,
+        TIMEOUT,
+    );
+    for (line, idle) in retired.iter().zip([6, 5, 4]) {
+        let reason = format!("{idle} idle workers, above max_spare_servers (3)");
+        assert!(line.ends_with(&reason), "{line:?}, expected {reason:?}");
+    }
+    let left = wait_until(TIMEOUT, "3 workers left", || {
+        let workers = stack.drover.workers();
+        (workers.len() <= 3).then_some(workers)
+    });
+    for line in &retired {
+        let (pid, _) = acted_on(line, "www", "retiring").expect("a retiring line");
+        assert!(!left.contains(&pid), "retired worker {pid} is still there");
+    }
+    // At max_spare_servers the pool stays.
+    let shrunk_further = proc::poll(TWO_TICKS, || {
+        lines_with(log, released, "retiring worker").len() > 3 || stack.drover.workers().len() < 3
+    });
+    assert!(
+        !shrunk_further,
+        "the pool shrank below max_spare_servers (3): {:?}; the log:\n{}",
+        stack.drover.workers(),
+        log.text()
+    );
+    assert_eq!(
+        lines_with(log, 0, "reached max_children").len(),
+        1,
+        "the log:\n{}",
+        log.text()
+    );
+    // The pool serves on (the release file still exists: the script answers at once).
+    let reply = get(&stack, "/hold.php?n=7");
+    assert_eq!(reply.status, 200, "{reply:?}");
+}

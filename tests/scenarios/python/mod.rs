@@ -1,0 +1,79 @@
+//! Python WSGI pools (issue 3) behind nginx: the plain WSGI fixture (`tests/apps/wsgi_app.py`)
+//! and the Flask one (`tests/apps/flask_app.py`), each test with its own drover and nginx.
+//!
+//! - [`requests`]: what reaches the app: query, form, a 10 MB upload, unicode, a mount.
+//! - [`responses`]: what reaches the client: 10 MB, streaming, repeated headers, write(),
+//!   HEAD, close() on every request.
+//! - [`errors`]: exc_info, wsgi.errors, app exceptions, bad heads, an app that cannot load.
+//! - [`workers`]: SIGKILL of a worker and of the zygote, max_requests, TERM.
+
+mod errors;
+mod requests;
+mod responses;
+mod workers;
+
+use std::collections::BTreeMap;
+
+use crate::common::{PythonPool, Site, Stack, http};
+
+/// The plain WSGI app as pool `py` with `max_children` workers.
+fn wsgi_stack(max_children: u32) -> Stack {
+    Stack::python(
+        Site::new(),
+        PythonPool::wsgi("py").max_children(max_children),
+    )
+}
+
+/// A `name=value` per line body as a map; asserts a 200 first.
+fn fields(reply: &http::Reply) -> BTreeMap<String, String> {
+    assert_eq!(reply.status, 200, "reply: {reply:?}");
+    let lines = reply.body.lines().filter_map(|l| l.split_once('='));
+    lines.map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn field<'a>(fields: &'a BTreeMap<String, String>, key: &str) -> &'a str {
+    fields
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_else(|| panic!("no {key} in {fields:#?}"))
+}
+
+/// GET /pid: asserts a 200 and returns the pid of the worker that served it. A failure
+/// shows drover's log.
+fn served_by(stack: &Stack) -> i32 {
+    let log = || stack.drover.log.text();
+    let reply =
+        http::try_get(&stack.url("/pid")).unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    assert_eq!(reply.status, 200, "reply: {reply:?}; log:\n{}", log());
+    reply
+        .body
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a pid: {reply:?}"))
+}
+
+/// Incompressible, reproducible bytes (xorshift).
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// The sha256 hex digest by coreutils' `sha256sum` (std has none).
+fn sha256(site: &Site, bytes: &[u8]) -> String {
+    let path = site.path().join("sha256-input.bin");
+    std::fs::write(&path, bytes).expect("write bytes to hash");
+    let out = std::process::Command::new("sha256sum")
+        .arg(&path)
+        .output()
+        .expect("run sha256sum");
+    let text = String::from_utf8(out.stdout).expect("sha256sum output");
+    let digest = text.split_whitespace().next().expect("a digest");
+    digest.to_string()
+}

@@ -1,0 +1,150 @@
+//! Python workers are kept: a SIGKILLed worker or zygote is replaced and requests keep
+//! succeeding, `max_requests` with jitter recycles workers without a failed request, and
+//! TERM lets a request in flight finish before drover exits leaving no process behind.
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::{served_by, wsgi_stack};
+use crate::common::python::wait_started;
+use crate::common::{PythonPool, Site, Stack, TIMEOUT, http, proc, wait_until};
+
+#[test]
+fn a_worker_killed_with_sigkill_is_replaced() {
+    let stack = wsgi_stack(2);
+    let log = &stack.drover.log;
+    let workers = wait_started(log, 0, "py", "worker", 2, TIMEOUT);
+    let victim = served_by(&stack);
+    assert!(
+        workers.contains(&victim),
+        "pid {victim} is not one of {workers:?}"
+    );
+
+    let from = log.len();
+    proc::signal(victim, Signal::SIGKILL);
+
+    log.wait_for_line(
+        &format!("pool py: worker {victim} exited on SIGKILL"),
+        TIMEOUT,
+    );
+    let new = wait_started(log, from, "py", "worker", 1, TIMEOUT)[0];
+    let mut live: Vec<i32> = workers.into_iter().filter(|&p| p != victim).collect();
+    live.push(new);
+    for _ in 0..6 {
+        let pid = served_by(&stack);
+        assert!(live.contains(&pid), "served by {pid}, not one of {live:?}");
+    }
+}
+
+#[test]
+fn a_zygote_killed_with_sigkill_is_replaced_with_its_workers() {
+    let stack = wsgi_stack(2);
+    let log = &stack.drover.log;
+    let zygote = wait_started(log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    let old = wait_started(log, 0, "py", "worker", 2, TIMEOUT);
+    served_by(&stack);
+
+    let from = log.len();
+    proc::signal(zygote, Signal::SIGKILL);
+
+    log.wait_for_line(
+        &format!("pool py: python zygote {zygote} exited on SIGKILL"),
+        TIMEOUT,
+    );
+    let new_zygote = wait_started(log, from, "py", "python zygote", 1, TIMEOUT)[0];
+    assert_ne!(new_zygote, zygote);
+    let new = wait_started(log, from, "py", "worker", 2, TIMEOUT);
+    // The old workers finish what they serve and exit (SIGTERM).
+    for &pid in &old {
+        wait_until(TIMEOUT, &format!("old worker {pid} to exit"), || {
+            (!proc::is_running(pid)).then_some(())
+        });
+    }
+    for _ in 0..6 {
+        let pid = served_by(&stack);
+        assert!(
+            new.contains(&pid),
+            "served by {pid}, not one of the new workers {new:?}"
+        );
+    }
+}
+
+/// A request to an app that answers in milliseconds that takes this long is stuck waiting
+/// for a worker: a hang bound, not a performance figure.
+const STALLED: Duration = Duration::from_secs(5);
+
+#[test]
+fn max_requests_with_jitter_recycles_workers_without_a_failed_request() {
+    let (max_requests, jitter) = (5, 3);
+    let pool = PythonPool::wsgi("py")
+        .max_children(2)
+        .max_requests(max_requests, jitter);
+    let stack = Stack::python(Site::new(), pool);
+
+    let mut served: BTreeMap<i32, u32> = BTreeMap::new();
+    for i in 0..40 {
+        let start = Instant::now();
+        let pid = served_by(&stack);
+        let took = start.elapsed();
+        assert!(
+            took < STALLED,
+            "request {i} (served by {pid}) waited {took:.1?} for a worker; served so far \
+             {served:?}; log:\n{}",
+            stack.drover.log.text()
+        );
+        *served.entry(pid).or_default() += 1;
+    }
+
+    // 2 workers × at most 8 requests each cannot serve 40 requests.
+    assert!(served.len() > 2, "40 requests served by only {served:?}");
+    let limit = max_requests + jitter;
+    assert!(
+        served.values().all(|&n| n <= limit),
+        "a worker served more than max_requests + jitter = {limit}: {served:?}"
+    );
+}
+
+#[test]
+fn term_during_a_two_second_request_lets_it_finish() {
+    let mut stack = wsgi_stack(2);
+    let started = stack.site.path().join("sleep.started");
+
+    let url = stack.url(&format!("/sleep?marker={}", started.display()));
+    let request = thread::spawn(move || http::get(&url));
+    wait_until(TIMEOUT, "the slow request to start", || {
+        started.exists().then_some(())
+    });
+    let processes = stack.drover.descendants();
+    stack.drover.signal(Signal::SIGTERM);
+
+    let reply = request.join().expect("request thread");
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (200, "done"),
+        "log:\n{}",
+        stack.drover.log.text()
+    );
+    let status = stack.drover.wait_exit(TIMEOUT);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status {status}; log:\n{}",
+        stack.drover.log.text()
+    );
+    let left = || {
+        let ours = |&pid: &i32| {
+            proc::is_running(pid) && proc::stat(pid).is_some_and(|s| s.comm == "drover")
+        };
+        processes.iter().copied().filter(ours).collect::<Vec<_>>()
+    };
+    // A worker signalled just before drover exits may take a moment to die.
+    proc::poll(Duration::from_secs(5), || left().is_empty());
+    assert_eq!(
+        left(),
+        Vec::<i32>::new(),
+        "zygote or workers of {processes:?} still running after drover's exit"
+    );
+}
