@@ -25,6 +25,9 @@ struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum Sub {
+    /// Talk to a running drover through its control socket: status, config, set, reload,
+    /// workers.
+    Ctl(drover::control::CtlArgs),
     /// Internal: the master execs this for each Python pool (not for operators).
     #[command(hide = true)]
     Zygote(drover::runtime::python::ZygoteArgs),
@@ -35,8 +38,10 @@ const EXIT_RUNTIME: u8 = 2;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Sub::Zygote(zygote)) = args.command {
-        return ExitCode::from(drover::runtime::python::zygote::run(zygote));
+    match args.command {
+        Some(Sub::Zygote(zygote)) => return ExitCode::from(drover::runtime::python::zygote::run(zygote)),
+        Some(Sub::Ctl(ctl)) => return ExitCode::from(drover::control::client::run(ctl)),
+        None => {}
     }
     let config = match config::load(&args.config) {
         Ok(config) => config,

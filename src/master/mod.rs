@@ -6,6 +6,7 @@
 //! The loop runs on a current-thread tokio runtime; the master never forks except to
 //! exec ([`spawn`]).
 
+mod control;
 mod exit;
 mod output;
 mod pool;
@@ -78,6 +79,10 @@ struct Master {
     next_id: u64,
     /// A reload is rolling: logged once every new generation is up.
     reloading: bool,
+    /// Requests from the control socket and the pools' status listeners.
+    control: mpsc::Receiver<crate::control::Envelope>,
+    /// The control and status sockets being served (dropping one closes and removes it).
+    _served: Vec<crate::control::Served>,
 }
 
 impl Master {
@@ -99,6 +104,21 @@ impl Master {
             next_id += 1;
             let run = new_generation(next_id, pool, Rc::new(listener), &tx, config.global.process_control_timeout)?;
             pools.push(run);
+        }
+        let (to_master, control) = crate::control::channel();
+        let mut served = Vec::new();
+        if let Some(path) = &config.global.control.listen {
+            let socket = crate::control::ControlSocket::bind(path, crate::control::server::DEFAULT_MODE)
+                .with_context(|| format!("cannot listen on the control socket {}", path.display()))?;
+            tracing::info!("control socket: {}", path.display());
+            served.push(socket.serve(to_master.clone()));
+        }
+        for pool in &config.pools {
+            let status = crate::control::StatusSocket::bind(pool).with_context(|| format!("pool {}: cannot listen on status_listen", pool.name))?;
+            if let Some(status) = status {
+                tracing::info!("pool {}: status on {}", pool.name, status.addr());
+                served.push(status.serve(to_master.clone()));
+            }
         }
         let pid_file = config.global.pid_file.clone();
         if let Some(path) = &pid_file {
@@ -122,6 +142,8 @@ impl Master {
             sampler: Sampler::new(),
             next_id,
             reloading: false,
+            control,
+            _served: served,
         })
     }
 
@@ -141,6 +163,10 @@ impl Master {
                     }
                 }
                 Some(line) = self.lines.recv() => self.log_output(line),
+                Some((request, reply)) = self.control.recv() => {
+                    let answer = self.on_control(request);
+                    let _ = reply.send(answer);
+                }
                 _ = tick.tick() => ticked = true,
             }
             let now = Instant::now();

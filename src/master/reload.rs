@@ -72,7 +72,7 @@ impl Master {
 
     /// Starts a new generation of pool `i` with `pool`'s configuration; the old one is
     /// retired when the new one is up ([`Master::retire_replaced`]).
-    fn roll(&mut self, i: usize, pool: &Pool) -> Result<(), String> {
+    pub(super) fn roll(&mut self, i: usize, pool: &Pool) -> Result<(), String> {
         let old = &self.pools[i];
         let same_socket = old.config.listen == pool.listen;
         let listener = if same_socket {

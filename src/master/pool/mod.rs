@@ -13,6 +13,7 @@ mod drain;
 mod observe;
 mod policy;
 mod slow;
+mod status;
 
 
 use std::collections::BTreeMap;
@@ -109,6 +110,13 @@ pub struct PoolRun {
     exited: Vec<(Pid, &'static str, Instant)>,
     /// When the app failed to load: the message waits a moment for the traceback lines.
     failed_at: Option<Instant>,
+    /// When this generation started (status: start time, start since).
+    born: Instant,
+    /// Requests served by Python workers that have exited (status: accepted conn).
+    accepted: u64,
+    /// The most workers busy at once (status: max active processes).
+    max_active: u32,
+    exits: status::Exits,
 }
 
 /// What the master learns from one reaped pid.
@@ -139,6 +147,10 @@ impl PoolRun {
             replaces: None,
             exited: Vec::new(),
             failed_at: None,
+            born: Instant::now(),
+            accepted: 0,
+            max_active: 0,
+            exits: status::Exits::default(),
             limits: PoolLimits::new(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
             config,
@@ -342,7 +354,16 @@ impl PoolRun {
         }
     }
 
-    fn log_worker_exit(&self, pid: Pid, worker: &Worker, cause: ExitCause, now: Instant) {
+    fn log_worker_exit(&mut self, pid: Pid, worker: &Worker, cause: ExitCause, now: Instant) {
+        if worker.retiring.is_none() && !worker.orphan {
+            match cause {
+                ExitCause::Code(0) => self.exits.clean += 1,
+                ExitCause::SeenByParent => {}
+                _ => self.exits.crash += 1,
+            }
+        }
+        // Its slot is already free (the zygote releases it on reaping): use the last count seen.
+        self.accepted += worker.state.requests.unwrap_or(0);
         let lived = lifetime(now.duration_since(worker.started));
         let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
             && !worker.orphan

@@ -45,11 +45,13 @@ pub struct Observed {
     pub since: Instant,
     pub request: Option<RequestInfo>,
     pub rss: Option<u64>,
+    /// Requests served, from the scoreboard (Python).
+    pub requests: Option<u64>,
 }
 
 impl Observed {
     pub fn new(now: Instant) -> Observed {
-        Observed { busy: false, since: now, request: None, rss: None }
+        Observed { busy: false, since: now, request: None, rss: None, requests: None }
     }
 
     fn set_busy(&mut self, busy: bool, now: Instant) {
@@ -120,8 +122,13 @@ impl PoolRun {
                 }
             }
             worker.state.rss = if want_rss { rss(pid) } else { None };
+            if let Some(view) = slots.get(&pid) {
+                worker.state.requests = Some(view.requests);
+            }
         }
         self.probes.php.retain(|pid, _| self.workers.contains_key(pid));
+        let active = self.workers.values().filter(|w| !w.orphan && w.state.busy).count() as u32;
+        self.max_active = self.max_active.max(active);
     }
 
     /// php-cgi: read the worker's globals; an unknown build falls back to /proc (once).

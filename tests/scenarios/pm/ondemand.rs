@@ -112,5 +112,8 @@ fn an_ondemand_worker_serving_short_requests_is_not_retired_as_idle() {
          the log:\n{}",
         log.text()
     );
-    assert!(served.iter().all(|&pid| pid == worker), "served by {served:?}");
+    assert!(
+        served.iter().all(|&pid| pid == worker),
+        "served by {served:?}"
+    );
 }

@@ -124,7 +124,10 @@ fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the
     });
 
     let (reply, waited) = stuck_request(&stack, "/stuck.php?n=1");
-    println!("request_terminate_timeout (php): the client got {} after {waited:.1?}", reply.status);
+    println!(
+        "request_terminate_timeout (php): the client got {} after {waited:.1?}",
+        reply.status
+    );
     assert_cut_quickly(&stack, "/stuck.php?n=1", &reply, waited);
 
     let victim = read_pid(&pid_file(&stack.site, "stuck", 1)).expect("the script's pid file");
@@ -162,7 +165,12 @@ fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the
         (workers.len() == 1 && workers[0] != victim).then_some(workers[0])
     });
     assert_eq!(served_by(&stack, "/pid.php"), after);
-    assert_eq!(lines_with(log, 0, "killing worker").len(), 1, "the log:\n{}", log.text());
+    assert_eq!(
+        lines_with(log, 0, "killing worker").len(),
+        1,
+        "the log:\n{}",
+        log.text()
+    );
 }
 
 #[test]
@@ -173,7 +181,10 @@ fn request_terminate_timeout_kills_a_python_request_stuck_in_sleep_and_replaces_
     let victim = wait_started(log, 0, "py", "worker", 1, TIMEOUT)[0];
 
     let (reply, waited) = stuck_request(&stack, "/sleep?seconds=30");
-    println!("request_terminate_timeout (python): the client got {} after {waited:.1?}", reply.status);
+    println!(
+        "request_terminate_timeout (python): the client got {} after {waited:.1?}",
+        reply.status
+    );
     assert_cut_quickly(&stack, "/sleep?seconds=30", &reply, waited);
 
     let (line, kill) = wait_kills(log, 0, "py", 1).remove(0);
@@ -184,10 +195,18 @@ fn request_terminate_timeout_kills_a_python_request_stuck_in_sleep_and_replaces_
         "{line:?}"
     );
 
-    log.wait_for_line(&format!("pool py: worker {victim} exited on SIGKILL"), TIMEOUT);
+    log.wait_for_line(
+        &format!("pool py: worker {victim} exited on SIGKILL"),
+        TIMEOUT,
+    );
     let new = wait_started(log, 0, "py", "worker", 2, TIMEOUT)[1];
     assert_eq!(served_by(&stack, "/pid"), new);
-    assert_eq!(lines_with(log, 0, "killing worker").len(), 1, "the log:\n{}", log.text());
+    assert_eq!(
+        lines_with(log, 0, "killing worker").len(),
+        1,
+        "the log:\n{}",
+        log.text()
+    );
 }
 
 /// The php-cgi scoreboard has no status page yet (issue 5): what the master sampled shows in
@@ -215,7 +234,11 @@ fn the_php_cgi_scoreboard_under_load_shows_each_busy_workers_request_and_leaves_
             .collect()
     });
     assert_ne!(stuck[0], stuck[1]);
-    let idle: Vec<i32> = workers.iter().copied().filter(|p| !stuck.contains(p)).collect();
+    let idle: Vec<i32> = workers
+        .iter()
+        .copied()
+        .filter(|p| !stuck.contains(p))
+        .collect();
     assert_eq!(idle.len(), 1, "workers {workers:?}, stuck {stuck:?}");
 
     let kills = wait_kills(log, 0, "www", 2);
@@ -227,7 +250,10 @@ fn the_php_cgi_scoreboard_under_load_shows_each_busy_workers_request_and_leaves_
             .unwrap_or_else(|| panic!("no kill of worker {pid} in {kills:#?}"));
         assert_eq!(
             kill.request,
-            format!("GET /stuck.php?n={n}&load=yes (script {})", script.display()),
+            format!(
+                "GET /stuck.php?n={n}&load=yes (script {})",
+                script.display()
+            ),
             "{line:?}"
         );
         assert_elapsed_in_line(line, kill);

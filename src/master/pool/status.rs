@@ -1,0 +1,95 @@
+//! The pool's status page data ([`PoolStatus`]): php-fpm's fields where drover can know
+//! them, plus the configured limits, recycling by cause and each worker's live RSS.
+
+use std::time::{Instant, SystemTime};
+
+use super::PoolRun;
+use crate::config::{PmMode, Runtime};
+use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
+use crate::scoreboard;
+
+impl PoolRun {
+    pub fn status(&self, now: Instant) -> PoolStatus {
+        let slots: std::collections::HashMap<i32, scoreboard::SlotView> = self
+            .scoreboard
+            .as_ref()
+            .map(|board| board.snapshot().into_iter().map(|v| (v.pid.as_raw(), v)).collect())
+            .unwrap_or_default();
+        let serving: Vec<_> = self.workers.iter().filter(|(_, w)| !w.orphan).collect();
+        let active = serving.iter().filter(|(_, w)| w.state.busy).count() as u32;
+        let total = serving.len() as u32;
+        let since = now.saturating_duration_since(self.born);
+        let pm = &self.config.pm;
+        let counters = &self.policy.counters;
+        let workers = serving
+            .iter()
+            .map(|&(&pid, w)| {
+                let slot = slots.get(&pid.as_raw());
+                let started = SystemTime::now() - now.saturating_duration_since(w.started);
+                let request = w.state.request.as_ref().filter(|_| w.state.busy);
+                WorkerStatus {
+                    pid: pid.as_raw(),
+                    state: if w.state.busy { "Running" } else { "Idle" }.to_owned(),
+                    start_time: started,
+                    start_since: now.saturating_duration_since(w.started),
+                    requests: slot.map(|s| s.requests),
+                    request_duration: w.state.busy.then(|| now.saturating_duration_since(w.state.since)),
+                    request_method: request.map(|r| r.method.clone()),
+                    request_uri: request.map(|r| r.uri.clone()),
+                    query_string: request.map(|r| r.query.clone()),
+                    script: request.map(|r| r.script.clone()),
+                    rss: super::observe::rss(pid),
+                    last_request_duration: slot.map(|s| s.last_duration),
+                    last_request_cpu: slot.map(|s| s.last_cpu),
+                }
+            })
+            .collect();
+        PoolStatus {
+            pool: self.config.name.clone(),
+            process_manager: self.config.pm.mode.as_str().to_owned(),
+            runtime: self.config.runtime.name().to_owned(),
+            start_time: SystemTime::now() - since,
+            start_since: since,
+            accepted_conn: match self.config.runtime {
+                Runtime::Python(_) => Some(self.accepted + slots.values().map(|s| s.requests).sum::<u64>()),
+                _ => None,
+            },
+            listen_queue: None,
+            max_listen_queue: None,
+            listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),
+            idle_processes: total - active,
+            active_processes: active,
+            total_processes: total,
+            max_active_processes: self.max_active.max(active),
+            max_children_reached: counters.max_children_reached,
+            slow_requests: self.slow.count,
+            limits: Limits {
+                max_children: pm.max_children,
+                start_servers: if pm.mode == PmMode::Dynamic { pm.start_servers } else { 0 },
+                min_spare_servers: pm.min_spare_servers,
+                max_spare_servers: pm.max_spare_servers,
+                max_requests: pm.max_requests,
+                max_memory: pm.max_memory,
+                request_terminate_timeout: self.config.request_terminate_timeout,
+                request_slowlog_timeout: self.config.request_slowlog_timeout,
+            },
+            recycled: Recycled {
+                max_requests: self.exits.clean,
+                max_memory: counters.retired_max_memory,
+                terminate: counters.killed_request_timeout,
+                crash: self.exits.crash,
+                idle: counters.retired_max_spare + counters.retired_idle_timeout,
+            },
+            workers,
+        }
+    }
+}
+
+/// Worker exits the master saw, by kind (for "recycled" in the status).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Exits {
+    /// Exited with code 0 without being asked: php-cgi or Python reaching max_requests.
+    pub clean: u64,
+    /// Died of a signal the master did not send, or exited non-zero.
+    pub crash: u64,
+}
