@@ -79,6 +79,9 @@ struct Master {
     next_id: u64,
     /// A reload is rolling: logged once every new generation is up.
     reloading: bool,
+    /// ondemand pools whose listener has a new connection (by generation id).
+    wakes: mpsc::UnboundedReceiver<u64>,
+    wakes_tx: mpsc::UnboundedSender<u64>,
     /// Requests from the control socket and the pools' status listeners.
     control: mpsc::Receiver<crate::control::Envelope>,
     /// The control and status sockets being served (dropping one closes and removes it).
@@ -104,6 +107,10 @@ impl Master {
             next_id += 1;
             let run = new_generation(next_id, pool, Rc::new(listener), &tx, config.global.process_control_timeout)?;
             pools.push(run);
+        }
+        let (wakes_tx, wakes) = mpsc::unbounded_channel();
+        for pool in &mut pools {
+            pool.watch_listener(&wakes_tx);
         }
         let (to_master, control) = crate::control::channel();
         let mut served = Vec::new();
@@ -144,6 +151,8 @@ impl Master {
             reloading: false,
             control,
             _served: served,
+            wakes,
+            wakes_tx,
         })
     }
 
@@ -163,6 +172,16 @@ impl Master {
                     }
                 }
                 Some(line) = self.lines.recv() => self.log_output(line),
+                Some(id) = self.wakes.recv() => {
+                    if self.phase == Phase::Running {
+                        let now = Instant::now();
+                        if let Some(pool) = self.pools.iter_mut().find(|p| p.id == id && !p.draining()) {
+                            pool.observe(now, &mut self.sampler);
+                            let waiting = pool.connections_waiting();
+                            pool.apply_policy(now, false, waiting);
+                        }
+                    }
+                }
                 Some((request, reply)) = self.control.recv() => {
                     let answer = self.on_control(request);
                     let _ = reply.send(answer);

@@ -64,8 +64,9 @@ impl Master {
         let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
         tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
         self.next_id += 1;
-        let run = new_generation(self.next_id, pool, Rc::new(listener), &self.lines_tx, self.config.global.process_control_timeout)
+        let mut run = new_generation(self.next_id, pool, Rc::new(listener), &self.lines_tx, self.config.global.process_control_timeout)
             .map_err(|e| e.to_string())?;
+        run.watch_listener(&self.wakes_tx);
         self.pools.push(run);
         Ok(())
     }
@@ -86,6 +87,7 @@ impl Master {
         let mut run = new_generation(self.next_id, pool, listener, &self.lines_tx, self.config.global.process_control_timeout)
             .map_err(|e| e.to_string())?;
         run.replaces = Some(old.id);
+        run.watch_listener(&self.wakes_tx);
         self.pools.push(run);
         Ok(())
     }

@@ -117,6 +117,16 @@ pub struct PoolRun {
     /// The most workers busy at once (status: max active processes).
     max_active: u32,
     exits: status::Exits,
+    /// ondemand: the task watching the listener (see `watch_listener`), stopped on drop.
+    watcher: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for PoolRun {
+    fn drop(&mut self) {
+        if let Some(watcher) = &self.watcher {
+            watcher.abort();
+        }
+    }
 }
 
 /// What the master learns from one reaped pid.
@@ -151,6 +161,7 @@ impl PoolRun {
             accepted: 0,
             max_active: 0,
             exits: status::Exits::default(),
+            watcher: None,
             limits: PoolLimits::new(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
             config,
@@ -205,6 +216,32 @@ impl PoolRun {
     /// Every pid of this pool still alive (for stop).
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty() && self.workers.is_empty()
+    }
+
+    /// ondemand: a task that sends this generation's id to `wakes` whenever a connection
+    /// arrives on the listener, so that the master spawns at once instead of on its next
+    /// tick (epoll on a copy of the listening socket: the master never accepts).
+    pub fn watch_listener(&mut self, wakes: &tokio::sync::mpsc::UnboundedSender<u64>) {
+        if self.config.pm.mode != crate::config::PmMode::Ondemand {
+            return;
+        }
+        let Ok(fd) = self.listener.dup() else { return };
+        // SAFETY: the OwnedFd stays open, and the same descriptor, for the AsyncFd's life.
+        let Ok(watched) = (unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }) else {
+            return;
+        };
+        let (id, wakes) = (self.id, wakes.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = watched.readable().await else { return };
+                if wakes.send(id).is_err() {
+                    return;
+                }
+                // Edge-triggered: the next wake is the next arrival.
+                ready.clear_ready();
+            }
+        });
+        self.watcher = Some(task.abort_handle());
     }
 
     /// ondemand: whether a connection waits on the listener (it is readable) while no worker
