@@ -54,18 +54,51 @@ pub fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyStrin
     }
 }
 
+thread_local! {
+    /// Param names seen before, as Python strings: nginx sends the same ~25 names with every
+    /// request, and a reused str also keeps its hash, which the dict insert needs. Bounded, so
+    /// that clients sending ever-new header names cannot grow it.
+    static NAMES: std::cell::RefCell<std::collections::HashMap<Vec<u8>, Py<PyString>>> = Default::default();
+}
+const NAMES_MAX: usize = 512;
+
+fn name<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    NAMES.with_borrow_mut(|names| {
+        if let Some(name) = names.get(bytes) {
+            return Ok(name.bind(py).clone());
+        }
+        let name = latin1(py, bytes)?;
+        if names.len() < NAMES_MAX {
+            names.insert(bytes.to_vec(), name.clone().unbind());
+        }
+        Ok(name)
+    })
+}
+
 /// Fills `environ` (a copy of the pool's constant `wsgi.*` entries) with the request.
 pub fn fill(py: Python<'_>, environ: &Bound<'_, PyDict>, params: &Params, mount: &str) -> PyResult<()> {
-    for (name, value) in params.iter() {
-        environ.set_item(latin1(py, name)?, latin1(py, value)?)?;
+    for (key, value) in params.iter() {
+        environ.set_item(name(py, key)?, latin1(py, value)?)?;
     }
     let (script_name, path_info) = split_path(params, mount);
-    environ.set_item("SCRIPT_NAME", latin1(py, script_name)?)?;
-    environ.set_item("PATH_INFO", latin1(py, &path_info)?)?;
-    environ.set_item("wsgi.url_scheme", url_scheme(params))?;
-    for (name, default) in [("REQUEST_METHOD", "GET"), ("QUERY_STRING", ""), ("SERVER_NAME", "localhost"), ("SERVER_PORT", "80"), ("SERVER_PROTOCOL", "HTTP/1.0")] {
-        if !environ.contains(name)? {
-            environ.set_item(name, default)?;
+    environ.set_item(pyo3::intern!(py, "SCRIPT_NAME"), latin1(py, script_name)?)?;
+    environ.set_item(pyo3::intern!(py, "PATH_INFO"), latin1(py, &path_info)?)?;
+    let scheme = match url_scheme(params) {
+        "https" => pyo3::intern!(py, "https"),
+        _ => pyo3::intern!(py, "http"),
+    };
+    environ.set_item(pyo3::intern!(py, "wsgi.url_scheme"), scheme)?;
+    // PEP 3333's required variables, for a web server that leaves some out.
+    let required = [
+        ("REQUEST_METHOD", pyo3::intern!(py, "REQUEST_METHOD"), pyo3::intern!(py, "GET")),
+        ("QUERY_STRING", pyo3::intern!(py, "QUERY_STRING"), pyo3::intern!(py, "")),
+        ("SERVER_NAME", pyo3::intern!(py, "SERVER_NAME"), pyo3::intern!(py, "localhost")),
+        ("SERVER_PORT", pyo3::intern!(py, "SERVER_PORT"), pyo3::intern!(py, "80")),
+        ("SERVER_PROTOCOL", pyo3::intern!(py, "SERVER_PROTOCOL"), pyo3::intern!(py, "HTTP/1.0")),
+    ];
+    for (raw, key, default) in required {
+        if params.get(raw).is_none() {
+            environ.set_item(key, default)?;
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! it returns, and always call `close()` on it. An app error before the head is sent gives
 //! the client a 500 and the log a traceback; the worker serves on.
 
-mod environ;
+pub mod environ;
 pub mod headers;
 mod input;
 mod response;
