@@ -116,6 +116,8 @@ pub struct PoolRun {
     accepted: u64,
     /// The most workers busy at once (status: max active processes).
     max_active: u32,
+    /// The longest listen queue seen on a tick (status: max listen queue).
+    max_listen_queue: u32,
     exits: status::Exits,
     /// ondemand: the task watching the listener (see `watch_listener`), stopped on drop.
     watcher: Option<tokio::task::AbortHandle>,
@@ -160,6 +162,7 @@ impl PoolRun {
             born: Instant::now(),
             accepted: 0,
             max_active: 0,
+            max_listen_queue: 0,
             exits: status::Exits::default(),
             watcher: None,
             limits: PoolLimits::new(&config, process_control_timeout),
@@ -249,6 +252,9 @@ impl PoolRun {
     pub fn connections_waiting(&self) -> Option<u32> {
         if self.config.pm.mode != crate::config::PmMode::Ondemand {
             return None;
+        }
+        if let Some(waiting) = self.listen_queue() {
+            return Some(waiting);
         }
         let mut fds = [nix::poll::PollFd::new(self.listener.fd.as_fd(), nix::poll::PollFlags::POLLIN)];
         let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap_or(0);

@@ -9,6 +9,12 @@ use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
 use crate::scoreboard;
 
 impl PoolRun {
+    /// Connections waiting for a worker now.
+    pub fn listen_queue(&self) -> Option<u32> {
+        use std::os::fd::AsFd;
+        crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr).map(|(waiting, _)| waiting)
+    }
+
     pub fn status(&self, now: Instant) -> PoolStatus {
         let slots: std::collections::HashMap<i32, scoreboard::SlotView> = self
             .scoreboard
@@ -54,8 +60,8 @@ impl PoolRun {
                 Runtime::Python(_) => Some(self.accepted + slots.values().map(|s| s.requests).sum::<u64>()),
                 _ => None,
             },
-            listen_queue: None,
-            max_listen_queue: None,
+            listen_queue: self.listen_queue(),
+            max_listen_queue: Some(self.max_listen_queue.max(self.listen_queue().unwrap_or(0))),
             listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),
             idle_processes: total - active,
             active_processes: active,

@@ -5,6 +5,8 @@
 //! life. Workers get a dup as fd 0 and `accept()` on it themselves. The socket stays in
 //! blocking mode: the flag is shared by every dup, and php-cgi expects a blocking accept.
 
+pub mod queue;
+
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
