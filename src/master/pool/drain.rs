@@ -7,12 +7,9 @@
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 
-use super::{ExitCause, PoolRun};
+use super::PoolRun;
 use crate::pm::{self, Action, WorkerView};
-use crate::runtime::Layout;
 
 impl PoolRun {
     pub fn draining(&self) -> bool {
@@ -24,22 +21,7 @@ impl PoolRun {
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
         self.draining = true;
-        if matches!(self.layout, Layout::Parent { .. }) {
-            // The parent would replace workers that exit: it goes first, at once (it serves
-            // nothing itself); its workers are then the master's to retire.
-            let parents: Vec<Pid> = self.processes.keys().copied().collect();
-            for pid in parents {
-                if let Some(process) = self.processes.get_mut(&pid) {
-                    process.retiring = true;
-                }
-                let _ = kill(pid, Signal::SIGKILL);
-                if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
-                    if let Some(cause) = ExitCause::from_status(status) {
-                        self.on_reaped(pid, cause, now);
-                    }
-                }
-            }
-        }
+        self.kill_parent(now);
         for (pid, worker) in &mut self.workers {
             worker.retiring.get_or_insert(now);
             if let Some(process) = self.processes.get_mut(pid) {

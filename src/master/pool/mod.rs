@@ -426,24 +426,30 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self, now: Instant) {
-        if matches!(self.layout, Layout::Parent { .. }) {
-            let parents: Vec<Pid> = self.processes.keys().copied().collect();
-            for pid in parents {
-                if let Some(process) = self.processes.get_mut(&pid) {
-                    process.retiring = true;
-                }
-                let _ = kill(pid, Signal::SIGKILL);
-                // It must be gone before the listener closes, or it would fork replacements
-                // for the workers that exit. SIGKILL makes this wait short.
-                if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
-                    if let Some(cause) = ExitCause::from_status(status) {
-                        self.on_reaped(pid, cause, now);
-                    }
-                }
-            }
-        }
+        self.kill_parent(now);
         if let Err(err) = nix::sys::socket::shutdown(self.listener.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read) {
             tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());
+        }
+    }
+
+    /// A php-cgi parent or zygote goes at once, before its workers are retired: it serves
+    /// nothing itself and would replace the workers that exit. SIGKILL makes the wait for
+    /// it short; its workers are then the master's.
+    pub(super) fn kill_parent(&mut self, now: Instant) {
+        if !matches!(self.layout, Layout::Parent { .. }) {
+            return;
+        }
+        let parents: Vec<Pid> = self.processes.keys().copied().collect();
+        for pid in parents {
+            if let Some(process) = self.processes.get_mut(&pid) {
+                process.retiring = true;
+            }
+            let _ = kill(pid, Signal::SIGKILL);
+            if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
+                if let Some(cause) = ExitCause::from_status(status) {
+                    self.on_reaped(pid, cause, now);
+                }
+            }
         }
     }
 
