@@ -65,7 +65,10 @@ impl Master {
             return ControlReply::invalid(format!("{key}: only pm keys can be changed live (reload for the others)"));
         }
         let current = self.pools[index].config.clone();
-        let changed = match validate(&self.config, &current, changes) {
+        // Earlier live changes of this pool stay: the file, then each change in order.
+        let mut all = self.live.get(pool).cloned().unwrap_or_default();
+        all.extend(changes.iter().cloned());
+        let changed = match validate(&self.config, &current, &all) {
             Ok(pool) => pool,
             Err(message) => return ControlReply::invalid(message),
         };
@@ -74,6 +77,7 @@ impl Master {
         }
         match self.roll(index, &changed) {
             Ok(()) => {
+                self.live.insert(pool.to_owned(), all);
                 self.reloading = true;
                 let list: Vec<String> = changes.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 tracing::info!("pool {pool}: live change {} (until the next reload)", list.join(" "));

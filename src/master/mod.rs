@@ -79,6 +79,8 @@ struct Master {
     next_id: u64,
     /// A reload is rolling: logged once every new generation is up.
     reloading: bool,
+    /// Live changes (`drover ctl set`, `workers`) per pool, in order, until the next reload.
+    live: std::collections::HashMap<String, Vec<(String, String)>>,
     /// ondemand pools whose listener has a new connection (by generation id).
     wakes: mpsc::UnboundedReceiver<u64>,
     wakes_tx: mpsc::UnboundedSender<u64>,
@@ -153,6 +155,7 @@ impl Master {
             _served: served,
             wakes,
             wakes_tx,
+            live: Default::default(),
         })
     }
 

@@ -54,6 +54,13 @@ impl Master {
             }
             None => self.config = new,
         }
+        // Live changes last until the next reload from the files.
+        match only {
+            Some(name) => {
+                self.live.remove(name);
+            }
+            None => self.live.clear(),
+        }
         self.reloading = true;
         let summary = summary.join("\n");
         tracing::info!("reload: {}", summary.replace('\n', "; "));
@@ -74,6 +81,19 @@ impl Master {
     /// Starts a new generation of pool `i` with `pool`'s configuration; the old one is
     /// retired when the new one is up ([`Master::retire_replaced`]).
     pub(super) fn roll(&mut self, i: usize, pool: &Pool) -> Result<(), String> {
+        // A change made while an earlier one is still starting supersedes it: that
+        // generation never served and is retired, and the new one replaces the serving one.
+        let now = Instant::now();
+        let name = self.pools[i].config.name.clone();
+        for pending in self.pools.iter_mut().filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name) {
+            pending.replaces = None;
+            pending.retire_generation(now, false);
+        }
+        let i = self
+            .pools
+            .iter()
+            .position(|p| !p.draining() && p.replaces.is_none() && p.config.name == name)
+            .unwrap_or(i);
         let old = &self.pools[i];
         let same_socket = old.config.listen == pool.listen;
         let listener = if same_socket {

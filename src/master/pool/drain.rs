@@ -21,6 +21,7 @@ impl PoolRun {
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
         self.draining = true;
+        self.stop_watching();
         self.kill_parent(now);
         for (pid, worker) in &mut self.workers {
             worker.retiring.get_or_insert(now);

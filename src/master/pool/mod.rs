@@ -123,11 +123,18 @@ pub struct PoolRun {
     watcher: Option<tokio::task::AbortHandle>,
 }
 
-impl Drop for PoolRun {
-    fn drop(&mut self) {
-        if let Some(watcher) = &self.watcher {
+impl PoolRun {
+    /// Ends the ondemand listener watch: the pool takes no new work.
+    pub(super) fn stop_watching(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
             watcher.abort();
         }
+    }
+}
+
+impl Drop for PoolRun {
+    fn drop(&mut self) {
+        self.stop_watching();
     }
 }
 
@@ -237,7 +244,9 @@ impl PoolRun {
         let task = tokio::spawn(async move {
             loop {
                 let Ok(mut ready) = watched.readable().await else { return };
-                if wakes.send(id).is_err() {
+                // A listener shut down (stop, drain) stays "readable" for good: nothing more
+                // to watch, and waking on it would spin.
+                if ready.ready().is_read_closed() || wakes.send(id).is_err() {
                     return;
                 }
                 // Edge-triggered: the next wake is the next arrival.
@@ -426,6 +435,7 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self, now: Instant) {
+        self.stop_watching();
         self.kill_parent(now);
         if let Err(err) = nix::sys::socket::shutdown(self.listener.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read) {
             tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());

@@ -227,7 +227,9 @@ fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observat
         query: r.query.clone(),
         script: r.script.clone(),
     });
-    (busy, Some(view.since(now, now_us)), request)
+    // A slot just claimed has no time yet: keep what the master saw (its start).
+    let since = (view.since_us != 0).then(|| view.since(now, now_us));
+    (busy, since, request)
 }
 
 /// A Unix time from PHP (`SG(global_request_time)`) as an Instant on our clock.
