@@ -12,10 +12,13 @@
 //! - [`python`]: the fixture apps of `tests/apps/` and the log lines of Python pools.
 //! - [`proc`]: pids from `/proc`, signals, and [`wait_until`] — every wait is bounded and
 //!   polls a condition; nothing sleeps as a means of synchronisation.
+//! - [`Ctl`]: `drover ctl` against the control socket of a drover started by
+//!   [`start_with_control`].
 
 // Each scenario module uses a different part of the harness.
 #![allow(dead_code)]
 
+mod ctl;
 mod drover;
 pub mod http;
 mod log;
@@ -24,6 +27,7 @@ pub mod proc;
 pub mod python;
 mod site;
 
+pub use ctl::{Ctl, start_with_control};
 pub use drover::{BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, run_bounded};
 pub use log::Log;
 pub use nginx::{Location, Nginx};

@@ -7,6 +7,9 @@ use std::process::{Child, Command, Stdio};
 
 use super::{Site, TIMEOUT, proc, wait_until};
 
+/// Enough for the functional tests: a few clients, each with its connection to a pool.
+const WORKER_CONNECTIONS: u32 = 64;
+
 pub struct Nginx {
     child: Child,
     pub port: u16,
@@ -46,11 +49,20 @@ impl Nginx {
     /// Serves the site's docroot on a free loopback port, with `locations` passed on to
     /// their pools.
     pub fn start_locations(site: &Site, locations: &[Location]) -> Nginx {
+        Nginx::start_sized(site, locations, WORKER_CONNECTIONS)
+    }
+
+    /// [`Nginx::start_locations`] with room for `worker_connections` connections: a load
+    /// test's clients and nginx's connections to the pools both count against it.
+    pub fn start_sized(site: &Site, locations: &[Location], worker_connections: u32) -> Nginx {
         // Another test may take the port between our probe and nginx's bind: then nginx
         // exits, and we try another port.
         for _ in 0..5 {
             let port = free_port();
-            let conf = site.write("nginx.conf", &config(site, locations, port));
+            let conf = site.write(
+                "nginx.conf",
+                &config(site, locations, port, worker_connections),
+            );
             let child = Command::new("nginx")
                 .arg("-p")
                 .arg(site.path())
@@ -101,7 +113,7 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn config(site: &Site, locations: &[Location], port: u16) -> String {
+fn config(site: &Site, locations: &[Location], port: u16, worker_connections: u32) -> String {
     let dir = site.path().display();
     let locations: String = locations
         .iter()
@@ -127,7 +139,7 @@ worker_processes 1;
 {user}
 error_log {dir}/nginx-error.log info;
 pid {dir}/nginx.pid;
-events {{ worker_connections 64; }}
+events {{ worker_connections {worker_connections}; }}
 http {{
     access_log off;
     # The Python upload test sends 10 MB.

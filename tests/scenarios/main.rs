@@ -10,6 +10,7 @@
 mod common;
 
 mod config;
+mod control;
 mod harness;
 mod pm;
 mod python;

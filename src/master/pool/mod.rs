@@ -116,8 +116,9 @@ pub struct PoolRun {
     accepted: u64,
     /// The most workers busy at once (status: max active processes).
     max_active: u32,
-    /// The longest listen queue seen on a tick (status: max listen queue).
-    max_listen_queue: u32,
+    /// The longest listen queue seen, on a tick or by a status request (status: max listen
+    /// queue); a Cell because a status read updates it too.
+    max_listen_queue: std::cell::Cell<u32>,
     exits: status::Exits,
     /// ondemand: the task watching the listener (see `watch_listener`), stopped on drop.
     watcher: Option<tokio::task::AbortHandle>,
@@ -169,7 +170,7 @@ impl PoolRun {
             born: Instant::now(),
             accepted: 0,
             max_active: 0,
-            max_listen_queue: 0,
+            max_listen_queue: std::cell::Cell::new(0),
             exits: status::Exits::default(),
             watcher: None,
             limits: PoolLimits::new(&config, process_control_timeout),

@@ -129,9 +129,7 @@ impl PoolRun {
         self.probes.php.retain(|pid, _| self.workers.contains_key(pid));
         let active = self.workers.values().filter(|w| !w.orphan && w.state.busy).count() as u32;
         self.max_active = self.max_active.max(active);
-        if let Some(waiting) = self.listen_queue() {
-            self.max_listen_queue = self.max_listen_queue.max(waiting);
-        }
+        self.listen_queue();
     }
 
     /// php-cgi: read the worker's globals; an unknown build falls back to /proc (once).

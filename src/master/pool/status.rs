@@ -9,10 +9,12 @@ use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
 use crate::scoreboard;
 
 impl PoolRun {
-    /// Connections waiting for a worker now.
+    /// Connections waiting for a worker now; every reading also feeds "max listen queue".
     pub fn listen_queue(&self) -> Option<u32> {
         use std::os::fd::AsFd;
-        crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr).map(|(waiting, _)| waiting)
+        let waiting = crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr).map(|(waiting, _)| waiting)?;
+        self.max_listen_queue.set(self.max_listen_queue.get().max(waiting));
+        Some(waiting)
     }
 
     pub fn status(&self, now: Instant) -> PoolStatus {
@@ -61,7 +63,7 @@ impl PoolRun {
                 _ => None,
             },
             listen_queue: self.listen_queue(),
-            max_listen_queue: Some(self.max_listen_queue.max(self.listen_queue().unwrap_or(0))),
+            max_listen_queue: Some(self.max_listen_queue.get()),
             listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),
             idle_processes: total - active,
             active_processes: active,

@@ -1,0 +1,47 @@
+"""The WSGI app of drover's control-plane scenarios (tests/scenarios/control/): a request
+slow three functions deep for the slowlog, and the pool's [env] echoed for reload.
+
+Every route answers text/plain.
+"""
+
+import os
+import time
+
+TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+
+
+def level3():
+    time.sleep(3)
+
+
+def level2():
+    level3()
+
+
+def level1():
+    level2()
+
+
+def slow(environ, start_response):
+    """Sleeps 3 s three functions deep, then answers `slept PID`."""
+    level1()
+    start_response("200 OK", TEXT)
+    return [("slept %d" % os.getpid()).encode()]
+
+
+def greeting(environ, start_response):
+    """`greeting=VALUE`: the pool's [env] GREETING, which tells the test which generation
+    of the pool served the request."""
+    start_response("200 OK", TEXT)
+    return [("greeting=%s" % os.environ.get("GREETING", "")).encode()]
+
+
+ROUTES = {"/slow": slow, "/greeting": greeting}
+
+
+def application(environ, start_response):
+    route = ROUTES.get(environ["PATH_INFO"])
+    if route is None:
+        start_response("404 Not Found", TEXT)
+        return [b"no such route"]
+    return route(environ, start_response)
