@@ -123,3 +123,18 @@ fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
     let list: Vec<String> = pool.listen_allowed_clients.iter().map(|ip| ip.to_string()).collect();
     Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))
 }
+
+/// Resident memory in bytes of a process (`None`: this one), from /proc/PID/statm (its
+/// second field, in pages). Used by the master for every worker and by a Python worker for
+/// itself.
+pub fn resident_memory(pid: Option<nix::unistd::Pid>) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/statm"),
+        None => "/proc/self/statm".to_owned(),
+    };
+    let statm = std::fs::read_to_string(path).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}

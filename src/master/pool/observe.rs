@@ -121,7 +121,7 @@ impl PoolRun {
                     worker.state.request = request.or(worker.state.request.take());
                 }
             }
-            worker.state.rss = if want_rss { rss(pid) } else { None };
+            worker.state.rss = if want_rss { crate::runtime::resident_memory(Some(pid)) } else { None };
             if let Some(view) = slots.get(&pid) {
                 worker.state.requests = Some(view.requests);
             }
@@ -247,15 +247,6 @@ fn io_syscalls(pid: Pid) -> Option<u64> {
         io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
     };
     Some(field("syscr:")? + field("syscw:")?)
-}
-
-/// Resident memory in bytes (/proc/PID/statm, second field, in pages).
-pub fn rss(pid: Pid) -> Option<u64> {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
 /// The children of `pid` from /proc (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), or by

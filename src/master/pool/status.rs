@@ -46,7 +46,7 @@ impl PoolRun {
                     request_uri: request.map(|r| r.uri.clone()),
                     query_string: request.map(|r| r.query.clone()),
                     script: request.map(|r| r.script.clone()),
-                    rss: super::observe::rss(pid),
+                    rss: crate::runtime::resident_memory(Some(pid)),
                     last_request_duration: slot.map(|s| s.last_duration),
                     last_request_cpu: slot.map(|s| s.last_cpu),
                 }

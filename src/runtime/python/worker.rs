@@ -170,7 +170,7 @@ fn serve_connection(
                 }
                 served += 1;
                 if let Some(limit) = config.max_memory {
-                    if let Some(rss) = own_rss().filter(|&rss| rss > limit) {
+                    if let Some(rss) = crate::runtime::resident_memory(None).filter(|&rss| rss > limit) {
                         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
                         // One write, marked: the master logs it as the pool's retire line.
                         let line = format!(
@@ -220,15 +220,6 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     }
     eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
     false
-}
-
-/// This process's resident memory in bytes.
-fn own_rss() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).unwrap_or(4096))
 }
 
 /// CPU time this process has used so far.
