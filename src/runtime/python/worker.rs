@@ -21,7 +21,6 @@ use crate::scoreboard::{Slot, State, now_us};
 
 /// What the zygote decided for this worker before forking it.
 pub struct WorkerConfig {
-    pub pool: String,
     pub app: String,
     pub mount: String,
     /// Requests before the worker exits (its own draw of the jitter); 0 = never.
@@ -136,7 +135,6 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig, slot: O
         }
         served += serve_connection(py, &app, socket, &config, served, &done, slot);
     }
-    let _ = &config.pool;
     0
 }
 
@@ -190,7 +188,6 @@ fn serve_connection(
             Ok(None) => return served,
             Err(err) => {
                 eprintln!("closing a FastCGI connection: {err}");
-                let _ = config;
                 return served;
             }
         }

@@ -206,7 +206,6 @@ impl Zygote<'_> {
             rand::random_range(0..=jitter)
         });
         let config = WorkerConfig {
-            pool: self.args.pool.clone(),
             app: self.args.app.clone(),
             mount: self.args.mount.clone(),
             max_requests: limit,

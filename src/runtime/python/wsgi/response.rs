@@ -90,7 +90,6 @@ impl StartResponse {
     #[pyo3(signature = (status, headers, exc_info=None))]
     fn __call__(
         &self,
-        py: Python<'_>,
         status: &Bound<'_, PyAny>,
         headers: &Bound<'_, PyAny>,
         exc_info: Option<&Bound<'_, PyAny>>,
@@ -111,7 +110,6 @@ impl StartResponse {
         let head = Head { status: native(status, "status")?, headers: header_list(headers)? };
         check_status(&head.status).map_err(PyValueError::new_err)?;
         *exchange.head.borrow_mut() = Some(head);
-        let _ = py;
         Ok(Write { exchange: exchange.clone() })
     }
 }
