@@ -26,6 +26,7 @@ mod nginx;
 pub mod proc;
 pub mod python;
 mod site;
+mod stop;
 
 pub use ctl::{Ctl, start_with_control};
 pub use drover::{BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, run_bounded};
@@ -34,6 +35,7 @@ pub use nginx::{Location, Nginx};
 pub use proc::wait_until;
 pub use python::PythonPool;
 pub use site::Site;
+pub use stop::term_lets_the_request_finish;
 
 use std::time::Duration;
 

@@ -3,14 +3,13 @@
 //! TERM lets a request in flight finish before drover exits leaving no process behind.
 
 use std::collections::BTreeMap;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
 use super::{served_by, wsgi_stack};
 use crate::common::python::wait_started;
-use crate::common::{PythonPool, Site, Stack, TIMEOUT, http, proc, wait_until};
+use crate::common::{PythonPool, Site, Stack, TIMEOUT, proc, term_lets_the_request_finish, wait_until};
 
 #[test]
 fn a_worker_killed_with_sigkill_is_replaced() {
@@ -109,42 +108,9 @@ fn max_requests_with_jitter_recycles_workers_without_a_failed_request() {
 
 #[test]
 fn term_during_a_two_second_request_lets_it_finish() {
-    let mut stack = wsgi_stack(2);
+    let stack = wsgi_stack(2);
     let started = stack.site.path().join("sleep.started");
-
-    let url = stack.url(&format!("/sleep?marker={}", started.display()));
-    let request = thread::spawn(move || http::get(&url));
-    wait_until(TIMEOUT, "the slow request to start", || {
-        started.exists().then_some(())
-    });
-    let processes = stack.drover.descendants();
-    stack.drover.signal(Signal::SIGTERM);
-
-    let reply = request.join().expect("request thread");
-    assert_eq!(
-        (reply.status, reply.body.as_str()),
-        (200, "done"),
-        "log:\n{}",
-        stack.drover.log.text()
-    );
-    let status = stack.drover.wait_exit(TIMEOUT);
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "exit status {status}; log:\n{}",
-        stack.drover.log.text()
-    );
-    let left = || {
-        let ours = |&pid: &i32| {
-            proc::is_running(pid) && proc::stat(pid).is_some_and(|s| s.comm == "drover")
-        };
-        processes.iter().copied().filter(ours).collect::<Vec<_>>()
-    };
-    // A worker signalled just before drover exits may take a moment to die.
-    proc::poll(Duration::from_secs(5), || left().is_empty());
-    assert_eq!(
-        left(),
-        Vec::<i32>::new(),
-        "zygote or workers of {processes:?} still running after drover's exit"
-    );
+    let path = format!("/sleep?marker={}", started.display());
+    // The zygote and its workers are all named drover.
+    term_lets_the_request_finish(stack, &path, &started, "drover");
 }
