@@ -18,6 +18,7 @@
 // Each scenario module uses a different part of the harness.
 #![allow(dead_code)]
 
+pub mod bytes;
 mod ctl;
 mod drover;
 pub mod http;

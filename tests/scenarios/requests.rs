@@ -2,7 +2,6 @@
 //! the `$_SERVER` variables nginx's `fastcgi.conf` sends.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use crate::common::{PhpPool, Site, Stack, http};
 
@@ -105,31 +104,10 @@ fn one_megabyte_upload_arrives_intact() {
     assert_eq!(field(&got, "server.CONTENT_LENGTH"), body.len().to_string());
 }
 
-/// Incompressible, reproducible bytes (xorshift).
 fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    crate::common::bytes::noise(len, 0x9E37_79B9_7F4A_7C15)
 }
 
-/// The md5 hex digest by coreutils' `md5sum` (std has no md5).
 fn md5sum(site: &Site, bytes: &[u8]) -> String {
-    let path = site.write("expected.bin", "");
-    std::fs::write(&path, bytes).unwrap();
-    let out = Command::new("md5sum")
-        .arg(&path)
-        .output()
-        .expect("run md5sum");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .expect("md5sum output")
-        .to_string()
+    crate::common::bytes::digest(site, "md5sum", bytes)
 }

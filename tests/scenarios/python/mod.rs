@@ -52,28 +52,11 @@ fn served_by(stack: &Stack) -> i32 {
         .unwrap_or_else(|_| panic!("not a pid: {reply:?}"))
 }
 
-/// Incompressible, reproducible bytes (xorshift).
+/// Reproducible upload and download bytes.
 fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    crate::common::bytes::noise(len, 0x2545_F491_4F6C_DD1D)
 }
 
-/// The sha256 hex digest by coreutils' `sha256sum` (std has none).
 fn sha256(site: &Site, bytes: &[u8]) -> String {
-    let path = site.path().join("sha256-input.bin");
-    std::fs::write(&path, bytes).expect("write bytes to hash");
-    let out = std::process::Command::new("sha256sum")
-        .arg(&path)
-        .output()
-        .expect("run sha256sum");
-    let text = String::from_utf8(out.stdout).expect("sha256sum output");
-    let digest = text.split_whitespace().next().expect("a digest");
-    digest.to_string()
+    crate::common::bytes::digest(site, "sha256sum", bytes)
 }
