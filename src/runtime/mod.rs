@@ -41,22 +41,6 @@ pub enum Layout {
     Workers { workers: u32 },
 }
 
-impl Layout {
-    pub fn workers(self) -> u32 {
-        match self {
-            Layout::Parent { workers } | Layout::Workers { workers } => workers,
-        }
-    }
-
-    /// How many processes the master itself keeps running.
-    pub fn processes(self) -> u32 {
-        match self {
-            Layout::Parent { .. } => 1,
-            Layout::Workers { workers } => workers,
-        }
-    }
-}
-
 /// A pool as the master runs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
