@@ -34,11 +34,20 @@ const NGINX_GET: [(&str, &str); 26] = [
     ("SERVER_NAME", "example.org"),
     ("REDIRECT_STATUS", "200"),
     ("HTTP_HOST", "example.org"),
-    ("HTTP_USER_AGENT", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
-    ("HTTP_ACCEPT", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+    (
+        "HTTP_USER_AGENT",
+        "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    ),
+    (
+        "HTTP_ACCEPT",
+        "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    ),
     ("HTTP_ACCEPT_LANGUAGE", "en-US,en;q=0.5"),
     ("HTTP_ACCEPT_ENCODING", "gzip, deflate, br, zstd"),
-    ("HTTP_COOKIE", "session=8f14e45fceea167a5a36dedd4bea2543; theme=dark"),
+    (
+        "HTTP_COOKIE",
+        "session=8f14e45fceea167a5a36dedd4bea2543; theme=dark",
+    ),
 ];
 
 const RESPONSE_HEAD: &[u8] =
@@ -57,8 +66,12 @@ fn params_stream() -> Vec<u8> {
 fn nginx_record(out: &mut Vec<u8>, record_type: RecordType, content: &[u8]) {
     let len = u16::try_from(content.len()).expect("short content");
     let padding = (8 - content.len() % 8) % 8;
-    let header =
-        Header { record_type, request_id: 1, content_length: len, padding_length: padding as u8 };
+    let header = Header {
+        record_type,
+        request_id: 1,
+        content_length: len,
+        padding_length: padding as u8,
+    };
     out.extend_from_slice(&header.encode());
     out.extend_from_slice(content);
     out.resize(out.len() + padding, 0);
@@ -67,7 +80,10 @@ fn nginx_record(out: &mut Vec<u8>, record_type: RecordType, content: &[u8]) {
 /// What nginx writes for one GET: BEGIN_REQUEST, PARAMS, the empty PARAMS and STDIN.
 fn nginx_get(flags: u8) -> Vec<u8> {
     let mut out = Vec::new();
-    let begin = BeginRequestBody { role: Role::RESPONDER, flags };
+    let begin = BeginRequestBody {
+        role: Role::RESPONDER,
+        flags,
+    };
     nginx_record(&mut out, RecordType::BeginRequest, &begin.encode());
     nginx_record(&mut out, RecordType::Params, &params_stream());
     nginx_record(&mut out, RecordType::Params, b"");
@@ -124,12 +140,23 @@ fn serve_one<S: Read + Write>(connection: &mut Connection<S>) -> bool {
 fn request_cycle(c: &mut Criterion) {
     let mut group = c.benchmark_group("request");
     let kept_get = nginx_get(KEEP_CONN);
-    let mut kept = Connection::new(Replay { request: &kept_get, pos: 0 }, Limits::default());
-    group.bench_function("nginx_get_kept_connection", |b| b.iter(|| serve_one(&mut kept)));
+    let mut kept = Connection::new(
+        Replay {
+            request: &kept_get,
+            pos: 0,
+        },
+        Limits::default(),
+    );
+    group.bench_function("nginx_get_kept_connection", |b| {
+        b.iter(|| serve_one(&mut kept))
+    });
     // nginx without fastcgi_keep_conn: a new connection per request, either with the
     // buffers of the previous one or with new ones (16 KiB, 8 of them zeroed).
     let get = nginx_get(0);
-    let replay = || Replay { request: &get, pos: 0 };
+    let replay = || Replay {
+        request: &get,
+        pos: 0,
+    };
     let mut buffers = Some(Buffers::new());
     group.bench_function("nginx_get_connection_with_buffers", |b| {
         b.iter(|| {
@@ -150,7 +177,11 @@ fn name_value_decode(c: &mut Criterion) {
     let mut group = c.benchmark_group("params");
     group.throughput(Throughput::Elements(NGINX_GET.len() as u64));
     group.bench_function("name_values_nginx_get", |b| {
-        b.iter(|| name_values(black_box(&stream)).map(|pair| pair.unwrap().1.len()).sum::<usize>())
+        b.iter(|| {
+            name_values(black_box(&stream))
+                .map(|pair| pair.unwrap().1.len())
+                .sum::<usize>()
+        })
     });
     // Includes copying the stream into a new Vec (as reading it does) and the two
     // allocations of a request whose buffers were not recycled.
@@ -168,8 +199,13 @@ fn stdout_encoding(c: &mut Criterion) {
     let mut group = c.benchmark_group("stdout");
     for (name, size) in [("1KiB", 1024), ("100KiB", 100 * 1024)] {
         let data = vec![b'x'; size];
-        let mut connection =
-            Connection::new(Replay { request: &kept_get, pos: 0 }, Limits::default());
+        let mut connection = Connection::new(
+            Replay {
+                request: &kept_get,
+                pos: 0,
+            },
+            Limits::default(),
+        );
         connection.next_request().unwrap().unwrap();
         group.bench_function(name, |b| {
             b.iter(|| {

@@ -36,8 +36,14 @@ fn nginx_get() -> Params {
         ("SERVER_NAME", "localhost"),
         ("REDIRECT_STATUS", "200"),
         ("HTTP_HOST", "localhost"),
-        ("HTTP_USER_AGENT", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
-        ("HTTP_ACCEPT", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+        (
+            "HTTP_USER_AGENT",
+            "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+        ),
+        (
+            "HTTP_ACCEPT",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+        ),
         ("HTTP_ACCEPT_LANGUAGE", "en-US,en;q=0.5"),
         ("HTTP_ACCEPT_ENCODING", "gzip, deflate, br"),
     ];
@@ -70,11 +76,19 @@ fn scoreboard_updates(c: &mut Criterion) {
     slot.claim(Pid::this(), 1);
     c.bench_function("scoreboard begin + end of one request", |b| {
         b.iter(|| {
-            slot.begin_request(now_us(), "GET", black_box("/hello"), "name=x", "app:application");
+            slot.begin_request(
+                now_us(),
+                "GET",
+                black_box("/hello"),
+                "name=x",
+                "app:application",
+            );
             slot.end_request(now_us(), Duration::from_micros(20));
         })
     });
-    c.bench_function("scoreboard snapshot of 4 slots", |b| b.iter(|| black_box(board.snapshot())));
+    c.bench_function("scoreboard snapshot of 4 slots", |b| {
+        b.iter(|| black_box(board.snapshot()))
+    });
 }
 
 criterion_group!(benches, environ_building, scoreboard_updates);

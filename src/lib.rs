@@ -8,7 +8,8 @@
 //!  │   ├─ php-cgi  worker          listening socket as fd 0, PHP_FCGI_CHILDREN = max_children:
 //!  │   └─ php-cgi  worker          its workers fork from it and share one OPcache
 //!  ├─ <command>    worker          any FastCGI app that accepts on fd 0 (fcgiwrap, ...)
-//!  └─ drover zygote                python pool (issue 3): loads CPython + the app, forks workers
+//!  └─ drover-python (zygote)       python pool: the only binary that links libpython; loads
+//!      └─ drover-python  worker    CPython + the app once, forks the workers
 //! ```
 //!
 //! The master binds every pool's listener before any worker exists and keeps it for its whole
@@ -20,7 +21,8 @@
 //! |---------------|--------|
 //! | TERM, QUIT    | graceful stop: stop spawning, let in-flight requests finish within `process_control_timeout`, then SIGKILL; exit 0 |
 //! | INT           | fast stop: SIGKILL every worker at once; exit 0 |
-//! | HUP, USR2     | reload (not available yet: logged and ignored) |
+//! | HUP, USR2     | reload: validate the files, roll changed pools to a new generation ([`master::reload`]) |
+//! | TTIN, TTOU    | one worker more or fewer in every static pool |
 //! | USR1          | reopen the error log file |
 //! | CHLD          | reap exited workers and replace them |
 //!
@@ -34,7 +36,8 @@
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
-//! - [`runtime`]: how each runtime's workers are started (php, command).
+//! - [`runtime`]: how each runtime's workers are started (php, command, python); the Python
+//!   runtime runs in its own binary, `src/bin/drover-python.rs`.
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by the master.
 //! - [`logging`]: the error log (stderr or a reopenable file).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
@@ -48,6 +51,6 @@ pub mod logging;
 pub mod master;
 pub mod pm;
 pub mod runtime;
-pub mod slowlog;
 pub mod scoreboard;
+pub mod slowlog;
 pub mod systemd;

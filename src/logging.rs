@@ -28,9 +28,14 @@ impl LogFile {
     pub fn open(target: &LogTarget) -> io::Result<LogFile> {
         let destination = match target {
             LogTarget::Stderr => Destination::Stderr,
-            LogTarget::File(path) => Destination::File { path: path.clone(), file: append(path)? },
+            LogTarget::File(path) => Destination::File {
+                path: path.clone(),
+                file: append(path)?,
+            },
         };
-        Ok(LogFile { inner: Arc::new(Mutex::new(destination)) })
+        Ok(LogFile {
+            inner: Arc::new(Mutex::new(destination)),
+        })
     }
 
     /// Reopens the file by path (after logrotate moved it). On failure the old file stays.
@@ -44,7 +49,9 @@ impl LogFile {
 
     fn lock(&self) -> MutexGuard<'_, Destination> {
         // A panic while holding the lock leaves a usable File behind; keep logging.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -28,9 +28,6 @@ enum Sub {
     /// Talk to a running drover through its control socket: status, config, set, reload,
     /// workers.
     Ctl(drover::control::CtlArgs),
-    /// Internal: the master execs this for each Python pool (not for operators).
-    #[command(hide = true)]
-    Zygote(drover::runtime::python::ZygoteArgs),
 }
 
 const EXIT_INVALID_CONFIG: u8 = 1;
@@ -39,7 +36,6 @@ const EXIT_RUNTIME: u8 = 2;
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
-        Some(Sub::Zygote(zygote)) => return ExitCode::from(drover::runtime::python::zygote::run(zygote)),
         Some(Sub::Ctl(ctl)) => return ExitCode::from(drover::control::client::run(ctl)),
         None => {}
     }

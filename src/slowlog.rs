@@ -24,7 +24,11 @@ pub struct Entry {
 
 impl Entry {
     fn target(&self) -> String {
-        if self.query.is_empty() { self.uri.clone() } else { format!("{}?{}", self.uri, self.query) }
+        if self.query.is_empty() {
+            self.uri.clone()
+        } else {
+            format!("{}?{}", self.uri, self.query)
+        }
     }
 
     /// php-fpm's layout, with the request line it lacks (php-src#18536).
@@ -67,7 +71,10 @@ impl Entry {
 /// Appends an entry to the pool's slowlog file.
 pub fn append(path: &Path, entry: &Entry, json: bool) -> std::io::Result<()> {
     let text = if json { entry.json() } else { entry.text() };
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     file.write_all(text.as_bytes())
 }
 
@@ -121,7 +128,10 @@ mod tests {
             query: "a=\"1\"".into(),
             script: "/var/www/slow.php".into(),
             elapsed: Duration::from_millis(3200),
-            frames: vec!["usleep() (internal)".into(), "level3() /var/www/slow.php:2".into()],
+            frames: vec![
+                "usleep() (internal)".into(),
+                "level3() /var/www/slow.php:2".into(),
+            ],
         }
     }
 
@@ -137,7 +147,9 @@ mod tests {
         let json = entry().json();
         assert_eq!(json.lines().count(), 1);
         assert!(json.contains("\"query\":\"a=\\\"1\\\"\""));
-        assert!(json.contains("\"frames\":[\"usleep() (internal)\",\"level3() /var/www/slow.php:2\"]"));
+        assert!(
+            json.contains("\"frames\":[\"usleep() (internal)\",\"level3() /var/www/slow.php:2\"]")
+        );
         assert!(json.contains("\"elapsed\":3.200"));
     }
 
@@ -147,8 +159,13 @@ mod tests {
             python_frame("  File \"/app/slow.py\", line 12 in level3").as_deref(),
             Some("level3() /app/slow.py:12")
         );
-        assert_eq!(python_frame("Current thread 0x00007f (most recent call first):"), None);
-        assert!(is_faulthandler_line("Current thread 0x00007f0 (most recent call first):"));
+        assert_eq!(
+            python_frame("Current thread 0x00007f (most recent call first):"),
+            None
+        );
+        assert!(is_faulthandler_line(
+            "Current thread 0x00007f0 (most recent call first):"
+        ));
         assert!(is_faulthandler_line("  File \"/a.py\", line 1 in f"));
         assert!(!is_faulthandler_line("hello"));
     }

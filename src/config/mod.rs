@@ -16,12 +16,12 @@ mod pool;
 mod render;
 mod runtime;
 mod source;
-mod value;
 #[cfg(test)]
 mod tests;
+mod value;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{load, DEFAULT_CONFIG_PATH};
+pub use load::{DEFAULT_CONFIG_PATH, load};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

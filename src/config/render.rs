@@ -84,7 +84,10 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     out.raw("request_slowlog_trace_depth", p.request_slowlog_trace_depth);
     out.optional_path("slowlog", p.slowlog.as_deref());
-    out.string("slowlog_format", if p.slowlog_json { "json" } else { "text" });
+    out.string(
+        "slowlog_format",
+        if p.slowlog_json { "json" } else { "text" },
+    );
     out.duration(
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),

@@ -73,8 +73,12 @@ pub enum CtlCommand {
 
 fn parse_change(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
-        Some((key, value)) if !key.is_empty() && !s.contains('\n') => Ok((key.to_owned(), value.to_owned())),
-        _ => Err(format!("expected KEY=VALUE like pm.max_children=12, got {s:?}")),
+        Some((key, value)) if !key.is_empty() && !s.contains('\n') => {
+            Ok((key.to_owned(), value.to_owned()))
+        }
+        _ => Err(format!(
+            "expected KEY=VALUE like pm.max_children=12, got {s:?}"
+        )),
     }
 }
 
@@ -100,7 +104,12 @@ pub fn run(args: CtlArgs) -> u8 {
     };
     let client = Client::new(socket).with_timeout(args.timeout);
     let answer = match &args.command {
-        CtlCommand::Status { pool, json, openmetrics, full } => {
+        CtlCommand::Status {
+            pool,
+            json,
+            openmetrics,
+            full,
+        } => {
             let format = match (json, openmetrics) {
                 (true, _) => Format::Json,
                 (_, true) => Format::OpenMetrics,
@@ -116,14 +125,22 @@ pub fn run(args: CtlArgs) -> u8 {
     };
     match answer {
         Ok(body) => {
-            let newline = if body.is_empty() || body.ends_with('\n') { "" } else { "\n" };
+            let newline = if body.is_empty() || body.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
             // A closed pipe (`| head`) is the reader's choice, not our failure.
             let _ = write!(std::io::stdout(), "{body}{newline}");
             0
         }
         Err(err) => {
             eprintln!("drover ctl: {err}");
-            if matches!(err, CtlError::Refused { .. }) { EXIT_REFUSED } else { EXIT_UNREACHABLE }
+            if matches!(err, CtlError::Refused { .. }) {
+                EXIT_REFUSED
+            } else {
+                EXIT_UNREACHABLE
+            }
         }
     }
 }
@@ -133,15 +150,23 @@ fn socket_path(args: &CtlArgs) -> Result<PathBuf, String> {
         return Ok(socket.clone());
     }
     let shown = args.config.display();
-    let config = crate::config::load(&args.config)
-        .map_err(|errors| format!("{errors}\ncannot read the control socket from {shown}; pass --socket PATH"))?;
-    config.global.control.listen.ok_or_else(|| format!("{shown} has no [control] listen; pass --socket PATH"))
+    let config = crate::config::load(&args.config).map_err(|errors| {
+        format!("{errors}\ncannot read the control socket from {shown}; pass --socket PATH")
+    })?;
+    config
+        .global
+        .control
+        .listen
+        .ok_or_else(|| format!("{shown} has no [control] listen; pass --socket PATH"))
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum CtlError {
     #[error("cannot reach drover at {}: {source} (is it running, with this [control] listen?)", socket.display())]
-    Unreachable { socket: PathBuf, source: std::io::Error },
+    Unreachable {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
     #[error("drover at {} did not answer within {}", socket.display(), humantime::format_duration(*timeout))]
     Timeout { socket: PathBuf, timeout: Duration },
     #[error("talking to drover at {}: {message}", socket.display())]
@@ -169,7 +194,10 @@ pub struct Client {
 
 impl Client {
     pub fn new(socket: impl Into<PathBuf>) -> Client {
-        Client { socket: socket.into(), timeout: Duration::from_secs(60) }
+        Client {
+            socket: socket.into(),
+            timeout: Duration::from_secs(60),
+        }
     }
 
     pub fn with_timeout(self, timeout: Duration) -> Client {
@@ -184,15 +212,27 @@ impl Client {
         self.call("GET", "/ping".into(), String::new())
     }
 
-    pub fn status(&self, pool: Option<&str>, format: Format, full: bool) -> Result<String, CtlError> {
-        let mut query: Vec<String> = pool.map(|p| format!("pool={}", encode(p))).into_iter().collect();
+    pub fn status(
+        &self,
+        pool: Option<&str>,
+        format: Format,
+        full: bool,
+    ) -> Result<String, CtlError> {
+        let mut query: Vec<String> = pool
+            .map(|p| format!("pool={}", encode(p)))
+            .into_iter()
+            .collect();
         if format != Format::Text {
             query.push(format!("format={}", format.name()));
         }
         if full {
             query.push("full".into());
         }
-        let target = if query.is_empty() { "/status".into() } else { format!("/status?{}", query.join("&")) };
+        let target = if query.is_empty() {
+            "/status".into()
+        } else {
+            format!("/status?{}", query.join("&"))
+        };
         self.call("GET", target, String::new())
     }
 
@@ -201,7 +241,10 @@ impl Client {
     }
 
     pub fn set(&self, pool: &str, changes: &[(String, String)]) -> Result<String, CtlError> {
-        let body: String = changes.iter().map(|(key, value)| format!("{key}={value}\n")).collect();
+        let body: String = changes
+            .iter()
+            .map(|(key, value)| format!("{key}={value}\n"))
+            .collect();
         self.call("POST", format!("/pools/{}/set", encode(pool)), body)
     }
 
@@ -210,7 +253,11 @@ impl Client {
     }
 
     pub fn workers(&self, pool: &str, delta: i32) -> Result<String, CtlError> {
-        self.call("POST", format!("/pools/{}/workers", encode(pool)), format!("{delta:+}"))
+        self.call(
+            "POST",
+            format!("/pools/{}/workers", encode(pool)),
+            format!("{delta:+}"),
+        )
     }
 
     /// The body of a 2xx answer (a JSON `message` unwrapped); the master's error otherwise.
@@ -221,18 +268,30 @@ impl Client {
             .as_deref()
             .filter(|t| t.starts_with("application/json"))
             .and_then(|_| serde_json::from_str(&answer.body).ok());
-        let field = |name| json.as_ref().and_then(|v| v.get(name)).and_then(|m| m.as_str()).map(str::to_owned);
+        let field = |name| {
+            json.as_ref()
+                .and_then(|v| v.get(name))
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+        };
         if (200..300).contains(&answer.status) {
             return Ok(field("message").unwrap_or(answer.body));
         }
-        let message = field("error").unwrap_or_else(|| format!("HTTP {}: {}", answer.status, answer.body.trim()));
-        Err(CtlError::Refused { status: answer.status, message })
+        let message = field("error")
+            .unwrap_or_else(|| format!("HTTP {}: {}", answer.status, answer.body.trim()));
+        Err(CtlError::Refused {
+            status: answer.status,
+            message,
+        })
     }
 
     /// Sends one request and reads the whole answer. Blocks; must not be called from
     /// within a tokio runtime.
     pub fn request(&self, method: &str, target: &str, body: String) -> Result<Answer, CtlError> {
-        let protocol = |message: String| CtlError::Protocol { socket: self.socket.clone(), message };
+        let protocol = |message: String| CtlError::Protocol {
+            socket: self.socket.clone(),
+            message,
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -240,17 +299,27 @@ impl Client {
         let exchange = self.exchange(method, target, body);
         match runtime.block_on(async { tokio::time::timeout(self.timeout, exchange).await }) {
             Ok(answer) => answer,
-            Err(_) => Err(CtlError::Timeout { socket: self.socket.clone(), timeout: self.timeout }),
+            Err(_) => Err(CtlError::Timeout {
+                socket: self.socket.clone(),
+                timeout: self.timeout,
+            }),
         }
     }
 
     async fn exchange(&self, method: &str, target: &str, body: String) -> Result<Answer, CtlError> {
-        let protocol = |message: String| CtlError::Protocol { socket: self.socket.clone(), message };
+        let protocol = |message: String| CtlError::Protocol {
+            socket: self.socket.clone(),
+            message,
+        };
         let stream = tokio::net::UnixStream::connect(&self.socket)
             .await
-            .map_err(|source| CtlError::Unreachable { socket: self.socket.clone(), source })?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| protocol(e.to_string()))?;
+            .map_err(|source| CtlError::Unreachable {
+                socket: self.socket.clone(),
+                source,
+            })?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| protocol(e.to_string()))?;
         // Drives the connection's I/O while send_request waits; ends with the connection.
         tokio::spawn(connection);
         let request = Request::builder()
@@ -261,12 +330,34 @@ impl Client {
             .header(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8")
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| protocol(e.to_string()))?;
-        let response = sender.send_request(request).await.map_err(|e| protocol(e.to_string()))?;
-        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let (content_type, allow) = (header(hyper::header::CONTENT_TYPE), header(hyper::header::ALLOW));
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| protocol(e.to_string()))?;
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let (content_type, allow) = (
+            header(hyper::header::CONTENT_TYPE),
+            header(hyper::header::ALLOW),
+        );
         let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await.map_err(|e| protocol(e.to_string()))?.to_bytes();
-        Ok(Answer { status, content_type, allow, body: String::from_utf8_lossy(&bytes).into_owned() })
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| protocol(e.to_string()))?
+            .to_bytes();
+        Ok(Answer {
+            status,
+            content_type,
+            allow,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        })
     }
 }
 
@@ -282,7 +373,9 @@ fn with_pool(path: &str, pool: Option<&str>) -> String {
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -307,19 +400,44 @@ mod tests {
     #[test]
     fn subcommands_parse_as_documented() {
         let workers = parse(&["workers", "www", "-2"]).unwrap();
-        assert_eq!(workers.command, CtlCommand::Workers { pool: "www".into(), delta: -2 });
+        assert_eq!(
+            workers.command,
+            CtlCommand::Workers {
+                pool: "www".into(),
+                delta: -2
+            }
+        );
         assert_eq!(
             parse(&["workers", "www", "+3"]).unwrap().command,
-            CtlCommand::Workers { pool: "www".into(), delta: 3 }
+            CtlCommand::Workers {
+                pool: "www".into(),
+                delta: 3
+            }
         );
         for bad in ["3", "+0", "-x", "+"] {
             assert!(parse(&["workers", "www", bad]).is_err(), "{bad}");
         }
-        let set =
-            parse(&["--socket", "/run/d.sock", "set", "www", "pm.max_children=12", "pm.min_spare_servers=3"]).unwrap();
+        let set = parse(&[
+            "--socket",
+            "/run/d.sock",
+            "set",
+            "www",
+            "pm.max_children=12",
+            "pm.min_spare_servers=3",
+        ])
+        .unwrap();
         assert_eq!(set.socket.as_deref(), Some(Path::new("/run/d.sock")));
-        let changes = vec![("pm.max_children".into(), "12".into()), ("pm.min_spare_servers".into(), "3".into())];
-        assert_eq!(set.command, CtlCommand::Set { pool: "www".into(), changes });
+        let changes = vec![
+            ("pm.max_children".into(), "12".into()),
+            ("pm.min_spare_servers".into(), "3".into()),
+        ];
+        assert_eq!(
+            set.command,
+            CtlCommand::Set {
+                pool: "www".into(),
+                changes
+            }
+        );
         assert!(parse(&["set", "www"]).is_err(), "at least one change");
         assert!(parse(&["set", "www", "max_children"]).is_err());
         assert!(parse(&["status", "--json", "--openmetrics"]).is_err());
@@ -328,15 +446,26 @@ mod tests {
         assert_eq!(status.config, Path::new("/etc/d.toml"));
         assert_eq!(
             status.command,
-            CtlCommand::Status { pool: Some("www".into()), json: true, openmetrics: false, full: true }
+            CtlCommand::Status {
+                pool: Some("www".into()),
+                json: true,
+                openmetrics: false,
+                full: true
+            }
         );
-        assert_eq!(parse(&["reload"]).unwrap().config, Path::new(DEFAULT_CONFIG_PATH));
+        assert_eq!(
+            parse(&["reload"]).unwrap().config,
+            Path::new(DEFAULT_CONFIG_PATH)
+        );
     }
 
     #[test]
     fn names_are_escaped_into_one_segment() {
         assert_eq!(encode("www"), "www");
         assert_eq!(encode("a/b c+d%"), "a%2Fb%20c%2Bd%25");
-        assert_eq!(with_pool("/reload", Some("x&y=z")), "/reload?pool=x%26y%3Dz");
+        assert_eq!(
+            with_pool("/reload", Some("x&y=z")),
+            "/reload?pool=x%26y%3Dz"
+        );
     }
 }

@@ -35,7 +35,13 @@ pub fn www() -> PoolStatus {
             request_terminate_timeout: Some(Duration::from_secs(60)),
             request_slowlog_timeout: Some(Duration::from_millis(2500)),
         },
-        recycled: Recycled { max_requests: 8, max_memory: 1, terminate: 2, crash: 0, idle: 4 },
+        recycled: Recycled {
+            max_requests: 8,
+            max_memory: 1,
+            terminate: 2,
+            crash: 0,
+            idle: 4,
+        },
         workers: vec![busy(), idle()],
     }
 }

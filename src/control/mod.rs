@@ -56,7 +56,10 @@ pub enum ControlRequest {
     /// Live changes of pm keys (`pm.max_children` = `12`), in the order given. Validate all
     /// of them like the files before applying any: an error names the key and the rule and
     /// changes nothing.
-    Set { pool: String, changes: Vec<(String, String)> },
+    Set {
+        pool: String,
+        changes: Vec<(String, String)>,
+    },
     /// Re-read the files and reload every pool, or just this one.
     Reload { pool: Option<String> },
     /// One static pool's worker count, relatively: `+2`, `-1`. Never 0.
@@ -78,12 +81,18 @@ pub enum ControlReply {
 impl ControlReply {
     /// 404 for a pool name the master does not know.
     pub fn unknown_pool(pool: &str) -> ControlReply {
-        ControlReply::Error { status: 404, message: format!("no pool named {pool:?}") }
+        ControlReply::Error {
+            status: 404,
+            message: format!("no pool named {pool:?}"),
+        }
     }
 
     /// 400: the request is invalid (a key, a value, a rule); nothing was changed.
     pub fn invalid(message: impl Into<String>) -> ControlReply {
-        ControlReply::Error { status: 400, message: message.into() }
+        ControlReply::Error {
+            status: 400,
+            message: message.into(),
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use super::*;
 
 /// The sample lines of one metric (not HELP/TYPE).
 fn samples<'a>(out: &'a str, name: &str) -> Vec<&'a str> {
-    out.lines().filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{')).collect()
+    out.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .collect()
 }
 
 #[test]
@@ -21,8 +23,13 @@ fn pool_metrics_are_php_fpms_with_a_pool_label() {
         samples(&out, "drover_accepted_connections_total"),
         [r#"drover_accepted_connections_total{pool="www"} 1234"#]
     );
-    assert_eq!(samples(&out, "drover_listen_queue"), [r#"drover_listen_queue{pool="www"} 2"#]);
-    assert!(out.contains("# TYPE drover_idle_processes gauge\ndrover_idle_processes{pool=\"www\"} 1\n"));
+    assert_eq!(
+        samples(&out, "drover_listen_queue"),
+        [r#"drover_listen_queue{pool="www"} 2"#]
+    );
+    assert!(
+        out.contains("# TYPE drover_idle_processes gauge\ndrover_idle_processes{pool=\"www\"} 1\n")
+    );
     assert!(out.contains(r#"drover_up{pool="www",process_manager="dynamic",runtime="php"} 1"#));
     assert!(out.contains(r#"drover_slow_requests_total{pool="www"} 5"#));
     assert!(out.contains(r#"drover_max_children_reached_total{pool="www"} 3"#));
@@ -40,8 +47,13 @@ fn drovers_own_metrics_limits_recycling_and_workers() {
     assert!(out.contains(r#"drover_worker_requests_total{pool="www",pid="4243"} 3"#));
     // Current request duration only for the busy worker.
     let current = samples(&out, "drover_worker_request_duration_seconds");
-    assert_eq!(current, [r#"drover_worker_request_duration_seconds{pool="www",pid="4242"} 1.5"#]);
-    assert!(out.contains(r#"drover_worker_last_request_duration_seconds{pool="www",pid="4243"} 0.012345"#));
+    assert_eq!(
+        current,
+        [r#"drover_worker_request_duration_seconds{pool="www",pid="4242"} 1.5"#]
+    );
+    assert!(out.contains(
+        r#"drover_worker_last_request_duration_seconds{pool="www",pid="4243"} 0.012345"#
+    ));
 }
 
 #[test]
@@ -63,8 +75,15 @@ fn label_values_are_escaped() {
     let mut odd = blind();
     odd.pool = "a\\b\"c\nd".into();
     let out = openmetrics(&[odd]);
-    assert!(out.contains(r#"drover_idle_processes{pool="a\\b\"c\nd"} 0"#), "{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("d\"")).count(), 0, "a raw newline split a line");
+    assert!(
+        out.contains(r#"drover_idle_processes{pool="a\\b\"c\nd"} 0"#),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("d\"")).count(),
+        0,
+        "a raw newline split a line"
+    );
 }
 
 /// The page as the reference parser reads it: every family parses, the escaped pool name
@@ -109,10 +128,22 @@ print("OK", len(families))
             return;
         }
     };
-    child.stdin.take().unwrap().write_all(page.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(page.as_bytes())
+        .unwrap();
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}");
-    assert!(output.status.success(), "{page}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.starts_with("OK") || stdout.starts_with("SKIP"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "{page}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("OK") || stdout.starts_with("SKIP"),
+        "{stdout}"
+    );
 }

@@ -71,8 +71,16 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
     line(out, "pm.max_spare_servers", l.max_spare_servers);
     line(out, "pm.max_requests", l.max_requests);
     line(out, "pm.max_memory", OrDash(l.max_memory));
-    line(out, "request_terminate_timeout", OrDash(l.request_terminate_timeout.map(humantime::format_duration)));
-    line(out, "request_slowlog_timeout", OrDash(l.request_slowlog_timeout.map(humantime::format_duration)));
+    line(
+        out,
+        "request_terminate_timeout",
+        OrDash(l.request_terminate_timeout.map(humantime::format_duration)),
+    );
+    line(
+        out,
+        "request_slowlog_timeout",
+        OrDash(l.request_slowlog_timeout.map(humantime::format_duration)),
+    );
     let r = &p.recycled;
     line(out, "recycled max_requests", r.max_requests);
     line(out, "recycled max_memory", r.max_memory);
@@ -93,13 +101,33 @@ fn worker_text(out: &mut String, w: &WorkerStatus) {
     line(out, "start time", local_time(w.start_time));
     line(out, "start since", w.start_since.as_secs());
     line(out, "requests", OrDash(w.requests));
-    line(out, "request duration", OrDash(w.request_duration.map(micros)));
-    line(out, "request method", OrDash(w.request_method.as_deref().map(clean)));
-    line(out, "request URI", OrDash(w.uri_and_query().as_deref().map(clean)));
+    line(
+        out,
+        "request duration",
+        OrDash(w.request_duration.map(micros)),
+    );
+    line(
+        out,
+        "request method",
+        OrDash(w.request_method.as_deref().map(clean)),
+    );
+    line(
+        out,
+        "request URI",
+        OrDash(w.uri_and_query().as_deref().map(clean)),
+    );
     line(out, "script", OrDash(w.script.as_deref().map(clean)));
-    line(out, "last request cpu", OrDash(w.last_request_cpu_percent().map(|c| format!("{c:.2}"))));
+    line(
+        out,
+        "last request cpu",
+        OrDash(w.last_request_cpu_percent().map(|c| format!("{c:.2}"))),
+    );
     line(out, "rss", OrDash(w.rss));
-    line(out, "last request duration", OrDash(w.last_request_duration.map(micros)));
+    line(
+        out,
+        "last request duration",
+        OrDash(w.last_request_duration.map(micros)),
+    );
 }
 
 /// `label:` padded so that values start in php-fpm's column 22; longer labels get a space.
@@ -123,7 +151,17 @@ fn clean(s: &str) -> Cow<'_, str> {
     if !s.chars().any(char::is_control) {
         return Cow::Borrowed(s);
     }
-    Cow::Owned(s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect())
+    Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 /// php-fpm's unit for request durations.
@@ -153,7 +191,9 @@ fn local_offset(unix: i64) -> i64 {
 
 /// `unix` as `23/Mar/2024:10:00:00 +0000` at `offset` seconds east of UTC.
 fn clf_time(unix: i64, offset: i64) -> String {
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
     let local = unix + offset;
     let (days, secs) = (local.div_euclid(86_400), local.rem_euclid(86_400));
     // Howard Hinnant's days-to-civil: years of 400 are 146097 days.
@@ -265,8 +305,21 @@ struct WorkerJson<'a> {
 
 impl<'a> PoolJson<'a> {
     fn new(p: &'a PoolStatus, full: bool) -> PoolJson<'a> {
-        let Limits { max_children, start_servers, min_spare_servers, max_spare_servers, max_requests, .. } = p.limits;
-        let Recycled { max_requests: recycled_max_requests, max_memory, terminate, crash, idle } = p.recycled;
+        let Limits {
+            max_children,
+            start_servers,
+            min_spare_servers,
+            max_spare_servers,
+            max_requests,
+            ..
+        } = p.limits;
+        let Recycled {
+            max_requests: recycled_max_requests,
+            max_memory,
+            terminate,
+            crash,
+            idle,
+        } = p.recycled;
         PoolJson {
             pool: &p.pool,
             process_manager: &p.process_manager,
@@ -290,10 +343,19 @@ impl<'a> PoolJson<'a> {
                 max_spare_servers,
                 max_requests,
                 max_memory: p.limits.max_memory,
-                request_terminate_timeout: p.limits.request_terminate_timeout.map(|d| d.as_secs_f64()),
+                request_terminate_timeout: p
+                    .limits
+                    .request_terminate_timeout
+                    .map(|d| d.as_secs_f64()),
                 request_slowlog_timeout: p.limits.request_slowlog_timeout.map(|d| d.as_secs_f64()),
             },
-            recycled: RecycledJson { max_requests: recycled_max_requests, max_memory, terminate, crash, idle },
+            recycled: RecycledJson {
+                max_requests: recycled_max_requests,
+                max_memory,
+                terminate,
+                crash,
+                idle,
+            },
             processes: full.then(|| p.workers.iter().map(WorkerJson::new).collect()),
         }
     }
@@ -312,7 +374,9 @@ impl<'a> WorkerJson<'a> {
             request_uri: w.uri_and_query(),
             script: w.script.as_deref(),
             // php-fpm's two decimals.
-            last_request_cpu: w.last_request_cpu_percent().map(|c| (c * 100.0).round() / 100.0),
+            last_request_cpu: w
+                .last_request_cpu_percent()
+                .map(|c| (c * 100.0).round() / 100.0),
             rss: w.rss,
             last_request_duration: w.last_request_duration.map(micros),
         }

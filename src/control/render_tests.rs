@@ -8,7 +8,10 @@ use super::*;
 
 fn value_of<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
     let prefix = format!("{label}:");
-    text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l[prefix.len()..].trim_start()).collect()
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(|l| l[prefix.len()..].trim_start())
+        .collect()
 }
 
 #[test]
@@ -17,7 +20,10 @@ fn text_has_php_fpm_layout_first_then_drovers_fields() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "pool:                 www");
     assert_eq!(lines[1], "process manager:      dynamic");
-    assert_eq!(lines[2], format!("start time:           {}", local_time(www().start_time)));
+    assert_eq!(
+        lines[2],
+        format!("start time:           {}", local_time(www().start_time))
+    );
     assert_eq!(lines[3], "start since:          3600");
     assert_eq!(lines[4], "accepted conn:        1234");
     assert_eq!(lines[7], "listen queue len:     511");
@@ -68,8 +74,14 @@ fn text_shows_unknown_as_dash_and_separates_pools() {
 #[test]
 fn start_time_is_php_fpms_format_at_any_offset() {
     assert_eq!(clf_time(START as i64, 0), "23/Mar/2024:10:00:00 +0000");
-    assert_eq!(clf_time(START as i64, 5 * 3600 + 1800), "23/Mar/2024:15:30:00 +0530");
-    assert_eq!(clf_time(START as i64, -11 * 3600), "22/Mar/2024:23:00:00 -1100");
+    assert_eq!(
+        clf_time(START as i64, 5 * 3600 + 1800),
+        "23/Mar/2024:15:30:00 +0530"
+    );
+    assert_eq!(
+        clf_time(START as i64, -11 * 3600),
+        "22/Mar/2024:23:00:00 -1100"
+    );
     assert_eq!(clf_time(0, 0), "01/Jan/1970:00:00:00 +0000");
     assert_eq!(clf_time(951_782_400, 0), "29/Feb/2000:00:00:00 +0000");
     assert_eq!(clf_time(4_102_444_799, 0), "31/Dec/2099:23:59:59 +0000");
@@ -122,7 +134,15 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
     assert!(blind["limits"]["max_memory"].is_null());
     assert!(blind["limits"]["request_terminate_timeout"].is_null());
     let worker = &blind["processes"][0];
-    for key in ["requests", "request duration", "request method", "request uri", "script", "rss", "last request cpu"] {
+    for key in [
+        "requests",
+        "request duration",
+        "request method",
+        "request uri",
+        "script",
+        "rss",
+        "last request cpu",
+    ] {
         assert!(worker[key].is_null(), "{key}");
     }
     assert_eq!(json(&[], false), "[]");

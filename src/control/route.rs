@@ -21,7 +21,11 @@ pub(super) enum Route {
     /// Answered by the server itself.
     Ping,
     /// Ask the master for `ControlRequest::Status { pool }`, render in `format`.
-    Status { pool: Option<String>, format: Format, full: bool },
+    Status {
+        pool: Option<String>,
+        format: Format,
+        full: bool,
+    },
     /// Ask the master; its `Ok` text is the answer.
     Master(ControlRequest),
 }
@@ -36,7 +40,11 @@ pub(super) struct Refusal {
 }
 
 fn refuse(status: u16, message: impl Into<String>) -> Refusal {
-    Refusal { status, message: message.into(), allow: None }
+    Refusal {
+        status,
+        message: message.into(),
+        allow: None,
+    }
 }
 
 pub(super) fn route(
@@ -46,8 +54,12 @@ pub(super) fn route(
     body: &[u8],
     scope: &Scope,
 ) -> Result<Route, Refusal> {
-    let segments: Vec<String> =
-        path.strip_prefix('/').unwrap_or(path).split('/').map(|s| decode(s, false)).collect::<Result<_, _>>()?;
+    let segments: Vec<String> = path
+        .strip_prefix('/')
+        .unwrap_or(path)
+        .split('/')
+        .map(|s| decode(s, false))
+        .collect::<Result<_, _>>()?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     let query = Query::parse(query.unwrap_or(""))?;
     let read_only = matches!(scope, Scope::Status { .. });
@@ -59,44 +71,75 @@ pub(super) fn route(
         }
         ["status"] => {
             allow(method, "GET, HEAD")?;
-            query.only(&["pool", "format", "full", "text", "json", "openmetrics", "html", "xml"])?;
+            query.only(&[
+                "pool",
+                "format",
+                "full",
+                "text",
+                "json",
+                "openmetrics",
+                "html",
+                "xml",
+            ])?;
             let pool = match scope {
                 Scope::Control => query.pool()?,
                 Scope::Status { pool } => match query.pool()? {
                     Some(asked) if asked != *pool => {
-                        return Err(refuse(404, format!("this listener serves pool {pool:?} only")));
+                        return Err(refuse(
+                            404,
+                            format!("this listener serves pool {pool:?} only"),
+                        ));
                     }
                     _ => Some(pool.clone()),
                 },
             };
-            Ok(Route::Status { pool, format: query.format()?, full: query.has("full") })
+            Ok(Route::Status {
+                pool,
+                format: query.format()?,
+                full: query.has("full"),
+            })
         }
-        _ if read_only => Err(refuse(404, format!("no route {path}: this listener serves /status and /ping"))),
+        _ if read_only => Err(refuse(
+            404,
+            format!("no route {path}: this listener serves /status and /ping"),
+        )),
         ["config"] => {
             allow(method, "GET")?;
             query.only(&["pool"])?;
-            Ok(Route::Master(ControlRequest::Config { pool: query.pool()? }))
+            Ok(Route::Master(ControlRequest::Config {
+                pool: query.pool()?,
+            }))
         }
         ["reload"] => {
             allow(method, "POST")?;
             query.only(&["pool"])?;
-            Ok(Route::Master(ControlRequest::Reload { pool: query.pool()? }))
+            Ok(Route::Master(ControlRequest::Reload {
+                pool: query.pool()?,
+            }))
         }
         ["pools", pool, "set"] if !pool.is_empty() => {
             allow(method, "POST")?;
             query.only(&[])?;
             let changes = changes(body)?;
-            Ok(Route::Master(ControlRequest::Set { pool: pool.to_string(), changes }))
+            Ok(Route::Master(ControlRequest::Set {
+                pool: pool.to_string(),
+                changes,
+            }))
         }
         ["pools", pool, "workers"] if !pool.is_empty() => {
             allow(method, "POST")?;
             query.only(&[])?;
             let delta = delta(body)?;
-            Ok(Route::Master(ControlRequest::Workers { pool: pool.to_string(), delta }))
+            Ok(Route::Master(ControlRequest::Workers {
+                pool: pool.to_string(),
+                delta,
+            }))
         }
         _ => Err(refuse(
             404,
-            format!("no route {path}: try /status, /ping, /config, /reload, /pools/NAME/set, /pools/NAME/workers"),
+            format!(
+                "no route {path}: try /status, /ping, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
+            ),
         )),
     }
 }
@@ -125,11 +168,19 @@ fn changes(body: &[u8]) -> Result<Vec<(String, String)>, Refusal> {
             Some((key, value)) if !key.trim().is_empty() => {
                 changes.push((key.trim().to_owned(), value.trim().to_owned()))
             }
-            _ => return Err(refuse(400, format!("line {}: expected KEY=VALUE, got {line:?}", index + 1))),
+            _ => {
+                return Err(refuse(
+                    400,
+                    format!("line {}: expected KEY=VALUE, got {line:?}", index + 1),
+                ));
+            }
         }
     }
     if changes.is_empty() {
-        return Err(refuse(400, "no changes: send KEY=VALUE lines, e.g. pm.max_children=12"));
+        return Err(refuse(
+            400,
+            "no changes: send KEY=VALUE lines, e.g. pm.max_children=12",
+        ));
     }
     Ok(changes)
 }
@@ -148,7 +199,10 @@ fn delta(body: &[u8]) -> Result<i32, Refusal> {
     }
     let n: i32 = digits.parse().map_err(|_| bad())?;
     if n == 0 {
-        return Err(refuse(400, "a change of 0 workers changes nothing; use +N or -N with N >= 1"));
+        return Err(refuse(
+            400,
+            "a change of 0 workers changes nothing; use +N or -N with N >= 1",
+        ));
     }
     Ok(sign * n)
 }
@@ -170,12 +224,23 @@ impl Query {
     }
 
     fn only(&self, known: &[&str]) -> Result<(), Refusal> {
-        match self.0.iter().find(|(key, _)| !known.contains(&key.as_str())) {
+        match self
+            .0
+            .iter()
+            .find(|(key, _)| !known.contains(&key.as_str()))
+        {
             None => Ok(()),
-            Some((key, _)) if known.is_empty() => {
-                Err(refuse(400, format!("unknown query parameter {key:?}: this route takes none")))
-            }
-            Some((key, _)) => Err(refuse(400, format!("unknown query parameter {key:?}; known: {}", known.join(", ")))),
+            Some((key, _)) if known.is_empty() => Err(refuse(
+                400,
+                format!("unknown query parameter {key:?}: this route takes none"),
+            )),
+            Some((key, _)) => Err(refuse(
+                400,
+                format!(
+                    "unknown query parameter {key:?}; known: {}",
+                    known.join(", ")
+                ),
+            )),
         }
     }
 
@@ -185,7 +250,11 @@ impl Query {
 
     /// The last `key=value`'s value.
     fn value(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| v.as_deref())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.as_deref())
     }
 
     fn pool(&self) -> Result<Option<String>, Refusal> {
@@ -198,8 +267,10 @@ impl Query {
     }
 
     fn format(&self) -> Result<Format, Refusal> {
-        let mut asked: Vec<&str> =
-            ["text", "json", "openmetrics", "html", "xml"].into_iter().filter(|f| self.has(f)).collect();
+        let mut asked: Vec<&str> = ["text", "json", "openmetrics", "html", "xml"]
+            .into_iter()
+            .filter(|f| self.has(f))
+            .collect();
         if let Some(format) = self.value("format") {
             asked.push(format);
         }
@@ -208,8 +279,14 @@ impl Query {
             [] | ["text"] => Ok(Format::Text),
             ["json"] => Ok(Format::Json),
             ["openmetrics"] => Ok(Format::OpenMetrics),
-            [other] => Err(refuse(400, format!("format {other:?} is not served; use text, json or openmetrics"))),
-            _ => Err(refuse(400, format!("more than one format asked: {}", asked.join(", ")))),
+            [other] => Err(refuse(
+                400,
+                format!("format {other:?} is not served; use text, json or openmetrics"),
+            )),
+            _ => Err(refuse(
+                400,
+                format!("more than one format asked: {}", asked.join(", ")),
+            )),
         }
     }
 }
@@ -223,7 +300,9 @@ fn decode(s: &str, plus_is_space: bool) -> Result<String, Refusal> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 let byte = hex.and_then(|h| u8::from_str_radix(h, 16).ok());
                 out.push(byte.ok_or_else(|| refuse(400, format!("bad percent-escape in {s:?}")))?);
                 i += 3;

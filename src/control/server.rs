@@ -55,7 +55,10 @@ impl ControlSocket {
         let addr = ListenAddr::Unix(path.to_owned());
         check_stale(&addr, path)?;
         let listener = bind_private(&addr, path, mode)?;
-        Ok(ControlSocket { listener, file: SocketFile(path.to_owned()) })
+        Ok(ControlSocket {
+            listener,
+            file: SocketFile(path.to_owned()),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -64,9 +67,15 @@ impl ControlSocket {
 
     /// Serves every route, asking `master`. Call within the master's tokio runtime.
     pub fn serve(self, master: ToMaster) -> Served {
-        let handler = Arc::new(Handler { master, scope: Scope::Control });
+        let handler = Arc::new(Handler {
+            master,
+            scope: Scope::Control,
+        });
         let task = tokio::spawn(accept_loop(Accepting::unix(self.listener), handler));
-        Served { task, _file: Some(self.file) }
+        Served {
+            task,
+            _file: Some(self.file),
+        }
     }
 }
 
@@ -91,19 +100,32 @@ impl StatusSocket {
     /// Binds the pool's `status_listen`, if it has one, with the pool's own backlog, owner,
     /// group and mode (so that whoever may talk to the pool may read its status).
     pub fn bind(pool: &Pool) -> Result<Option<StatusSocket>, ListenError> {
-        let Some(addr) = pool.status_listen.clone() else { return Ok(None) };
-        let bound = Listener::bind(&Pool { listen: addr.clone(), ..pool.clone() })?;
+        let Some(addr) = pool.status_listen.clone() else {
+            return Ok(None);
+        };
+        let bound = Listener::bind(&Pool {
+            listen: addr.clone(),
+            ..pool.clone()
+        })?;
         let (listener, addr) = match addr {
-            ListenAddr::Unix(path) => {
-                (Bound::Unix(UnixListener::from(bound.fd), SocketFile(path.clone())), ListenAddr::Unix(path))
-            }
+            ListenAddr::Unix(path) => (
+                Bound::Unix(UnixListener::from(bound.fd), SocketFile(path.clone())),
+                ListenAddr::Unix(path),
+            ),
             ListenAddr::Tcp(_) => {
                 let listener = std::net::TcpListener::from(bound.fd);
-                let local = listener.local_addr().map_err(io_error(&bound.addr, "getsockname"))?;
+                let local = listener
+                    .local_addr()
+                    .map_err(io_error(&bound.addr, "getsockname"))?;
                 (Bound::Tcp(listener), ListenAddr::Tcp(local))
             }
         };
-        Ok(Some(StatusSocket { pool: pool.name.clone(), addr, listener, allowed: pool.listen_allowed_clients.clone() }))
+        Ok(Some(StatusSocket {
+            pool: pool.name.clone(),
+            addr,
+            listener,
+            allowed: pool.listen_allowed_clients.clone(),
+        }))
     }
 
     pub fn addr(&self) -> &ListenAddr {
@@ -113,7 +135,10 @@ impl StatusSocket {
     /// Serves `/status` and `/ping` for this pool, asking `master`. Call within the
     /// master's tokio runtime.
     pub fn serve(self, master: ToMaster) -> Served {
-        let handler = Arc::new(Handler { master, scope: Scope::Status { pool: self.pool } });
+        let handler = Arc::new(Handler {
+            master,
+            scope: Scope::Status { pool: self.pool },
+        });
         let (accepting, file) = match self.listener {
             Bound::Unix(listener, file) => (Accepting::unix(listener), Some(file)),
             Bound::Tcp(listener) => (Accepting::tcp(listener, self.allowed), None),
@@ -153,9 +178,13 @@ fn io_error(addr: &ListenAddr, what: &'static str) -> impl FnOnce(std::io::Error
 }
 
 fn check_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
     if !meta.file_type().is_socket() {
-        return Err(ListenError::NotASocket { path: path.to_owned() });
+        return Err(ListenError::NotASocket {
+            path: path.to_owned(),
+        });
     }
     if UnixStream::connect(path).is_ok() {
         return Err(ListenError::InUse { addr: addr.clone() });
@@ -168,7 +197,10 @@ fn check_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
 /// chmod, and a client that connected in that moment would keep its connection; the rename
 /// also replaces a stale file in one step.
 fn bind_private(addr: &ListenAddr, path: &Path, mode: u32) -> Result<UnixListener, ListenError> {
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let staging = parent.join(format!(".drover-ctl.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir(&staging).map_err(io_error(addr, "create staging folder"))?;
@@ -182,7 +214,9 @@ fn bind_private(addr: &ListenAddr, path: &Path, mode: u32) -> Result<UnixListene
     })();
     let _ = std::fs::remove_dir_all(&staging);
     let listener = bound.map_err(io_error(addr, "bind"))?;
-    listener.set_nonblocking(true).map_err(io_error(addr, "set non-blocking"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(io_error(addr, "set non-blocking"))?;
     Ok(listener)
 }
 
@@ -194,12 +228,16 @@ enum Accepting {
 
 impl Accepting {
     fn unix(listener: UnixListener) -> Accepting {
-        let listener = listener.set_nonblocking(true).and_then(|()| tokio::net::UnixListener::from_std(listener));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixListener::from_std(listener));
         Accepting::Unix(listener)
     }
 
     fn tcp(listener: std::net::TcpListener, allowed: Vec<IpAddr>) -> Accepting {
-        let listener = listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(listener));
         Accepting::Tcp(listener, allowed)
     }
 }
@@ -215,9 +253,14 @@ async fn accept_loop(incoming: Accepting, handler: Arc<Handler>) {
         },
         Accepting::Tcp(Ok(listener), allowed) => loop {
             match listener.accept().await {
-                Ok((stream, peer)) if peer_allowed(peer.ip(), &allowed) => spawn_connection(stream, handler.clone()),
+                Ok((stream, peer)) if peer_allowed(peer.ip(), &allowed) => {
+                    spawn_connection(stream, handler.clone())
+                }
                 Ok((_, peer)) => {
-                    tracing::warn!("status: refused a connection from {}: not in listen_allowed_clients", peer.ip())
+                    tracing::warn!(
+                        "status: refused a connection from {}: not in listen_allowed_clients",
+                        peer.ip()
+                    )
                 }
                 Err(err) => accept_failed(err).await,
             }
@@ -271,7 +314,13 @@ impl Handler {
             }
             Err(err) => return error(400, &format!("cannot read the body: {err}")),
         };
-        let route = route::route(parts.method.as_str(), parts.uri.path(), parts.uri.query(), &body, &self.scope);
+        let route = route::route(
+            parts.method.as_str(),
+            parts.uri.path(),
+            parts.uri.query(),
+            &body,
+            &self.scope,
+        );
         match route {
             Err(refusal) => refused(refusal),
             Ok(Route::Ping) => plain(200, "text/plain; charset=utf-8", "pong".into()),
@@ -285,8 +334,12 @@ impl Handler {
             Ok(Route::Master(request)) => {
                 let config = matches!(request, ControlRequest::Config { .. });
                 match self.ask(request).await {
-                    ControlReply::Ok(text) if config => plain(200, "text/plain; charset=utf-8", text),
-                    ControlReply::Ok(message) => json(200, &serde_json::json!({ "message": message })),
+                    ControlReply::Ok(text) if config => {
+                        plain(200, "text/plain; charset=utf-8", text)
+                    }
+                    ControlReply::Ok(message) => {
+                        json(200, &serde_json::json!({ "message": message }))
+                    }
                     reply => unexpected(reply),
                 }
             }
@@ -302,12 +355,16 @@ impl Handler {
         };
         match tokio::time::timeout(REPLY_TIMEOUT, asked).await {
             Ok(Some(reply)) => reply,
-            Ok(None) => {
-                ControlReply::Error { status: 503, message: "the master is not taking requests (stopping?)".into() }
-            }
+            Ok(None) => ControlReply::Error {
+                status: 503,
+                message: "the master is not taking requests (stopping?)".into(),
+            },
             Err(_) => ControlReply::Error {
                 status: 504,
-                message: format!("the master did not answer within {}", humantime::format_duration(REPLY_TIMEOUT)),
+                message: format!(
+                    "the master did not answer within {}",
+                    humantime::format_duration(REPLY_TIMEOUT)
+                ),
             },
         }
     }
@@ -327,21 +384,31 @@ fn status(pools: &[PoolStatus], format: Format, full: bool, one: bool) -> Respon
 fn unexpected(reply: ControlReply) -> Response<Full<Bytes>> {
     match reply {
         ControlReply::Error { status, message } => error(status, &message),
-        other => error(500, &format!("the master gave an answer of the wrong kind: {other:?}")),
+        other => error(
+            500,
+            &format!("the master gave an answer of the wrong kind: {other:?}"),
+        ),
     }
 }
 
 fn refused(refusal: Refusal) -> Response<Full<Bytes>> {
     let mut response = error(refusal.status, &refusal.message);
     if let Some(allow) = refusal.allow {
-        response.headers_mut().insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static(allow));
+        response.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static(allow),
+        );
     }
     response
 }
 
 /// `{"error": message}` with `status`; a status that is not an error becomes 500.
 fn error(status: u16, message: &str) -> Response<Full<Bytes>> {
-    let status = if (400..=599).contains(&status) { status } else { 500 };
+    let status = if (400..=599).contains(&status) {
+        status
+    } else {
+        500
+    };
     json(status, &serde_json::json!({ "error": message }))
 }
 
@@ -354,7 +421,10 @@ fn plain(status: u16, content_type: &'static str, body: String) -> Response<Full
     Response::builder()
         .status(status)
         .header(hyper::header::CONTENT_TYPE, content_type)
-        .header(hyper::header::CACHE_CONTROL, "no-cache, no-store, must-revalidate, max-age=0")
+        .header(
+            hyper::header::CACHE_CONTROL,
+            "no-cache, no-store, must-revalidate, max-age=0",
+        )
         .header(hyper::header::EXPIRES, "Thu, 01 Jan 1970 00:00:00 GMT")
         .body(Full::new(Bytes::from(body)))
         // Every part above is a valid constant or a checked status code.

@@ -25,22 +25,33 @@ fn canned(request: &ControlRequest) -> Option<ControlReply> {
     Some(match request {
         ControlRequest::Status { pool: None } => ControlReply::Status(vec![www(), blind()]),
         ControlRequest::Status { pool: Some(p) } if p == "www" => ControlReply::Status(vec![www()]),
-        ControlRequest::Status { pool: Some(p) } | ControlRequest::Config { pool: Some(p) } if p == "mute" => {
+        ControlRequest::Status { pool: Some(p) } | ControlRequest::Config { pool: Some(p) }
+            if p == "mute" =>
+        {
             return None;
         }
         ControlRequest::Config { pool: Some(p) } if p == "confused" => ControlReply::Status(vec![]),
         ControlRequest::Status { pool: Some(p) } | ControlRequest::Config { pool: Some(p) } => {
             ControlReply::unknown_pool(p)
         }
-        ControlRequest::Config { pool: None } => ControlReply::Ok("[www]\nlisten = \"/run/www.sock\"\n".into()),
-        ControlRequest::Set { pool, changes } => match changes.iter().find(|(k, _)| k != "pm.max_children") {
-            Some((key, _)) => ControlReply::invalid(format!("pool {pool}: {key}: not a key that can change live")),
-            None => ControlReply::Ok(format!("pool {pool}: {} changed", changes.len())),
-        },
-        ControlRequest::Reload { pool } => {
-            ControlReply::Ok(format!("reloading {}", pool.as_deref().unwrap_or("every pool")))
+        ControlRequest::Config { pool: None } => {
+            ControlReply::Ok("[www]\nlisten = \"/run/www.sock\"\n".into())
         }
-        ControlRequest::Workers { pool, delta } => ControlReply::Ok(format!("pool {pool}: {delta:+} workers")),
+        ControlRequest::Set { pool, changes } => {
+            match changes.iter().find(|(k, _)| k != "pm.max_children") {
+                Some((key, _)) => ControlReply::invalid(format!(
+                    "pool {pool}: {key}: not a key that can change live"
+                )),
+                None => ControlReply::Ok(format!("pool {pool}: {} changed", changes.len())),
+            }
+        }
+        ControlRequest::Reload { pool } => ControlReply::Ok(format!(
+            "reloading {}",
+            pool.as_deref().unwrap_or("every pool")
+        )),
+        ControlRequest::Workers { pool, delta } => {
+            ControlReply::Ok(format!("pool {pool}: {delta:+} workers"))
+        }
     })
 }
 
@@ -75,7 +86,10 @@ impl Harness {
         let (stop, stopped) = oneshot::channel::<()>();
         let recorded = seen.clone();
         let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             runtime.block_on(async move {
                 let (tx, rx) = channel();
                 let served = serve(tx);
@@ -86,7 +100,13 @@ impl Harness {
                 drop(served);
             });
         });
-        Harness { _dir: dir, socket, seen, stop: Some(stop), thread: Some(thread) }
+        Harness {
+            _dir: dir,
+            socket,
+            seen,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
     }
 
     fn client(&self) -> Client {
@@ -131,15 +151,31 @@ fn the_socket_is_private_and_replaces_a_stale_one() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     // A live one is not taken over.
-    assert!(matches!(ControlSocket::bind(&path, server::DEFAULT_MODE), Err(ListenError::InUse { .. })));
+    assert!(matches!(
+        ControlSocket::bind(&path, server::DEFAULT_MODE),
+        Err(ListenError::InUse { .. })
+    ));
     drop(bound);
     assert!(!path.exists(), "the socket file goes with the socket");
     std::fs::write(&path, "not a socket").unwrap();
-    assert!(matches!(ControlSocket::bind(&path, 0o600), Err(ListenError::NotASocket { .. })));
+    assert!(matches!(
+        ControlSocket::bind(&path, 0o600),
+        Err(ListenError::NotASocket { .. })
+    ));
     std::fs::remove_file(&path).unwrap();
     let again = ControlSocket::bind(&path, 0o660).unwrap();
-    assert_eq!(std::fs::metadata(again.path()).unwrap().permissions().mode() & 0o777, 0o660);
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        std::fs::metadata(again.path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o660
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(leftovers, ["ctl.sock"], "no staging folder left behind");
 }
 
@@ -150,16 +186,29 @@ fn every_route_answers_through_the_client() {
     assert_eq!(c.ping().unwrap(), "pong");
     let text = c.status(None, Format::Text, false).unwrap();
     assert!(
-        text.starts_with("pool:                 www\n") && text.contains("\npool:                 leg\"acy\n"),
+        text.starts_with("pool:                 www\n")
+            && text.contains("\npool:                 leg\"acy\n"),
         "{text}"
     );
-    let one: serde_json::Value = serde_json::from_str(&c.status(Some("www"), Format::Json, true).unwrap()).unwrap();
-    assert_eq!(one["pool"], "www", "one pool asked: php-fpm's single object");
+    let one: serde_json::Value =
+        serde_json::from_str(&c.status(Some("www"), Format::Json, true).unwrap()).unwrap();
+    assert_eq!(
+        one["pool"], "www",
+        "one pool asked: php-fpm's single object"
+    );
     assert_eq!(one["processes"][0]["pid"], 4242);
-    let all: serde_json::Value = serde_json::from_str(&c.status(None, Format::Json, false).unwrap()).unwrap();
+    let all: serde_json::Value =
+        serde_json::from_str(&c.status(None, Format::Json, false).unwrap()).unwrap();
     assert_eq!(all.as_array().map(Vec::len), Some(2));
-    assert!(c.status(None, Format::OpenMetrics, false).unwrap().ends_with("# EOF\n"));
-    assert_eq!(c.config(None).unwrap(), "[www]\nlisten = \"/run/www.sock\"\n");
+    assert!(
+        c.status(None, Format::OpenMetrics, false)
+            .unwrap()
+            .ends_with("# EOF\n")
+    );
+    assert_eq!(
+        c.config(None).unwrap(),
+        "[www]\nlisten = \"/run/www.sock\"\n"
+    );
     let changes = vec![("pm.max_children".to_owned(), "12".to_owned())];
     assert_eq!(c.set("www", &changes).unwrap(), "pool www: 1 changed");
     assert_eq!(c.reload(Some("app")).unwrap(), "reloading app");
@@ -169,14 +218,24 @@ fn every_route_answers_through_the_client() {
         h.seen(),
         [
             ControlRequest::Status { pool: None },
-            ControlRequest::Status { pool: Some("www".into()) },
+            ControlRequest::Status {
+                pool: Some("www".into())
+            },
             ControlRequest::Status { pool: None },
             ControlRequest::Status { pool: None },
             ControlRequest::Config { pool: None },
-            ControlRequest::Set { pool: "www".into(), changes },
-            ControlRequest::Reload { pool: Some("app".into()) },
+            ControlRequest::Set {
+                pool: "www".into(),
+                changes
+            },
+            ControlRequest::Reload {
+                pool: Some("app".into())
+            },
             ControlRequest::Reload { pool: None },
-            ControlRequest::Workers { pool: "www".into(), delta: -2 },
+            ControlRequest::Workers {
+                pool: "www".into(),
+                delta: -2
+            },
         ]
     );
 }
@@ -188,15 +247,26 @@ fn content_types_and_cache_headers() {
     for (target, expected) in [
         ("/status", "text/plain; charset=utf-8"),
         ("/status?json", "application/json"),
-        ("/status?format=openmetrics", "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        (
+            "/status?format=openmetrics",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
         ("/ping", "text/plain; charset=utf-8"),
         ("/config", "text/plain; charset=utf-8"),
     ] {
         let answer = c.request("GET", target, String::new()).unwrap();
-        assert_eq!((answer.status, answer.content_type.as_deref()), (200, Some(expected)), "{target}");
+        assert_eq!(
+            (answer.status, answer.content_type.as_deref()),
+            (200, Some(expected)),
+            "{target}"
+        );
     }
     let head = c.request("HEAD", "/status?json", String::new()).unwrap();
-    assert_eq!((head.status, head.body.as_str()), (200, ""), "HEAD: headers only");
+    assert_eq!(
+        (head.status, head.body.as_str()),
+        (200, ""),
+        "HEAD: headers only"
+    );
     let reload = c.request("POST", "/reload", String::new()).unwrap();
     assert_eq!(reload.content_type.as_deref(), Some("application/json"));
     assert_eq!(reload.body, "{\"message\":\"reloading every pool\"}\n");
@@ -206,27 +276,66 @@ fn content_types_and_cache_headers() {
 fn errors_come_back_as_their_status_with_the_message() {
     let h = Harness::start();
     let c = h.client();
-    assert_eq!(refused(c.status(Some("nope"), Format::Text, false)), (404, "no pool named \"nope\"".into()));
-    let bad = vec![("pm.max_children".to_owned(), "12".to_owned()), ("pm.mode".to_owned(), "dynamic".to_owned())];
-    assert_eq!(refused(c.set("www", &bad)), (400, "pool www: pm.mode: not a key that can change live".into()));
+    assert_eq!(
+        refused(c.status(Some("nope"), Format::Text, false)),
+        (404, "no pool named \"nope\"".into())
+    );
+    let bad = vec![
+        ("pm.max_children".to_owned(), "12".to_owned()),
+        ("pm.mode".to_owned(), "dynamic".to_owned()),
+    ];
+    assert_eq!(
+        refused(c.set("www", &bad)),
+        (
+            400,
+            "pool www: pm.mode: not a key that can change live".into()
+        )
+    );
     assert_eq!(refused(c.config(Some("mute"))).0, 503, "a dropped reply");
     assert!(refused(c.config(Some("confused"))).1.contains("wrong kind"));
     let answer = c.request("POST", "/status", String::new()).unwrap();
-    assert_eq!((answer.status, answer.allow.as_deref()), (405, Some("GET, HEAD")));
-    assert!(answer.body.starts_with("{\"error\":\"method POST not allowed here"), "{}", answer.body);
-    assert_eq!(c.request("GET", "/nope", String::new()).unwrap().status, 404);
-    assert_eq!(c.request("POST", "/pools/www/workers", "3".into()).unwrap().status, 400);
+    assert_eq!(
+        (answer.status, answer.allow.as_deref()),
+        (405, Some("GET, HEAD"))
+    );
+    assert!(
+        answer
+            .body
+            .starts_with("{\"error\":\"method POST not allowed here"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(
+        c.request("GET", "/nope", String::new()).unwrap().status,
+        404
+    );
+    assert_eq!(
+        c.request("POST", "/pools/www/workers", "3".into())
+            .unwrap()
+            .status,
+        400
+    );
     let huge = "k=v\n".repeat(20_000);
-    assert_eq!(c.request("POST", "/pools/www/set", huge).unwrap().status, 413);
+    assert_eq!(
+        c.request("POST", "/pools/www/set", huge).unwrap().status,
+        413
+    );
     // Refused before the master was asked.
-    assert!(h.seen().iter().all(|r| !matches!(r, ControlRequest::Workers { .. })));
+    assert!(
+        h.seen()
+            .iter()
+            .all(|r| !matches!(r, ControlRequest::Workers { .. }))
+    );
 }
 
 #[test]
 fn nobody_listening_is_unreachable_not_refused() {
     let dir = tempfile::tempdir().unwrap();
     let result = Client::new(dir.path().join("none.sock")).ping();
-    assert!(matches!(result, Err(CtlError::Unreachable { .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(CtlError::Unreachable { .. })),
+        "{result:?}"
+    );
 }
 
 /// The fake master holds every answer until all requests have arrived: the test can only
@@ -257,7 +366,13 @@ fn concurrent_requests_are_in_flight_together() {
         })
         .collect();
     for client in clients {
-        assert!(client.join().unwrap().unwrap().starts_with("{\"pool\":\"www\""));
+        assert!(
+            client
+                .join()
+                .unwrap()
+                .unwrap()
+                .starts_with("{\"pool\":\"www\"")
+        );
     }
     assert_eq!(h.seen().len(), CLIENTS);
 }
@@ -265,14 +380,21 @@ fn concurrent_requests_are_in_flight_together() {
 /// A folder with drover.toml and one command pool whose `status_listen` is `status`.
 fn pool_with_status_listen(status: &str) -> (TempDir, crate::config::Pool) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("drover.toml"), "[control]\nlisten = \"ctl.sock\"\n").unwrap();
+    std::fs::write(
+        dir.path().join("drover.toml"),
+        "[control]\nlisten = \"ctl.sock\"\n",
+    )
+    .unwrap();
     std::fs::create_dir(dir.path().join("pools.d")).unwrap();
     let pool = format!(
         "listen = \"www.sock\"\nstatus_listen = \"{status}\"\nlisten_mode = \"0640\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n[command]\nargv = [\"/bin/true\"]\n"
     );
     std::fs::write(dir.path().join("pools.d/www.toml"), pool).unwrap();
     let config = crate::config::load(&dir.path().join("drover.toml")).unwrap();
-    assert_eq!(config.global.control.listen.as_deref(), Some(dir.path().join("ctl.sock").as_path()));
+    assert_eq!(
+        config.global.control.listen.as_deref(),
+        Some(dir.path().join("ctl.sock").as_path())
+    );
     let pool = config.pools[0].clone();
     (dir, pool)
 }
@@ -280,24 +402,50 @@ fn pool_with_status_listen(status: &str) -> (TempDir, crate::config::Pool) {
 #[test]
 fn status_listen_over_tcp_serves_its_pool_to_plain_http() {
     let (dir, pool) = pool_with_status_listen("127.0.0.1:0");
-    let bound = StatusSocket::bind(&pool).unwrap().expect("status_listen is set");
-    let ListenAddr::Tcp(addr) = bound.addr().clone() else { panic!("tcp") };
+    let bound = StatusSocket::bind(&pool)
+        .unwrap()
+        .expect("status_listen is set");
+    let ListenAddr::Tcp(addr) = bound.addr().clone() else {
+        panic!("tcp")
+    };
     assert_ne!(addr.port(), 0, "the port the kernel chose");
     let h = Harness::run(dir, PathBuf::new(), move |tx| bound.serve(tx), fake_master);
     let get = |path: &str| {
-        ureq::get(&format!("http://{addr}{path}")).config().http_status_as_error(false).build().call().unwrap()
+        ureq::get(&format!("http://{addr}{path}"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .unwrap()
     };
     let mut json = get("/status?json&full");
     assert_eq!(json.status(), 200);
-    let body: serde_json::Value = serde_json::from_str(&json.body_mut().read_to_string().unwrap()).unwrap();
-    assert_eq!((body["pool"].as_str(), body["processes"][1]["pid"].as_i64()), (Some("www"), Some(4243)));
+    let body: serde_json::Value =
+        serde_json::from_str(&json.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(
+        (body["pool"].as_str(), body["processes"][1]["pid"].as_i64()),
+        (Some("www"), Some(4243))
+    );
     assert_eq!(get("/ping").body_mut().read_to_string().unwrap(), "pong");
-    assert!(get("/status?openmetrics").body_mut().read_to_string().unwrap().contains("drover_up{pool=\"www\""));
+    assert!(
+        get("/status?openmetrics")
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+            .contains("drover_up{pool=\"www\"")
+    );
     assert_eq!(get("/status?pool=app").status(), 404);
     assert_eq!(get("/config").status(), 404);
     assert_eq!(
         h.seen(),
-        [ControlRequest::Status { pool: Some("www".into()) }, ControlRequest::Status { pool: Some("www".into()) }]
+        [
+            ControlRequest::Status {
+                pool: Some("www".into())
+            },
+            ControlRequest::Status {
+                pool: Some("www".into())
+            }
+        ]
     );
 }
 
@@ -307,10 +455,17 @@ fn status_listen_on_a_unix_path_takes_the_pools_mode() {
     let path = dir.path().join("status.sock");
     let bound = StatusSocket::bind(&pool).unwrap().unwrap();
     assert_eq!(bound.addr(), &ListenAddr::Unix(path.clone()));
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
     let h = Harness::run(dir, path.clone(), move |tx| bound.serve(tx), fake_master);
     let c = h.client();
-    assert!(c.status(None, Format::Text, true).unwrap().starts_with("pool:                 www\n"));
+    assert!(
+        c.status(None, Format::Text, true)
+            .unwrap()
+            .starts_with("pool:                 www\n")
+    );
     assert_eq!(refused(c.reload(None)).0, 404);
     drop(h);
     assert!(!Path::new(&path).exists(), "removed when the server stops");

@@ -35,7 +35,9 @@ impl Default for Limits {
     /// 64 KiB: nginx's largest request headers (`large_client_header_buffers` 4 × 8k) plus
     /// fastcgi.conf's variables fit with room to spare.
     fn default() -> Limits {
-        Limits { max_params_bytes: 64 * 1024 }
+        Limits {
+            max_params_bytes: 64 * 1024,
+        }
     }
 }
 
@@ -74,7 +76,11 @@ pub struct Buffers {
 
 impl Buffers {
     pub fn new() -> Buffers {
-        Buffers { input: Input::new(), output: Output::new(), params: Params::default() }
+        Buffers {
+            input: Input::new(),
+            output: Output::new(),
+            params: Params::default(),
+        }
     }
 }
 
@@ -135,7 +141,11 @@ impl<S: Read + Write> Connection<S> {
 
     /// A connection that uses the buffers of a previous one (see [`Buffers`]).
     pub fn with_buffers(stream: S, limits: Limits, buffers: Buffers) -> Connection<S> {
-        let Buffers { input, output, params } = buffers;
+        let Buffers {
+            input,
+            output,
+            params,
+        } = buffers;
         Connection {
             wire: Wire::new(stream, input, output),
             limits,
@@ -160,7 +170,9 @@ impl<S: Read + Write> Connection<S> {
     /// and drops the connection.
     pub fn next_request(&mut self) -> Result<Option<Request>, ProtocolError> {
         if let Some(current) = &self.current {
-            return Err(ProtocolError::RequestNotFinished { request_id: current.id });
+            return Err(ProtocolError::RequestNotFinished {
+                request_id: current.id,
+            });
         }
         if self.closed {
             return Ok(None);
@@ -213,7 +225,11 @@ impl<S: Read + Write> Connection<S> {
             self.draining = Some(id);
             // Padding is skipped as soon as a record's content is read, so none is left
             // behind a fully read record.
-            self.skip_pending = if remaining > 0 { remaining + padding } else { 0 };
+            self.skip_pending = if remaining > 0 {
+                remaining + padding
+            } else {
+                0
+            };
         }
         // (A failed body read has set `closed` already.)
         self.closed |= !current.keep_conn;
@@ -239,13 +255,24 @@ impl<S: Read + Write> Connection<S> {
     /// The socket and the buffers, for the next connection. Unflushed output is lost.
     pub fn into_parts(self) -> (S, Buffers) {
         let (stream, input, output) = self.wire.into_parts();
-        (stream, Buffers { input, output, params: self.spare })
+        (
+            stream,
+            Buffers {
+                input,
+                output,
+                params: self.spare,
+            },
+        )
     }
 
     fn phase(&self) -> Phase {
         match &self.current {
             None => Phase::Idle,
-            Some(Current { id, stage: Stage::Params, .. }) => Phase::Params(*id),
+            Some(Current {
+                id,
+                stage: Stage::Params,
+                ..
+            }) => Phase::Params(*id),
             Some(Current { id, .. }) => Phase::Stdin(*id),
         }
     }
@@ -306,7 +333,12 @@ impl<S: Read + Write> Connection<S> {
     /// Reads the PARAMS stream of request `id`. Ok(None): the web server aborted it first
     /// (answered here, as the app never saw it).
     fn read_params(&mut self, id: u16, keep_conn: bool) -> Result<Option<Request>, ProtocolError> {
-        self.current = Some(Current { id, keep_conn, stage: Stage::Params, stderr_used: false });
+        self.current = Some(Current {
+            id,
+            keep_conn,
+            stage: Stage::Params,
+            stderr_used: false,
+        });
         let mut params = std::mem::take(&mut self.spare);
         let raw = params.reset();
         if raw.capacity() == 0 {
@@ -314,7 +346,9 @@ impl<S: Read + Write> Connection<S> {
         }
         loop {
             let Some(header) = self.next_header()? else {
-                return Err(ProtocolError::Closed { phase: self.phase() });
+                return Err(ProtocolError::Closed {
+                    phase: self.phase(),
+                });
             };
             if header.request_id != id {
                 self.skip(header.body_len())?;
@@ -344,9 +378,19 @@ impl<S: Read + Write> Connection<S> {
         self.params_hint = raw.len();
         params
             .index()
-            .map_err(|source| ProtocolError::MalformedParams { request_id: id, source })?;
-        self.set_stage(Stage::Stdin { remaining: 0, padding: 0 });
-        Ok(Some(Request { id, keep_conn, params }))
+            .map_err(|source| ProtocolError::MalformedParams {
+                request_id: id,
+                source,
+            })?;
+        self.set_stage(Stage::Stdin {
+            remaining: 0,
+            padding: 0,
+        });
+        Ok(Some(Request {
+            id,
+            keep_conn,
+            params,
+        }))
     }
 
     fn read_params_record(
@@ -358,7 +402,10 @@ impl<S: Read + Write> Connection<S> {
         let end = start + usize::from(header.content_length);
         if end > self.limits.max_params_bytes {
             let limit = self.limits.max_params_bytes;
-            return Err(ProtocolError::ParamsTooLarge { request_id: header.request_id, limit });
+            return Err(ProtocolError::ParamsTooLarge {
+                request_id: header.request_id,
+                limit,
+            });
         }
         let result = self.wire.append_exact(raw, end - start);
         result.map_err(|err| self.wire_error(err))?;
@@ -366,7 +413,11 @@ impl<S: Read + Write> Connection<S> {
     }
 
     fn push_end_request(&mut self, id: u16, app_status: u32, status: ProtocolStatus) {
-        self.wire.push(RecordType::EndRequest, id, &end_request_body(app_status, status));
+        self.wire.push(
+            RecordType::EndRequest,
+            id,
+            &end_request_body(app_status, status),
+        );
     }
 
     fn set_stage(&mut self, stage: Stage) {
@@ -385,5 +436,8 @@ impl<S: Read + Write> Connection<S> {
 
 /// Calling `write_*` or `finish` with no request in progress is a bug in the caller.
 fn no_request() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, "no FastCGI request in progress")
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "no FastCGI request in progress",
+    )
 }

@@ -45,14 +45,24 @@ pub enum ProtocolError {
     ParamsTooLarge { request_id: u16, limit: usize },
 
     #[error("unexpected {record_type} record while {phase}")]
-    UnexpectedRecord { record_type: RecordType, phase: Phase },
+    UnexpectedRecord {
+        record_type: RecordType,
+        phase: Phase,
+    },
 
     #[error("{record_type} record of {length} bytes (expected {expected})")]
-    BadRecordLength { record_type: RecordType, length: u16, expected: u16 },
+    BadRecordLength {
+        record_type: RecordType,
+        length: u16,
+        expected: u16,
+    },
 
     /// `request_id` 0: the content of a GET_VALUES record.
     #[error("malformed {}: {source}", name_value_stream(*.request_id))]
-    MalformedParams { request_id: u16, source: NameValueError },
+    MalformedParams {
+        request_id: u16,
+        source: NameValueError,
+    },
 
     /// Only when the worker set a read timeout on the socket.
     #[error("timed out while {phase}")]
@@ -117,5 +127,9 @@ pub enum NameValueError {
         "the pair at byte {offset} declares {declared} bytes of name and value, \
          but only {available} remain"
     )]
-    TruncatedData { offset: usize, declared: u64, available: usize },
+    TruncatedData {
+        offset: usize,
+        declared: u64,
+        available: usize,
+    },
 }

@@ -20,7 +20,11 @@ pub(super) struct Input {
 
 impl Input {
     pub fn new() -> Input {
-        Input { buf: vec![0; INPUT_CAPACITY].into_boxed_slice(), start: 0, end: 0 }
+        Input {
+            buf: vec![0; INPUT_CAPACITY].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
     }
 
     pub fn capacity(&self) -> usize {

@@ -6,8 +6,11 @@ use super::params::{encode_pair, name_values};
 
 /// The variables a web server may ask about, and drover's values: a worker is one process
 /// serving one connection and one request at a time.
-const VALUES: [(&[u8], &[u8]); 3] =
-    [(b"FCGI_MAX_CONNS", b"1"), (b"FCGI_MAX_REQS", b"1"), (b"FCGI_MPXS_CONNS", b"0")];
+const VALUES: [(&[u8], &[u8]); 3] = [
+    (b"FCGI_MAX_CONNS", b"1"),
+    (b"FCGI_MAX_REQS", b"1"),
+    (b"FCGI_MPXS_CONNS", b"0"),
+];
 
 /// The content of the GET_VALUES_RESULT answering a GET_VALUES `query`: the known names
 /// asked for, each once with its value; unknown names are left out, as the spec says.
@@ -41,10 +44,21 @@ mod tests {
 
     #[test]
     fn known_names_are_answered_once_unknown_ones_left_out() {
-        let q = query(&[b"FCGI_MPXS_CONNS", b"FCGI_UNKNOWN", b"FCGI_MAX_CONNS", b"FCGI_MAX_CONNS"]);
+        let q = query(&[
+            b"FCGI_MPXS_CONNS",
+            b"FCGI_UNKNOWN",
+            b"FCGI_MAX_CONNS",
+            b"FCGI_MAX_CONNS",
+        ]);
         let answer = get_values_result(&q).unwrap();
         let pairs: Vec<_> = name_values(&answer).map(Result::unwrap).collect();
-        assert_eq!(pairs, [(&b"FCGI_MPXS_CONNS"[..], &b"0"[..]), (b"FCGI_MAX_CONNS", b"1")]);
+        assert_eq!(
+            pairs,
+            [
+                (&b"FCGI_MPXS_CONNS"[..], &b"0"[..]),
+                (b"FCGI_MAX_CONNS", b"1")
+            ]
+        );
     }
 
     #[test]

@@ -27,7 +27,9 @@ pub(super) struct Output {
 impl Output {
     pub fn new() -> Output {
         // Room for coalesced data plus the records `finish()` appends, so it never grows.
-        Output { buf: Vec::with_capacity(COALESCE_LIMIT + 4 * HEADER_LEN + 8) }
+        Output {
+            buf: Vec::with_capacity(COALESCE_LIMIT + 4 * HEADER_LEN + 8),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -42,7 +44,8 @@ impl Output {
     /// stream). Only for short content: control replies and the ends of streams.
     pub fn push(&mut self, record_type: RecordType, request_id: u16, content: &[u8]) {
         if content.is_empty() {
-            self.buf.extend_from_slice(&Header::new(record_type, request_id, 0).encode());
+            self.buf
+                .extend_from_slice(&Header::new(record_type, request_id, 0).encode());
         }
         for chunk in content.chunks(MAX_CONTENT_LEN) {
             self.push_header(record_type, request_id, chunk.len());
@@ -90,7 +93,8 @@ impl Output {
     fn push_header(&mut self, record_type: RecordType, request_id: u16, len: usize) {
         // Callers pass chunks of at most MAX_CONTENT_LEN bytes.
         let len = u16::try_from(len).unwrap_or(u16::MAX);
-        self.buf.extend_from_slice(&Header::new(record_type, request_id, len).encode());
+        self.buf
+            .extend_from_slice(&Header::new(record_type, request_id, len).encode());
     }
 }
 
@@ -145,15 +149,22 @@ mod tests {
     }
 
     fn sink(max: usize) -> Sink {
-        Sink { data: Vec::new(), writes: 0, max }
+        Sink {
+            data: Vec::new(),
+            writes: 0,
+            max,
+        }
     }
 
     #[test]
     fn small_writes_are_coalesced_until_flush() {
         let (mut out, mut sink) = (Output::new(), sink(usize::MAX));
-        out.write_stream(&mut sink, RecordType::Stdout, 1, b"Status: 200\r\n\r\n").unwrap();
-        out.write_stream(&mut sink, RecordType::Stdout, 1, b"").unwrap();
-        out.write_stream(&mut sink, RecordType::Stdout, 1, b"hello").unwrap();
+        out.write_stream(&mut sink, RecordType::Stdout, 1, b"Status: 200\r\n\r\n")
+            .unwrap();
+        out.write_stream(&mut sink, RecordType::Stdout, 1, b"")
+            .unwrap();
+        out.write_stream(&mut sink, RecordType::Stdout, 1, b"hello")
+            .unwrap();
         out.push(RecordType::Stdout, 1, b"");
         assert_eq!(sink.writes, 0);
         out.flush(&mut sink).unwrap();
@@ -169,12 +180,17 @@ mod tests {
     #[test]
     fn large_data_goes_out_with_the_buffer_in_one_call_per_record() {
         let (mut out, mut sink) = (Output::new(), sink(usize::MAX));
-        out.write_stream(&mut sink, RecordType::Stdout, 1, b"head").unwrap();
+        out.write_stream(&mut sink, RecordType::Stdout, 1, b"head")
+            .unwrap();
         let data = vec![7u8; 100 * 1024];
-        out.write_stream(&mut sink, RecordType::Stdout, 1, &data).unwrap();
+        out.write_stream(&mut sink, RecordType::Stdout, 1, &data)
+            .unwrap();
         assert_eq!(sink.writes, 2);
         assert!(out.is_empty());
-        assert_eq!(&sink.data[..12], &[1, 6, 0, 1, 0, 4, 0, 0, b'h', b'e', b'a', b'd']);
+        assert_eq!(
+            &sink.data[..12],
+            &[1, 6, 0, 1, 0, 4, 0, 0, b'h', b'e', b'a', b'd']
+        );
         assert_eq!(&sink.data[12..20], &[1, 6, 0, 1, 0xff, 0xff, 0, 0]);
         let second = 20 + MAX_CONTENT_LEN;
         let rest = (100 * 1024 - MAX_CONTENT_LEN) as u16;
@@ -189,7 +205,8 @@ mod tests {
     fn short_writes_are_resumed() {
         let (mut out, mut sink) = (Output::new(), sink(1000));
         let data = vec![1u8; 20_000];
-        out.write_stream(&mut sink, RecordType::Stderr, 3, &data).unwrap();
+        out.write_stream(&mut sink, RecordType::Stderr, 3, &data)
+            .unwrap();
         assert_eq!(sink.data.len(), HEADER_LEN + data.len());
         assert_eq!(&sink.data[..8], &[1, 7, 0, 3, 0x4e, 0x20, 0, 0]);
     }

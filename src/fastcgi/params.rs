@@ -32,7 +32,10 @@ impl Params {
     /// Decodes a complete PARAMS stream (the contents of its records, concatenated: a pair
     /// may straddle two records).
     pub fn decode(raw: Vec<u8>) -> Result<Params, NameValueError> {
-        let mut params = Params { raw, pairs: Vec::new() };
+        let mut params = Params {
+            raw,
+            pairs: Vec::new(),
+        };
         params.index()?;
         Ok(params)
     }
@@ -53,8 +56,11 @@ impl Params {
         let mut pos = 0;
         while pos < self.raw.len() {
             let (name, value) = next_pair(&self.raw, pos)?;
-            let span =
-                Span { name_start: name.start, value_start: value.start, value_end: value.end };
+            let span = Span {
+                name_start: name.start,
+                value_start: value.start,
+                value_end: value.end,
+            };
             self.pairs.push(span);
             pos = value.end;
         }
@@ -74,7 +80,10 @@ impl Params {
 
     /// The pairs in the order the web server sent them.
     pub fn iter(&self) -> Iter<'_> {
-        Iter { raw: &self.raw, spans: self.pairs.iter() }
+        Iter {
+            raw: &self.raw,
+            spans: self.pairs.iter(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -104,7 +113,9 @@ impl<'a> IntoIterator for &'a Params {
 impl fmt::Debug for Params {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        f.debug_map().entries(self.iter().map(|(n, v)| (text(n), text(v)))).finish()
+        f.debug_map()
+            .entries(self.iter().map(|(n, v)| (text(n), text(v))))
+            .finish()
     }
 }
 
@@ -117,7 +128,10 @@ pub struct Iter<'a> {
 impl<'a> Iter<'a> {
     fn pair(&self, span: &Span) -> (&'a [u8], &'a [u8]) {
         let raw: &'a [u8] = self.raw;
-        (&raw[span.name_start..span.value_start], &raw[span.value_start..span.value_end])
+        (
+            &raw[span.name_start..span.value_start],
+            &raw[span.value_start..span.value_end],
+        )
     }
 }
 
@@ -194,11 +208,18 @@ fn next_pair(data: &[u8], pos: usize) -> Result<(Range<usize>, Range<usize>), Na
     let available = data.len() - start;
     let declared = u64::from(name_len) + u64::from(value_len);
     if declared > available as u64 {
-        return Err(NameValueError::TruncatedData { offset: pos, declared, available });
+        return Err(NameValueError::TruncatedData {
+            offset: pos,
+            declared,
+            available,
+        });
     }
     // Both lengths fit in `available` (checked above), so these sums stay in bounds.
     let value_start = start + name_len as usize;
-    Ok((start..value_start, value_start..value_start + value_len as usize))
+    Ok((
+        start..value_start,
+        value_start..value_start + value_len as usize,
+    ))
 }
 
 /// One length at `pos`: returns it and the position after it.
@@ -279,7 +300,10 @@ mod tests {
         // Legal, if wasteful: senders are not required to use the short form.
         let raw = vec![0x80, 0, 0, 1, 0x80, 0, 0, 2, b'N', b'v', b'w'];
         let params = Params::decode(raw).unwrap();
-        assert_eq!(params.iter().collect::<Vec<_>>(), vec![(&b"N"[..], &b"vw"[..])]);
+        assert_eq!(
+            params.iter().collect::<Vec<_>>(),
+            vec![(&b"N"[..], &b"vw"[..])]
+        );
     }
 
     #[test]
@@ -292,7 +316,10 @@ mod tests {
         assert_eq!(params.get("MISSING"), None);
         let names: Vec<_> = params.iter().map(|(n, _)| n).collect();
         assert_eq!(names, [&b"A"[..], b"EMPTY", b"A"]);
-        assert_eq!(format!("{params:?}"), r#"{"A": "1", "EMPTY": "", "A": "2"}"#);
+        assert_eq!(
+            format!("{params:?}"),
+            r#"{"A": "1", "EMPTY": "", "A": "2"}"#
+        );
     }
 
     #[test]
@@ -318,12 +345,23 @@ mod tests {
     #[test]
     fn lengths_past_the_end_are_malformed() {
         let err = Params::decode(vec![5, 5, b'n', b'a', b'm', b'e', b'v']).unwrap_err();
-        assert_eq!(err, NameValueError::TruncatedData { offset: 0, declared: 10, available: 5 });
+        assert_eq!(
+            err,
+            NameValueError::TruncatedData {
+                offset: 0,
+                declared: 10,
+                available: 5
+            }
+        );
         // The largest lengths the format allows must not overflow the bounds check.
         let huge = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, b'x'];
         assert!(matches!(
             Params::decode(huge).unwrap_err(),
-            NameValueError::TruncatedData { declared: 0xffff_fffe, available: 1, .. }
+            NameValueError::TruncatedData {
+                declared: 0xffff_fffe,
+                available: 1,
+                ..
+            }
         ));
     }
 

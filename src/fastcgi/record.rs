@@ -101,19 +101,42 @@ pub struct Header {
 impl Header {
     /// An unpadded header: see `output.rs` for why drover never pads.
     pub fn new(record_type: RecordType, request_id: u16, content_length: u16) -> Header {
-        Header { record_type, request_id, content_length, padding_length: 0 }
+        Header {
+            record_type,
+            request_id,
+            content_length,
+            padding_length: 0,
+        }
     }
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let [id_hi, id_lo] = self.request_id.to_be_bytes();
         let [len_hi, len_lo] = self.content_length.to_be_bytes();
         let t = self.record_type.as_u8();
-        [VERSION_1, t, id_hi, id_lo, len_hi, len_lo, self.padding_length, 0]
+        [
+            VERSION_1,
+            t,
+            id_hi,
+            id_lo,
+            len_hi,
+            len_lo,
+            self.padding_length,
+            0,
+        ]
     }
 
     /// The reserved byte is ignored, as the spec asks.
     pub fn decode(bytes: [u8; HEADER_LEN]) -> Result<Header, ProtocolError> {
-        let [version, t, id_hi, id_lo, len_hi, len_lo, padding_length, _reserved] = bytes;
+        let [
+            version,
+            t,
+            id_hi,
+            id_lo,
+            len_hi,
+            len_lo,
+            padding_length,
+            _reserved,
+        ] = bytes;
         if version != VERSION_1 {
             return Err(ProtocolError::BadVersion { version });
         }
@@ -152,7 +175,10 @@ impl BeginRequestBody {
     pub const LEN: u16 = 8;
 
     pub fn decode(bytes: [u8; 8]) -> BeginRequestBody {
-        BeginRequestBody { role: Role(u16::from_be_bytes([bytes[0], bytes[1]])), flags: bytes[2] }
+        BeginRequestBody {
+            role: Role(u16::from_be_bytes([bytes[0], bytes[1]])),
+            flags: bytes[2],
+        }
     }
 
     /// For clients and tests; drover itself only decodes this body.
@@ -254,7 +280,10 @@ mod tests {
         let body = BeginRequestBody::decode([0, 2, 0xfe, 9, 9, 9, 9, 9]);
         assert_eq!(body.role, Role::AUTHORIZER);
         assert!(!body.keep_conn());
-        let filter = BeginRequestBody { role: Role::FILTER, flags: KEEP_CONN };
+        let filter = BeginRequestBody {
+            role: Role::FILTER,
+            flags: KEEP_CONN,
+        };
         assert_eq!(BeginRequestBody::decode(filter.encode()), filter);
     }
 
@@ -271,6 +300,9 @@ mod tests {
 
     #[test]
     fn unknown_type_body_names_the_type() {
-        assert_eq!(unknown_type_body(RecordType::Other(200)), [200, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            unknown_type_body(RecordType::Other(200)),
+            [200, 0, 0, 0, 0, 0, 0, 0]
+        );
     }
 }

@@ -35,7 +35,11 @@ impl<S: Read + Write> Wire<S> {
     pub fn new(stream: S, mut input: Input, mut output: Output) -> Wire<S> {
         input.clear();
         output.clear();
-        Wire { stream, input, output }
+        Wire {
+            stream,
+            input,
+            output,
+        }
     }
 
     pub fn into_parts(self) -> (S, Input, Output) {
@@ -65,7 +69,11 @@ impl<S: Read + Write> Wire<S> {
                 // A large body read bypasses the buffer: one copy, from the kernel to the app.
                 self.flush()?;
                 let n = retry_interrupted(|| self.stream.read(dst))?.min(dst.len());
-                return if n == 0 { Err(WireError::Truncated) } else { Ok(n) };
+                return if n == 0 {
+                    Err(WireError::Truncated)
+                } else {
+                    Ok(n)
+                };
             }
             if !self.fill()? {
                 return Err(WireError::Truncated);
@@ -120,7 +128,8 @@ impl<S: Read + Write> Wire<S> {
         id: u16,
         data: &[u8],
     ) -> io::Result<()> {
-        self.output.write_stream(&mut self.stream, record_type, id, data)
+        self.output
+            .write_stream(&mut self.stream, record_type, id, data)
     }
 
     pub fn flush(&mut self) -> io::Result<()> {

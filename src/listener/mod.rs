@@ -14,10 +14,10 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{
-    bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
-    SockaddrIn, SockaddrIn6, UnixAddr,
+    AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, SockaddrIn6, UnixAddr, bind, listen,
+    setsockopt, socket, sockopt,
 };
-use nix::unistd::{chown, Gid, Group, Uid, User};
+use nix::unistd::{Gid, Group, Uid, User, chown};
 
 use crate::config::{ListenAddr, Pool};
 
@@ -28,9 +28,17 @@ pub enum ListenError {
     #[error("{path}: exists and is not a socket; refusing to remove it")]
     NotASocket { path: PathBuf },
     #[error("{addr}: {what}: {source}")]
-    Io { addr: ListenAddr, what: &'static str, source: io::Error },
+    Io {
+        addr: ListenAddr,
+        what: &'static str,
+        source: io::Error,
+    },
     #[error("{addr}: {kind} {name:?} does not exist")]
-    NoSuchOwner { addr: ListenAddr, kind: &'static str, name: String },
+    NoSuchOwner {
+        addr: ListenAddr,
+        kind: &'static str,
+        name: String,
+    },
 }
 
 /// A bound, listening socket owned by the master.
@@ -71,21 +79,35 @@ fn io_error(addr: &ListenAddr, what: &'static str, errno: nix::Error) -> ListenE
     if source.kind() == io::ErrorKind::AddrInUse {
         return ListenError::InUse { addr: addr.clone() };
     }
-    ListenError::Io { addr: addr.clone(), what, source }
+    ListenError::Io {
+        addr: addr.clone(),
+        what,
+        source,
+    }
 }
 
 fn bind_unix(addr: &ListenAddr, path: &Path, pool: &Pool) -> Result<OwnedFd, ListenError> {
     remove_stale(addr, path)?;
-    let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)
-        .map_err(|e| io_error(addr, "socket", e))?;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| io_error(addr, "socket", e))?;
     let unix_addr = UnixAddr::new(path).map_err(|e| io_error(addr, "address", e))?;
     bind(fd.as_raw_fd(), &unix_addr).map_err(|e| io_error(addr, "bind", e))?;
     let owner = resolve_owner(addr, pool)?;
     if owner != (None, None) {
         chown(path, owner.0, owner.1).map_err(|e| io_error(addr, "chown", e))?;
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(pool.listen_mode))
-        .map_err(|source| ListenError::Io { addr: addr.clone(), what: "chmod", source })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(pool.listen_mode)).map_err(
+        |source| ListenError::Io {
+            addr: addr.clone(),
+            what: "chmod",
+            source,
+        },
+    )?;
     Ok(fd)
 }
 
@@ -93,32 +115,62 @@ fn bind_unix(addr: &ListenAddr, path: &Path, pool: &Pool) -> Result<OwnedFd, Lis
 /// answers belongs to a live server and is an error; a file that is not a socket is never
 /// removed.
 fn remove_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
     if !meta.file_type().is_socket() {
-        return Err(ListenError::NotASocket { path: path.to_owned() });
+        return Err(ListenError::NotASocket {
+            path: path.to_owned(),
+        });
     }
     if UnixStream::connect(path).is_ok() {
         return Err(ListenError::InUse { addr: addr.clone() });
     }
-    std::fs::remove_file(path)
-        .map_err(|source| ListenError::Io { addr: addr.clone(), what: "remove stale socket", source })
+    std::fs::remove_file(path).map_err(|source| ListenError::Io {
+        addr: addr.clone(),
+        what: "remove stale socket",
+        source,
+    })
 }
 
-fn resolve_owner(addr: &ListenAddr, pool: &Pool) -> Result<(Option<Uid>, Option<Gid>), ListenError> {
-    let missing = |kind, name: &String| ListenError::NoSuchOwner { addr: addr.clone(), kind, name: name.clone() };
+fn resolve_owner(
+    addr: &ListenAddr,
+    pool: &Pool,
+) -> Result<(Option<Uid>, Option<Gid>), ListenError> {
+    let missing = |kind, name: &String| ListenError::NoSuchOwner {
+        addr: addr.clone(),
+        kind,
+        name: name.clone(),
+    };
     let uid = match &pool.listen_owner {
-        Some(name) => Some(User::from_name(name).ok().flatten().ok_or_else(|| missing("user", name))?.uid),
+        Some(name) => Some(
+            User::from_name(name)
+                .ok()
+                .flatten()
+                .ok_or_else(|| missing("user", name))?
+                .uid,
+        ),
         None => None,
     };
     let gid = match &pool.listen_group {
-        Some(name) => Some(Group::from_name(name).ok().flatten().ok_or_else(|| missing("group", name))?.gid),
+        Some(name) => Some(
+            Group::from_name(name)
+                .ok()
+                .flatten()
+                .ok_or_else(|| missing("group", name))?
+                .gid,
+        ),
         None => None,
     };
     Ok((uid, gid))
 }
 
 fn bind_tcp(addr: &ListenAddr, socket_addr: std::net::SocketAddr) -> Result<OwnedFd, ListenError> {
-    let family = if socket_addr.is_ipv6() { AddressFamily::Inet6 } else { AddressFamily::Inet };
+    let family = if socket_addr.is_ipv6() {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
     let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)
         .map_err(|e| io_error(addr, "socket", e))?;
     setsockopt(&fd, sockopt::ReuseAddr, &true).map_err(|e| io_error(addr, "SO_REUSEADDR", e))?;
@@ -126,7 +178,8 @@ fn bind_tcp(addr: &ListenAddr, socket_addr: std::net::SocketAddr) -> Result<Owne
         std::net::SocketAddr::V4(v4) => bind(fd.as_raw_fd(), &SockaddrIn::from(v4)),
         std::net::SocketAddr::V6(v6) => {
             // `[::]:9000` means IPv6 only, so that a pool on `0.0.0.0:9000` can coexist.
-            setsockopt(&fd, sockopt::Ipv6V6Only, &true).map_err(|e| io_error(addr, "IPV6_V6ONLY", e))?;
+            setsockopt(&fd, sockopt::Ipv6V6Only, &true)
+                .map_err(|e| io_error(addr, "IPV6_V6ONLY", e))?;
             bind(fd.as_raw_fd(), &SockaddrIn6::from(v6))
         }
     };

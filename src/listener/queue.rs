@@ -20,7 +20,13 @@ fn tcp_queue(fd: BorrowedFd<'_>) -> Option<(u32, u32)> {
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: valid descriptor, pointer and length.
     let rc = unsafe {
-        libc::getsockopt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&raw mut info).cast(), &mut len)
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &mut len,
+        )
     };
     // For a listening socket the kernel reports the accept queue in unacked and the
     // backlog in sacked.
@@ -36,9 +42,17 @@ const TCP_LISTEN: u32 = 10;
 /// number of connections waiting, its send queue the backlog.
 fn unix_queue(fd: BorrowedFd<'_>) -> Option<(u32, u32)> {
     use std::os::unix::fs::MetadataExt;
-    let ino = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?.ino() as u32;
+    let ino = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .ok()?
+        .ino() as u32;
     // SAFETY: socket() with constant arguments; the descriptor is owned below.
-    let raw = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_SOCK_DIAG) };
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
     if raw < 0 {
         return None;
     }
@@ -134,7 +148,8 @@ mod tests {
         let _a = std::net::TcpStream::connect(local).unwrap();
         // The handshake completes in the kernel; the connection then waits for accept().
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while queue(listener.as_fd(), &addr).unwrap().0 < 1 && std::time::Instant::now() < deadline {
+        while queue(listener.as_fd(), &addr).unwrap().0 < 1 && std::time::Instant::now() < deadline
+        {
             std::thread::yield_now();
         }
         assert_eq!(queue(listener.as_fd(), &addr).unwrap().0, 1);

@@ -14,19 +14,29 @@ impl Master {
         match request {
             ControlRequest::Status { pool } => {
                 let now = Instant::now();
-                let pools: Vec<_> = self.current().filter(|p| pool.as_deref().is_none_or(|n| n == p.name())).map(|p| p.status(now)).collect();
+                let pools: Vec<_> = self
+                    .current()
+                    .filter(|p| pool.as_deref().is_none_or(|n| n == p.name()))
+                    .map(|p| p.status(now))
+                    .collect();
                 match pool {
                     Some(name) if pools.is_empty() => ControlReply::unknown_pool(&name),
                     _ => ControlReply::Status(pools),
                 }
             }
             ControlRequest::Config { pool } => {
-                let pools: Vec<Pool> =
-                    self.current().filter(|p| pool.as_deref().is_none_or(|n| n == p.name())).map(|p| p.config.clone()).collect();
+                let pools: Vec<Pool> = self
+                    .current()
+                    .filter(|p| pool.as_deref().is_none_or(|n| n == p.name()))
+                    .map(|p| p.config.clone())
+                    .collect();
                 if let (Some(name), true) = (&pool, pools.is_empty()) {
                     return ControlReply::unknown_pool(name);
                 }
-                let effective = Config { pools, ..self.config.clone() };
+                let effective = Config {
+                    pools,
+                    ..self.config.clone()
+                };
                 ControlReply::Ok(effective.render())
             }
             ControlRequest::Reload { pool } => match self.reload(pool.as_deref()) {
@@ -44,12 +54,17 @@ impl Master {
                 if current.config.pm.mode != PmMode::Static {
                     return ControlReply::Error {
                         status: 409,
-                        message: format!("pool {pool} is {}: only static pools take a worker count; set pm.max_children instead", current.config.pm.mode.as_str()),
+                        message: format!(
+                            "pool {pool} is {}: only static pools take a worker count; set pm.max_children instead",
+                            current.config.pm.mode.as_str()
+                        ),
                     };
                 }
                 let max = i64::from(current.config.pm.max_children) + i64::from(delta);
                 if max < 1 {
-                    return ControlReply::invalid(format!("pm.max_children would be {max}: a pool needs at least 1 worker"));
+                    return ControlReply::invalid(format!(
+                        "pm.max_children would be {max}: a pool needs at least 1 worker"
+                    ));
                 }
                 self.set(&pool, &[("pm.max_children".to_owned(), max.to_string())])
             }
@@ -58,11 +73,17 @@ impl Master {
 
     /// Applies `changes` (pm keys only) to one pool after validating them like the files.
     fn set(&mut self, pool: &str, changes: &[(String, String)]) -> ControlReply {
-        let Some(index) = self.pools.iter().position(|p| !p.draining() && p.name() == pool) else {
+        let Some(index) = self
+            .pools
+            .iter()
+            .position(|p| !p.draining() && p.name() == pool)
+        else {
             return ControlReply::unknown_pool(pool);
         };
         if let Some((key, _)) = changes.iter().find(|(key, _)| !key.starts_with("pm.")) {
-            return ControlReply::invalid(format!("{key}: only pm keys can be changed live (reload for the others)"));
+            return ControlReply::invalid(format!(
+                "{key}: only pm keys can be changed live (reload for the others)"
+            ));
         }
         let current = self.pools[index].config.clone();
         // Earlier live changes of this pool stay: the file, then each change in order.
@@ -80,26 +101,44 @@ impl Master {
                 self.live.insert(pool.to_owned(), all);
                 self.reloading = true;
                 let list: Vec<String> = changes.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                tracing::info!("pool {pool}: live change {} (until the next reload)", list.join(" "));
-                ControlReply::Ok(format!("{pool}: {} (a new generation starts; lasts until the next reload)", list.join(" ")))
+                tracing::info!(
+                    "pool {pool}: live change {} (until the next reload)",
+                    list.join(" ")
+                );
+                ControlReply::Ok(format!(
+                    "{pool}: {} (a new generation starts; lasts until the next reload)",
+                    list.join(" ")
+                ))
             }
-            Err(err) => ControlReply::Error { status: 500, message: err },
+            Err(err) => ControlReply::Error {
+                status: 500,
+                message: err,
+            },
         }
     }
 
     /// The generation serving each pool: not draining, and not a new one still starting.
     fn current(&self) -> impl Iterator<Item = &super::PoolRun> {
-        self.pools.iter().filter(|p| !p.draining() && p.replaces.is_none())
+        self.pools
+            .iter()
+            .filter(|p| !p.draining() && p.replaces.is_none())
     }
 }
 
 /// The pool's file with `changes` written into its `[pm]` table, loaded by the normal
 /// loader in a scratch folder: the same rules, the same messages (with the real file named).
 fn validate(global: &Config, pool: &Pool, changes: &[(String, String)]) -> Result<Pool, String> {
-    let text = std::fs::read_to_string(&pool.file).map_err(|e| format!("{}: {e}", pool.file.display()))?;
-    let mut table: toml::Table = text.parse().map_err(|e| format!("{}: {e}", pool.file.display()))?;
-    let pm = table.entry("pm").or_insert_with(|| toml::Value::Table(Default::default()));
-    let Some(pm) = pm.as_table_mut() else { return Err("pm: not a table".into()) };
+    let text =
+        std::fs::read_to_string(&pool.file).map_err(|e| format!("{}: {e}", pool.file.display()))?;
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", pool.file.display()))?;
+    let pm = table
+        .entry("pm")
+        .or_insert_with(|| toml::Value::Table(Default::default()));
+    let Some(pm) = pm.as_table_mut() else {
+        return Err("pm: not a table".into());
+    };
     for (key, value) in changes {
         let name = key.trim_start_matches("pm.");
         // A value is TOML (12, "256MiB", true); a bare word is taken as a string.
@@ -112,18 +151,33 @@ fn validate(global: &Config, pool: &Pool, changes: &[(String, String)]) -> Resul
     }
     // The scratch drover.toml sits beside the real one, so that relative paths in the pool
     // file resolve exactly as they do for the real file.
-    let base = global.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let tag = format!(".drover-set-{}-{}", std::process::id(), rand::random::<u32>());
+    let base = global
+        .path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tag = format!(
+        ".drover-set-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
     let dir = base.join(&tag);
     let scratch_global = base.join(format!("{tag}.toml"));
     let file = dir.join(format!("{}.toml", pool.name));
     let written = std::fs::create_dir_all(&dir)
         .and_then(|()| std::fs::write(&file, toml::to_string(&table).unwrap_or_default()))
         .and_then(|()| {
-            let include = dir.join("*.toml").display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+            let include = dir
+                .join("*.toml")
+                .display()
+                .to_string()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
             std::fs::write(&scratch_global, format!("include = [\"{include}\"]\n"))
         });
-    let result = written.map_err(|e| format!("cannot validate the change: {e}")).map(|()| config::load(&scratch_global));
+    let result = written
+        .map_err(|e| format!("cannot validate the change: {e}"))
+        .map(|()| config::load(&scratch_global));
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&scratch_global);
     match result? {

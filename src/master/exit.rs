@@ -44,7 +44,11 @@ impl fmt::Display for ExitCause {
 pub fn lifetime(d: Duration) -> String {
     if d < Duration::from_secs(60) {
         let secs = d.as_secs_f64();
-        if secs < 10.0 { format!("{secs:.2}s") } else { format!("{secs:.1}s") }
+        if secs < 10.0 {
+            format!("{secs:.2}s")
+        } else {
+            format!("{secs:.1}s")
+        }
     } else {
         humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
     }
@@ -60,7 +64,8 @@ mod tests {
         let pid = Pid::from_raw(1);
         let code = ExitCause::from_status(WaitStatus::Exited(pid, 255)).unwrap();
         assert_eq!(code.to_string(), "with code 255");
-        let killed = ExitCause::from_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)).unwrap();
+        let killed =
+            ExitCause::from_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)).unwrap();
         assert_eq!(killed.to_string(), "on SIGKILL");
         assert!(ExitCause::from_status(WaitStatus::StillAlive).is_none());
     }

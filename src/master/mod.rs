@@ -24,7 +24,7 @@ use anyhow::Context;
 use futures_util::StreamExt;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
@@ -51,14 +51,19 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 enum Phase {
     Running,
     /// Waiting for in-flight requests until the deadline, then SIGKILL.
-    Stopping { deadline: Instant, killed: bool },
+    Stopping {
+        deadline: Instant,
+        killed: bool,
+    },
 }
 
 /// Runs the master until a stop signal, with a valid configuration.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let log = logging::init(&config.global.error_log, config.global.log_level)
         .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async { Master::bind(config, log)?.serve().await })
 }
 
@@ -101,13 +106,30 @@ impl Master {
         let mut pools = Vec::with_capacity(config.pools.len());
         let mut next_id = 0;
         for pool in &config.pools {
-            if !nix::unistd::Uid::effective().is_root() && (pool.user.is_some() || pool.group.is_some()) {
-                tracing::warn!("pool {}: user and group are ignored: drover is not running as root", pool.name);
+            if !nix::unistd::Uid::effective().is_root()
+                && (pool.user.is_some() || pool.group.is_some())
+            {
+                tracing::warn!(
+                    "pool {}: user and group are ignored: drover is not running as root",
+                    pool.name
+                );
             }
-            let listener = Listener::bind(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
-            tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+            let listener = Listener::bind(pool)
+                .with_context(|| format!("pool {}: cannot listen", pool.name))?;
+            tracing::info!(
+                "pool {}: listening on {} (backlog {})",
+                pool.name,
+                listener.addr,
+                pool.listen_backlog
+            );
             next_id += 1;
-            let run = new_generation(next_id, pool, Rc::new(listener), &tx, config.global.process_control_timeout)?;
+            let run = new_generation(
+                next_id,
+                pool,
+                Rc::new(listener),
+                &tx,
+                config.global.process_control_timeout,
+            )?;
             pools.push(run);
         }
         let (wakes_tx, wakes) = mpsc::unbounded_channel();
@@ -117,13 +139,17 @@ impl Master {
         let (to_master, control) = crate::control::channel();
         let mut served = Vec::new();
         if let Some(path) = &config.global.control.listen {
-            let socket = crate::control::ControlSocket::bind(path, crate::control::server::DEFAULT_MODE)
-                .with_context(|| format!("cannot listen on the control socket {}", path.display()))?;
+            let socket =
+                crate::control::ControlSocket::bind(path, crate::control::server::DEFAULT_MODE)
+                    .with_context(|| {
+                        format!("cannot listen on the control socket {}", path.display())
+                    })?;
             tracing::info!("control socket: {}", path.display());
             served.push(socket.serve(to_master.clone()));
         }
         for pool in &config.pools {
-            let status = crate::control::StatusSocket::bind(pool).with_context(|| format!("pool {}: cannot listen on status_listen", pool.name))?;
+            let status = crate::control::StatusSocket::bind(pool)
+                .with_context(|| format!("pool {}: cannot listen on status_listen", pool.name))?;
             if let Some(status) = status {
                 tracing::info!("pool {}: status on {}", pool.name, status.addr());
                 served.push(status.serve(to_master.clone()));
@@ -161,10 +187,15 @@ impl Master {
 
     async fn serve(&mut self) -> anyhow::Result<()> {
         let raw: Vec<i32> = signals::HANDLED.iter().map(|&s| s as i32).collect();
-        let mut signals = signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
+        let mut signals =
+            signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tracing::info!("drover {} starting {} pools", env!("CARGO_PKG_VERSION"), self.pools.len());
+        tracing::info!(
+            "drover {} starting {} pools",
+            env!("CARGO_PKG_VERSION"),
+            self.pools.len()
+        );
         let mut ticked = false;
         let mut last_maintenance = Instant::now();
         loop {
@@ -229,7 +260,9 @@ impl Master {
     fn on_command(&mut self, command: Command) {
         match command {
             Command::Reap => {}
-            Command::StopGraceful => self.stop(self.config.global.process_control_timeout, "graceful"),
+            Command::StopGraceful => {
+                self.stop(self.config.global.process_control_timeout, "graceful")
+            }
             Command::StopFast => self.stop(Duration::ZERO, "fast"),
             Command::Reload => {
                 if let Err(message) = self.reload(None) {
@@ -249,23 +282,33 @@ impl Master {
         let deadline = Instant::now() + timeout;
         match self.phase {
             // A second stop signal can only make the stop sooner.
-            Phase::Stopping { deadline: current, .. } if current <= deadline => return,
+            Phase::Stopping {
+                deadline: current, ..
+            } if current <= deadline => return,
             Phase::Stopping { killed, .. } => self.phase = Phase::Stopping { deadline, killed },
             Phase::Running => {
-                tracing::info!("stopping: {how} (timeout {})", humantime::format_duration(timeout));
+                tracing::info!(
+                    "stopping: {how} (timeout {})",
+                    humantime::format_duration(timeout)
+                );
                 systemd::stopping();
                 let now = Instant::now();
                 for pool in &mut self.pools {
                     pool.stop_accepting(now);
                 }
-                self.phase = Phase::Stopping { deadline, killed: false };
+                self.phase = Phase::Stopping {
+                    deadline,
+                    killed: false,
+                };
             }
         }
     }
 
     /// True when every process is gone (or the grace after SIGKILL ran out).
     fn advance_stop(&mut self, now: Instant) -> bool {
-        let Phase::Stopping { deadline, killed } = self.phase else { return false };
+        let Phase::Stopping { deadline, killed } = self.phase else {
+            return false;
+        };
         // Done when no child is left at all: that includes workers a dying php-cgi parent
         // forked after the last look and handed to us.
         let children = own_children();
@@ -280,7 +323,10 @@ impl Master {
             for pid in children {
                 let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
             }
-            self.phase = Phase::Stopping { deadline: now + KILL_GRACE, killed: true };
+            self.phase = Phase::Stopping {
+                deadline: now + KILL_GRACE,
+                killed: true,
+            };
         } else if killed && now >= deadline {
             tracing::error!("stopping: some processes could not be reaped; exiting anyway");
             return true;
@@ -299,10 +345,18 @@ impl Master {
                     return;
                 }
             };
-            let (Some(pid), Some(cause)) = (status.pid(), ExitCause::from_status(status)) else { continue };
-            let owner = self.pools.iter_mut().map(|pool| pool.on_reaped(pid, cause, now)).find(|r| !matches!(r, Reaped::NotOurs));
+            let (Some(pid), Some(cause)) = (status.pid(), ExitCause::from_status(status)) else {
+                continue;
+            };
+            let owner = self
+                .pools
+                .iter_mut()
+                .map(|pool| pool.on_reaped(pid, cause, now))
+                .find(|r| !matches!(r, Reaped::NotOurs));
             match owner {
-                Some(Reaped::Exit { crash: true }) if self.emergency.on_crash(now) => self.emergency_restart(),
+                Some(Reaped::Exit { crash: true }) if self.emergency.on_crash(now) => {
+                    self.emergency_restart()
+                }
                 Some(_) => {}
                 None => tracing::debug!("reaped process {pid} ({cause}), not a worker"),
             }
@@ -340,11 +394,14 @@ impl Master {
 
     /// Drops generations that finished draining (their listener closes with the last one).
     fn forget_drained(&mut self) {
-        self.pools.retain(|pool| !(pool.draining() && pool.is_empty()));
+        self.pools
+            .retain(|pool| !(pool.draining() && pool.is_empty()));
     }
 
     fn log_output(&mut self, line: OutputLine) {
-        let Some(index) = self.pools.iter().position(|p| p.id == line.pool) else { return };
+        let Some(index) = self.pools.iter().position(|p| p.id == line.pool) else {
+            return;
+        };
         let pool = &mut self.pools[index];
         let now = Instant::now();
         if pool.on_dump_line(line.pid, &line.line, now) {
@@ -384,7 +441,12 @@ impl Master {
 fn own_children() -> Vec<Pid> {
     let pid = std::process::id();
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .map(|text| text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect())
+        .map(|text| {
+            text.split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .map(Pid::from_raw)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

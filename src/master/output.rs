@@ -10,8 +10,8 @@ use std::io::{self, IoSliceMut};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::sys::socket::{
-    recvmsg, setsockopt, socketpair, sockopt, AddressFamily, ControlMessageOwned, MsgFlags,
-    SockFlag, SockType, UnixCredentials,
+    AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixCredentials, recvmsg,
+    setsockopt, socketpair, sockopt,
 };
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
@@ -45,7 +45,8 @@ pub fn capture(pool: u64, lines: mpsc::UnboundedSender<OutputLine>) -> io::Resul
     nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags))?;
     // SAFETY: an OwnedFd always returns the descriptor it owns, open until it is dropped
     // together with the AsyncFd.
-    let reader = unsafe { AsyncFd::register(reader) }.map_err(|e| io::Error::other(e.to_string()))?;
+    let reader =
+        unsafe { AsyncFd::register(reader) }.map_err(|e| io::Error::other(e.to_string()))?;
     tokio::spawn(read_lines(pool, reader, lines));
     Ok(writer)
 }
@@ -54,7 +55,9 @@ async fn read_lines(pool: u64, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedS
     let mut pending: HashMap<Pid, Vec<u8>> = HashMap::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let Ok(mut ready) = reader.readable().await else { return };
+        let Ok(mut ready) = reader.readable().await else {
+            return;
+        };
         match ready.try_io(|fd| receive(fd.get_ref(), &mut buf).map_err(io::Error::from)) {
             // Every writer is gone (the pool generation was dropped): nothing more to read.
             Ok(Ok((0, _))) => return,
@@ -82,7 +85,12 @@ async fn read_lines(pool: u64, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedS
 fn receive(fd: &OwnedFd, buf: &mut [u8]) -> nix::Result<(usize, Pid)> {
     let mut cmsg = nix::cmsg_space!(UnixCredentials);
     let mut iov = [IoSliceMut::new(buf)];
-    let msg = recvmsg::<()>(fd.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let msg = recvmsg::<()>(
+        fd.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
     let pid = msg
         .cmsgs()?
         .find_map(|c| match c {
@@ -148,7 +156,10 @@ mod tests {
         let pid = Pid::from_raw(status.id() as i32);
         let first = rx.recv().await.unwrap();
         let second = rx.recv().await.unwrap();
-        assert_eq!((first.pool, first.pid, first.line.as_str()), (3, pid, "hello"));
+        assert_eq!(
+            (first.pool, first.pid, first.line.as_str()),
+            (3, pid, "hello")
+        );
         assert_eq!((second.pid, second.line.as_str()), (pid, "world"));
     }
 }

@@ -8,8 +8,8 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{new_generation, Master};
-use crate::config::{self, Pool, PmMode};
+use super::{Master, new_generation};
+use crate::config::{self, PmMode, Pool};
 use crate::listener::Listener;
 use crate::runtime;
 
@@ -37,12 +37,25 @@ impl Master {
                 }
             }
         }
-        for pool in new.pools.iter().filter(|p| only.is_none_or(|name| name == p.name)) {
-            let current = self.pools.iter().position(|p| !p.draining() && p.config.name == pool.name);
+        for pool in new
+            .pools
+            .iter()
+            .filter(|p| only.is_none_or(|name| name == p.name))
+        {
+            let current = self
+                .pools
+                .iter()
+                .position(|p| !p.draining() && p.config.name == pool.name);
             let line = match current {
-                None => self.add_pool(pool).map(|()| format!("{}: added", pool.name)),
-                Some(i) if self.pools[i].config == *pool && only.is_none() => Ok(format!("{}: unchanged", pool.name)),
-                Some(i) => self.roll(i, pool).map(|()| format!("{}: new generation", pool.name)),
+                None => self
+                    .add_pool(pool)
+                    .map(|()| format!("{}: added", pool.name)),
+                Some(i) if self.pools[i].config == *pool && only.is_none() => {
+                    Ok(format!("{}: unchanged", pool.name))
+                }
+                Some(i) => self
+                    .roll(i, pool)
+                    .map(|()| format!("{}: new generation", pool.name)),
             };
             summary.push(line.unwrap_or_else(|err| format!("{}: {err}", pool.name)));
         }
@@ -69,10 +82,21 @@ impl Master {
 
     fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
         let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
-        tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+        tracing::info!(
+            "pool {}: listening on {} (backlog {})",
+            pool.name,
+            listener.addr,
+            pool.listen_backlog
+        );
         self.next_id += 1;
-        let mut run = new_generation(self.next_id, pool, Rc::new(listener), &self.lines_tx, self.config.global.process_control_timeout)
-            .map_err(|e| e.to_string())?;
+        let mut run = new_generation(
+            self.next_id,
+            pool,
+            Rc::new(listener),
+            &self.lines_tx,
+            self.config.global.process_control_timeout,
+        )
+        .map_err(|e| e.to_string())?;
         run.watch_listener(&self.wakes_tx);
         self.pools.push(run);
         Ok(())
@@ -85,7 +109,11 @@ impl Master {
         // generation never served and is retired, and the new one replaces the serving one.
         let now = Instant::now();
         let name = self.pools[i].config.name.clone();
-        for pending in self.pools.iter_mut().filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name) {
+        for pending in self
+            .pools
+            .iter_mut()
+            .filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
+        {
             pending.replaces = None;
             pending.retire_generation(now, false);
         }
@@ -100,12 +128,23 @@ impl Master {
             old.listener.clone()
         } else {
             let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
-            tracing::info!("pool {}: listening on {} (backlog {})", pool.name, listener.addr, pool.listen_backlog);
+            tracing::info!(
+                "pool {}: listening on {} (backlog {})",
+                pool.name,
+                listener.addr,
+                pool.listen_backlog
+            );
             Rc::new(listener)
         };
         self.next_id += 1;
-        let mut run = new_generation(self.next_id, pool, listener, &self.lines_tx, self.config.global.process_control_timeout)
-            .map_err(|e| e.to_string())?;
+        let mut run = new_generation(
+            self.next_id,
+            pool,
+            listener,
+            &self.lines_tx,
+            self.config.global.process_control_timeout,
+        )
+        .map_err(|e| e.to_string())?;
         run.replaces = Some(old.id);
         run.watch_listener(&self.wakes_tx);
         self.pools.push(run);
@@ -119,7 +158,10 @@ impl Master {
         let mut failed = Vec::new();
         for pool in self.pools.iter_mut().filter(|p| p.replaces.is_some()) {
             if pool.failed() {
-                tracing::error!("pool {}: the new generation failed to start; the old one keeps serving", pool.config.name);
+                tracing::error!(
+                    "pool {}: the new generation failed to start; the old one keeps serving",
+                    pool.config.name
+                );
                 pool.replaces = None;
                 failed.push(pool.id);
             } else if pool.settled() {
@@ -152,7 +194,12 @@ impl Master {
             })
             .collect();
         for (i, pool) in targets {
-            tracing::info!("pool {}: max_children {} → {}", pool.name, self.pools[i].config.pm.max_children, pool.pm.max_children);
+            tracing::info!(
+                "pool {}: max_children {} → {}",
+                pool.name,
+                self.pools[i].config.pm.max_children,
+                pool.pm.max_children
+            );
             if let Err(err) = self.roll(i, &pool) {
                 tracing::error!("pool {}: {err}", pool.name);
             }

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{allowed_clients_env, Layout};
+use super::{Layout, allowed_clients_env};
 use crate::config::{Command, Pool};
 use crate::pm;
 

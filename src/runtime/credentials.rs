@@ -5,7 +5,7 @@
 
 use std::ffi::CString;
 
-use nix::unistd::{getgrouplist, Gid, Group, Uid, User};
+use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
 
 use crate::config::Pool;
 
@@ -19,7 +19,9 @@ pub struct Credentials {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CredentialsError {
-    #[error("drover runs as root, so the pool must set `user` (write user = \"root\" to run it as root on purpose)")]
+    #[error(
+        "drover runs as root, so the pool must set `user` (write user = \"root\" to run it as root on purpose)"
+    )]
     UserRequired,
     #[error("user {0:?} does not exist")]
     NoSuchUser(String),
@@ -39,11 +41,13 @@ impl Credentials {
             .flatten()
             .ok_or_else(|| CredentialsError::NoSuchUser(name.clone()))?;
         let gid = match &pool.group {
-            Some(group) => Group::from_name(group)
-                .ok()
-                .flatten()
-                .ok_or_else(|| CredentialsError::NoSuchGroup(group.clone()))?
-                .gid,
+            Some(group) => {
+                Group::from_name(group)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| CredentialsError::NoSuchGroup(group.clone()))?
+                    .gid
+            }
             None => user.gid,
         };
         let groups = CString::new(name.as_bytes())
@@ -53,7 +57,11 @@ impl Credentials {
             .into_iter()
             .map(Gid::as_raw)
             .collect();
-        Ok(Some(Credentials { uid: user.uid, gid, groups }))
+        Ok(Some(Credentials {
+            uid: user.uid,
+            gid,
+            groups,
+        }))
     }
 
     /// Drops to these credentials. Runs between fork and exec: only syscalls, no

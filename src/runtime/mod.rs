@@ -3,7 +3,8 @@
 //!
 //! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
-//! - [`python`]: a drover zygote per pool that loads the app once and forks workers.
+//! - [`python`]: a zygote per pool (`drover-python`) that loads the app once and forks
+//!   workers.
 
 pub mod command;
 pub mod credentials;
@@ -64,8 +65,20 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
         .iter()
         .filter_map(|pool| {
             let (key, problem) = match launch(pool, 0) {
-                Ok(_) => return None,
-                Err(RuntimeError::Credentials(e @ credentials::CredentialsError::NoSuchGroup(_))) => ("group", e.to_string()),
+                Ok(launch) => match &pool.runtime {
+                    Runtime::Python(_) if !launch.spec.program.is_file() => (
+                        "python",
+                        format!(
+                            "the Python runtime {} is missing; install {} beside drover",
+                            launch.spec.program.display(),
+                            python::PROGRAM
+                        ),
+                    ),
+                    _ => return None,
+                },
+                Err(RuntimeError::Credentials(
+                    e @ credentials::CredentialsError::NoSuchGroup(_),
+                )) => ("group", e.to_string()),
                 Err(RuntimeError::Credentials(e)) => ("user", e.to_string()),
                 Err(e @ RuntimeError::Scoreboard(_)) => ("pm.max_children", e.to_string()),
             };
@@ -104,7 +117,11 @@ fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
     if pool.listen_allowed_clients.is_empty() {
         return None;
     }
-    let list: Vec<String> = pool.listen_allowed_clients.iter().map(|ip| ip.to_string()).collect();
+    let list: Vec<String> = pool
+        .listen_allowed_clients
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
     Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))
 }
 

@@ -21,7 +21,13 @@ pub fn noise(len: usize, seed: u64) -> Vec<u8> {
 pub fn digest(site: &Site, tool: &str, bytes: &[u8]) -> String {
     let path = site.path().join(format!("{tool}-input.bin"));
     std::fs::write(&path, bytes).expect("write bytes to hash");
-    let out = Command::new(tool).arg(&path).output().unwrap_or_else(|e| panic!("run {tool}: {e}"));
+    let out = Command::new(tool)
+        .arg(&path)
+        .output()
+        .unwrap_or_else(|e| panic!("run {tool}: {e}"));
     let text = String::from_utf8(out.stdout).unwrap_or_else(|_| panic!("{tool} output"));
-    text.split_whitespace().next().unwrap_or_else(|| panic!("no digest from {tool}")).to_string()
+    text.split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("no digest from {tool}"))
+        .to_string()
 }

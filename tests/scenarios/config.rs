@@ -265,3 +265,49 @@ fn drover_refuses_to_start_on_a_bad_config() {
     let all = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
     assert!(!all.contains("started"), "something was started:\n{all}");
 }
+
+#[test]
+fn a_python_pool_without_drover_python_beside_drover_is_refused() {
+    let site = Site::new();
+    crate::common::python::install_apps(&site);
+    let pool = crate::common::PythonPool::wsgi("app");
+    write_config(
+        &site,
+        &[("app", &crate::common::PoolFile::toml(&pool, &site))],
+    );
+    // drover copied alone into a folder, as an operator who installs one binary would.
+    let lone = site.path().join("bin/drover");
+    std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
+    std::fs::copy(BIN, &lone).unwrap();
+    let mut command = Command::new(&lone);
+    command
+        .arg("-t")
+        .arg("-c")
+        .arg(site.path().join("drover.toml"));
+
+    let out = run_bounded(&mut command);
+
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "drover -t accepted it:\n{}",
+        describe(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let wanted = format!(
+        "pools.d/app.toml: python: the Python runtime {} is missing",
+        lone.with_file_name("drover-python").display()
+    );
+    assert!(
+        stderr.contains(&wanted),
+        "no {wanted:?} in stderr:\n{stderr}"
+    );
+    // With drover-python beside it, the same configuration is valid.
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_drover-python"),
+        lone.with_file_name("drover-python"),
+    )
+    .unwrap();
+    let out = run_bounded(&mut command);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}

@@ -47,8 +47,11 @@ impl<S: Read + Write> Connection<S> {
         let mut query = vec![0; header.content_length.into()];
         self.read_exact(&mut query)?;
         self.skip(header.padding_length.into())?;
-        let answer = get_values_result(&query)
-            .map_err(|source| ProtocolError::MalformedParams { request_id: 0, source })?;
+        let answer =
+            get_values_result(&query).map_err(|source| ProtocolError::MalformedParams {
+                request_id: 0,
+                source,
+            })?;
         self.wire.push(RecordType::GetValuesResult, 0, &answer);
         Ok(())
     }
@@ -99,7 +102,10 @@ impl<S: Read + Write> Connection<S> {
         match err {
             WireError::Truncated => ProtocolError::Truncated { phase },
             WireError::Io(err)
-                if matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
             {
                 ProtocolError::Timeout { phase }
             }

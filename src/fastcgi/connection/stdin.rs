@@ -31,7 +31,13 @@ impl<S: Read + Write> Connection<S> {
     /// The web server sent ABORT_REQUEST for the current request (noticed while reading its
     /// body): reads return end of file. The app may stop early; it still calls `finish`.
     pub fn aborted(&self) -> bool {
-        matches!(&self.current, Some(Current { stage: Stage::Aborted, .. }))
+        matches!(
+            &self.current,
+            Some(Current {
+                stage: Stage::Aborted,
+                ..
+            })
+        )
     }
 
     /// Reads body bytes of the current request into `buf` (not empty); 0 at its end.
@@ -65,7 +71,9 @@ impl<S: Read + Write> Connection<S> {
     /// Reads up to the next STDIN record of request `id` and sets the stage from it.
     fn next_stdin_record(&mut self, id: u16) -> Result<(), ProtocolError> {
         let Some(header) = self.next_header()? else {
-            return Err(ProtocolError::Closed { phase: self.phase() });
+            return Err(ProtocolError::Closed {
+                phase: self.phase(),
+            });
         };
         if header.request_id != id {
             return self.skip(header.body_len());
@@ -84,7 +92,10 @@ impl<S: Read + Write> Connection<S> {
                 Stage::Aborted
             }
             record_type => {
-                return Err(ProtocolError::UnexpectedRecord { record_type, phase: self.phase() });
+                return Err(ProtocolError::UnexpectedRecord {
+                    record_type,
+                    phase: self.phase(),
+                });
             }
         };
         self.set_stage(stage);

@@ -7,14 +7,19 @@ use crate::fastcgi::{Connection, Limits, NameValueError, Phase, ProtocolError, R
 
 fn error_of(input: Vec<u8>) -> ProtocolError {
     let served = serve(input);
-    served.error.unwrap_or_else(|| panic!("no error; saw {:?}", served.seen))
+    served
+        .error
+        .unwrap_or_else(|| panic!("no error; saw {:?}", served.seen))
 }
 
 #[test]
 fn a_bad_version_is_refused() {
     let mut input = request(1, 0, b"");
     input[0] = 2;
-    assert!(matches!(error_of(input), ProtocolError::BadVersion { version: 2 }));
+    assert!(matches!(
+        error_of(input),
+        ProtocolError::BadVersion { version: 2 }
+    ));
     let err = error_of(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec());
     assert!(matches!(err, ProtocolError::BadVersion { version: b'G' }));
 }
@@ -22,7 +27,10 @@ fn a_bad_version_is_refused() {
 #[test]
 fn end_of_stream_inside_a_header_is_a_truncated_record() {
     let err = error_of(vec![1, 1, 0]);
-    assert!(matches!(err, ProtocolError::Truncated { phase: Phase::Idle }), "{err}");
+    assert!(
+        matches!(err, ProtocolError::Truncated { phase: Phase::Idle }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -30,7 +38,12 @@ fn end_of_stream_inside_params_content_is_a_truncated_record() {
     let mut input = begin(1, RESPONDER, 0);
     input.extend(record(PARAMS, 1, &pairs(&[("NAME", "value")])));
     input.truncate(input.len() - 3);
-    assert!(matches!(error_of(input), ProtocolError::Truncated { phase: Phase::Params(1) }));
+    assert!(matches!(
+        error_of(input),
+        ProtocolError::Truncated {
+            phase: Phase::Params(1)
+        }
+    ));
 }
 
 #[test]
@@ -39,16 +52,38 @@ fn end_of_stream_inside_body_content_is_a_truncated_record() {
     input.extend(record(STDIN, 1, b"0123456789"));
     input.truncate(input.len() - 2);
     let served = serve(input);
-    assert!(matches!(served.error, Some(ProtocolError::Truncated { phase: Phase::Stdin(1) })));
-    assert_eq!(served.seen[0].body, b"01234567", "the bytes before the cut reached the app");
+    assert!(matches!(
+        served.error,
+        Some(ProtocolError::Truncated {
+            phase: Phase::Stdin(1)
+        })
+    ));
+    assert_eq!(
+        served.seen[0].body, b"01234567",
+        "the bytes before the cut reached the app"
+    );
     assert!(!served.seen[0].kept);
 }
 
 #[test]
 fn end_of_stream_between_records_of_a_request_is_a_close_mid_request() {
-    let input = [begin(1, RESPONDER, 0), record(PARAMS, 1, &pairs(&[("A", "b")]))].concat();
-    assert!(matches!(error_of(input), ProtocolError::Closed { phase: Phase::Params(1) }));
-    let input = [begin(1, RESPONDER, 0), params(1, &[]), record(STDIN, 1, b"x")].concat();
+    let input = [
+        begin(1, RESPONDER, 0),
+        record(PARAMS, 1, &pairs(&[("A", "b")])),
+    ]
+    .concat();
+    assert!(matches!(
+        error_of(input),
+        ProtocolError::Closed {
+            phase: Phase::Params(1)
+        }
+    ));
+    let input = [
+        begin(1, RESPONDER, 0),
+        params(1, &[]),
+        record(STDIN, 1, b"x"),
+    ]
+    .concat();
     let err = error_of(input);
     assert_eq!(
         err.to_string(),
@@ -60,19 +95,40 @@ fn end_of_stream_between_records_of_a_request_is_a_close_mid_request() {
 fn a_begin_request_body_of_the_wrong_size_is_refused() {
     let input = record(BEGIN, 1, &[0, 1, 0, 0, 0, 0]);
     let err = error_of(input);
-    assert!(matches!(err, ProtocolError::BadRecordLength { length: 6, expected: 8, .. }));
-    assert_eq!(err.to_string(), "BEGIN_REQUEST record of 6 bytes (expected 8)");
+    assert!(matches!(
+        err,
+        ProtocolError::BadRecordLength {
+            length: 6,
+            expected: 8,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "BEGIN_REQUEST record of 6 bytes (expected 8)"
+    );
 }
 
 #[test]
 fn params_over_the_limit_are_refused_before_they_are_read() {
-    let limits = Limits { max_params_bytes: 1000 };
+    let limits = Limits {
+        max_params_bytes: 1000,
+    };
     let big = "x".repeat(2000);
     let input = [begin(1, RESPONDER, 0), params(1, &[("BIG", &big)])].concat();
     let served = serve_duplex(Duplex::new(input), limits);
     let err = served.error.unwrap();
-    assert!(matches!(err, ProtocolError::ParamsTooLarge { request_id: 1, limit: 1000 }));
-    assert_eq!(err.to_string(), "the params of request 1 exceed the limit of 1000 bytes");
+    assert!(matches!(
+        err,
+        ProtocolError::ParamsTooLarge {
+            request_id: 1,
+            limit: 1000
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "the params of request 1 exceed the limit of 1000 bytes"
+    );
 }
 
 #[test]
@@ -82,7 +138,10 @@ fn a_params_stream_that_never_ends_is_cut_by_the_limit() {
         input.extend(record(PARAMS, 1, &[1, 1, b'a', b'b']));
     }
     let err = error_of(input);
-    assert!(matches!(err, ProtocolError::ParamsTooLarge { limit: 65536, .. }), "{err}");
+    assert!(
+        matches!(err, ProtocolError::ParamsTooLarge { limit: 65536, .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -90,9 +149,20 @@ fn a_stalled_params_stream_times_out_with_the_sockets_read_timeout() {
     let mut duplex = Duplex::new(begin(1, RESPONDER, 0));
     duplex.at_end = Some(ErrorKind::WouldBlock);
     let err = serve_duplex(duplex, Limits::default()).error.unwrap();
-    assert!(matches!(err, ProtocolError::Timeout { phase: Phase::Params(1) }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ProtocolError::Timeout {
+                phase: Phase::Params(1)
+            }
+        ),
+        "{err}"
+    );
     assert!(!err.is_idle_timeout());
-    assert_eq!(err.to_string(), "timed out while reading the params of request 1");
+    assert_eq!(
+        err.to_string(),
+        "timed out while reading the params of request 1"
+    );
 }
 
 #[test]
@@ -107,34 +177,56 @@ fn an_idle_kept_connection_timing_out_is_told_apart() {
 #[test]
 fn records_out_of_order_for_the_current_request_are_unexpected() {
     let cases: [(Vec<u8>, RecordType, Phase); 5] = [
-        (record(STDIN, 1, b"early"), RecordType::Stdin, Phase::Params(1)),
+        (
+            record(STDIN, 1, b"early"),
+            RecordType::Stdin,
+            Phase::Params(1),
+        ),
         (record(DATA, 1, b"x"), RecordType::Data, Phase::Params(1)),
-        (begin(1, RESPONDER, 0), RecordType::BeginRequest, Phase::Params(1)),
+        (
+            begin(1, RESPONDER, 0),
+            RecordType::BeginRequest,
+            Phase::Params(1),
+        ),
         (
             [params(1, &[]), record(PARAMS, 1, b"\x01\x01ab")].concat(),
             RecordType::Params,
             Phase::Stdin(1),
         ),
-        ([params(1, &[]), record(STDOUT, 1, b"x")].concat(), RecordType::Stdout, Phase::Stdin(1)),
+        (
+            [params(1, &[]), record(STDOUT, 1, b"x")].concat(),
+            RecordType::Stdout,
+            Phase::Stdin(1),
+        ),
     ];
     for (tail, record_type, phase) in cases {
         let input = [begin(1, RESPONDER, 0), tail].concat();
         match error_of(input) {
-            ProtocolError::UnexpectedRecord { record_type: t, phase: p } => {
+            ProtocolError::UnexpectedRecord {
+                record_type: t,
+                phase: p,
+            } => {
                 assert_eq!((t, p), (record_type, phase));
             }
             other => panic!("{other}"),
         }
     }
     let err = error_of([begin(1, RESPONDER, 0), record(STDIN, 1, b"")].concat());
-    assert_eq!(err.to_string(), "unexpected STDIN record while reading the params of request 1");
+    assert_eq!(
+        err.to_string(),
+        "unexpected STDIN record while reading the params of request 1"
+    );
 }
 
 #[test]
 fn a_stray_record_after_a_finished_request_is_skipped() {
     // No live request owns it; libfcgi ignores such records too.
-    let input =
-        [request(1, KEEP, b"body"), record(STDIN, 1, b"late"), request(1, 0, b"x")].concat();
+    let input = [
+        request(1, KEEP, b"body"),
+        record(STDIN, 1, b"late"),
+        request(1, 0, b"x"),
+    ]
+    .concat();
     let served = serve(input);
     assert!(served.error.is_none());
     assert_eq!(served.seen[1].body, b"x");
@@ -142,12 +234,21 @@ fn a_stray_record_after_a_finished_request_is_skipped() {
 
 #[test]
 fn malformed_params_are_refused() {
-    let input =
-        [begin(1, RESPONDER, 0), record(PARAMS, 1, &[4, 9, b'N', b'A']), record(PARAMS, 1, b"")]
-            .concat();
+    let input = [
+        begin(1, RESPONDER, 0),
+        record(PARAMS, 1, &[4, 9, b'N', b'A']),
+        record(PARAMS, 1, b""),
+    ]
+    .concat();
     match error_of(input) {
-        ProtocolError::MalformedParams { request_id: 1, source } => {
-            let message = ProtocolError::MalformedParams { request_id: 1, source: source.clone() };
+        ProtocolError::MalformedParams {
+            request_id: 1,
+            source,
+        } => {
+            let message = ProtocolError::MalformedParams {
+                request_id: 1,
+                source: source.clone(),
+            };
             assert!(
                 message
                     .to_string()
@@ -155,7 +256,11 @@ fn malformed_params_are_refused() {
             );
             assert_eq!(
                 source,
-                NameValueError::TruncatedData { offset: 0, declared: 13, available: 2 }
+                NameValueError::TruncatedData {
+                    offset: 0,
+                    declared: 13,
+                    available: 2
+                }
             );
         }
         other => panic!("{other}"),
@@ -165,7 +270,10 @@ fn malformed_params_are_refused() {
 #[test]
 fn a_malformed_get_values_is_refused() {
     let err = error_of(record(GET_VALUES, 0, &[0x80, 1]));
-    assert!(matches!(err, ProtocolError::MalformedParams { request_id: 0, .. }));
+    assert!(matches!(
+        err,
+        ProtocolError::MalformedParams { request_id: 0, .. }
+    ));
     assert_eq!(
         err.to_string(),
         "malformed GET_VALUES query: the length at byte 0 is cut off by the end of the stream"
@@ -183,8 +291,14 @@ fn a_body_error_reaches_the_app_as_io_error_and_ends_the_connection() {
     assert_eq!(connection.read_stdin(&mut buf).unwrap(), 2);
     let err = connection.read_stdin(&mut buf).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidData);
-    assert!(matches!(to_protocol_error(err), ProtocolError::BadVersion { version: 7 }));
-    assert!(connection.read_stdin(&mut buf).is_err(), "reads keep failing");
+    assert!(matches!(
+        to_protocol_error(err),
+        ProtocolError::BadVersion { version: 7 }
+    ));
+    assert!(
+        connection.read_stdin(&mut buf).is_err(),
+        "reads keep failing"
+    );
     connection.write_stdout(b"Status: 400\r\n\r\n").unwrap();
     assert!(!connection.finish(0).unwrap(), "not kept after an error");
     assert!(connection.next_request().unwrap().is_none());

@@ -53,7 +53,12 @@ fn conversation() -> Vec<u8> {
 fn serve_with(input: Vec<u8>, rng: &mut Rng) -> Served {
     let mut duplex = Duplex::new(input);
     duplex.max_read = 1 + rng.below(64);
-    serve_duplex(duplex, Limits { max_params_bytes: 1 + rng.below(2048) })
+    serve_duplex(
+        duplex,
+        Limits {
+            max_params_bytes: 1 + rng.below(2048),
+        },
+    )
 }
 
 #[test]

@@ -45,7 +45,9 @@ fn worker(listener: UnixListener, connections: usize) -> thread::JoinHandle<usiz
                 assert_eq!(request.params.get("SCRIPT_NAME"), Some(&b"/echo"[..]));
                 let mut body = Vec::new();
                 connection.stdin().read_to_end(&mut body).unwrap();
-                connection.write_stdout(b"Content-Type: text/plain\r\n\r\n").unwrap();
+                connection
+                    .write_stdout(b"Content-Type: text/plain\r\n\r\n")
+                    .unwrap();
                 connection.write_stdout(&body).unwrap();
                 served += 1;
                 if !connection.finish(0).unwrap() {
@@ -75,14 +77,23 @@ fn a_kept_connection_serves_two_hand_built_requests_byte_exact() {
     let (_dir, listener, path) = socket();
     let worker = worker(listener, 1);
     let mut client = UnixStream::connect(&path).unwrap();
-    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    client.write_all(&[&BEGIN_KEEP[..], PARAMS, STDIN].concat()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    client
+        .write_all(&[&BEGIN_KEEP[..], PARAMS, STDIN].concat())
+        .unwrap();
     assert_eq!(read_exactly(&mut client, ECHO_ANSWER.len()), ECHO_ANSWER);
-    client.write_all(&[&BEGIN_CLOSE[..], PARAMS, STDIN].concat()).unwrap();
+    client
+        .write_all(&[&BEGIN_CLOSE[..], PARAMS, STDIN].concat())
+        .unwrap();
     assert_eq!(read_exactly(&mut client, ECHO_ANSWER.len()), ECHO_ANSWER);
     let mut rest = Vec::new();
     client.read_to_end(&mut rest).unwrap();
-    assert!(rest.is_empty(), "the worker closed after the request without KEEP_CONN");
+    assert!(
+        rest.is_empty(),
+        "the worker closed after the request without KEEP_CONN"
+    );
     assert_eq!(worker.join().unwrap(), 2);
 }
 
@@ -91,13 +102,17 @@ fn get_values_is_answered_before_the_worker_blocks_for_more() {
     let (_dir, listener, path) = socket();
     let worker = worker(listener, 1);
     let mut client = UnixStream::connect(&path).unwrap();
-    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     client.write_all(GET_VALUES).unwrap();
     // The client waits for the answer before sending anything else, as a health check
     // does: a worker that kept it buffered while reading would deadlock here.
     let expected = b"\x01\x0a\x00\x00\x00\x12\x00\x00\x0f\x01FCGI_MPXS_CONNS0";
     assert_eq!(read_exactly(&mut client, expected.len()), expected);
-    client.write_all(&[&BEGIN_CLOSE[..], PARAMS, STDIN].concat()).unwrap();
+    client
+        .write_all(&[&BEGIN_CLOSE[..], PARAMS, STDIN].concat())
+        .unwrap();
     assert_eq!(read_exactly(&mut client, ECHO_ANSWER.len()), ECHO_ANSWER);
     assert_eq!(worker.join().unwrap(), 1);
 }
@@ -112,10 +127,14 @@ fn large_bodies_and_responses_cross_a_real_socket() {
     let sent = body.clone();
     // Written from another thread: the worker answers while the body is still arriving.
     let sender = thread::spawn(move || {
-        writer.write_all(&[&BEGIN_CLOSE[..], PARAMS].concat()).unwrap();
+        writer
+            .write_all(&[&BEGIN_CLOSE[..], PARAMS].concat())
+            .unwrap();
         for chunk in sent.chunks(32 * 1024) {
             let len = (chunk.len() as u16).to_be_bytes();
-            writer.write_all(&[1, 5, 0, 1, len[0], len[1], 0, 0]).unwrap();
+            writer
+                .write_all(&[1, 5, 0, 1, len[0], len[1], 0, 0])
+                .unwrap();
             writer.write_all(chunk).unwrap();
         }
         writer.write_all(&[1, 5, 0, 1, 0, 0, 0, 0]).unwrap();
@@ -125,8 +144,11 @@ fn large_bodies_and_responses_cross_a_real_socket() {
     reader.read_to_end(&mut answer).unwrap();
     sender.join().unwrap();
     let records = super::support::parse(&answer);
-    let stdout: Vec<u8> =
-        records.iter().filter(|r| r.record_type == 6).flat_map(|r| r.content.clone()).collect();
+    let stdout: Vec<u8> = records
+        .iter()
+        .filter(|r| r.record_type == 6)
+        .flat_map(|r| r.content.clone())
+        .collect();
     assert_eq!(&stdout[..28], b"Content-Type: text/plain\r\n\r\n");
     assert_eq!(&stdout[28..], &body[..]);
     assert!(records.iter().all(|r| r.content.len() <= 65535));

@@ -7,18 +7,35 @@ use crate::fastcgi::{Connection, Limits, MAX_CONTENT_LEN};
 fn a_request_is_answered_with_stdout_its_end_and_end_request() {
     let served = serve(request(1, 0, b"hello"));
     assert!(served.error.is_none());
-    let [seen] = &served.seen[..] else { panic!("one request: {:?}", served.seen) };
+    let [seen] = &served.seen[..] else {
+        panic!("one request: {:?}", served.seen)
+    };
     assert_eq!(seen.request.id, 1);
     assert!(!seen.request.keep_conn && !seen.kept);
-    assert_eq!(seen.request.params.get("REQUEST_METHOD"), Some(&b"POST"[..]));
+    assert_eq!(
+        seen.request.params.get("REQUEST_METHOD"),
+        Some(&b"POST"[..])
+    );
     assert_eq!(seen.request.params.get("SCRIPT_NAME"), Some(&b"/app"[..]));
     assert_eq!(seen.body, b"hello");
     assert_eq!(
         served.records,
         [
-            Rec { record_type: STDOUT, id: 1, content: b"hello".to_vec() },
-            Rec { record_type: STDOUT, id: 1, content: vec![] },
-            Rec { record_type: END, id: 1, content: vec![0, 0, 0, 0, 0, 0, 0, 0] },
+            Rec {
+                record_type: STDOUT,
+                id: 1,
+                content: b"hello".to_vec()
+            },
+            Rec {
+                record_type: STDOUT,
+                id: 1,
+                content: vec![]
+            },
+            Rec {
+                record_type: END,
+                id: 1,
+                content: vec![0, 0, 0, 0, 0, 0, 0, 0]
+            },
         ]
     );
 }
@@ -35,9 +52,18 @@ fn keep_conn_serves_two_requests_on_one_connection() {
     let served = serve(input);
     assert!(served.error.is_none());
     assert_eq!(served.seen.len(), 2);
-    assert!(served.seen.iter().all(|seen| seen.request.keep_conn && seen.kept));
+    assert!(
+        served
+            .seen
+            .iter()
+            .all(|seen| seen.request.keep_conn && seen.kept)
+    );
     assert_eq!(served.seen[1].body, b"second");
-    let ends: Vec<_> = served.records.iter().filter(|r| r.record_type == END).collect();
+    let ends: Vec<_> = served
+        .records
+        .iter()
+        .filter(|r| r.record_type == END)
+        .collect();
     assert_eq!(ends.len(), 2);
 }
 
@@ -52,7 +78,11 @@ fn without_keep_conn_the_connection_ends_after_one_request() {
 #[test]
 fn a_body_in_many_small_padded_records_is_streamed() {
     let body: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
-    let mut input = [begin(7, RESPONDER, 0), params(7, &[("CONTENT_LENGTH", "2000")])].concat();
+    let mut input = [
+        begin(7, RESPONDER, 0),
+        params(7, &[("CONTENT_LENGTH", "2000")]),
+    ]
+    .concat();
     let mut rest = &body[..];
     let mut size = 1;
     while !rest.is_empty() {
@@ -110,7 +140,10 @@ fn output_larger_than_a_record_is_split_into_records_of_at_most_65535_bytes() {
     connection.write_stdout(&data).unwrap();
     assert!(!connection.finish(0).unwrap());
     let records = parse(&connection.into_inner().output);
-    let lens: Vec<_> = records.iter().map(|r| (r.record_type, r.content.len())).collect();
+    let lens: Vec<_> = records
+        .iter()
+        .map(|r| (r.record_type, r.content.len()))
+        .collect();
     assert_eq!(
         lens,
         [
@@ -122,7 +155,10 @@ fn output_larger_than_a_record_is_split_into_records_of_at_most_65535_bytes() {
             (END, 8)
         ]
     );
-    let sent: Vec<u8> = records[1..4].iter().flat_map(|r| r.content.clone()).collect();
+    let sent: Vec<u8> = records[1..4]
+        .iter()
+        .flat_map(|r| r.content.clone())
+        .collect();
     assert_eq!(sent, data);
 }
 
@@ -147,8 +183,10 @@ fn empty_writes_send_no_record_that_would_end_the_stream() {
     connection.write_stdout(b"").unwrap();
     connection.write_stderr(b"").unwrap();
     connection.finish(0).unwrap();
-    let types: Vec<_> =
-        parse(&connection.into_inner().output).iter().map(|r| r.record_type).collect();
+    let types: Vec<_> = parse(&connection.into_inner().output)
+        .iter()
+        .map(|r| r.record_type)
+        .collect();
     assert_eq!(types, [STDOUT, END]);
 }
 
@@ -157,9 +195,15 @@ fn flush_sends_a_streamed_chunk_before_the_request_ends() {
     let mut connection = Connection::new(Duplex::new(request(1, 0, b"")), Limits::default());
     connection.next_request().unwrap().unwrap();
     connection.write_stdout(b"first chunk").unwrap();
-    assert!(connection.get_ref().output.is_empty(), "small writes wait for flush");
+    assert!(
+        connection.get_ref().output.is_empty(),
+        "small writes wait for flush"
+    );
     connection.flush().unwrap();
-    assert_eq!(parse(&connection.get_ref().output)[0].content, b"first chunk");
+    assert_eq!(
+        parse(&connection.get_ref().output)[0].content,
+        b"first chunk"
+    );
 }
 
 #[test]
@@ -182,7 +226,11 @@ fn padded_records_of_every_kind_are_accepted() {
 fn params_split_anywhere_across_records_and_four_byte_lengths_decode() {
     let long_name = "HTTP_X_".to_owned() + &"N".repeat(200);
     let long_value = "v".repeat(1000);
-    let stream = pairs(&[("QUERY_STRING", "a=1"), (&long_name, &long_value), ("E", "")]);
+    let stream = pairs(&[
+        ("QUERY_STRING", "a=1"),
+        (&long_name, &long_value),
+        ("E", ""),
+    ]);
     let mut input = begin(1, RESPONDER, 0);
     for piece in stream.chunks(7) {
         input.extend(record(PARAMS, 1, piece));
@@ -207,7 +255,11 @@ fn an_unread_body_is_skipped_before_the_next_request() {
     let mut connection = Connection::new(Duplex::new(input), Limits::default());
     connection.next_request().unwrap().unwrap();
     let mut part = [0; 30];
-    assert_eq!(connection.read_stdin(&mut part).unwrap(), 30, "read part of the first record");
+    assert_eq!(
+        connection.read_stdin(&mut part).unwrap(),
+        30,
+        "read part of the first record"
+    );
     connection.write_stdout(b"413").unwrap();
     assert!(connection.finish(0).unwrap());
     let second = connection.next_request().unwrap().unwrap();
@@ -241,7 +293,11 @@ fn abort_during_the_body_ends_reads_and_the_request_still_gets_end_request() {
     assert_eq!(served.seen[0].body, b"partial");
     assert!(!served.seen[1].aborted);
     assert_eq!(served.seen[1].body, b"next");
-    let ends: Vec<_> = served.records.iter().filter(|r| r.record_type == END).collect();
+    let ends: Vec<_> = served
+        .records
+        .iter()
+        .filter(|r| r.record_type == END)
+        .collect();
     assert_eq!((ends[0].id, end_of(ends[0])), (1, (0, 0)));
 }
 
@@ -261,7 +317,12 @@ fn abort_before_the_params_end_is_answered_without_the_app() {
 
 #[test]
 fn abort_before_the_params_end_without_keep_conn_ends_the_connection() {
-    let input = [begin(1, RESPONDER, 0), record(ABORT, 1, b""), request(2, 0, b"")].concat();
+    let input = [
+        begin(1, RESPONDER, 0),
+        record(ABORT, 1, b""),
+        request(2, 0, b""),
+    ]
+    .concat();
     let served = serve(input);
     assert!(served.error.is_none() && served.seen.is_empty());
     assert_eq!(served.records.len(), 1);
@@ -281,7 +342,10 @@ fn next_request_before_finish_is_a_caller_error() {
     let mut connection = Connection::new(Duplex::new(request(5, KEEP, b"")), Limits::default());
     connection.next_request().unwrap().unwrap();
     let err = connection.next_request().unwrap_err();
-    assert_eq!(err.to_string(), "next_request() called before request 5 was finished");
+    assert_eq!(
+        err.to_string(),
+        "next_request() called before request 5 was finished"
+    );
 }
 
 #[test]

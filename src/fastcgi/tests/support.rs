@@ -64,7 +64,8 @@ impl Write for Duplex {
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         self.writes += 1;
-        bufs.iter().for_each(|buf| self.output.extend_from_slice(buf));
+        bufs.iter()
+            .for_each(|buf| self.output.extend_from_slice(buf));
         Ok(bufs.iter().map(|buf| buf.len()).sum())
     }
 
@@ -103,21 +104,34 @@ pub fn pairs(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 /// One PARAMS record with every pair (if any), then the empty one that ends the stream.
 pub fn params(id: u16, list: &[(&str, &str)]) -> Vec<u8> {
-    let mut out = if list.is_empty() { Vec::new() } else { record(PARAMS, id, &pairs(list)) };
+    let mut out = if list.is_empty() {
+        Vec::new()
+    } else {
+        record(PARAMS, id, &pairs(list))
+    };
     out.extend(record(PARAMS, id, b""));
     out
 }
 
 /// The body in one record (if any), then the empty one.
 pub fn stdin(id: u16, body: &[u8]) -> Vec<u8> {
-    let mut out = if body.is_empty() { Vec::new() } else { record(STDIN, id, body) };
+    let mut out = if body.is_empty() {
+        Vec::new()
+    } else {
+        record(STDIN, id, body)
+    };
     out.extend(record(STDIN, id, b""));
     out
 }
 
 pub fn request(id: u16, flags: u8, body: &[u8]) -> Vec<u8> {
     let list = [("REQUEST_METHOD", "POST"), ("SCRIPT_NAME", "/app")];
-    [begin(id, RESPONDER, flags), params(id, &list), stdin(id, body)].concat()
+    [
+        begin(id, RESPONDER, flags),
+        params(id, &list),
+        stdin(id, body),
+    ]
+    .concat()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +151,11 @@ pub fn parse(mut out: &[u8]) -> Vec<Rec> {
         assert_eq!((out[6], out[7]), (0, 0), "padding and reserved");
         let len = usize::from(u16::from_be_bytes([out[4], out[5]]));
         let id = u16::from_be_bytes([out[2], out[3]]);
-        records.push(Rec { record_type: out[1], id, content: out[8..8 + len].to_vec() });
+        records.push(Rec {
+            record_type: out[1],
+            id,
+            content: out[8..8 + len].to_vec(),
+        });
         out = &out[8 + len..];
     }
     records
@@ -203,18 +221,35 @@ pub fn serve_duplex(duplex: Duplex, limits: Limits) -> Served {
         let written = connection.write_stdout(&body);
         let kept = written.and_then(|()| connection.finish(0));
         let kept = kept.unwrap_or(false);
-        seen.push(Seen { request, body, aborted, kept });
+        seen.push(Seen {
+            request,
+            body,
+            aborted,
+            kept,
+        });
         if error.is_some() || !kept {
             break;
         }
     }
     let duplex = connection.into_inner();
-    Served { seen, error, records: parse(&duplex.output), writes: duplex.writes }
+    Served {
+        seen,
+        error,
+        records: parse(&duplex.output),
+        writes: duplex.writes,
+    }
 }
 
 pub fn to_protocol_error(err: io::Error) -> ProtocolError {
-    if err.get_ref().is_some_and(|inner| inner.is::<ProtocolError>()) {
-        let inner = err.into_inner().unwrap().downcast::<ProtocolError>().unwrap();
+    if err
+        .get_ref()
+        .is_some_and(|inner| inner.is::<ProtocolError>())
+    {
+        let inner = err
+            .into_inner()
+            .unwrap()
+            .downcast::<ProtocolError>()
+            .unwrap();
         *inner
     } else {
         ProtocolError::Io(err)

@@ -7,7 +7,6 @@
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
-
 use super::PoolRun;
 use crate::pm::{self, Action, WorkerView};
 
@@ -30,7 +29,10 @@ impl PoolRun {
             }
         }
         if close_listener {
-            let _ = nix::sys::socket::shutdown(self.listener.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read);
+            let _ = nix::sys::socket::shutdown(
+                self.listener.fd.as_raw_fd(),
+                nix::sys::socket::Shutdown::Read,
+            );
         }
         self.signal_retiring();
     }

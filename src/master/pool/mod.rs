@@ -15,23 +15,22 @@ mod policy;
 mod slow;
 mod status;
 
-
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use nix::sys::wait::WaitStatus;
 
-use super::exit::{lifetime, ExitCause};
+use super::exit::{ExitCause, lifetime};
 use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
-use crate::runtime::python::{Report, EXIT_APP_LOAD};
+use crate::runtime::python::{EXIT_APP_LOAD, Report};
 use crate::runtime::{self, Layout};
 use crate::scoreboard::Scoreboard;
 use observe::{Observed, Probes};
@@ -198,7 +197,10 @@ impl PoolRun {
 
     /// Workers serving now (not orphaned, not retiring).
     pub fn workers(&self) -> usize {
-        self.workers.values().filter(|w| !w.orphan && w.retiring.is_none()).count()
+        self.workers
+            .values()
+            .filter(|w| !w.orphan && w.retiring.is_none())
+            .count()
     }
 
     /// Running the workers it starts with, or stopped for good: nothing more to wait for.
@@ -238,13 +240,17 @@ impl PoolRun {
         }
         let Ok(fd) = self.listener.dup() else { return };
         // SAFETY: the OwnedFd stays open, and the same descriptor, for the AsyncFd's life.
-        let Ok(watched) = (unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }) else {
+        let Ok(watched) = (unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }) else {
             return;
         };
         let (id, wakes) = (self.id, wakes.clone());
         let task = tokio::spawn(async move {
             loop {
-                let Ok(mut ready) = watched.readable().await else { return };
+                let Ok(mut ready) = watched.readable().await else {
+                    return;
+                };
                 // A listener shut down (stop, drain) stays "readable" for good: nothing more
                 // to watch, and waking on it would spin.
                 if ready.ready().is_read_closed() || wakes.send(id).is_err() {
@@ -266,7 +272,10 @@ impl PoolRun {
         if let Some(waiting) = self.listen_queue() {
             return Some(waiting);
         }
-        let mut fds = [nix::poll::PollFd::new(self.listener.fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+        let mut fds = [nix::poll::PollFd::new(
+            self.listener.fd.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
         let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).unwrap_or(0);
         Some(u32::from(ready > 0))
     }
@@ -288,7 +297,9 @@ impl PoolRun {
         }
         let wanted = match self.layout {
             Layout::Parent { .. } => 1,
-            Layout::Workers { .. } if !self.started => pm::initial_workers(&self.config.pm) as usize,
+            Layout::Workers { .. } if !self.started => {
+                pm::initial_workers(&self.config.pm) as usize
+            }
             Layout::Workers { .. } => return,
         };
         self.started = true;
@@ -301,9 +312,11 @@ impl PoolRun {
     }
 
     fn spawn_one(&mut self, now: Instant) -> bool {
-        let limit = pm::max_requests(self.config.pm.max_requests, self.config.pm.max_requests_jitter, |jitter| {
-            rand::random_range(0..=jitter)
-        });
+        let limit = pm::max_requests(
+            self.config.pm.max_requests,
+            self.config.pm.max_requests_jitter,
+            |jitter| rand::random_range(0..=jitter),
+        );
         let scoreboard = self.scoreboard.as_ref().map(|board| board.fd());
         let result = runtime::launch(&self.config, limit)
             .map_err(|e| e.to_string())
@@ -314,7 +327,13 @@ impl PoolRun {
             });
         match result {
             Ok(pid) => {
-                self.processes.insert(pid, Process { started: now, retiring: false });
+                self.processes.insert(
+                    pid,
+                    Process {
+                        started: now,
+                        retiring: false,
+                    },
+                );
                 if matches!(self.layout, Layout::Workers { .. }) {
                     self.workers.insert(pid, Worker::new(now, None));
                 }
@@ -334,7 +353,9 @@ impl PoolRun {
                         self.name(),
                         self.parent_name()
                     ),
-                    Layout::Workers { .. } => tracing::info!("pool {}: worker {pid} started", self.name()),
+                    Layout::Workers { .. } => {
+                        tracing::info!("pool {}: worker {pid} started", self.name())
+                    }
                 }
                 true
             }
@@ -367,15 +388,29 @@ impl PoolRun {
                 self.log_worker_exit(pid, &worker, cause, now);
                 // A clean exit (max_requests reached) is no start-up failure, however short.
                 if !process.retiring && cause != ExitCause::Code(0) {
-                    self.hold(now, lived, &format!("worker {pid} exited {cause} after {}", lifetime(lived)));
+                    self.hold(
+                        now,
+                        lived,
+                        &format!("worker {pid} exited {cause} after {}", lifetime(lived)),
+                    );
                 }
-                return Reaped::Exit { crash: cause.is_crash() };
+                return Reaped::Exit {
+                    crash: cause.is_crash(),
+                };
             }
             let what = self.parent_name();
             if process.retiring {
-                tracing::info!("pool {}: {what} {pid} exited {cause} after {}", self.name(), lifetime(lived));
+                tracing::info!(
+                    "pool {}: {what} {pid} exited {cause} after {}",
+                    self.name(),
+                    lifetime(lived)
+                );
             } else {
-                tracing::warn!("pool {}: {what} {pid} exited {cause} after {}", self.name(), lifetime(lived));
+                tracing::warn!(
+                    "pool {}: {what} {pid} exited {cause} after {}",
+                    self.name(),
+                    lifetime(lived)
+                );
             }
             self.orphan_workers_of(pid, !process.retiring);
             self.exited.push((pid, what, now));
@@ -386,11 +421,15 @@ impl PoolRun {
                 let reason = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
                 self.hold(now, lived, &reason);
             }
-            return Reaped::Exit { crash: cause.is_crash() };
+            return Reaped::Exit {
+                crash: cause.is_crash(),
+            };
         }
         if let Some(worker) = self.workers.remove(&pid) {
             self.log_worker_exit(pid, &worker, cause, now);
-            return Reaped::Exit { crash: cause.is_crash() };
+            return Reaped::Exit {
+                crash: cause.is_crash(),
+            };
         }
         Reaped::NotOurs
     }
@@ -399,7 +438,11 @@ impl PoolRun {
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
     fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
-        for (&pid, worker) in self.workers.iter_mut().filter(|(_, w)| w.parent == Some(parent)) {
+        for (&pid, worker) in self
+            .workers
+            .iter_mut()
+            .filter(|(_, w)| w.parent == Some(parent))
+        {
             worker.orphan = true;
             if retire {
                 let _ = kill(pid, Signal::SIGTERM);
@@ -422,9 +465,15 @@ impl PoolRun {
             && !worker.orphan
             && worker.retiring.is_none();
         if level_warn {
-            tracing::warn!("pool {}: worker {pid} exited {cause} after {lived}", self.name());
+            tracing::warn!(
+                "pool {}: worker {pid} exited {cause} after {lived}",
+                self.name()
+            );
         } else {
-            tracing::info!("pool {}: worker {pid} exited {cause} after {lived}", self.name());
+            tracing::info!(
+                "pool {}: worker {pid} exited {cause} after {lived}",
+                self.name()
+            );
         }
     }
 
@@ -438,7 +487,10 @@ impl PoolRun {
     pub fn stop_accepting(&mut self, now: Instant) {
         self.stop_watching();
         self.kill_parent(now);
-        if let Err(err) = nix::sys::socket::shutdown(self.listener.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read) {
+        if let Err(err) = nix::sys::socket::shutdown(
+            self.listener.fd.as_raw_fd(),
+            nix::sys::socket::Shutdown::Read,
+        ) {
             tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());
         }
     }
@@ -495,10 +547,16 @@ impl PoolRun {
             return None;
         }
         // A Python worker that recycles itself for max_memory says why.
-        if let (Some(worker), Some(reason)) = (self.workers.get_mut(&from), line.strip_prefix("\u{1e}retiring ")) {
+        if let (Some(worker), Some(reason)) = (
+            self.workers.get_mut(&from),
+            line.strip_prefix("\u{1e}retiring "),
+        ) {
             worker.retiring.get_or_insert(now);
             self.policy.counters.retired_max_memory += 1;
-            tracing::info!("pool {}: retiring worker {from}: {reason}", self.config.name);
+            tracing::info!(
+                "pool {}: retiring worker {from}: {reason}",
+                self.config.name
+            );
             return Some(Reaped::NotOurs);
         }
         if !self.processes.contains_key(&from) {
@@ -510,13 +568,17 @@ impl PoolRun {
                 self.workers.insert(pid, Worker::new(now, Some(from)));
             }
             Some(Report::Exited { pid, status, lived }) => {
-                let cause = WaitStatus::from_raw(pid, status).ok().and_then(ExitCause::from_status);
+                let cause = WaitStatus::from_raw(pid, status)
+                    .ok()
+                    .and_then(ExitCause::from_status);
                 let worker = self.workers.remove(&pid).unwrap_or_else(|| {
                     Worker::new(now.checked_sub(lived).unwrap_or(now), Some(from))
                 });
                 let cause = cause.unwrap_or(ExitCause::SeenByParent);
                 self.log_worker_exit(pid, &worker, cause, now);
-                return Some(Reaped::Exit { crash: cause.is_crash() });
+                return Some(Reaped::Exit {
+                    crash: cause.is_crash(),
+                });
             }
             None => return None,
         }
@@ -528,8 +590,12 @@ impl PoolRun {
     /// is in the log.
     pub fn after_output(&mut self, now: Instant) {
         const LATE: Duration = Duration::from_millis(300);
-        self.exited.retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
-        if self.failed_at.is_some_and(|at| now.saturating_duration_since(at) >= LATE) {
+        self.exited
+            .retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
+        if self
+            .failed_at
+            .is_some_and(|at| now.saturating_duration_since(at) >= LATE)
+        {
             self.failed_at = None;
             tracing::error!(
                 "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",

@@ -51,7 +51,13 @@ pub struct Observed {
 
 impl Observed {
     pub fn new(now: Instant) -> Observed {
-        Observed { busy: false, since: now, request: None, rss: None, requests: None }
+        Observed {
+            busy: false,
+            since: now,
+            request: None,
+            rss: None,
+            requests: None,
+        }
     }
 
     fn set_busy(&mut self, busy: bool, now: Instant) {
@@ -98,7 +104,9 @@ impl PoolRun {
                 Runtime::Python(_) => None,
                 _ => io_syscalls(pid),
             };
-            let Some(worker) = self.workers.get_mut(&pid) else { continue };
+            let Some(worker) = self.workers.get_mut(&pid) else {
+                continue;
+            };
             if let Some(count) = activity {
                 if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
                     worker.state.since = now;
@@ -121,13 +129,23 @@ impl PoolRun {
                     worker.state.request = request.or(worker.state.request.take());
                 }
             }
-            worker.state.rss = if want_rss { crate::runtime::resident_memory(Some(pid)) } else { None };
+            worker.state.rss = if want_rss {
+                crate::runtime::resident_memory(Some(pid))
+            } else {
+                None
+            };
             if let Some(view) = slots.get(&pid) {
                 worker.state.requests = Some(view.requests);
             }
         }
-        self.probes.php.retain(|pid, _| self.workers.contains_key(pid));
-        let active = self.workers.values().filter(|w| !w.orphan && w.state.busy).count() as u32;
+        self.probes
+            .php
+            .retain(|pid, _| self.workers.contains_key(pid));
+        let active = self
+            .workers
+            .values()
+            .filter(|w| !w.orphan && w.state.busy)
+            .count() as u32;
         self.max_active = self.max_active.max(active);
         self.listen_queue();
     }
@@ -177,7 +195,9 @@ impl PoolRun {
         }
         let parents: Vec<Pid> = self.processes.keys().copied().collect();
         for parent in parents {
-            let Some(current) = children_of(parent) else { continue };
+            let Some(current) = children_of(parent) else {
+                continue;
+            };
             for &pid in &current {
                 if !self.workers.contains_key(&pid) {
                     tracing::info!("pool {}: worker {pid} started", self.config.name);
@@ -232,7 +252,10 @@ fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observat
 
 /// A Unix time from PHP (`SG(global_request_time)`) as an Instant on our clock.
 fn unix_to_instant(unix: f64, now: Instant) -> Option<Instant> {
-    let wall = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()?
+        .as_secs_f64();
     let ago = wall - unix;
     if !(0.0..86_400.0).contains(&ago) {
         return None;
@@ -244,7 +267,9 @@ fn unix_to_instant(unix: f64, now: Instant) -> Option<Instant> {
 fn io_syscalls(pid: Pid) -> Option<u64> {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
     let field = |name: &str| -> Option<u64> {
-        io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
     };
     Some(field("syscr:")? + field("syscw:")?)
 }
@@ -254,8 +279,16 @@ fn io_syscalls(pid: Pid) -> Option<u64> {
 fn children_of(pid: Pid) -> Option<Vec<Pid>> {
     let path = format!("/proc/{pid}/task/{pid}/children");
     match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text.split_whitespace().filter_map(|s| s.parse().ok()).map(Pid::from_raw).collect()),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && std::fs::metadata(format!("/proc/{pid}")).is_ok() => {
+        Ok(text) => Some(
+            text.split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .map(Pid::from_raw)
+                .collect(),
+        ),
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound
+                && std::fs::metadata(format!("/proc/{pid}")).is_ok() =>
+        {
             Some(scan_children(pid))
         }
         Err(_) => None,
@@ -263,13 +296,22 @@ fn children_of(pid: Pid) -> Option<Vec<Pid>> {
 }
 
 fn scan_children(parent: Pid) -> Vec<Pid> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|stat| stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<i32>().ok())
+                .and_then(|stat| {
+                    stat.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<i32>()
+                        .ok()
+                })
                 == Some(parent.as_raw())
         })
         .map(Pid::from_raw)

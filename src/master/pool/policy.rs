@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::PoolRun;
@@ -40,7 +40,14 @@ impl PoolRun {
                 retiring: w.retiring,
             })
             .collect();
-        let actions = pm::plan(&self.limits, &mut self.policy, &views, waiting, now, maintenance_due);
+        let actions = pm::plan(
+            &self.limits,
+            &mut self.policy,
+            &views,
+            waiting,
+            now,
+            maintenance_due,
+        );
         for action in actions {
             match action {
                 Action::Spawn(n) => self.spawn_workers(n, now),
@@ -78,11 +85,16 @@ impl PoolRun {
     }
 
     fn retire(&mut self, pid: Pid, reason: &Reason, now: Instant) {
-        let Some(worker) = self.workers.get_mut(&pid) else { return };
+        let Some(worker) = self.workers.get_mut(&pid) else {
+            return;
+        };
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
         // A spare worker is not replaced; one retired for its memory is.
-        if self.reports() && !self.static_zygote() && matches!(reason, Reason::MaxSpare { .. } | Reason::IdleTimeout { .. }) {
+        if self.reports()
+            && !self.static_zygote()
+            && matches!(reason, Reason::MaxSpare { .. } | Reason::IdleTimeout { .. })
+        {
             self.desired = self.desired.saturating_sub(1);
             self.send_target();
         }
@@ -95,7 +107,10 @@ impl PoolRun {
     pub(super) fn signal_retiring(&mut self) {
         let graceful_anytime = self.reports();
         for (&pid, worker) in &mut self.workers {
-            if worker.retiring.is_some() && !worker.signalled && (graceful_anytime || !worker.state.busy) {
+            if worker.retiring.is_some()
+                && !worker.signalled
+                && (graceful_anytime || !worker.state.busy)
+            {
                 worker.signalled = true;
                 let _ = kill(pid, Signal::SIGTERM);
             }
@@ -103,11 +118,23 @@ impl PoolRun {
     }
 
     pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason) {
-        let Some(worker) = self.workers.get(&pid) else { return };
-        let request = worker.state.request.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
-        tracing::warn!("pool {}: killing worker {pid}: {reason}{request}", self.config.name);
+        let Some(worker) = self.workers.get(&pid) else {
+            return;
+        };
+        let request = worker
+            .state
+            .request
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        tracing::warn!(
+            "pool {}: killing worker {pid}: {reason}{request}",
+            self.config.name
+        );
         if matches!(reason, Reason::Terminate { .. }) {
-            if let Some(stack) = self.php_stack(pid, self.config.request_slowlog_trace_depth as usize) {
+            if let Some(stack) =
+                self.php_stack(pid, self.config.request_slowlog_trace_depth as usize)
+            {
                 for line in stack.to_string().lines() {
                     tracing::warn!("pool {}: worker {pid}:   {line}", self.config.name);
                 }
@@ -127,13 +154,18 @@ impl PoolRun {
     fn send_target(&self) {
         for &zygote in self.processes.keys() {
             if let Err(err) = python::set_target(zygote, self.desired) {
-                tracing::error!("pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}", self.config.name, self.desired);
+                tracing::error!(
+                    "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",
+                    self.config.name,
+                    self.desired
+                );
             }
         }
     }
 
     /// Whether this pool's workers are forked by a php-cgi parent that the master watches.
     pub(super) fn watches_parent(&self) -> bool {
-        matches!(self.config.runtime, Runtime::Php(_)) && matches!(self.layout, crate::runtime::Layout::Parent { .. })
+        matches!(self.config.runtime, Runtime::Php(_))
+            && matches!(self.layout, crate::runtime::Layout::Parent { .. })
     }
 }

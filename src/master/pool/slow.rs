@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::PoolRun;
@@ -30,13 +30,20 @@ pub struct SlowRequests {
 impl PoolRun {
     /// Finds requests that just became slow and logs them; finishes Python dumps.
     pub fn check_slow(&mut self, now: Instant) {
-        let (Some(limit), Some(_)) = (self.config.request_slowlog_timeout, &self.config.slowlog) else { return };
-        self.slow.logged.retain(|pid, _| self.workers.contains_key(pid));
+        let (Some(limit), Some(_)) = (self.config.request_slowlog_timeout, &self.config.slowlog)
+        else {
+            return;
+        };
+        self.slow
+            .logged
+            .retain(|pid, _| self.workers.contains_key(pid));
         let slow: Vec<(Pid, Entry)> = self
             .workers
             .iter()
             .filter(|(pid, w)| {
-                w.state.busy && now.saturating_duration_since(w.state.since) > limit && self.slow.logged.get(pid) != Some(&w.state.since)
+                w.state.busy
+                    && now.saturating_duration_since(w.state.since) > limit
+                    && self.slow.logged.get(pid) != Some(&w.state.since)
             })
             .map(|(&pid, w)| {
                 let request = w.state.request.clone().unwrap_or_default();
@@ -92,7 +99,9 @@ impl PoolRun {
     /// not part of a dump (false: log it as usual).
     pub fn on_dump_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
         let depth = self.config.request_slowlog_trace_depth as usize;
-        let Some((entry, last)) = self.slow.dumps.get_mut(&pid) else { return false };
+        let Some((entry, last)) = self.slow.dumps.get_mut(&pid) else {
+            return false;
+        };
         if !slowlog::is_faulthandler_line(line) {
             return false;
         }
@@ -106,7 +115,9 @@ impl PoolRun {
     }
 
     fn write_slow(&self, entry: &Entry) {
-        let Some(path) = &self.config.slowlog else { return };
+        let Some(path) = &self.config.slowlog else {
+            return;
+        };
         tracing::warn!(
             "pool {}: worker {}: slow request, {:.1}s: {} {} (entry in {})",
             self.config.name,
@@ -117,7 +128,11 @@ impl PoolRun {
             path.display()
         );
         if let Err(err) = slowlog::append(path, entry, self.config.slowlog_json) {
-            tracing::error!("pool {}: cannot write the slowlog {}: {err}", self.config.name, path.display());
+            tracing::error!(
+                "pool {}: cannot write the slowlog {}: {err}",
+                self.config.name,
+                path.display()
+            );
         }
     }
 }

@@ -12,8 +12,10 @@ impl PoolRun {
     /// Connections waiting for a worker now; every reading also feeds "max listen queue".
     pub fn listen_queue(&self) -> Option<u32> {
         use std::os::fd::AsFd;
-        let waiting = crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr).map(|(waiting, _)| waiting)?;
-        self.max_listen_queue.set(self.max_listen_queue.get().max(waiting));
+        let waiting = crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr)
+            .map(|(waiting, _)| waiting)?;
+        self.max_listen_queue
+            .set(self.max_listen_queue.get().max(waiting));
         Some(waiting)
     }
 
@@ -21,7 +23,13 @@ impl PoolRun {
         let slots: std::collections::HashMap<i32, scoreboard::SlotView> = self
             .scoreboard
             .as_ref()
-            .map(|board| board.snapshot().into_iter().map(|v| (v.pid.as_raw(), v)).collect())
+            .map(|board| {
+                board
+                    .snapshot()
+                    .into_iter()
+                    .map(|v| (v.pid.as_raw(), v))
+                    .collect()
+            })
             .unwrap_or_default();
         let serving: Vec<_> = self.workers.iter().filter(|(_, w)| !w.orphan).collect();
         let active = serving.iter().filter(|(_, w)| w.state.busy).count() as u32;
@@ -41,7 +49,10 @@ impl PoolRun {
                     start_time: started,
                     start_since: now.saturating_duration_since(w.started),
                     requests: slot.map(|s| s.requests),
-                    request_duration: w.state.busy.then(|| now.saturating_duration_since(w.state.since)),
+                    request_duration: w
+                        .state
+                        .busy
+                        .then(|| now.saturating_duration_since(w.state.since)),
                     request_method: request.map(|r| r.method.clone()),
                     request_uri: request.map(|r| r.uri.clone()),
                     query_string: request.map(|r| r.query.clone()),
@@ -59,7 +70,9 @@ impl PoolRun {
             start_time: SystemTime::now() - since,
             start_since: since,
             accepted_conn: match self.config.runtime {
-                Runtime::Python(_) => Some(self.accepted + slots.values().map(|s| s.requests).sum::<u64>()),
+                Runtime::Python(_) => {
+                    Some(self.accepted + slots.values().map(|s| s.requests).sum::<u64>())
+                }
                 _ => None,
             },
             listen_queue: self.listen_queue(),
@@ -73,7 +86,11 @@ impl PoolRun {
             slow_requests: self.slow.count,
             limits: Limits {
                 max_children: pm.max_children,
-                start_servers: if pm.mode == PmMode::Dynamic { pm.start_servers } else { 0 },
+                start_servers: if pm.mode == PmMode::Dynamic {
+                    pm.start_servers
+                } else {
+                    0
+                },
                 min_spare_servers: pm.min_spare_servers,
                 max_spare_servers: pm.max_spare_servers,
                 max_requests: pm.max_requests,

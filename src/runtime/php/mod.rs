@@ -14,7 +14,7 @@ pub mod sample;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{allowed_clients_env, Layout};
+use super::{Layout, allowed_clients_env};
 use crate::config::{Php, PmMode, Pool};
 
 pub fn plan(
@@ -30,8 +30,12 @@ pub fn plan(
     // A static pool shares one OPcache through one parent; dynamic and ondemand pools
     // are resized one worker at a time by the master, so each worker is its own php-cgi.
     let layout = match pool.pm.mode {
-        PmMode::Static => Layout::Parent { workers: pool.pm.max_children },
-        PmMode::Dynamic | PmMode::Ondemand => Layout::Workers { workers: pool.pm.max_children },
+        PmMode::Static => Layout::Parent {
+            workers: pool.pm.max_children,
+        },
+        PmMode::Dynamic | PmMode::Ondemand => Layout::Workers {
+            workers: pool.pm.max_children,
+        },
     };
     let children = match layout {
         Layout::Parent { workers } => workers,
@@ -40,7 +44,10 @@ pub fn plan(
     // php-cgi's own default is 500 when unset: always say what the pool means (0 = never).
     let mut env: Vec<(OsString, OsString)> = vec![
         ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
-        ("PHP_FCGI_MAX_REQUESTS".into(), max_requests.to_string().into()),
+        (
+            "PHP_FCGI_MAX_REQUESTS".into(),
+            max_requests.to_string().into(),
+        ),
     ];
     env.extend(allowed_clients_env(pool));
     (layout, php.binary.clone(), args, env)

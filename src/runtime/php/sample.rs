@@ -138,7 +138,11 @@ pub struct Worker {
     sapi_globals: u64,
 }
 
-const SYMBOLS: [&str; 3] = ["executor_globals", "sapi_globals", "executor_globals_offset"];
+const SYMBOLS: [&str; 3] = [
+    "executor_globals",
+    "sapi_globals",
+    "executor_globals_offset",
+];
 
 impl Sampler {
     pub fn new() -> Sampler {
@@ -167,8 +171,11 @@ impl Sampler {
         // The binary is mapped first (lowest) as a rule: stop reading at its line.
         let maps = std::fs::File::open(format!("/proc/{pid}/maps")).map_err(proc_err)?;
         let lines = BufReader::new(maps).lines().map_while(Result::ok);
-        let (start, offset) = first_mapping(lines, binary.dev, binary.ino).ok_or(SampleError::NotMapped(pid))?;
-        let bias = start.wrapping_sub(offset).wrapping_sub(binary.first_load_delta);
+        let (start, offset) =
+            first_mapping(lines, binary.dev, binary.ino).ok_or(SampleError::NotMapped(pid))?;
+        let bias = start
+            .wrapping_sub(offset)
+            .wrapping_sub(binary.first_load_delta);
         Ok(Worker {
             remote: Remote { pid },
             executor_globals: bias.wrapping_add(binary.executor_globals),
@@ -179,15 +186,19 @@ impl Sampler {
 }
 
 /// Parses a binary not seen before.
-fn load(exe: &std::path::Path, path: PathBuf, (dev, ino): (u64, u64)) -> Result<Binary, UnknownBuild> {
+fn load(
+    exe: &std::path::Path,
+    path: PathBuf,
+    (dev, ino): (u64, u64),
+) -> Result<Binary, UnknownBuild> {
     let info = elf::inspect(exe, &SYMBOLS).map_err(|e| UnknownBuild::NotElf(e.to_string()))?;
     let arch = info.arch.ok_or(UnknownBuild::Arch)?;
     let version = info.php_version.ok_or(UnknownBuild::NoVersion)?;
     if info.symbols.contains_key("executor_globals_offset") {
         return Err(UnknownBuild::Zts);
     }
-    let row =
-        offsets::lookup(version.0, version.1, arch).ok_or(UnknownBuild::Version(version.0, version.1, version.2))?;
+    let row = offsets::lookup(version.0, version.1, arch)
+        .ok_or(UnknownBuild::Version(version.0, version.1, version.2))?;
     let symbol = |name: &'static str, needed: u64| match info.symbols.get(name) {
         Some(&(value, size)) if size >= needed => Ok(value),
         _ => Err(UnknownBuild::Symbol(name)),
@@ -205,18 +216,25 @@ fn load(exe: &std::path::Path, path: PathBuf, (dev, ino): (u64, u64)) -> Result<
 }
 
 /// Start and file offset of the first mapping of the file (dev, ino) in `/proc/PID/maps`.
-fn first_mapping(mut lines: impl Iterator<Item = String>, dev: u64, ino: u64) -> Option<(u64, u64)> {
+fn first_mapping(
+    mut lines: impl Iterator<Item = String>,
+    dev: u64,
+    ino: u64,
+) -> Option<(u64, u64)> {
     // glibc's encoding of dev_t.
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
     let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
     lines.find_map(|line| {
         let mut f = line.split_whitespace();
-        let (range, _perms, offset, devno, inode) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let (range, _perms, offset, devno, inode) =
+            (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
         if inode.parse::<u64>().ok()? != ino {
             return None;
         }
         let (maj, min) = devno.split_once(':')?;
-        if u64::from_str_radix(maj, 16).ok()? != major || u64::from_str_radix(min, 16).ok()? != minor {
+        if u64::from_str_radix(maj, 16).ok()? != major
+            || u64::from_str_radix(min, 16).ok()? != minor
+        {
             return None;
         }
         let start = u64::from_str_radix(range.split_once('-')?.0, 16).ok()?;
@@ -284,6 +302,11 @@ impl Worker {
     /// The PHP call stack, innermost first, at most `depth` frames; empty when idle.
     pub fn stack(&self, depth: usize) -> Result<Stack, SampleError> {
         let first = self.current_execute_data()?;
-        Ok(stack::walk(&self.remote, &self.binary.row.offsets, first, depth)?)
+        Ok(stack::walk(
+            &self.remote,
+            &self.binary.row.offsets,
+            first,
+            depth,
+        )?)
     }
 }

@@ -71,7 +71,12 @@ impl Write for Socket {
 }
 
 /// Runs the worker to its end; returns its exit code.
-pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig, slot: Option<&Slot>) -> i32 {
+pub fn run(
+    py: Python<'_>,
+    app: Option<Py<PyAny>>,
+    config: WorkerConfig,
+    slot: Option<&Slot>,
+) -> i32 {
     install_signals();
     if let Some(slot) = slot {
         slot.claim(nix::unistd::getpid(), config.generation);
@@ -118,12 +123,20 @@ pub fn run(py: Python<'_>, app: Option<Py<PyAny>>, config: WorkerConfig, slot: O
         let accepted = py.detach(accept);
         let socket = match accepted {
             Ok(socket) => socket,
-            Err(err) if err.raw_os_error() == Some(libc::EINTR) || err.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            Err(err)
+                if err.raw_os_error() == Some(libc::EINTR)
+                    || err.raw_os_error() == Some(libc::ECONNABORTED) =>
+            {
+                continue;
+            }
             // The master shut the listener down: the pool is stopping.
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => break,
             Err(err) => {
                 eprintln!("accept failed: {err}");
-                if matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) {
+                if matches!(
+                    err.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                ) {
                     std::thread::sleep(Duration::from_millis(100));
                     continue;
                 }
@@ -149,7 +162,11 @@ fn serve_connection(
     done: &dyn Fn(u32) -> bool,
     slot: Option<&Slot>,
 ) -> u32 {
-    let _ = nix::sys::socket::setsockopt(&socket.0, nix::sys::socket::sockopt::ReceiveTimeout, &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0));
+    let _ = nix::sys::socket::setsockopt(
+        &socket.0,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0),
+    );
     let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
     let mut served = 0;
     loop {
@@ -158,8 +175,16 @@ fn serve_connection(
             Ok(Some(request)) => {
                 let cpu = slot.map(|slot| {
                     let p = &request.params;
-                    let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default()).into_owned();
-                    slot.begin_request(now_us(), &text("REQUEST_METHOD"), &text("DOCUMENT_URI"), &text("QUERY_STRING"), &config.app);
+                    let text = |name: &str| {
+                        String::from_utf8_lossy(p.get(name).unwrap_or_default()).into_owned()
+                    };
+                    slot.begin_request(
+                        now_us(),
+                        &text("REQUEST_METHOD"),
+                        &text("DOCUMENT_URI"),
+                        &text("QUERY_STRING"),
+                        &config.app,
+                    );
                     cpu_time()
                 });
                 let outcome = app.handle(py, &conn, request);
@@ -168,7 +193,9 @@ fn serve_connection(
                 }
                 served += 1;
                 if let Some(limit) = config.max_memory {
-                    if let Some(rss) = crate::runtime::resident_memory(None).filter(|&rss| rss > limit) {
+                    if let Some(rss) =
+                        crate::runtime::resident_memory(None).filter(|&rss| rss > limit)
+                    {
                         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
                         // One write, marked: the master logs it as the pool's retire line.
                         let line = format!(
@@ -198,7 +225,11 @@ fn serve_connection(
 /// php-cgi's variable): empty = any client.
 fn allowed_clients() -> Vec<std::net::IpAddr> {
     std::env::var("FCGI_WEB_SERVER_ADDRS")
-        .map(|list| list.split(',').filter_map(|ip| ip.trim().parse().ok()).collect())
+        .map(|list| {
+            list.split(',')
+                .filter_map(|ip| ip.trim().parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -206,7 +237,9 @@ fn allowed_clients() -> Vec<std::net::IpAddr> {
 /// refusal logged); other sockets have no address to check.
 fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     use nix::sys::socket::{SockaddrStorage, getpeername};
-    let Ok(peer) = getpeername::<SockaddrStorage>(socket.0.as_raw_fd()) else { return true };
+    let Ok(peer) = getpeername::<SockaddrStorage>(socket.0.as_raw_fd()) else {
+        return true;
+    };
     let ip: std::net::IpAddr = match (peer.as_sockaddr_in(), peer.as_sockaddr_in6()) {
         (Some(v4), _) => std::net::Ipv4Addr::from(v4.ip()).into(),
         (_, Some(v6)) => v6.ip().into(),
@@ -221,13 +254,22 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
 
 /// CPU time this process has used so far.
 fn cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).map(Duration::from).unwrap_or_default()
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
 }
 
 fn accept() -> io::Result<Socket> {
     // SAFETY: accept4 on fd 0, the pool's listening socket; null address pointers are
     // allowed. The returned descriptor is new and owned by us.
-    let fd = unsafe { libc::accept4(0, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC) };
+    let fd = unsafe {
+        libc::accept4(
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -1,4 +1,4 @@
-//! The zygote: one per Python pool, exec'd by the master as `drover zygote`. It runs no
+//! The zygote: one per Python pool, exec'd by the master as `drover-python`. It runs no
 //! tokio and no threads of its own, so that it may fork: it initializes CPython, imports
 //! the app (unless `--no-preload`), freezes the heap for copy-on-write (`gc.freeze()`),
 //! then keeps `--workers` workers running, forking each while holding the GIL
@@ -29,7 +29,13 @@ use crate::scoreboard::Scoreboard;
 /// [`TARGET_SIGNAL`] carries a new worker count from the master.
 fn handled() -> SigSet {
     let mut set = SigSet::empty();
-    for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGQUIT, Signal::SIGHUP] {
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGHUP,
+    ] {
         set.add(signal);
     }
     let mut raw: libc::sigset_t = *set.as_ref();
@@ -63,7 +69,7 @@ struct Live {
 pub fn run(args: ZygoteArgs) -> u8 {
     let mut original = SigSet::empty();
     if let Err(err) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled()), Some(&mut original)) {
-        eprintln!("drover zygote: cannot block signals: {err}");
+        eprintln!("drover-python: cannot block signals: {err}");
         return 1;
     }
     // Die with the master, passing TERM on to the workers (handled below).
@@ -81,7 +87,7 @@ pub fn run(args: ZygoteArgs) -> u8 {
             match load_app(py, &args.app) {
                 Ok(app) => Some(app),
                 Err(err) => {
-                    eprintln!("drover zygote: cannot load the app {:?}:", args.app);
+                    eprintln!("drover-python: cannot load the app {:?}:", args.app);
                     err.print(py);
                     return EXIT_APP_LOAD;
                 }
@@ -93,7 +99,9 @@ pub fn run(args: ZygoteArgs) -> u8 {
         let scoreboard = args.scoreboard_fd.and_then(|fd| {
             // SAFETY: the master put the pool's scoreboard at this descriptor for us alone.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            Scoreboard::from_fd(fd).map_err(|err| eprintln!("drover zygote: no scoreboard: {err}")).ok()
+            Scoreboard::from_fd(fd)
+                .map_err(|err| eprintln!("drover-python: no scoreboard: {err}"))
+                .ok()
         });
         let zygote = Zygote {
             args: &args,
@@ -139,11 +147,17 @@ impl Zygote<'_> {
                             if let (Some(board), Some(slot)) = (&self.scoreboard, slot) {
                                 board.slot(slot).claim(pid, self.generation);
                             }
-                            self.workers.insert(pid, Live { started: Instant::now(), slot });
+                            self.workers.insert(
+                                pid,
+                                Live {
+                                    started: Instant::now(),
+                                    slot,
+                                },
+                            );
                             report(Report::Started { pid });
                         }
                         Err(err) => {
-                            eprintln!("drover zygote: fork failed: {err}");
+                            eprintln!("drover-python: fork failed: {err}");
                             hold_until = Some(now + Duration::from_secs(1));
                             break;
                         }
@@ -182,13 +196,19 @@ impl Zygote<'_> {
                 Ok(status) => status,
             };
             let Some(pid) = status.pid() else { continue };
-            let Some(live) = self.workers.remove(&pid) else { continue };
+            let Some(live) = self.workers.remove(&pid) else {
+                continue;
+            };
             if let (Some(board), Some(slot)) = (&self.scoreboard, live.slot) {
                 board.slot(slot).release();
             }
             let lived = live.started.elapsed();
             let raw = raw_status(status);
-            report(Report::Exited { pid, status: raw, lived });
+            report(Report::Exited {
+                pid,
+                status: raw,
+                lived,
+            });
             if matches!(status, WaitStatus::Exited(_, code) if code == i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }
@@ -202,9 +222,11 @@ impl Zygote<'_> {
     }
 
     fn fork_worker(&self, py: Python<'_>, slot: Option<usize>) -> nix::Result<Pid> {
-        let limit = crate::pm::max_requests(self.args.max_requests, self.args.max_requests_jitter, |jitter| {
-            rand::random_range(0..=jitter)
-        });
+        let limit = crate::pm::max_requests(
+            self.args.max_requests,
+            self.args.max_requests_jitter,
+            |jitter| rand::random_range(0..=jitter),
+        );
         let config = WorkerConfig {
             app: self.args.app.clone(),
             mount: self.args.mount.clone(),
@@ -212,7 +234,11 @@ impl Zygote<'_> {
             generation: self.generation,
             max_memory: self.args.max_memory,
         };
-        let slot = self.scoreboard.as_ref().zip(slot).map(|(board, i)| board.slot(i));
+        let slot = self
+            .scoreboard
+            .as_ref()
+            .zip(slot)
+            .map(|(board, i)| board.slot(i));
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a
         // process with no other threads.
         unsafe { pyo3::ffi::PyOS_BeforeFork() };
@@ -224,7 +250,12 @@ impl Zygote<'_> {
             0 => {
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.original), None);
-                let code = worker::run(py, self.app.as_ref().map(|app| app.clone_ref(py)), config, slot);
+                let code = worker::run(
+                    py,
+                    self.app.as_ref().map(|app| app.clone_ref(py)),
+                    config,
+                    slot,
+                );
                 flush_python_stdio(py);
                 // SAFETY: ends the forked worker without running the zygote's destructors.
                 unsafe { libc::_exit(code) }
@@ -256,8 +287,13 @@ fn raw_status(status: WaitStatus) -> i32 {
 /// Waits for one of [`handled`], up to `timeout` (forever when `None`).
 fn wait_signal(timeout: Option<Duration>) -> Wake {
     let set = handled();
-    let ts = timeout.map(|t| libc::timespec { tv_sec: t.as_secs() as libc::time_t, tv_nsec: t.subsec_nanos() as libc::c_long });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: a zeroed siginfo_t is a valid out-parameter.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid signal set, out-parameter and optional timespec.
@@ -266,7 +302,9 @@ fn wait_signal(timeout: Option<Duration>) -> Wake {
         n if n < 0 => Wake::Timeout,
         libc::SIGCHLD => Wake::Child,
         // SAFETY: the signal was sent with sigqueue, so si_value is set.
-        n if n == target_signal() => Wake::Target(unsafe { info.si_value() }.sival_ptr as usize as u32),
+        n if n == target_signal() => {
+            Wake::Target(unsafe { info.si_value() }.sival_ptr as usize as u32)
+        }
         _ => Wake::Stop,
     }
 }
@@ -281,7 +319,9 @@ fn report(report: Report) {
 fn prepare_paths(py: Python<'_>, args: &ZygoteArgs) -> PyResult<()> {
     let sys = py.import("sys")?;
     let path = sys.getattr("path")?.cast_into::<PyList>()?;
-    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
     path.insert(0, cwd)?;
     for dir in args.python_path.iter().rev() {
         path.insert(0, dir.display().to_string())?;
@@ -311,7 +351,9 @@ pub fn load_app(py: Python<'_>, spec: &str) -> PyResult<Py<PyAny>> {
         object = object.getattr(name)?;
     }
     if !object.is_callable() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!("{spec} is not callable")));
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{spec} is not callable"
+        )));
     }
     Ok(object.unbind())
 }

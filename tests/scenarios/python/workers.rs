@@ -9,7 +9,9 @@ use nix::sys::signal::Signal;
 
 use super::{served_by, wsgi_stack};
 use crate::common::python::wait_started;
-use crate::common::{PythonPool, Site, Stack, TIMEOUT, proc, term_lets_the_request_finish, wait_until};
+use crate::common::{
+    PythonPool, Site, Stack, TIMEOUT, proc, term_lets_the_request_finish, wait_until,
+};
 
 #[test]
 fn a_worker_killed_with_sigkill_is_replaced() {

@@ -123,7 +123,9 @@ pub fn inspect(path: &Path, wanted: &[&str]) -> Result<ElfInfo, ElfError> {
 
     let symbols = match sections.iter().find(|s| s.kind == SHT_DYNSYM) {
         Some(dynsym) => {
-            let strtab = sections.get(dynsym.link as usize).ok_or(bad("dynsym link"))?;
+            let strtab = sections
+                .get(dynsym.link as usize)
+                .ok_or(bad("dynsym link"))?;
             let syms = read_at(&file, dynsym.offset, dynsym.size)?;
             let strs = read_at(&file, strtab.offset, strtab.size)?;
             find_symbols(&syms, &strs, wanted)
@@ -157,9 +159,12 @@ fn c_str(bytes: &[u8], at: usize) -> Option<&[u8]> {
 fn find_symbols(syms: &[u8], strs: &[u8], wanted: &[&str]) -> HashMap<String, (u64, u64)> {
     let mut found = HashMap::new();
     for sym in syms.chunks_exact(24) {
-        let (Some(name), Some(shndx), Some(value), Some(size)) =
-            (u32_at(sym, 0), u16_at(sym, 6), u64_at(sym, 8), u64_at(sym, 16))
-        else {
+        let (Some(name), Some(shndx), Some(value), Some(size)) = (
+            u32_at(sym, 0),
+            u16_at(sym, 6),
+            u64_at(sym, 8),
+            u64_at(sym, 16),
+        ) else {
             continue;
         };
         if shndx == 0 || value == 0 {
@@ -179,7 +184,9 @@ fn find_symbols(syms: &[u8], strs: &[u8], wanted: &[&str]) -> HashMap<String, (u
 pub fn php_version(rodata: &[u8]) -> Option<(u32, u32, u32)> {
     if let Some(rest) = after(rodata, b"X-Powered-By: PHP/") {
         let mut parts = rest.split(|&b| !b.is_ascii_digit()).take(3).map(number);
-        if let (Some(Some(major)), Some(Some(minor)), Some(Some(patch))) = (parts.next(), parts.next(), parts.next()) {
+        if let (Some(Some(major)), Some(Some(minor)), Some(Some(patch))) =
+            (parts.next(), parts.next(), parts.next())
+        {
             return Some((major, minor, patch));
         }
     }
@@ -208,9 +215,18 @@ mod tests {
 
     #[test]
     fn version_strings() {
-        assert_eq!(php_version(b"..\0X-Powered-By: PHP/8.2.36\0.."), Some((8, 2, 36)));
-        assert_eq!(php_version(b"X-Powered-By: PHP/8.4.0RC1\0"), Some((8, 4, 0)));
-        assert_eq!(php_version(b"\0Zend Engine v4.3.1, Copyright"), Some((8, 3, 0)));
+        assert_eq!(
+            php_version(b"..\0X-Powered-By: PHP/8.2.36\0.."),
+            Some((8, 2, 36))
+        );
+        assert_eq!(
+            php_version(b"X-Powered-By: PHP/8.4.0RC1\0"),
+            Some((8, 4, 0))
+        );
+        assert_eq!(
+            php_version(b"\0Zend Engine v4.3.1, Copyright"),
+            Some((8, 3, 0))
+        );
         assert_eq!(php_version(b"X-Powered-By: PHP/\0"), None);
         assert_eq!(php_version(b"nothing here"), None);
     }

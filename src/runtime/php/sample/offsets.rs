@@ -128,15 +128,24 @@ impl Offsets {
             ),
             ("offsetof(zend_execute_data, opline)", self.ex_opline),
             ("offsetof(zend_execute_data, func)", self.ex_func),
-            ("offsetof(zend_execute_data, This.u1.type_info)", self.ex_this_type_info),
+            (
+                "offsetof(zend_execute_data, This.u1.type_info)",
+                self.ex_this_type_info,
+            ),
             (
                 "offsetof(zend_execute_data, prev_execute_data)",
                 self.ex_prev_execute_data,
             ),
             ("offsetof(zend_function, type)", self.func_type),
-            ("offsetof(zend_function, common.function_name)", self.func_name),
+            (
+                "offsetof(zend_function, common.function_name)",
+                self.func_name,
+            ),
             ("offsetof(zend_function, common.scope)", self.func_scope),
-            ("offsetof(zend_function, op_array.filename)", self.op_array_filename),
+            (
+                "offsetof(zend_function, op_array.filename)",
+                self.op_array_filename,
+            ),
             ("offsetof(zend_op, extended_value)", self.op_extended_value),
             ("offsetof(zend_op, lineno)", self.op_lineno),
             ("offsetof(zend_op, opcode)", self.op_opcode),
@@ -211,7 +220,9 @@ pub fn lookup(major: u32, minor: u32, arch: Arch) -> Option<&'static Row> {
     if major != 8 {
         return None;
     }
-    TABLE.iter().find(|row| row.minor == minor && row.arch == arch)
+    TABLE
+        .iter()
+        .find(|row| row.minor == minor && row.arch == arch)
 }
 
 const fn row(minor: u32, arch: Arch, verified: bool, op_array_filename: u64) -> Row {

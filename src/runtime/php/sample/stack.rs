@@ -126,10 +126,15 @@ fn frame(remote: &Remote, o: &Offsets, ex: u64) -> Result<(Option<Frame>, u64), 
         return Err(fault);
     }
     let mut block = [0u8; 64];
-    let need = [o.ex_opline, o.ex_func, o.ex_this_type_info, o.ex_prev_execute_data]
-        .into_iter()
-        .max()
-        .unwrap_or(0)
+    let need = [
+        o.ex_opline,
+        o.ex_func,
+        o.ex_this_type_info,
+        o.ex_prev_execute_data,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
         + 8;
     let block = block.get_mut(..need as usize).ok_or(fault)?;
     remote.read_exact(ex, block)?;
@@ -155,7 +160,9 @@ fn frame(remote: &Remote, o: &Offsets, ex: u64) -> Result<(Option<Frame>, u64), 
     let fblock = fblock.get_mut(..fneed as usize).ok_or(fault)?;
     let got = remote.read_partial(func, fblock)?;
     let fblock = &fblock[..got];
-    let kind = *fblock.get(o.func_type as usize).ok_or(ReadError::Fault(func))?;
+    let kind = *fblock
+        .get(o.func_type as usize)
+        .ok_or(ReadError::Fault(func))?;
     let name_ptr = field_u64(fblock, o.func_name).ok_or(ReadError::Fault(func))?;
     let scope = field_u64(fblock, o.func_scope).ok_or(ReadError::Fault(func))?;
     let user = match kind {
@@ -175,7 +182,9 @@ fn frame(remote: &Remote, o: &Offsets, ex: u64) -> Result<(Option<Frame>, u64), 
     };
     let class = match scope {
         0 => None,
-        scope if plausible_struct(scope) => Some(zend_string(remote, o, remote.read_u64(scope + o.ce_name)?)?),
+        scope if plausible_struct(scope) => {
+            Some(zend_string(remote, o, remote.read_u64(scope + o.ce_name)?)?)
+        }
         scope => return Err(ReadError::Fault(scope)),
     };
     let location = if user {
@@ -219,7 +228,9 @@ fn include_kind(remote: &Remote, o: &Offsets, caller: u64) -> &'static str {
     let Some(op) = op.get_mut(..(o.op_opcode.max(o.op_extended_value + 4) + 1) as usize) else {
         return UNKNOWN;
     };
-    if remote.read_exact(opline, op).is_err() || op.get(o.op_opcode as usize) != Some(&offsets::ZEND_INCLUDE_OR_EVAL) {
+    if remote.read_exact(opline, op).is_err()
+        || op.get(o.op_opcode as usize) != Some(&offsets::ZEND_INCLUDE_OR_EVAL)
+    {
         return UNKNOWN;
     }
     match field_u32(op, o.op_extended_value) {

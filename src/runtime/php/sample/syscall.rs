@@ -50,7 +50,10 @@ mod tests {
             Some(true)
         );
         assert_eq!(
-            parse("288 0x0 0x7ffc 0x7ffc 0x80000 0x0 0x0 0x7ffc 0x7f00\n", &accept),
+            parse(
+                "288 0x0 0x7ffc 0x7ffc 0x80000 0x0 0x0 0x7ffc 0x7f00\n",
+                &accept
+            ),
             Some(true)
         );
         assert_eq!(

@@ -25,7 +25,10 @@ pub fn split_path<'a>(params: &'a Params, mount: &'a str) -> (&'a [u8], Vec<u8>)
         }
     };
     let mount = mount.as_bytes();
-    if !mount.is_empty() && full.starts_with(mount) && matches!(full.get(mount.len()), None | Some(b'/')) {
+    if !mount.is_empty()
+        && full.starts_with(mount)
+        && matches!(full.get(mount.len()), None | Some(b'/'))
+    {
         return (mount, full[mount.len()..].to_vec());
     }
     (mount, full)
@@ -49,7 +52,11 @@ pub fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyStrin
     // SAFETY: a valid pointer and length; PyUnicode_DecodeLatin1 returns a new reference
     // or NULL with an exception set, which from_owned_ptr_or_err turns into Err.
     unsafe {
-        let ptr = pyo3::ffi::PyUnicode_DecodeLatin1(bytes.as_ptr().cast(), bytes.len() as pyo3::ffi::Py_ssize_t, std::ptr::null());
+        let ptr = pyo3::ffi::PyUnicode_DecodeLatin1(
+            bytes.as_ptr().cast(),
+            bytes.len() as pyo3::ffi::Py_ssize_t,
+            std::ptr::null(),
+        );
         Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
     }
 }
@@ -76,7 +83,12 @@ fn name<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
 }
 
 /// Fills `environ` (a copy of the pool's constant `wsgi.*` entries) with the request.
-pub fn fill(py: Python<'_>, environ: &Bound<'_, PyDict>, params: &Params, mount: &str) -> PyResult<()> {
+pub fn fill(
+    py: Python<'_>,
+    environ: &Bound<'_, PyDict>,
+    params: &Params,
+    mount: &str,
+) -> PyResult<()> {
     for (key, value) in params.iter() {
         environ.set_item(name(py, key)?, latin1(py, value)?)?;
     }
@@ -90,11 +102,31 @@ pub fn fill(py: Python<'_>, environ: &Bound<'_, PyDict>, params: &Params, mount:
     environ.set_item(pyo3::intern!(py, "wsgi.url_scheme"), scheme)?;
     // PEP 3333's required variables, for a web server that leaves some out.
     let required = [
-        ("REQUEST_METHOD", pyo3::intern!(py, "REQUEST_METHOD"), pyo3::intern!(py, "GET")),
-        ("QUERY_STRING", pyo3::intern!(py, "QUERY_STRING"), pyo3::intern!(py, "")),
-        ("SERVER_NAME", pyo3::intern!(py, "SERVER_NAME"), pyo3::intern!(py, "localhost")),
-        ("SERVER_PORT", pyo3::intern!(py, "SERVER_PORT"), pyo3::intern!(py, "80")),
-        ("SERVER_PROTOCOL", pyo3::intern!(py, "SERVER_PROTOCOL"), pyo3::intern!(py, "HTTP/1.0")),
+        (
+            "REQUEST_METHOD",
+            pyo3::intern!(py, "REQUEST_METHOD"),
+            pyo3::intern!(py, "GET"),
+        ),
+        (
+            "QUERY_STRING",
+            pyo3::intern!(py, "QUERY_STRING"),
+            pyo3::intern!(py, ""),
+        ),
+        (
+            "SERVER_NAME",
+            pyo3::intern!(py, "SERVER_NAME"),
+            pyo3::intern!(py, "localhost"),
+        ),
+        (
+            "SERVER_PORT",
+            pyo3::intern!(py, "SERVER_PORT"),
+            pyo3::intern!(py, "80"),
+        ),
+        (
+            "SERVER_PROTOCOL",
+            pyo3::intern!(py, "SERVER_PROTOCOL"),
+            pyo3::intern!(py, "HTTP/1.0"),
+        ),
     ];
     for (raw, key, default) in required {
         if params.get(raw).is_none() {
@@ -119,7 +151,10 @@ mod tests {
 
     #[test]
     fn nginx_paths_split_at_the_mount() {
-        let p = params(&[("SCRIPT_NAME", "/app/users/7"), ("DOCUMENT_URI", "/app/users/7")]);
+        let p = params(&[
+            ("SCRIPT_NAME", "/app/users/7"),
+            ("DOCUMENT_URI", "/app/users/7"),
+        ]);
         assert_eq!(split_path(&p, "/app"), (&b"/app"[..], b"/users/7".to_vec()));
         assert_eq!(split_path(&p, ""), (&b""[..], b"/app/users/7".to_vec()));
     }
@@ -145,7 +180,10 @@ mod tests {
     #[test]
     fn url_scheme_follows_https_then_request_scheme() {
         assert_eq!(url_scheme(&params(&[("HTTPS", "on")])), "https");
-        assert_eq!(url_scheme(&params(&[("HTTPS", ""), ("REQUEST_SCHEME", "http")])), "http");
+        assert_eq!(
+            url_scheme(&params(&[("HTTPS", ""), ("REQUEST_SCHEME", "http")])),
+            "http"
+        );
         assert_eq!(url_scheme(&params(&[("REQUEST_SCHEME", "https")])), "https");
         assert_eq!(url_scheme(&params(&[])), "http");
     }

@@ -18,21 +18,39 @@ pub fn check_status(status: &[u8]) -> Result<(), String> {
     let valid = status.len() >= 4
         && status[..3].iter().all(u8::is_ascii_digit)
         && status[3] == b' '
-        && status[4..].iter().all(|&b| b == b'\t' || !b.is_ascii_control());
-    if valid { Ok(()) } else { Err(format!("invalid status {:?}: expected like \"200 OK\"", String::from_utf8_lossy(status))) }
+        && status[4..]
+            .iter()
+            .all(|&b| b == b'\t' || !b.is_ascii_control());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid status {:?}: expected like \"200 OK\"",
+            String::from_utf8_lossy(status)
+        ))
+    }
 }
 
 pub fn check_header(name: &[u8], value: &[u8]) -> Result<(), String> {
     let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
     if name.is_empty() || !name.iter().all(token) {
-        return Err(format!("invalid header name {:?}", String::from_utf8_lossy(name)));
+        return Err(format!(
+            "invalid header name {:?}",
+            String::from_utf8_lossy(name)
+        ));
     }
     if value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err(format!("invalid value for header {}: it contains a line break or NUL", String::from_utf8_lossy(name)));
+        return Err(format!(
+            "invalid value for header {}: it contains a line break or NUL",
+            String::from_utf8_lossy(name)
+        ));
     }
     let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
     if HOP_BY_HOP.contains(&lower.as_str()) {
-        return Err(format!("hop-by-hop header {} is not allowed in a WSGI response", String::from_utf8_lossy(name)));
+        return Err(format!(
+            "hop-by-hop header {} is not allowed in a WSGI response",
+            String::from_utf8_lossy(name)
+        ));
     }
     Ok(())
 }
@@ -79,8 +97,14 @@ mod tests {
     #[test]
     fn head_encoding() {
         let mut out = Vec::new();
-        let headers = vec![(b"Set-Cookie".to_vec(), b"a=1".to_vec()), (b"Set-Cookie".to_vec(), b"b=2".to_vec())];
+        let headers = vec![
+            (b"Set-Cookie".to_vec(), b"a=1".to_vec()),
+            (b"Set-Cookie".to_vec(), b"b=2".to_vec()),
+        ];
         encode_head(&mut out, b"201 Created", &headers);
-        assert_eq!(out, b"Status: 201 Created\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n");
+        assert_eq!(
+            out,
+            b"Status: 201 Created\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n"
+        );
     }
 }

@@ -24,7 +24,11 @@ pub struct Input {
 
 impl Input {
     pub fn new(conn: Rc<RefCell<Conn>>, content_length: Option<usize>) -> Input {
-        Input { conn, remaining: content_length.unwrap_or(usize::MAX), buffered: Vec::new() }
+        Input {
+            conn,
+            remaining: content_length.unwrap_or(usize::MAX),
+            buffered: Vec::new(),
+        }
     }
 
     /// Moves up to `want` more bytes from the socket into `buffered`; false at the end.
@@ -35,12 +39,17 @@ impl Input {
         }
         let start = self.buffered.len();
         self.buffered.resize(start + want, 0);
-        let n = self.conn.borrow_mut().read_stdin(&mut self.buffered[start..]);
+        let n = self
+            .conn
+            .borrow_mut()
+            .read_stdin(&mut self.buffered[start..]);
         let n = match n {
             Ok(n) => n,
             Err(err) => {
                 self.buffered.truncate(start);
-                return Err(PyOSError::new_err(format!("reading the request body: {err}")));
+                return Err(PyOSError::new_err(format!(
+                    "reading the request body: {err}"
+                )));
             }
         };
         self.buffered.truncate(start + n);
@@ -89,13 +98,21 @@ impl Input {
     }
 
     #[pyo3(signature = (size=None))]
-    fn readline<'py>(&mut self, py: Python<'py>, size: Option<isize>) -> PyResult<Bound<'py, PyBytes>> {
+    fn readline<'py>(
+        &mut self,
+        py: Python<'py>,
+        size: Option<isize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let line = self.read_line(limit(size))?;
         Ok(PyBytes::new(py, &line))
     }
 
     #[pyo3(signature = (hint=None))]
-    fn readlines<'py>(&mut self, py: Python<'py>, hint: Option<isize>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    fn readlines<'py>(
+        &mut self,
+        py: Python<'py>,
+        hint: Option<isize>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let hint = limit(hint);
         let mut lines = Vec::new();
         let mut total = 0;

@@ -45,7 +45,11 @@ impl App {
         base.set_item("wsgi.multiprocess", true)?;
         base.set_item("wsgi.run_once", false)?;
         base.set_item("wsgi.file_wrapper", py.get_type::<FileWrapper>())?;
-        Ok(App { callable, mount, base: base.unbind() })
+        Ok(App {
+            callable,
+            mount,
+            base: base.unbind(),
+        })
     }
 
     /// Serves one request on `conn`, to its end.
@@ -71,19 +75,37 @@ impl App {
         drain_body(conn);
         // A failure after the head went out cannot be told to the client but by cutting the
         // response short: end the request with a non-zero status and close the connection.
-        let finished = conn.borrow_mut().finish(u32::from(failed && exchange.head_sent()));
-        Outcome { keep: matches!(finished, Ok(true)) && !(failed && exchange.head_sent()) }
+        let finished = conn
+            .borrow_mut()
+            .finish(u32::from(failed && exchange.head_sent()));
+        Outcome {
+            keep: matches!(finished, Ok(true)) && !(failed && exchange.head_sent()),
+        }
     }
 
-    fn call(&self, py: Python<'_>, conn: &Rc<RefCell<Conn>>, request: &Request, exchange: &Rc<Exchange>) -> PyResult<()> {
+    fn call(
+        &self,
+        py: Python<'_>,
+        conn: &Rc<RefCell<Conn>>,
+        request: &Request,
+        exchange: &Rc<Exchange>,
+    ) -> PyResult<()> {
         let environ = self.base.bind(py).copy()?;
         environ::fill(py, &environ, &request.params, &self.mount)?;
         let content_length = request
             .params
             .get("CONTENT_LENGTH")
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
-        environ.set_item("wsgi.input", Py::new(py, Input::new(conn.clone(), content_length))?)?;
-        let start_response = Py::new(py, StartResponse { exchange: exchange.clone() })?;
+        environ.set_item(
+            "wsgi.input",
+            Py::new(py, Input::new(conn.clone(), content_length))?,
+        )?;
+        let start_response = Py::new(
+            py,
+            StartResponse {
+                exchange: exchange.clone(),
+            },
+        )?;
         let result = self.callable.bind(py).call1((environ, start_response))?;
         let sent = send_body(exchange, &result);
         // PEP 3333: close() is called whatever happened, also when the client went away.
@@ -116,7 +138,11 @@ fn send_body(exchange: &Exchange, result: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = chunk.cast::<PyBytes>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err(format!(
                 "the app yielded {}, not bytes",
-                chunk.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                chunk
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
             ))
         })?;
         let data = bytes.as_bytes();

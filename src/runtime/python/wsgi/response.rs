@@ -31,7 +31,13 @@ struct Head {
 
 impl Exchange {
     pub fn new(conn: Rc<RefCell<Conn>>, head_only: bool) -> Exchange {
-        Exchange { conn, head: RefCell::new(None), head_sent: Cell::new(false), head_only, broken: Cell::new(false) }
+        Exchange {
+            conn,
+            head: RefCell::new(None),
+            head_sent: Cell::new(false),
+            head_only,
+            broken: Cell::new(false),
+        }
     }
 
     pub fn head_sent(&self) -> bool {
@@ -57,12 +63,17 @@ impl Exchange {
     pub fn send_head(&self) -> PyResult<()> {
         let head = self.head.borrow();
         let Some(head) = head.as_ref() else {
-            return Err(PyAssertionError::new_err("the app sent a body before calling start_response()"));
+            return Err(PyAssertionError::new_err(
+                "the app sent a body before calling start_response()",
+            ));
         };
         let mut out = Vec::with_capacity(64 + head.headers.len() * 32);
         encode_head(&mut out, &head.status, &head.headers);
         self.head_sent.set(true);
-        self.conn.borrow_mut().write_stdout(&out).map_err(|err| self.broke(err))
+        self.conn
+            .borrow_mut()
+            .write_stdout(&out)
+            .map_err(|err| self.broke(err))
     }
 
     /// A 500 for an app that failed before its head went out.
@@ -103,14 +114,21 @@ impl StartResponse {
             }
             Some(_) => {}
             None if exchange.head.borrow().is_some() => {
-                return Err(PyAssertionError::new_err("start_response() called a second time without exc_info"));
+                return Err(PyAssertionError::new_err(
+                    "start_response() called a second time without exc_info",
+                ));
             }
             None => {}
         }
-        let head = Head { status: native(status, "status")?, headers: header_list(headers)? };
+        let head = Head {
+            status: native(status, "status")?,
+            headers: header_list(headers)?,
+        };
         check_status(&head.status).map_err(PyValueError::new_err)?;
         *exchange.head.borrow_mut() = Some(head);
-        Ok(Write { exchange: exchange.clone() })
+        Ok(Write {
+            exchange: exchange.clone(),
+        })
     }
 }
 
@@ -131,10 +149,15 @@ impl Write {
 fn native(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
     let text = value
         .cast::<PyString>()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be a str, not {}", type_name(value))))?
+        .map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a str, not {}", type_name(value)))
+        })?
         .to_cow()?;
     text.chars()
-        .map(|c| u8::try_from(c as u32).map_err(|_| PyValueError::new_err(format!("{what} {text:?} is not latin-1"))))
+        .map(|c| {
+            u8::try_from(c as u32)
+                .map_err(|_| PyValueError::new_err(format!("{what} {text:?} is not latin-1")))
+        })
         .collect()
 }
 
@@ -142,9 +165,13 @@ fn header_list(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>> 
     let mut list = Vec::new();
     for item in headers.try_iter()? {
         let item = item?;
-        let pair = item.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("each header must be a (name, value) tuple"))?;
+        let pair = item
+            .cast::<PyTuple>()
+            .map_err(|_| PyTypeError::new_err("each header must be a (name, value) tuple"))?;
         if pair.len() != 2 {
-            return Err(PyTypeError::new_err("each header must be a (name, value) tuple"));
+            return Err(PyTypeError::new_err(
+                "each header must be a (name, value) tuple",
+            ));
         }
         let name = native(&pair.get_item(0)?, "header name")?;
         let value = native(&pair.get_item(1)?, "header value")?;
@@ -155,5 +182,9 @@ fn header_list(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>> 
 }
 
 fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }

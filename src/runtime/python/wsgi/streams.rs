@@ -39,7 +39,10 @@ impl FileWrapper {
     #[new]
     #[pyo3(signature = (filelike, block_size=8192))]
     fn new(filelike: Py<PyAny>, block_size: usize) -> FileWrapper {
-        FileWrapper { filelike, block_size: block_size.max(1) }
+        FileWrapper {
+            filelike,
+            block_size: block_size.max(1),
+        }
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -47,7 +50,10 @@ impl FileWrapper {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let block = self.filelike.bind(py).call_method1("read", (self.block_size,))?;
+        let block = self
+            .filelike
+            .bind(py)
+            .call_method1("read", (self.block_size,))?;
         Ok((block.len()? > 0).then_some(block))
     }
 

@@ -12,7 +12,10 @@ const STDIN: u8 = 5;
 const STDOUT: u8 = 6;
 
 fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
-    for chunk in content.chunks(65535).chain(content.is_empty().then_some(&[][..])) {
+    for chunk in content
+        .chunks(65535)
+        .chain(content.is_empty().then_some(&[][..]))
+    {
         let len = chunk.len() as u16;
         out.extend_from_slice(&[1, kind, 0, 1, (len >> 8) as u8, len as u8, 0, 0]);
         out.extend_from_slice(chunk);
@@ -57,7 +60,9 @@ pub fn response(mut stream: UnixStream) -> String {
     let mut stdout = Vec::new();
     loop {
         let mut header = [0u8; 8];
-        stream.read_exact(&mut header).expect("a FastCGI record header");
+        stream
+            .read_exact(&mut header)
+            .expect("a FastCGI record header");
         let len = usize::from(u16::from_be_bytes([header[4], header[5]]));
         let mut content = vec![0; len + usize::from(header[6])];
         stream.read_exact(&mut content).unwrap();

@@ -32,14 +32,22 @@ fn installed() -> Result<(u32, u32, Vec<String>), String> {
     }
     let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) => Ok((major, minor, includes.split_whitespace().map(String::from).collect())),
+        (Some(major), Some(minor)) => Ok((
+            major,
+            minor,
+            includes.split_whitespace().map(String::from).collect(),
+        )),
         _ => Err(format!("unexpected php-config --version {version:?}")),
     }
 }
 
 fn compare(arch: &str, row: &Offsets, values: &[i64]) {
     let checks = row.c_checks();
-    assert_eq!(values.len(), checks.len(), "{arch}: expected one value per check");
+    assert_eq!(
+        values.len(),
+        checks.len(),
+        "{arch}: expected one value per check"
+    );
     let wrong: Vec<String> = checks
         .iter()
         .zip(values)
@@ -63,9 +71,13 @@ fn table_matches_installed_headers() {
     let Some(arch) = Arch::host() else {
         return println!("SKIPPED: no table rows for this architecture");
     };
-    let row = offsets::lookup(major, minor, arch)
-        .unwrap_or_else(|| panic!("the offsets table has no row for the installed PHP {major}.{minor} on {arch:?}"));
-    assert!(row.verified, "the row checked here should be marked verified");
+    let row = offsets::lookup(major, minor, arch).unwrap_or_else(|| {
+        panic!("the offsets table has no row for the installed PHP {major}.{minor} on {arch:?}")
+    });
+    assert!(
+        row.verified,
+        "the row checked here should be marked verified"
+    );
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("offsets.c");
     let program = format!(
@@ -91,7 +103,11 @@ fn table_matches_installed_headers() {
         .lines()
         .map(|l| l.parse().unwrap())
         .collect();
-    compare(&format!("PHP {major}.{minor} {arch:?}"), &row.offsets, &values);
+    compare(
+        &format!("PHP {major}.{minor} {arch:?}"),
+        &row.offsets,
+        &values,
+    );
 
     // The aarch64 row of the same version, by cross-compiling the same headers to assembly.
     if arch == Arch::X86_64 {
@@ -103,11 +119,15 @@ fn cross_check_aarch64(major: u32, minor: u32, includes: &[String], dir: &std::p
     if which("aarch64-linux-gnu-gcc").is_none() {
         return println!("aarch64 row not cross-checked: no aarch64-linux-gnu-gcc");
     }
-    let row = offsets::lookup(major, minor, Arch::Aarch64).expect("an aarch64 row for the installed version");
+    let row = offsets::lookup(major, minor, Arch::Aarch64)
+        .expect("an aarch64 row for the installed version");
     let source = dir.join("offsets_arm.c");
     std::fs::write(
         &source,
-        format!("{INCLUDES}const long v[] = {{\n{}}};\n", initializer(&row.offsets)),
+        format!(
+            "{INCLUDES}const long v[] = {{\n{}}};\n",
+            initializer(&row.offsets)
+        ),
     )
     .unwrap();
     let asm = dir.join("offsets_arm.s");
@@ -127,7 +147,11 @@ fn cross_check_aarch64(major: u32, minor: u32, includes: &[String], dir: &std::p
     let values: Vec<i64> = text
         .lines()
         .skip_while(|l| !l.starts_with("v:"))
-        .filter_map(|l| l.trim().strip_prefix(".xword").map(|v| v.trim().parse().unwrap()))
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix(".xword")
+                .map(|v| v.trim().parse().unwrap())
+        })
         .collect();
     compare(
         &format!("PHP {major}.{minor} Aarch64 (cross-compiled)"),
@@ -164,5 +188,8 @@ fn rows_differ_only_where_documented() {
             ..arm.offsets
         }
     );
-    assert!(offsets::lookup(7, 4, Arch::X86_64).is_none() && offsets::lookup(8, 5, Arch::X86_64).is_none());
+    assert!(
+        offsets::lookup(7, 4, Arch::X86_64).is_none()
+            && offsets::lookup(8, 5, Arch::X86_64).is_none()
+    );
 }

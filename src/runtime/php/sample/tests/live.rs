@@ -136,7 +136,11 @@ fn idle_then_busy_with_nested_functions() {
     let worker = sampler.attach(php.pid()).unwrap();
     let cold = cold.elapsed();
     assert_eq!(worker.php_version().0, 8);
-    assert_eq!(worker.sample().unwrap(), Sample::default(), "idle: no request");
+    assert_eq!(
+        worker.sample().unwrap(),
+        Sample::default(),
+        "idle: no request"
+    );
     let stack = worker.stack(20).unwrap();
     assert_eq!((stack.frames.len(), stack.end), (0, StackEnd::Complete));
     assert_eq!(idle_by_syscall(php.pid()), Some(true));
@@ -176,11 +180,17 @@ fn idle_then_busy_with_nested_functions() {
     print!("stack:\n{stack}");
     let short = worker.stack(2).unwrap();
     assert_eq!((short.frames.len(), short.end), (2, StackEnd::DepthLimit));
-    assert_eq!(idle_by_syscall(php.pid()), Some(false), "sleeping in a script is busy");
+    assert_eq!(
+        idle_by_syscall(php.pid()),
+        Some(false),
+        "sleeping in a script is busy"
+    );
 
     let warm = time(100, || drop(sampler.attach(php.pid()).unwrap()));
     let one_sample = time(1000, || assert!(worker.sample().unwrap().busy));
-    let one_stack = time(1000, || assert_eq!(worker.stack(20).unwrap().frames.len(), 5));
+    let one_stack = time(1000, || {
+        assert_eq!(worker.stack(20).unwrap().frames.len(), 5)
+    });
     let syscall = time(1000, || assert_eq!(idle_by_syscall(php.pid()), Some(false)));
     println!(
         "timings: attach cold {cold:?}, attach warm {warm:?}, sample {one_sample:?}, \
@@ -264,7 +274,10 @@ fn methods_closures_require_and_post() {
         .unwrap()
         .request_time
         .expect("request time once $_SERVER is used");
-    assert!((now - started).abs() < 30.0, "request time {started} vs now {now}");
+    assert!(
+        (now - started).abs() < 30.0,
+        "request time {started} vs now {now}"
+    );
     print!("stack:\n{stack}");
     assert!(fcgi::response(conn).ends_with("[1] t"));
 }
@@ -312,7 +325,10 @@ fn workers_forked_by_a_php_cgi_parent() {
         children.len() == 2 && children.iter().all(|&c| idle_by_syscall(c) == Some(true))
     });
     let mut sampler = Sampler::new();
-    let workers: Vec<Worker> = children.iter().map(|&c| sampler.attach(c).unwrap()).collect();
+    let workers: Vec<Worker> = children
+        .iter()
+        .map(|&c| sampler.attach(c).unwrap())
+        .collect();
     let parent = sampler.attach(php.pid()).unwrap();
     assert!(
         workers
@@ -324,16 +340,29 @@ fn workers_forked_by_a_php_cgi_parent() {
     let dirname = dir.path().to_str().unwrap();
     let conn = fcgi::send(
         &php.socket,
-        &params(dirname, script.to_str().unwrap(), "/slow.php", "GET", "", "0"),
+        &params(
+            dirname,
+            script.to_str().unwrap(),
+            "/slow.php",
+            "GET",
+            "",
+            "0",
+        ),
         b"",
     );
     let mut busy = Vec::new();
     wait_for("one worker to run the script", || {
-        busy = workers.iter().filter(|w| w.sample().unwrap().busy).collect();
+        busy = workers
+            .iter()
+            .filter(|w| w.sample().unwrap().busy)
+            .collect();
         !busy.is_empty()
     });
     assert_eq!(busy.len(), 1);
-    let (busy, idle) = (busy[0], workers.iter().find(|w| w.pid() != busy[0].pid()).unwrap());
+    let (busy, idle) = (
+        busy[0],
+        workers.iter().find(|w| w.pid() != busy[0].pid()).unwrap(),
+    );
     assert_eq!(busy.sample().unwrap().uri.as_deref(), Some("/slow.php"));
     assert_eq!(idle.sample().unwrap(), Sample::default());
     assert_eq!(idle_by_syscall(idle.pid()), Some(true));
@@ -361,12 +390,23 @@ fn sampling_during_request_churn_never_fails() {
     let script = dir.path().join("churn.php");
     std::fs::write(&script, CHURN).unwrap();
     let worker = Sampler::new().attach(php.pid()).unwrap();
-    let (socket, dirname, script) = (php.socket.clone(), dir.path().to_str().unwrap().to_owned(), script);
+    let (socket, dirname, script) = (
+        php.socket.clone(),
+        dir.path().to_str().unwrap().to_owned(),
+        script,
+    );
     let client = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut served = 0;
         while Instant::now() < deadline {
-            let p = params(&dirname, script.to_str().unwrap(), "/churn.php", "GET", "", "0");
+            let p = params(
+                &dirname,
+                script.to_str().unwrap(),
+                "/churn.php",
+                "GET",
+                "",
+                "0",
+            );
             assert!(fcgi::response(fcgi::send(&socket, &p, b"")).ends_with("ok"));
             served += 1;
         }
@@ -377,7 +417,10 @@ fn sampling_during_request_churn_never_fails() {
         let sample = worker.sample().unwrap();
         if sample.busy {
             busy += 1;
-            assert!(matches!(sample.method.as_deref(), Some("GET") | None), "{sample:?}");
+            assert!(
+                matches!(sample.method.as_deref(), Some("GET") | None),
+                "{sample:?}"
+            );
         } else {
             idle += 1;
         }

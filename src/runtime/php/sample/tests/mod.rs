@@ -19,7 +19,10 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// Runs `program args` and returns its trimmed stdout, or None if it failed.
 fn output(program: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(program).args(args).output().ok()?;
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -34,8 +37,14 @@ fn finds_the_first_mapping_of_the_binary() {
 ";
     let dev = (0xfd << 8) | 0x01; // glibc's makedev(0xfd, 1)
     let lines = || maps.lines().map(String::from);
-    assert_eq!(super::first_mapping(lines(), dev, 1314), Some((0x55d0_c6a0_0000, 0)));
-    assert_eq!(super::first_mapping(lines(), dev, 2000), Some((0x7f1c_2a00_0000, 0)));
+    assert_eq!(
+        super::first_mapping(lines(), dev, 1314),
+        Some((0x55d0_c6a0_0000, 0))
+    );
+    assert_eq!(
+        super::first_mapping(lines(), dev, 2000),
+        Some((0x7f1c_2a00_0000, 0))
+    );
     assert_eq!(super::first_mapping(lines(), dev + 1, 1314), None);
     assert_eq!(super::first_mapping(lines(), dev, 9), None);
 }
