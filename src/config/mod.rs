@@ -174,6 +174,9 @@ pub struct Python {
     pub preload: bool,
     /// SCRIPT_NAME prefix the app is mounted at ("" = root).
     pub mount: String,
+    /// Request paths (with an optional query) the zygote sends through the app before it
+    /// forks, so that what the app builds on its first requests is shared by the workers.
+    pub warmup: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -150,6 +150,7 @@ fn python(out: &mut Out, py: &Python) {
     out.optional_path("virtualenv", py.virtualenv.as_deref());
     out.raw("preload", py.preload);
     out.string("mount", &py.mount);
+    out.strings("warmup", &py.warmup);
 }
 
 fn command(out: &mut Out, command: &Command) {

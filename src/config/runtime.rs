@@ -11,7 +11,14 @@ use super::{Command, Php, Python, Runtime};
 
 const RUNTIMES: &[&str] = &["php", "python", "command"];
 const PHP_KEYS: &[&str] = &["binary", "ini"];
-const PYTHON_KEYS: &[&str] = &["app", "python_path", "virtualenv", "preload", "mount"];
+const PYTHON_KEYS: &[&str] = &[
+    "app",
+    "python_path",
+    "virtualenv",
+    "preload",
+    "mount",
+    "warmup",
+];
 const COMMAND_KEYS: &[&str] = &["argv"];
 
 pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
@@ -139,6 +146,26 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         .optional();
     let preload = t.bool("preload").or(true);
     let mount = t.parse("mount", mount).or(String::new());
+    let warmup = match t.strings("warmup") {
+        Got::Absent => Some(Vec::new()),
+        Got::Invalid => None,
+        Got::Valid(items) => {
+            let mut paths = Vec::new();
+            for (s, span) in items {
+                match warmup_path(s) {
+                    Ok(()) => paths.push(s.to_string()),
+                    Err(rule) => t.fail_at("warmup", span, rule),
+                }
+            }
+            Some(paths)
+        }
+    };
+    if preload == Some(false) && warmup.as_ref().is_some_and(|w| !w.is_empty()) {
+        t.fail(
+            "warmup",
+            "needs preload = true: the requests are sent to the app the zygote loaded",
+        );
+    }
     let (module, callable) = app?;
     Some(Python {
         module,
@@ -147,7 +174,21 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         virtualenv: virtualenv?,
         preload: preload?,
         mount: mount?,
+        warmup: warmup?,
     })
+}
+
+/// A `warmup` entry: a request path with an optional query, as a client sends it.
+fn warmup_path(s: &str) -> Result<(), String> {
+    if !s.starts_with('/') {
+        return Err("a request path starting with \"/\"".into());
+    }
+    if s.bytes()
+        .any(|b| b.is_ascii_control() || b == b' ' || b == b'#')
+    {
+        return Err("a request path without spaces, control characters or \"#\"".into());
+    }
+    Ok(())
 }
 
 /// `package.module:callable` → (module, callable), callable defaulting to `application`.

@@ -179,6 +179,19 @@ def bad_header(environ, start_response):
     return [b"a header with a line break"]
 
 
+# The warm-up requests (drover's `warmup`) this process holds the results of, as "PID:QUERY":
+# filled in the zygote, inherited by every worker it forks.
+WARMED = []
+
+
+def warm(environ, start_response):
+    """A warm-up request records itself; any request answers with what this process holds."""
+    if environ.get("DROVER_WARMUP") == "1":
+        WARMED.append("%d:%s" % (os.getpid(), environ.get("QUERY_STRING", "")))
+    start_response("200 OK", TEXT)
+    return [("pid=%d warmed=%s" % (os.getpid(), ",".join(WARMED))).encode()]
+
+
 def sleep(environ, start_response):
     """Creates the marker file, then takes 2 s."""
     open(query(environ)["marker"], "w").close()
@@ -203,6 +216,7 @@ ROUTES = {
     "/bad-status": bad_status,
     "/bad-header": bad_header,
     "/sleep": sleep,
+    "/warm": warm,
 }
 
 

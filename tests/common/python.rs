@@ -35,6 +35,8 @@ pub struct PythonPool {
     pub max_requests: Option<(u32, u32)>,
     /// `mount`, and the nginx location prefix of the pool.
     pub mount: Option<String>,
+    /// `warmup` request paths.
+    pub warmup: Vec<String>,
 }
 
 impl PythonPool {
@@ -45,6 +47,7 @@ impl PythonPool {
             max_children: 2,
             max_requests: None,
             mount: None,
+            warmup: Vec::new(),
         }
     }
 
@@ -65,6 +68,11 @@ impl PythonPool {
 
     pub fn max_requests(mut self, n: u32, jitter: u32) -> PythonPool {
         self.max_requests = Some((n, jitter));
+        self
+    }
+
+    pub fn warmup(mut self, paths: &[&str]) -> PythonPool {
+        self.warmup = paths.iter().map(|p| p.to_string()).collect();
         self
     }
 
@@ -99,6 +107,10 @@ impl PoolFile for PythonPool {
         );
         if let Some(mount) = &self.mount {
             python += &format!("mount = \"{mount}\"\n");
+        }
+        if !self.warmup.is_empty() {
+            let quoted: Vec<String> = self.warmup.iter().map(|p| format!("{p:?}")).collect();
+            python += &format!("warmup = [{}]\n", quoted.join(", "));
         }
         pool_toml(
             &site.socket(&self.name),

@@ -7,6 +7,7 @@
 //!
 //! - [`zygote`]: single-threaded; imports the app, `gc.freeze()`, forks and replaces
 //!   workers, reports their starts and exits to the master.
+//! - [`warmup`]: the `warmup` requests the zygote sends through the app before it forks.
 //! - [`worker`]: the blocking accept → FastCGI → WSGI loop of one worker.
 //! - [`wsgi`]: PEP 3333: environ, `wsgi.input`, `start_response`, the response.
 //!
@@ -16,6 +17,7 @@
 //! master learns the writer's pid from the kernel) in lines that start with
 //! [`REPORT_MARK`]; see [`Report`]. The master trusts them only from the zygote's pid.
 
+pub mod warmup;
 pub mod worker;
 pub mod wsgi;
 pub mod zygote;
@@ -63,6 +65,9 @@ pub struct ZygoteArgs {
     pub no_preload: bool,
     #[arg(long, default_value = "")]
     pub mount: String,
+    /// A `warmup` request path, sent through the app before the first fork (repeated).
+    #[arg(long = "warmup")]
+    pub warmup: Vec<String>,
     #[arg(long)]
     pub workers: u32,
     #[arg(long, default_value_t = 0)]
@@ -109,6 +114,10 @@ pub fn plan(
     }
     if !python.preload {
         args.push("--no-preload".into());
+    }
+    for path in &python.warmup {
+        args.push("--warmup".into());
+        args.push(path.into());
     }
     if let Some(limit) = pool.pm.max_memory {
         args.push("--max-memory".into());

@@ -44,6 +44,18 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// An accepted connection (unix or TCP: only read and write are needed).
 pub struct Socket(OwnedFd);
 
+impl From<OwnedFd> for Socket {
+    fn from(fd: OwnedFd) -> Socket {
+        Socket(fd)
+    }
+}
+
+impl std::os::fd::AsFd for Socket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {

@@ -1,6 +1,8 @@
 //! The zygote: one per Python pool, exec'd by the master as `drover-python`. It runs no
-//! tokio and no threads of its own, so that it may fork: it initializes CPython, imports
-//! the app (unless `--no-preload`), freezes the heap for copy-on-write (`gc.freeze()`),
+//! tokio and no threads of its own, so that it may fork (the [`warmup`](super::warmup)
+//! reader thread ends before the first fork): it initializes CPython, imports the app
+//! (unless `--no-preload`), sends it the `--warmup` requests, freezes the heap for
+//! copy-on-write (`gc.freeze()`),
 //! then keeps `--workers` workers running, forking each while holding the GIL
 //! (`PyOS_BeforeFork` / `PyOS_AfterFork_*`), and reports every start and exit to the
 //! master ([`Report`]).
@@ -93,6 +95,9 @@ pub fn run(args: ZygoteArgs) -> u8 {
                 }
             }
         };
+        if let Some(app) = &app {
+            super::warmup::run(py, app, &args.mount, &args.warmup);
+        }
         if let Err(err) = freeze(py) {
             err.print(py);
         }

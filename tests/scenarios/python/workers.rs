@@ -116,3 +116,46 @@ fn term_during_a_two_second_request_lets_it_finish() {
     // The zygote and its workers are all named drover.
     term_lets_the_request_finish(stack, &path, &started, "drover");
 }
+
+/// `warmup` requests go through the app once, in the zygote, before it forks: every worker
+/// starts with what they built, and the log gives each one's status. A failing warm-up
+/// request does not stop the pool.
+#[test]
+fn warmup_requests_run_once_in_the_zygote_and_every_worker_inherits_them() {
+    let pool = PythonPool::wsgi("py")
+        .max_children(2)
+        .warmup(&["/warm?n=1", "/fail"]);
+    let stack = Stack::python(Site::new(), pool);
+    let log = &stack.drover.log;
+    let zygote = wait_started(log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    let workers = wait_started(log, 0, "py", "worker", 2, TIMEOUT);
+
+    let warmed = log.wait_for_line("warm-up GET /warm?n=1: ", TIMEOUT);
+    assert!(
+        warmed.contains(&format!(
+            "pool py: python zygote {zygote}: warm-up GET /warm?n=1: 200 OK in "
+        )),
+        "{warmed:?}"
+    );
+    let failed = log.wait_for_line("warm-up GET /fail: ", TIMEOUT);
+    assert!(
+        failed.contains(": 500 Internal Server Error in "),
+        "{failed:?}"
+    );
+
+    // Both workers answer with the zygote's one warm-up record: the state was built once,
+    // before the fork, and no client request counts as a warm-up.
+    let mut seen = BTreeMap::new();
+    wait_until(TIMEOUT, "both workers to answer", || {
+        let reply = crate::common::http::get(&stack.url("/warm?n=2"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let (pid, warmed) = reply.body.split_once(' ').expect("pid=... warmed=...");
+        seen.insert(pid.to_string(), warmed.to_string());
+        (seen.len() == 2).then_some(())
+    });
+    for (pid, warmed) in &seen {
+        let pid: i32 = pid.trim_start_matches("pid=").parse().unwrap();
+        assert!(workers.contains(&pid), "{pid} is not one of {workers:?}");
+        assert_eq!(warmed, &format!("warmed={zygote}:n=1"), "worker {pid}");
+    }
+}
