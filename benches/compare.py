@@ -177,6 +177,8 @@ app = "{module}:{attr}"
 python_path = ["{work}/apps"]
 """
         out.append(drover_backend(work, drover, pool, sock("drover")))
+        # The same pool with `warmup`: one request through the app in the zygote before fork.
+        out.append(drover_backend(work, drover, pool + 'warmup = ["/"]\n', sock("drover"), "drover + warmup"))
         out.append(Backend("uWSGI (FastCGI)", ["uwsgi", "--fastcgi-socket", sock("uwsgi"), "--chmod-socket=666",
                                               "--master", "--processes", str(workers), "--module", f"{module}:{attr}",
                                               "--disable-logging", "--die-on-term", "--need-app"],
@@ -227,13 +229,14 @@ pm.max_children = {workers}
     return out
 
 
-def drover_backend(work, drover, pool, sock):
-    os.makedirs(f"{work}/drover/pools.d", exist_ok=True)
-    with open(f"{work}/drover/drover.toml", "w") as f:
+def drover_backend(work, drover, pool, sock, name="drover"):
+    folder = f"{work}/{name.replace(' ', '').replace('+', '-')}"
+    os.makedirs(f"{folder}/pools.d", exist_ok=True)
+    with open(f"{folder}/drover.toml", "w") as f:
         f.write("")
-    with open(f"{work}/drover/pools.d/bench.toml", "w") as f:
+    with open(f"{folder}/pools.d/bench.toml", "w") as f:
         f.write(pool)
-    return Backend("drover", [drover, "-c", f"{work}/drover/drover.toml"], f"unix:{sock}")
+    return Backend(name, [drover, "-c", f"{folder}/drover.toml"], f"unix:{sock}")
 
 
 def run_point(work, backend, workload, connections, duration, log):
@@ -330,7 +333,7 @@ def main():
             for connections in [int(c) for c in args.connections.split(",")]:
                 results = {}
                 for backend in backends_for(workload, work, args.workers, drover):
-                    if args.backends and backend.name not in args.backends.split(",") and backend.name != "drover":
+                    if args.backends and backend.name not in args.backends.split(",") and not backend.name.startswith("drover"):
                         continue
                     print(f"# {workload} c={connections}: {backend.name}", file=sys.stderr, flush=True)
                     results[backend.name] = run_point(work, backend, workload, connections, args.duration, log)
@@ -344,15 +347,25 @@ def table(rows, args):
              "",
              "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | drover req/s ratio | drover PSS ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    def ratios(ours, r, template):
+        if not ours or not r:
+            return "", ""
+        rps = f"{ours['rps'] / r['rps']:.2f}×" if r["rps"] else ""
+        pss = f"{ours['pss'] / r['pss']:.2f}" if ours.get("pss") and r.get("pss") else ""
+        return template.format(rps) if rps else "", template.format(pss) if pss else ""
+
     for workload, connections, results in rows:
-        ours = results.get("drover")
+        ours, warm = results.get("drover"), results.get("drover + warmup")
         for name, r in results.items():
             if r is None:
                 lines.append(f"| {workload} | {connections} | {name} | failed to start | | | | | | | |")
                 continue
-            ratio = f"{ours['rps'] / r['rps']:.2f}×" if ours and name != "drover" and r["rps"] else ""
-            pss_ratio = (f"{ours['pss'] / r['pss']:.2f}" if ours and ours.get("pss") and r.get("pss") and name != "drover"
-                         else "")
+            ratio = pss_ratio = ""
+            if not name.startswith("drover"):
+                ratio, pss_ratio = ratios(ours, r, "{}")
+                # drover with `warmup`, against the same peer, in brackets.
+                warm_rps, warm_pss = ratios(warm, r, " ({} warmup)")
+                ratio, pss_ratio = ratio + warm_rps, pss_ratio + warm_pss
             pss = f"{r['pss']:.1f}" if r.get("pss") else "–"
             lines.append(f"| {workload} | {connections} | {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
                          f"{r['errors']} | {pss} | {r['startup']:.0f} | {ratio} | {pss_ratio} |")
