@@ -181,7 +181,7 @@ python_path = ["{work}/apps"]
         out.append(drover_backend(work, drover, pool + 'warmup = ["/"]\n', sock("drover"), "drover + warmup"))
         out.append(Backend("uWSGI (FastCGI)", ["uwsgi", "--fastcgi-socket", sock("uwsgi"), "--chmod-socket=666",
                                               "--master", "--processes", str(workers), "--module", f"{module}:{attr}",
-                                              "--disable-logging", "--die-on-term", "--need-app"],
+                                              "--disable-logging", "--die-on-term", "--need-app", "--listen", "511"],
                            f"unix:{sock('uwsgi')}", cwd=f"{work}/apps"))
         out.append(Backend("gunicorn sync", ["gunicorn", "-w", str(workers), "-b", f"unix:{sock('gunicorn')}",
                                              f"{module}:{attr}"], f"http://unix:{sock('gunicorn')}:", cwd=f"{work}/apps",

@@ -99,7 +99,7 @@ impl Master {
         match self.roll(index, &changed) {
             Ok(()) => {
                 self.live.insert(pool.to_owned(), all);
-                self.reloading = true;
+                self.begin_reload();
                 let list: Vec<String> = changes.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 tracing::info!(
                     "pool {pool}: live change {} (until the next reload)",

@@ -84,6 +84,8 @@ struct Master {
     next_id: u64,
     /// A reload is rolling: logged once every new generation is up.
     reloading: bool,
+    /// systemd's watchdog, when the unit sets `WatchdogSec=`.
+    watchdog: Option<systemd::Watchdog>,
     /// Live changes (`drover ctl set`, `workers`) per pool, in order, until the next reload.
     live: std::collections::HashMap<String, Vec<(String, String)>>,
     /// ondemand pools whose listener has a new connection (by generation id).
@@ -177,6 +179,7 @@ impl Master {
             sampler: Sampler::new(),
             next_id,
             reloading: false,
+            watchdog: systemd::Watchdog::from_env(),
             control,
             _served: served,
             wakes,
@@ -243,6 +246,9 @@ impl Master {
                 }
                 self.retire_replaced(now);
                 self.forget_drained();
+                if let Some(watchdog) = &mut self.watchdog {
+                    watchdog.tick(now);
+                }
             }
             if self.phase == Phase::Running {
                 for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
@@ -372,6 +378,15 @@ impl Master {
         for pool in &mut self.pools {
             pool.retire_all();
         }
+    }
+
+    /// A reload (or a live change) is rolling pools: systemd hears `RELOADING=1` now, and
+    /// [`check_ready`](Self::check_ready) sends `READY=1` once the new generations are up.
+    fn begin_reload(&mut self) {
+        if !self.reloading {
+            systemd::reloading();
+        }
+        self.reloading = true;
     }
 
     fn check_ready(&mut self) {

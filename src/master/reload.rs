@@ -74,7 +74,7 @@ impl Master {
             }
             None => self.live.clear(),
         }
-        self.reloading = true;
+        self.begin_reload();
         let summary = summary.join("\n");
         tracing::info!("reload: {}", summary.replace('\n', "; "));
         Ok(summary)
@@ -204,6 +204,6 @@ impl Master {
                 tracing::error!("pool {}: {err}", pool.name);
             }
         }
-        self.reloading = true;
+        self.begin_reload();
     }
 }

@@ -134,7 +134,13 @@ impl Drover {
 
     /// Starts drover on the site's existing `drover.toml` without waiting for anything.
     pub fn spawn(site: &Site) -> Drover {
+        Drover::spawn_with_env(site, &[])
+    }
+
+    /// [`Drover::spawn`] with these variables added to drover's environment.
+    pub fn spawn_with_env(site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
         let mut child = Command::new(BIN)
+            .envs(env.iter().copied())
             .arg("-c")
             .arg(site.path().join("drover.toml"))
             .stdin(Stdio::null())

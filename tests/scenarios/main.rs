@@ -16,4 +16,5 @@ mod pm;
 mod python;
 mod requests;
 mod shutdown;
+mod systemd;
 mod workers;

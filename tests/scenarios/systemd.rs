@@ -1,0 +1,83 @@
+//! Under systemd (`Type=notify`, `WatchdogSec=`): drover says READY=1 once its pools are
+//! up, RELOADING=1 with MONOTONIC_USEC when a reload begins and READY=1 when it is done,
+//! WATCHDOG=1 while it runs, and STOPPING=1 on TERM. A datagram socket stands in for
+//! systemd's notify socket.
+
+use std::os::unix::net::UnixDatagram;
+
+use nix::sys::signal::Signal;
+
+use crate::common::{Drover, PhpPool, PoolFile, Site, TIMEOUT};
+
+/// What drover sends to the notify socket, one datagram at a time.
+struct Notifications(UnixDatagram);
+
+impl Notifications {
+    /// Reads datagrams until one satisfies `wanted`; returns it and the ones before it.
+    fn until(&self, what: &str, wanted: impl Fn(&str) -> bool) -> (String, Vec<String>) {
+        let mut before = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = self
+                .0
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("no {what} ({e}); got {before:?}"));
+            let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if wanted(&message) {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+}
+
+#[test]
+fn drover_tells_systemd_ready_reloading_watchdog_and_stopping() {
+    let site = Site::new();
+    let path = site.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let notes = Notifications(socket);
+    site.write("drover.toml", "error_log = \"stderr\"\n");
+    let pool = PhpPool::new("www").max_children(2);
+    site.write("pools.d/www.toml", &pool.toml(&site));
+    let mut drover = Drover::spawn_with_env(
+        &site,
+        &[
+            ("NOTIFY_SOCKET", path.as_os_str()),
+            ("WATCHDOG_USEC", "400000".as_ref()),
+        ],
+    );
+    let is = |state: &'static str| move |m: &str| m.lines().any(|l| l == state);
+
+    let (ready, _) = notes.until("READY=1", is("READY=1"));
+    assert!(
+        ready.contains("STATUS=ready: 1 pools, 2 workers"),
+        "{ready:?}"
+    );
+    // The watchdog keeps being pinged (every 200 ms for a 400 ms WatchdogSec).
+    for _ in 0..3 {
+        notes.until("WATCHDOG=1", is("WATCHDOG=1"));
+    }
+
+    site.write("pools.d/www.toml", &pool.max_children(3).toml(&site));
+    drover.signal(Signal::SIGHUP);
+    let (reloading, _) = notes.until("RELOADING=1", is("RELOADING=1"));
+    let usec = reloading
+        .lines()
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .unwrap_or_else(|| panic!("no MONOTONIC_USEC with RELOADING=1: {reloading:?}"));
+    assert!(usec.parse::<u64>().is_ok_and(|u| u > 0), "{usec:?}");
+    let (done, _) = notes.until("READY=1 after the reload", is("READY=1"));
+    assert!(
+        done.contains("STATUS=ready: 1 pools, 3 workers"),
+        "{done:?}"
+    );
+    drover
+        .log
+        .wait_for_line("reload done: ready: 1 pools, 3 workers", TIMEOUT);
+
+    drover.signal(Signal::SIGTERM);
+    notes.until("STOPPING=1", is("STOPPING=1"));
+    assert!(drover.wait_exit(TIMEOUT).success());
+}
