@@ -10,6 +10,7 @@ machine mean little, ratios from one run mean more.
 
     python3 benches/compare.py                      # everything, 10 s per point
     python3 benches/compare.py --workloads wsgi,flask --duration 5 --connections 50
+    python3 benches/compare.py --rounds 3 --duration 5      # the median of 3, order rotated
 
 Loopback only; every load is bounded by --duration. Stops everything it started.
 """
@@ -313,6 +314,9 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--backends", default="", help="comma list of backend names to run (default all)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each point this many times, rotating the backends' order each round, "
+                         "and report each backend's median run (by req/s)")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
     ensure_tools(workloads)
@@ -331,19 +335,31 @@ def main():
     with open(f"{work}/bench.log", "w") as log:
         for workload in workloads:
             for connections in [int(c) for c in args.connections.split(",")]:
-                results = {}
-                for backend in backends_for(workload, work, args.workers, drover):
-                    if args.backends and backend.name not in args.backends.split(",") and not backend.name.startswith("drover"):
-                        continue
-                    print(f"# {workload} c={connections}: {backend.name}", file=sys.stderr, flush=True)
-                    results[backend.name] = run_point(work, backend, workload, connections, args.duration, log)
+                backends = [b for b in backends_for(workload, work, args.workers, drover)
+                            if not args.backends or b.name in args.backends.split(",") or b.name.startswith("drover")]
+                runs = {b.name: [] for b in backends}
+                for r in range(args.rounds):
+                    # A shared machine drifts: rotate who goes first, so no backend always
+                    # runs in the same slot.
+                    shift = r % len(backends)
+                    for backend in backends[shift:] + backends[:shift]:
+                        print(f"# {workload} c={connections} round {r + 1}: {backend.name}", file=sys.stderr, flush=True)
+                        runs[backend.name].append(run_point(work, backend, workload, connections, args.duration, log))
+                results = {name: median_run(measured) for name, measured in runs.items()}
                 rows.append((workload, connections, results))
     print(table(rows, args))
     print(f"\n(work folder with logs: {work})", file=sys.stderr)
 
 
+def median_run(measured):
+    """The run with the median req/s (None when the backend never started)."""
+    ok = sorted((r for r in measured if r), key=lambda r: r["rps"])
+    return ok[len(ok) // 2] if ok else None
+
+
 def table(rows, args):
-    lines = [f"wrk -t1, {args.duration} s per point, {args.workers} workers each, through nginx (1 worker process).",
+    rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
+    lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker process).",
              "",
              "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | drover req/s ratio | drover PSS ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
