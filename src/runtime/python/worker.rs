@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -50,17 +50,33 @@ impl From<OwnedFd> for Socket {
     }
 }
 
-impl std::os::fd::AsFd for Socket {
+impl AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.0.as_fd()
     }
 }
 
+/// Reads what is there without blocking, and waits (up to [`READ_TIMEOUT`]) only when
+/// nothing is: under load the request is already in the socket when it is accepted, so
+/// this costs one `recv` where a socket read timeout would cost a `setsockopt` per
+/// connection too. A timeout is `WouldBlock`, as a socket read timeout reports it.
 impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use nix::errno::Errno;
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use nix::sys::socket::{MsgFlags, recv};
         loop {
-            match nix::unistd::read(&self.0, buf) {
-                Err(nix::errno::Errno::EINTR) => continue,
+            match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) => {
+                    let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+                    let timeout = PollTimeout::try_from(READ_TIMEOUT).unwrap_or(PollTimeout::MAX);
+                    match poll(&mut fds, timeout) {
+                        Ok(0) => return Err(io::ErrorKind::WouldBlock.into()),
+                        Ok(_) | Err(Errno::EINTR) => continue,
+                        Err(err) => return Err(err.into()),
+                    }
+                }
                 other => return other.map_err(io::Error::from),
             }
         }
@@ -90,6 +106,7 @@ pub fn run(
     slot: Option<&Slot>,
 ) -> i32 {
     install_signals();
+    CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
     if let Some(slot) = slot {
         slot.claim(nix::unistd::getpid(), config.generation);
         slot.set_state(State::Idle);
@@ -174,22 +191,16 @@ fn serve_connection(
     done: &dyn Fn(u32) -> bool,
     slot: Option<&Slot>,
 ) -> u32 {
-    let _ = nix::sys::socket::setsockopt(
-        &socket.0,
-        nix::sys::socket::sockopt::ReceiveTimeout,
-        &nix::sys::time::TimeVal::new(READ_TIMEOUT.as_secs() as _, 0),
-    );
     let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
     let mut served = 0;
     loop {
         let next = conn.borrow_mut().next_request();
         match next {
             Ok(Some(request)) => {
-                let cpu = slot.map(|slot| {
+                if let Some(slot) = slot {
                     let p = &request.params;
-                    let text = |name: &str| {
-                        String::from_utf8_lossy(p.get(name).unwrap_or_default()).into_owned()
-                    };
+                    let text =
+                        |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
                     slot.begin_request(
                         now_us(),
                         &text("REQUEST_METHOD"),
@@ -197,11 +208,10 @@ fn serve_connection(
                         &text("QUERY_STRING"),
                         &config.app,
                     );
-                    cpu_time()
-                });
+                }
                 let outcome = app.handle(py, &conn, request);
-                if let (Some(slot), Some(start)) = (slot, cpu) {
-                    slot.end_request(now_us(), cpu_time().saturating_sub(start));
+                if let Some(slot) = slot {
+                    slot.end_request(now_us(), request_cpu());
                 }
                 served += 1;
                 if let Some(limit) = config.max_memory {
@@ -262,6 +272,17 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     }
     eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
     false
+}
+
+/// The worker's CPU time when its previous request ended (or when it started).
+static CPU_MARK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The CPU time of the request that just ended: since the previous one ended, so its
+/// accept and reads count too and the clock is read once per request, not twice.
+fn request_cpu() -> Duration {
+    let now = cpu_time().as_nanos() as u64;
+    let before = CPU_MARK.swap(now, Ordering::Relaxed);
+    Duration::from_nanos(now.saturating_sub(before))
 }
 
 /// CPU time this process has used so far.

@@ -65,7 +65,32 @@ thread_local! {
     /// Param names seen before, as Python strings: nginx sends the same ~25 names with every
     /// request, and a reused str also keeps its hash, which the dict insert needs. Bounded, so
     /// that clients sending ever-new header names cannot grow it.
-    static NAMES: std::cell::RefCell<std::collections::HashMap<Vec<u8>, Py<PyString>>> = Default::default();
+    static NAMES: std::cell::RefCell<std::collections::HashMap<Vec<u8>, Py<PyString>, Fnv>> = Default::default();
+}
+
+/// FNV-1a for the short names of [`NAMES`]: SipHash's flooding resistance is not needed for
+/// a table that stops growing at [`NAMES_MAX`], and it showed in the per-request profile.
+#[derive(Default, Clone, Copy)]
+struct Fnv;
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 const NAMES_MAX: usize = 512;
 
