@@ -1,15 +1,19 @@
 //! The error log: stderr or a file that USR1 reopens (for logrotate).
 //!
 //! Every line goes through `tracing`; [`init`] installs a subscriber whose writer is a
-//! [`LogFile`] handle. The handle is shared, so the master can [`LogFile::reopen`] it
-//! without touching the subscriber.
+//! [`LogFile`] handle and whose level can be changed, and returns both as an [`ErrorLog`].
+//! The handle is shared, so the master can reopen the file, point the log at another
+//! destination or change its level (a reload) without touching the subscriber.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{Registry, reload};
 
 use crate::config::{LogLevel, LogTarget};
 
@@ -24,18 +28,30 @@ enum Destination {
     File { path: PathBuf, file: File },
 }
 
-impl LogFile {
-    pub fn open(target: &LogTarget) -> io::Result<LogFile> {
-        let destination = match target {
+impl Destination {
+    fn open(target: &LogTarget) -> io::Result<Destination> {
+        Ok(match target {
             LogTarget::Stderr => Destination::Stderr,
             LogTarget::File(path) => Destination::File {
                 path: path.clone(),
                 file: append(path)?,
             },
-        };
-        Ok(LogFile {
-            inner: Arc::new(Mutex::new(destination)),
         })
+    }
+}
+
+impl LogFile {
+    pub fn open(target: &LogTarget) -> io::Result<LogFile> {
+        Ok(LogFile {
+            inner: Arc::new(Mutex::new(Destination::open(target)?)),
+        })
+    }
+
+    /// Points the log at `target` from the next line on. On failure the old one stays.
+    pub fn retarget(&self, target: &LogTarget) -> io::Result<()> {
+        let fresh = Destination::open(target)?;
+        *self.lock() = fresh;
+        Ok(())
     }
 
     /// Reopens the file by path (after logrotate moved it). On failure the old file stays.
@@ -86,22 +102,44 @@ impl<'a> MakeWriter<'a> for LogFile {
     }
 }
 
+/// The master's error log: where it goes ([`LogFile`]) and the level it keeps.
+pub struct ErrorLog {
+    pub file: LogFile,
+    level: reload::Handle<LevelFilter, Registry>,
+}
+
+impl ErrorLog {
+    /// Changes the level from the next event on.
+    pub fn set_level(&self, level: LogLevel) -> Result<(), reload::Error> {
+        self.level.reload(filter(level))
+    }
+}
+
+fn filter(level: LogLevel) -> LevelFilter {
+    match level {
+        LogLevel::Error => LevelFilter::ERROR,
+        LogLevel::Warn => LevelFilter::WARN,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Trace => LevelFilter::TRACE,
+    }
+}
+
 /// Installs the global subscriber. Called once, by the master, after the configuration is
 /// valid (configuration errors go to stderr before this).
-pub fn init(target: &LogTarget, level: LogLevel) -> io::Result<LogFile> {
-    let log = LogFile::open(target)?;
-    let level = match level {
-        LogLevel::Error => tracing::Level::ERROR,
-        LogLevel::Warn => tracing::Level::WARN,
-        LogLevel::Info => tracing::Level::INFO,
-        LogLevel::Debug => tracing::Level::DEBUG,
-        LogLevel::Trace => tracing::Level::TRACE,
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(log.clone())
-        .with_max_level(level)
+pub fn init(target: &LogTarget, level: LogLevel) -> io::Result<ErrorLog> {
+    let file = LogFile::open(target)?;
+    let (level, handle) = reload::Layer::new(filter(level));
+    let format = tracing_subscriber::fmt::layer()
+        .with_writer(file.clone())
         .with_ansi(false)
-        .with_target(false)
+        .with_target(false);
+    let _ = tracing_subscriber::registry()
+        .with(level)
+        .with(format)
         .try_init();
-    Ok(log)
+    Ok(ErrorLog {
+        file,
+        level: handle,
+    })
 }

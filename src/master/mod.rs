@@ -12,6 +12,7 @@ mod output;
 mod pool;
 mod reload;
 mod signals;
+mod sockets;
 mod spawn;
 
 pub use spawn::SCOREBOARD_FD;
@@ -30,7 +31,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::listener::Listener;
-use crate::logging::{self, LogFile};
+use crate::logging::{self, ErrorLog};
 use crate::pm::EmergencyRestart;
 use crate::runtime::php::sample::Sampler;
 use crate::systemd;
@@ -69,7 +70,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 
 struct Master {
     config: Config,
-    log: LogFile,
+    log: ErrorLog,
     pools: Vec<PoolRun>,
     phase: Phase,
     ready: bool,
@@ -94,13 +95,13 @@ struct Master {
     /// Requests from the control socket and the pools' status listeners.
     control: mpsc::Receiver<crate::control::Envelope>,
     /// The control and status sockets being served (dropping one closes and removes it).
-    _served: Vec<crate::control::Served>,
+    sockets: sockets::Sockets,
 }
 
 impl Master {
     /// Binds every listener and prepares every pool; spawns nothing yet. Any error here
     /// stops drover before a single worker runs.
-    fn bind(config: Config, log: LogFile) -> anyhow::Result<Master> {
+    fn bind(config: Config, log: ErrorLog) -> anyhow::Result<Master> {
         // Workers orphaned by a dying php-cgi parent come to us, so that we reap them and a
         // stop waits for their last request.
         nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
@@ -139,24 +140,7 @@ impl Master {
             pool.watch_listener(&wakes_tx);
         }
         let (to_master, control) = crate::control::channel();
-        let mut served = Vec::new();
-        if let Some(path) = &config.global.control.listen {
-            let socket =
-                crate::control::ControlSocket::bind(path, crate::control::server::DEFAULT_MODE)
-                    .with_context(|| {
-                        format!("cannot listen on the control socket {}", path.display())
-                    })?;
-            tracing::info!("control socket: {}", path.display());
-            served.push(socket.serve(to_master.clone()));
-        }
-        for pool in &config.pools {
-            let status = crate::control::StatusSocket::bind(pool)
-                .with_context(|| format!("pool {}: cannot listen on status_listen", pool.name))?;
-            if let Some(status) = status {
-                tracing::info!("pool {}: status on {}", pool.name, status.addr());
-                served.push(status.serve(to_master.clone()));
-            }
-        }
+        let sockets = sockets::Sockets::start(&config.global, &config.pools, to_master)?;
         let pid_file = config.global.pid_file.clone();
         if let Some(path) = &pid_file {
             std::fs::write(path, format!("{}\n", std::process::id()))
@@ -181,7 +165,7 @@ impl Master {
             reloading: false,
             watchdog: systemd::Watchdog::from_env(),
             control,
-            _served: served,
+            sockets,
             wakes,
             wakes_tx,
             live: Default::default(),
@@ -277,7 +261,7 @@ impl Master {
             }
             Command::MoreWorkers => self.resize_static_pools(1),
             Command::FewerWorkers => self.resize_static_pools(-1),
-            Command::ReopenLogs => match self.log.reopen() {
+            Command::ReopenLogs => match self.log.file.reopen() {
                 Ok(()) => tracing::info!("error log reopened"),
                 Err(err) => tracing::error!("cannot reopen the error log: {err}"),
             },

@@ -17,7 +17,7 @@ impl Master {
     /// Reloads every pool, or only `only`. Returns what changed, one line per pool.
     pub(super) fn reload(&mut self, only: Option<&str>) -> Result<String, String> {
         tracing::info!("reload: reading {}", self.config.path.display());
-        let new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
+        let mut new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
         let problems = runtime::check(&new);
         if !problems.is_empty() {
             return Err(problems.join("\n"));
@@ -29,6 +29,9 @@ impl Master {
         }
         let now = Instant::now();
         let mut summary = Vec::new();
+        if only.is_none() {
+            summary.extend(self.reload_global(&mut new.global));
+        }
         if only.is_none() {
             for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
                 if !new.pools.iter().any(|p| p.name == pool.config.name) {
@@ -58,6 +61,23 @@ impl Master {
                     .map(|()| format!("{}: new generation", pool.name)),
             };
             summary.push(line.unwrap_or_else(|err| format!("{}: {err}", pool.name)));
+        }
+        // Each pool's status_listen, by name: those served now and those in the files.
+        let mut names: Vec<String> = match only {
+            Some(name) => vec![name.to_string()],
+            None => self
+                .sockets
+                .status
+                .keys()
+                .cloned()
+                .chain(new.pools.iter().map(|p| p.name.clone()))
+                .collect(),
+        };
+        names.sort();
+        names.dedup();
+        for name in names {
+            let pool = new.pools.iter_mut().find(|p| p.name == name);
+            summary.extend(self.sockets.reload_status(&name, pool));
         }
         match only {
             Some(name) => {

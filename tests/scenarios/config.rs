@@ -279,6 +279,13 @@ fn a_python_pool_without_drover_python_beside_drover_is_refused() {
     let lone = site.path().join("bin/drover");
     std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
     std::fs::copy(BIN, &lone).unwrap();
+    // Another test's fork may still hold the copy open for writing (ETXTBSY) for a moment.
+    crate::common::wait_until(crate::common::TIMEOUT, "the copy to be executable", || {
+        match Command::new(&lone).arg("--version").output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => None,
+            other => Some(other.expect("run the copy")),
+        }
+    });
     let mut command = Command::new(&lone);
     command
         .arg("-t")

@@ -365,3 +365,103 @@ fn assert_still_serving_v0(setup: &Setup, workers: &[i32]) {
     let status = setup.status("www");
     assert_eq!(status["limits"]["max_children"], 3, "{status:#}");
 }
+
+/// A reload applies the global keys and `status_listen` too: the log moves to the new
+/// `error_log` at the new `log_level`, the new `pid_file` is written (the old one removed),
+/// and a control socket and a pool's `status_listen` added to the files answer.
+#[test]
+fn a_reload_applies_the_global_keys_and_status_listen() {
+    use crate::common::{Ctl, Drover, PhpPool, Site};
+
+    let site = Site::new();
+    let (old_pid, new_pid) = (site.path().join("old.pid"), site.path().join("new.pid"));
+    let (file, control) = (
+        site.path().join("drover.log"),
+        site.path().join("control.sock"),
+    );
+    site.write(
+        "drover.toml",
+        &format!(
+            "error_log = \"stderr\"\npid_file = \"{}\"\n",
+            old_pid.display()
+        ),
+    );
+    let pool = PhpPool::new("www").max_children(2);
+    site.write("pools.d/www.toml", &pool.toml(&site));
+    let drover = Drover::spawn(&site);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    assert!(old_pid.exists());
+    let first = parents(drover.pid())[0];
+
+    site.write(
+        "drover.toml",
+        &format!(
+            "error_log = \"{}\"\nlog_level = \"warn\"\npid_file = \"{}\"\n[control]\nlisten = \"{}\"\n",
+            file.display(),
+            new_pid.display(),
+            control.display()
+        ),
+    );
+    let status = site.path().join("status.sock");
+    let with_status = format!(
+        "status_listen = \"{}\"\n{}",
+        status.display(),
+        pool.toml(&site)
+    );
+    site.write("pools.d/www.toml", &with_status);
+    drover.signal(Signal::SIGHUP);
+
+    // The old destination says where the log went; the rest goes there.
+    drover
+        .log
+        .wait_for_line(&format!("error_log: now {}", file.display()), TIMEOUT);
+    let pid = wait_until(TIMEOUT, "the new pid_file", || {
+        fs::read_to_string(&new_pid).ok()
+    });
+    assert_eq!(pid.trim(), drover.pid().to_string());
+    assert!(!old_pid.exists(), "the old pid_file is still there");
+    let log = || fs::read_to_string(&file).unwrap_or_default();
+    let pong = Ctl { socket: status }.ok(&["ping"], &log());
+    assert_eq!(pong.trim(), "pong");
+    Ctl { socket: control }.ok(&["status"], &log());
+
+    // The pool file changed (status_listen), so the pool rolled: wait for the old
+    // generation's parent to be gone. Then, at log_level = "warn", a killed php-cgi parent
+    // is logged and its replacement's start is not.
+    let parent = wait_until(TIMEOUT, "the new generation alone", || {
+        let parents = parents(drover.pid());
+        (parents.len() == 1 && parents[0] != first).then(|| parents[0])
+    });
+    proc::signal(parent, Signal::SIGKILL);
+    let killed = format!("pool www: php-cgi parent {parent} exited on SIGKILL");
+    wait_until(TIMEOUT, "the warning in the new error_log", || {
+        fs::read_to_string(&file)
+            .unwrap()
+            .contains(&killed)
+            .then_some(())
+    });
+    wait_until(TIMEOUT, "a new php-cgi parent", || {
+        parents(drover.pid())
+            .iter()
+            .any(|&p| p != parent)
+            .then_some(())
+    });
+    let text = fs::read_to_string(&file).unwrap();
+    let after = &text[text.find(&killed).unwrap()..];
+    assert!(
+        !after.contains("started"),
+        "info lines at log_level warn:\n{after}"
+    );
+    assert!(
+        !drover.log.text().contains(&killed),
+        "the warning went to stderr"
+    );
+}
+
+/// drover's children that are live php-cgi pool parents.
+fn parents(drover: i32) -> Vec<i32> {
+    proc::descendants(drover)
+        .into_iter()
+        .filter(|&p| proc::stat(p).is_some_and(|s| s.ppid == drover && s.state != 'Z'))
+        .collect()
+}
