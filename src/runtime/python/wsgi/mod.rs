@@ -108,11 +108,19 @@ impl App {
         )?;
         let result = self.callable.bind(py).call1((environ, start_response))?;
         let sent = send_body(exchange, &result);
-        // PEP 3333: close() is called whatever happened, also when the client went away.
-        let closed = match result.getattr_opt("close") {
-            Ok(Some(close)) => close.call0().map(drop),
-            Ok(None) => Ok(()),
-            Err(err) => Err(err),
+        // PEP 3333: close() is called whatever happened, also when the client went away. A
+        // plain list or tuple (the common `return [body]`) has none: looking it up would
+        // build and drop an AttributeError for every request.
+        let plain =
+            result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
+        let closed = if plain {
+            Ok(())
+        } else {
+            match result.getattr_opt("close") {
+                Ok(Some(close)) => close.call0().map(drop),
+                Ok(None) => Ok(()),
+                Err(err) => Err(err),
+            }
         };
         sent.and(closed)
     }
