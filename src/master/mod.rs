@@ -5,6 +5,11 @@
 //!
 //! The loop runs on a current-thread tokio runtime; the master never forks except to
 //! exec ([`spawn`]).
+//!
+//! - `pool`: one generation of a pool and its policy; `reload`: roll generations on HUP,
+//!   USR2 and `drover ctl`; `sockets`: the control and `status_listen` servers and the
+//!   global keys a reload applies; `control`: answers the control socket; `signals`,
+//!   `output`, `spawn`, `exit`: the thin shells around the kernel.
 
 mod control;
 mod exit;
