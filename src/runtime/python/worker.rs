@@ -56,7 +56,7 @@ impl AsFd for Socket {
     }
 }
 
-/// Reads what is there without blocking, and waits (up to [`READ_TIMEOUT`]) only when
+/// Reads what is there without blocking, and waits (up to `READ_TIMEOUT`) only when
 /// nothing is: under load the request is already in the socket when it is accepted, so
 /// this costs one `recv` where a socket read timeout would cost a `setsockopt` per
 /// connection too. A timeout is `WouldBlock`, as a socket read timeout reports it.
