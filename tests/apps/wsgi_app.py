@@ -192,6 +192,16 @@ def warm(environ, start_response):
     return [("pid=%d warmed=%s" % (os.getpid(), ",".join(WARMED))).encode()]
 
 
+# Environs the app keeps after their response, as a debugging middleware might.
+KEPT = []
+
+
+def keep(environ, start_response):
+    KEPT.append(environ)
+    start_response("200 OK", TEXT)
+    return [b"kept %d" % len(KEPT)]
+
+
 def sleep(environ, start_response):
     """Creates the marker file, then takes 2 s."""
     open(query(environ)["marker"], "w").close()
@@ -217,6 +227,7 @@ ROUTES = {
     "/bad-header": bad_header,
     "/sleep": sleep,
     "/warm": warm,
+    "/keep": keep,
 }
 
 

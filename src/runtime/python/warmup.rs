@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -80,13 +80,9 @@ fn request(py: Python<'_>, app: &App, path: &str) -> std::io::Result<Vec<u8>> {
         Ok(None) => {}
         Err(err) => eprintln!("warm-up: {err}"),
     }
-    // The reader reads to the end of the stream. Dropping `conn` does not close the socket
-    // while the app still holds the environ (its `wsgi.input` shares the connection) until
-    // the collector runs, so shut it down.
-    let _ = nix::sys::socket::shutdown(
-        conn.borrow().get_ref().as_fd().as_raw_fd(),
-        nix::sys::socket::Shutdown::Both,
-    );
+    // The reader reads to the end of the stream: close our end now, as the app may still
+    // hold the environ (its `wsgi.input` shares the connection) until the collector runs.
+    conn.borrow_mut().get_mut().close();
     drop(conn);
     reader
         .join()

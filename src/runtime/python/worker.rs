@@ -41,18 +41,29 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 /// A stalled web server frees the worker after this long.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// An accepted connection (unix or TCP: only read and write are needed).
-pub struct Socket(OwnedFd);
+/// An accepted connection (unix or TCP: only read and write are needed). It can be
+/// closed while the connection object lives on (see [`Socket::close`]).
+pub struct Socket(Option<OwnedFd>);
 
 impl From<OwnedFd> for Socket {
     fn from(fd: OwnedFd) -> Socket {
-        Socket(fd)
+        Socket(Some(fd))
     }
 }
 
-impl AsFd for Socket {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.0.as_fd()
+impl Socket {
+    fn fd(&self) -> io::Result<&OwnedFd> {
+        self.0
+            .as_ref()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+
+    /// Closes the socket now. The app may keep a request's environ, whose `wsgi.input`
+    /// shares the connection, until Python collects it: the descriptor must not wait for
+    /// that (nginx waits for the connection to close before it ends the response). Reads
+    /// and writes after this fail with `NotConnected`.
+    pub fn close(&mut self) {
+        self.0 = None;
     }
 }
 
@@ -65,11 +76,12 @@ impl Read for Socket {
         use nix::errno::Errno;
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         use nix::sys::socket::{MsgFlags, recv};
+        let fd = self.fd()?;
         loop {
-            match recv(self.0.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+            match recv(fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => {
-                    let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+                    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
                     let timeout = PollTimeout::try_from(READ_TIMEOUT).unwrap_or(PollTimeout::MAX);
                     match poll(&mut fds, timeout) {
                         Ok(0) => return Err(io::ErrorKind::WouldBlock.into()),
@@ -85,8 +97,9 @@ impl Read for Socket {
 
 impl Write for Socket {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let fd = self.fd()?;
         loop {
-            match nix::unistd::write(&self.0, buf) {
+            match nix::unistd::write(fd, buf) {
                 Err(nix::errno::Errno::EINTR) => continue,
                 other => return other.map_err(io::Error::from),
             }
@@ -192,6 +205,23 @@ fn serve_connection(
     slot: Option<&Slot>,
 ) -> u32 {
     let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
+    let served = serve_requests(py, app, &conn, config, served_before, done, slot);
+    // Still shared: the app kept an environ (its wsgi.input holds the connection).
+    if Rc::strong_count(&conn) > 1 {
+        conn.borrow_mut().get_mut().close();
+    }
+    served
+}
+
+fn serve_requests(
+    py: Python<'_>,
+    app: &App,
+    conn: &Rc<RefCell<Connection<Socket>>>,
+    config: &WorkerConfig,
+    served_before: u32,
+    done: &dyn Fn(u32) -> bool,
+    slot: Option<&Slot>,
+) -> u32 {
     let mut served = 0;
     loop {
         let next = conn.borrow_mut().next_request();
@@ -259,7 +289,8 @@ fn allowed_clients() -> Vec<std::net::IpAddr> {
 /// refusal logged); other sockets have no address to check.
 fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
     use nix::sys::socket::{SockaddrStorage, getpeername};
-    let Ok(peer) = getpeername::<SockaddrStorage>(socket.0.as_raw_fd()) else {
+    let Some(fd) = &socket.0 else { return false };
+    let Ok(peer) = getpeername::<SockaddrStorage>(fd.as_raw_fd()) else {
         return true;
     };
     let ip: std::net::IpAddr = match (peer.as_sockaddr_in(), peer.as_sockaddr_in6()) {
@@ -306,7 +337,7 @@ fn accept() -> io::Result<Socket> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(Socket(unsafe { OwnedFd::from_raw_fd(fd) }))
+    Ok(Socket::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 fn install_signals() {

@@ -159,3 +159,37 @@ fn warmup_requests_run_once_in_the_zygote_and_every_worker_inherits_them() {
         assert_eq!(warmed, &format!("warmed={zygote}:n=1"), "worker {pid}");
     }
 }
+
+/// An app that keeps each request's environ (whose `wsgi.input` reads from the connection)
+/// must not keep each connection's socket open: nginx ends a response only when the
+/// connection closes, so each request would hang until Python collected the environ.
+/// 20 kept environs: every response arrives, and the worker holds no more sockets after
+/// them than before.
+#[test]
+fn an_app_keeping_environs_does_not_keep_their_sockets_open() {
+    let stack = wsgi_stack(1);
+    let worker = served_by(&stack);
+    let sockets = || {
+        std::fs::read_dir(format!("/proc/{worker}/fd"))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    };
+    let before = sockets();
+
+    for n in 1..=20 {
+        let reply = crate::common::http::get(&stack.url("/keep"));
+        assert_eq!(
+            (reply.status, reply.body.as_str()),
+            (200, format!("kept {n}").as_str())
+        );
+    }
+
+    wait_until(
+        TIMEOUT,
+        "the kept connections' sockets to be closed",
+        || (sockets() <= before).then_some(()),
+    );
+    assert_eq!(served_by(&stack), worker, "the worker did not serve on");
+}
