@@ -9,8 +9,8 @@
 
 use std::convert::Infallible;
 use std::net::IpAddr;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +53,7 @@ impl ControlSocket {
     /// live one (another drover) is an error, as is a file that is not a socket.
     pub fn bind(path: &Path, mode: u32) -> Result<ControlSocket, ListenError> {
         let addr = ListenAddr::Unix(path.to_owned());
-        check_stale(&addr, path)?;
+        crate::listener::check_stale(&addr, path)?;
         let listener = bind_private(&addr, path, mode)?;
         Ok(ControlSocket {
             listener,
@@ -175,21 +175,6 @@ impl Drop for SocketFile {
 fn io_error(addr: &ListenAddr, what: &'static str) -> impl FnOnce(std::io::Error) -> ListenError {
     let addr = addr.clone();
     move |source| ListenError::Io { addr, what, source }
-}
-
-fn check_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return Ok(());
-    };
-    if !meta.file_type().is_socket() {
-        return Err(ListenError::NotASocket {
-            path: path.to_owned(),
-        });
-    }
-    if UnixStream::connect(path).is_ok() {
-        return Err(ListenError::InUse { addr: addr.clone() });
-    }
-    Ok(())
 }
 
 /// Binds in a fresh private folder beside `path`, sets the mode, then renames the socket

@@ -115,8 +115,22 @@ fn bind_unix(addr: &ListenAddr, path: &Path, pool: &Pool) -> Result<OwnedFd, Lis
 /// answers belongs to a live server and is an error; a file that is not a socket is never
 /// removed.
 fn remove_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    if !check_stale(addr, path)? {
         return Ok(());
+    }
+    std::fs::remove_file(path).map_err(|source| ListenError::Io {
+        addr: addr.clone(),
+        what: "remove stale socket",
+        source,
+    })
+}
+
+/// Whether `path` holds a socket file nobody answers on (one a previous run left), which
+/// may be replaced. A socket that answers belongs to a live server and is an error, as is a
+/// file that is not a socket. False when there is no file.
+pub fn check_stale(addr: &ListenAddr, path: &Path) -> Result<bool, ListenError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(false);
     };
     if !meta.file_type().is_socket() {
         return Err(ListenError::NotASocket {
@@ -126,11 +140,7 @@ fn remove_stale(addr: &ListenAddr, path: &Path) -> Result<(), ListenError> {
     if UnixStream::connect(path).is_ok() {
         return Err(ListenError::InUse { addr: addr.clone() });
     }
-    std::fs::remove_file(path).map_err(|source| ListenError::Io {
-        addr: addr.clone(),
-        what: "remove stale socket",
-        source,
-    })
+    Ok(true)
 }
 
 fn resolve_owner(
