@@ -122,14 +122,8 @@ impl Master {
                     pool.name
                 );
             }
-            let listener = Listener::bind(pool)
-                .with_context(|| format!("pool {}: cannot listen", pool.name))?;
-            tracing::info!(
-                "pool {}: listening on {} (backlog {})",
-                pool.name,
-                listener.addr,
-                pool.listen_backlog
-            );
+            let listener =
+                listen(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
             next_id += 1;
             let run = new_generation(
                 next_id,
@@ -455,6 +449,18 @@ fn own_children() -> Vec<Pid> {
 }
 
 /// A pool's new generation on `listener`, with its own output socket.
+/// Binds `pool`'s listener and logs it (at start, and for a new or moved pool on reload).
+fn listen(pool: &crate::config::Pool) -> Result<Listener, crate::listener::ListenError> {
+    let listener = Listener::bind(pool)?;
+    tracing::info!(
+        "pool {}: listening on {} (backlog {})",
+        pool.name,
+        listener.addr,
+        pool.listen_backlog
+    );
+    Ok(listener)
+}
+
 fn new_generation(
     id: u64,
     pool: &crate::config::Pool,

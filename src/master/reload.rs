@@ -8,9 +8,8 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{Master, new_generation};
+use super::{Master, listen, new_generation};
 use crate::config::{self, PmMode, Pool};
-use crate::listener::Listener;
 use crate::runtime;
 
 impl Master {
@@ -101,13 +100,7 @@ impl Master {
     }
 
     fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
-        let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
-        tracing::info!(
-            "pool {}: listening on {} (backlog {})",
-            pool.name,
-            listener.addr,
-            pool.listen_backlog
-        );
+        let listener = listen(pool).map_err(|e| format!("cannot listen: {e}"))?;
         self.next_id += 1;
         let mut run = new_generation(
             self.next_id,
@@ -147,14 +140,7 @@ impl Master {
         let listener = if same_socket {
             old.listener.clone()
         } else {
-            let listener = Listener::bind(pool).map_err(|e| format!("cannot listen: {e}"))?;
-            tracing::info!(
-                "pool {}: listening on {} (backlog {})",
-                pool.name,
-                listener.addr,
-                pool.listen_backlog
-            );
-            Rc::new(listener)
+            Rc::new(listen(pool).map_err(|e| format!("cannot listen: {e}"))?)
         };
         self.next_id += 1;
         let mut run = new_generation(
