@@ -52,9 +52,10 @@ pub struct Stack {
 }
 
 impl Stack {
-    pub fn start(site: Site, pool: PhpPool) -> Stack {
+    /// drover serving one PHP pool, nginx passing `*.php` to it.
+    pub fn start(site: Site, pool: impl PoolFile) -> Stack {
         let drover = Drover::start(&site, &[&pool]);
-        let nginx = Nginx::start(&site, &site.socket(&pool.name));
+        let nginx = Nginx::start(&site, &site.socket(pool.name()));
         Stack {
             nginx,
             drover,

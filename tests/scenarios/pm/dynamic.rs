@@ -7,7 +7,7 @@ use std::fs;
 use std::thread;
 use std::time::Duration;
 
-use super::{Pool, acted_on, get, lines_with, php_stack, pid_file, read_pid, started_since};
+use super::{Pool, Stack, acted_on, get, lines_with, pid_file, read_pid, started_since};
 use crate::common::{Site, TIMEOUT, proc, wait_until};
 
 /// Holds its worker until the test creates `<site>/release` (bounded: 30 s, so that a
@@ -42,7 +42,7 @@ fn a_dynamic_pool_grows_to_max_children_under_load_and_retires_its_spares_after(
     site.script("hold.php", HOLD_PHP);
     let pm = "mode = \"dynamic\"\nmax_children = 6\nstart_servers = 2\n\
               min_spare_servers = 1\nmax_spare_servers = 3\n";
-    let stack = php_stack(site, Pool::php("www", "", pm));
+    let stack = Stack::start(site, Pool::php("www", "", pm));
     let log = &stack.drover.log;
     let line = log.wait_for_line("ready:", TIMEOUT);
     assert!(line.ends_with("ready: 1 pools, 2 workers"), "{line:?}");

@@ -77,17 +77,6 @@ impl PoolFile for Pool {
     }
 }
 
-/// drover serving `pool` (a PHP one), nginx passing `*.php` to it.
-fn php_stack(site: Site, pool: Pool) -> Stack {
-    let drover = Drover::start(&site, &[&pool]);
-    let nginx = Nginx::start(&site, &site.socket(&pool.name));
-    Stack {
-        nginx,
-        drover,
-        site,
-    }
-}
-
 /// drover serving `pool` (a Python one, `tests/apps/pm_app.py`), nginx passing every path.
 fn python_stack(site: Site, pool: Pool) -> Stack {
     site.write("apps/pm_app.py", include_str!("../../apps/pm_app.py"));

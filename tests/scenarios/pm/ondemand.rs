@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Pool, acted_on, lines_with, php_stack, seconds, served_by, started_since};
+use super::{Pool, acted_on, lines_with, seconds, served_by, started_since};
 use crate::common::{Site, Stack, TIMEOUT, proc, wait_until};
 
 const PM: &str = "mode = \"ondemand\"\nmax_children = 2\nprocess_idle_timeout = \"2s\"\n";
@@ -12,7 +12,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 fn stack() -> Stack {
     let site = Site::new();
     site.script("pid.php", "<?php echo getmypid();");
-    php_stack(site, Pool::php("www", "", PM))
+    Stack::start(site, Pool::php("www", "", PM))
 }
 
 /// php-cgi processes anywhere below drover.

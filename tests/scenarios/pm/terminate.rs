@@ -10,9 +10,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{
-    Pool, acted_on, lines_with, php_stack, pid_file, python_stack, read_pid, seconds, served_by,
-};
+use super::{Pool, acted_on, lines_with, pid_file, python_stack, read_pid, seconds, served_by};
 use crate::common::python::wait_started;
 use crate::common::{Log, Site, Stack, TIMEOUT, http, proc, wait_until};
 
@@ -116,7 +114,7 @@ fn assert_elapsed_in_line(line: &str, kill: &Kill) {
 
 #[test]
 fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the_worker() {
-    let stack = php_stack(php_site(), php_pool(1));
+    let stack = Stack::start(php_site(), php_pool(1));
     let log = &stack.drover.log;
     let before = wait_until(TIMEOUT, "one php-cgi worker", || {
         let workers = stack.drover.workers();
@@ -215,7 +213,7 @@ fn request_terminate_timeout_kills_a_python_request_stuck_in_sleep_and_replaces_
 /// (it would be killed too, 2 s after).
 #[test]
 fn the_php_cgi_scoreboard_under_load_shows_each_busy_workers_request_and_leaves_the_idle_one() {
-    let stack = php_stack(php_site(), php_pool(3));
+    let stack = Stack::start(php_site(), php_pool(3));
     let log = &stack.drover.log;
     let workers = wait_until(TIMEOUT, "3 php-cgi workers", || {
         let workers = stack.drover.workers();
