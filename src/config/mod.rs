@@ -107,6 +107,9 @@ pub struct Pool {
     /// `slowlog_format = "json"`: one JSON object per entry instead of php-fpm's text.
     pub slowlog_json: bool,
     pub request_terminate_timeout: Option<Duration>,
+    /// A request's headers and body must arrive within this time from the accept; `None`:
+    /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
+    pub request_read_timeout: Option<Duration>,
     pub status_listen: Option<ListenAddr>,
     pub pm: Pm,
     pub env: BTreeMap<String, String>,

@@ -28,6 +28,7 @@ const KEYS: &[&str] = &[
     "slowlog",
     "slowlog_format",
     "request_terminate_timeout",
+    "request_read_timeout",
     "status_listen",
     "pm",
     "env",
@@ -102,6 +103,10 @@ pub(super) fn parse(
         Got::Invalid => None,
         Got::Valid(table) => pm::parse(&table),
     };
+    let request_read_timeout = root
+        .duration("request_read_timeout")
+        .or(DEFAULT_REQUEST_READ_TIMEOUT)
+        .map(|d| Some(d).filter(|d| !d.is_zero()));
     let env = env(root);
     let runtime = runtime::parse(root, base);
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
@@ -125,12 +130,19 @@ pub(super) fn parse(
         slowlog,
         slowlog_json: slowlog_json?,
         request_terminate_timeout,
+        request_read_timeout: request_read_timeout?,
         status_listen: status_listen?,
         pm: pm?,
         env: env?,
         runtime: runtime?,
     })
 }
+
+/// How long a client may take to send a request's headers and body (slowloris), unless the
+/// pool file says otherwise. nginx's own `client_body_timeout` is 60 s between two reads;
+/// 30 s for the whole request is php-fpm-free territory, so it follows Apache's
+/// `RequestReadTimeout` body default (20–40 s).
+pub const DEFAULT_REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
 

@@ -92,6 +92,10 @@ fn pool(out: &mut Out, p: &Pool) {
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),
     );
+    out.duration(
+        "request_read_timeout",
+        p.request_read_timeout.unwrap_or_default(),
+    );
     let status = p.status_listen.as_ref().map(ListenAddr::to_string);
     out.optional_string("status_listen", status.as_deref(), None);
 
@@ -257,6 +261,7 @@ mod tests {
         "slowlog",
         "slowlog_format",
         "request_terminate_timeout",
+        "request_read_timeout",
         "status_listen",
         "[pm]",
         "mode",

@@ -12,6 +12,7 @@ mod common;
 mod config;
 mod control;
 mod harness;
+mod hostile;
 mod pm;
 mod python;
 mod requests;

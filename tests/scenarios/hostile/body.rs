@@ -1,0 +1,1 @@
+//! Hostile: body (tests to come).

@@ -1,0 +1,1 @@
+//! Hostile: fastcgi (tests to come).

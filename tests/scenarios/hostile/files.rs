@@ -1,0 +1,1 @@
+//! Hostile: files (tests to come).

@@ -1,0 +1,1 @@
+//! Hostile: lifecycle (tests to come).

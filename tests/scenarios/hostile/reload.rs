@@ -1,0 +1,1 @@
+//! Hostile: reload (tests to come).

@@ -1,0 +1,1 @@
+//! Hostile: signals (tests to come).

@@ -1,0 +1,1 @@
+//! Hostile: slowloris (tests to come).
