@@ -33,7 +33,6 @@ pub fn www() -> PoolStatus {
             max_requests: 500,
             max_memory: Some(256 << 20),
             request_terminate_timeout: Some(Duration::from_secs(60)),
-            request_read_timeout: Some(Duration::from_secs(30)),
             request_slowlog_timeout: Some(Duration::from_millis(2500)),
         },
         recycled: Recycled {
@@ -111,7 +110,6 @@ pub fn blind() -> PoolStatus {
             max_requests: 0,
             max_memory: None,
             request_terminate_timeout: None,
-            request_read_timeout: Some(Duration::from_secs(30)),
             request_slowlog_timeout: None,
         },
         recycled: Recycled::default(),
