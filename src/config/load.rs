@@ -9,6 +9,7 @@ use toml::de::DeTable;
 use super::global::{self, DEFAULT_INCLUDE};
 use super::listen::{Claim, collisions};
 use super::pool::{self, PoolFile};
+use super::read::read_text;
 use super::source::Source;
 use super::value::{Got, Table};
 use super::{Config, ConfigError, ConfigErrors, Global, Pool};
@@ -95,9 +96,9 @@ fn report_collisions(claims: &[Claim], sources: &[Source]) {
 }
 
 fn read(path: &Path) -> Result<Source, ConfigError> {
-    match std::fs::read_to_string(path) {
+    match read_text(path) {
         Ok(text) => Ok(Source::new(path.to_path_buf(), text)),
-        Err(e) => Err(read_error(path, format!("cannot read: {e}"))),
+        Err(e) => Err(read_error(path, e.to_string())),
     }
 }
 
@@ -208,9 +209,10 @@ fn pool_files(main: &Source, shown_dir: &Path, include: &[Include]) -> Vec<(Stri
                 continue;
             }
         };
+        // Whatever the glob matches is meant as a pool file: a directory (or a FIFO, a
+        // device) named like one is reported when it is read, never skipped in silence.
         for entry in paths {
             match entry {
-                Ok(path) if path.is_dir() => {}
                 Ok(path) => files.push(path),
                 Err(e) => {
                     report(span, format!("cannot read {}", e));

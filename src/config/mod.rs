@@ -13,6 +13,7 @@ mod listen;
 mod load;
 mod pm;
 mod pool;
+mod read;
 mod render;
 mod runtime;
 mod source;
@@ -22,6 +23,7 @@ mod value;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{DEFAULT_CONFIG_PATH, load};
+pub use read::{MAX_FILE_BYTES, ReadError, read_text};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

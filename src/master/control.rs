@@ -129,7 +129,7 @@ impl Master {
 /// loader in a scratch folder: the same rules, the same messages (with the real file named).
 fn validate(global: &Config, pool: &Pool, changes: &[(String, String)]) -> Result<Pool, String> {
     let text =
-        std::fs::read_to_string(&pool.file).map_err(|e| format!("{}: {e}", pool.file.display()))?;
+        config::read_text(&pool.file).map_err(|e| format!("{}: {e}", pool.file.display()))?;
     let mut table: toml::Table = text
         .parse()
         .map_err(|e| format!("{}: {e}", pool.file.display()))?;
