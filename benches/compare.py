@@ -320,7 +320,7 @@ def main():
     args = ap.parse_args()
     workloads = args.workloads.split(",")
     ensure_tools(workloads)
-    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--workspace", "--release", "-q"], cwd=ROOT, check=True)
     drover = os.path.join(ROOT, "target/release/drover")
     work = tempfile.mkdtemp(prefix="drover-bench-")
     os.chmod(work, 0o755)

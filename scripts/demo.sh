@@ -3,7 +3,8 @@
 # the PHP pool (pools.d/www.toml) at / and the Python WSGI pool (pools.d/app.toml) at /app/.
 #
 #   1. installs php-cgi, nginx, curl, a C toolchain and python3-dev with apt-get when they
-#      are missing (through sudo when not root), and builds drover (cargo build --release);
+#      are missing (through sudo when not root), and builds drover and drover-python
+#      (cargo build --workspace --release);
 #   2. sets up /tmp/drover-demo (drover.toml, the PHP docroot, a copy of the Python app in
 #      examples/app, nginx.conf, logs);
 #   3. checks the configuration (drover -t), starts drover, waits for its `ready:` line,
@@ -39,8 +40,8 @@ main() {
     check_runtime_dir
     ensure_packages "${DROVER_PACKAGES[@]}"
     require_cargo
-    echo "==> building drover (cargo build --release)"
-    (cd "$repo" && cargo build --release)
+    echo "==> building drover and drover-python (cargo build --workspace --release)"
+    (cd "$repo" && cargo build --workspace --release)
     drover=$(target_dir)/release/drover
     [[ -x $drover ]] || die "cargo build succeeded but $drover is missing"
 

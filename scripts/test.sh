@@ -4,8 +4,8 @@
 # The tests start the real drover binary, nginx, php-cgi and CPython apps, so php-cgi, nginx
 # and curl are installed with apt-get (through sudo when not root) if their commands are
 # absent; a C toolchain too, which cargo needs to link; and Flask, with pip, for the python3
-# on PATH. Then: cargo test --release (the release profile for the whole suite). Extra
-# arguments go to cargo test, e.g. scripts/test.sh signals.
+# on PATH. Then: cargo test --workspace --release (every crate, the release profile).
+# Extra arguments go to cargo test, e.g. scripts/test.sh signals.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -16,5 +16,5 @@ ensure_packages "${DROVER_PACKAGES[@]}"
 ensure_flask
 require_cargo
 cd "$repo"
-echo "==> cargo test --release${*:+ $*}"
-exec cargo test --release "$@"
+echo "==> cargo test --workspace --release${*:+ $*}"
+exec cargo test --workspace --release "$@"

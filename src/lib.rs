@@ -14,6 +14,20 @@
 //!
 //! The master binds every pool's listener before any worker exists and keeps it for its whole
 //! life; workers `accept()` on it themselves, so the master is never on the request path.
+//! docs/ARCHITECTURE.md explains the tree, the request path and the reasons behind them.
+//!
+//! # Crates
+//!
+//! This crate is the master (`drover`, including `drover ctl`). The workspace's other crates
+//! hold what runs in the processes it execs and what both sides share:
+//!
+//! - `crates/python` (`drover-python`): the Python runtime's binary, zygote and workers; the
+//!   only crate that links libpython.
+//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by the Python workers.
+//! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
+//!   written by the workers; re-exported as [`scoreboard`].
+//! - `crates/proto` (`drover-proto`): the zygote ⇄ master protocol (fds, report lines, exit
+//!   codes, the zygote's command line) and the respawn rules both sides apply.
 //!
 //! # Signals to the master
 //!
@@ -32,25 +46,24 @@
 //!
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`.
-//! - [`fastcgi`]: the FastCGI record and name-value codec and the responder side of a connection.
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
 //! - [`runtime`]: how each runtime's workers are started (php, command, python); the Python
-//!   runtime runs in its own binary, `src/bin/drover-python.rs`.
-//! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by the master.
+//!   runtime runs in its own binary, `drover-python` (crates/python).
+//! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by
+//!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
 //! - [`systemd`]: sd_notify.
 
 pub mod config;
 pub mod control;
-pub mod fastcgi;
 pub mod listener;
 pub mod logging;
 pub mod master;
 pub mod pm;
 pub mod runtime;
-pub mod scoreboard;
+pub use drover_scoreboard as scoreboard;
 pub mod slowlog;
 pub mod systemd;

@@ -20,8 +20,6 @@ mod signals;
 mod sockets;
 mod spawn;
 
-pub use spawn::SCOREBOARD_FD;
-
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};

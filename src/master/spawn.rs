@@ -13,8 +13,7 @@ use nix::unistd::Pid;
 
 use crate::runtime::ProcessSpec;
 
-/// The descriptor number a Python zygote finds its pool's scoreboard at.
-pub const SCOREBOARD_FD: i32 = 3;
+use drover_proto::zygote::SCOREBOARD_FD;
 
 /// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2 and the pool's
 /// `scoreboard`, if any, as fd 3. Returns its pid; the master reaps it with `waitpid`, not

@@ -6,13 +6,14 @@
 //!
 //! - [`plan`]: a pool tick's decisions: spawn, retire, kill (static, dynamic and ondemand
 //!   pools, `max_memory`, `request_terminate_timeout`, retiring workers that do not exit).
-//! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn.
-//! - here: how many workers a pool starts with, and each worker's request limit.
+//! - [`Backoff`], [`EmergencyRestart`], [`max_requests`]: what a worker's exit means for the
+//!   next spawn, and each worker's request limit; the Python zygote applies them too, so
+//!   they live in the `drover-proto` crate.
+//! - here: how many workers a pool starts with.
 
-mod backoff;
 mod plan;
 
-pub use backoff::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW};
+pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};
 
 use crate::config::{Pm, PmMode};
@@ -32,15 +33,6 @@ pub fn initial_workers(pm: &Pm) -> u32 {
         PmMode::Dynamic => pm.start_servers.min(pm.max_children),
         PmMode::Ondemand => 0,
     }
-}
-
-/// The request limit one worker (or php-cgi generation) is given: `max_requests` plus a
-/// draw in `0..=max_requests_jitter`, so that workers do not all recycle at once. 0 = never.
-pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u32) -> u32 {
-    if max_requests == 0 {
-        return 0;
-    }
-    max_requests.saturating_add(draw(jitter).min(jitter))
 }
 
 #[cfg(test)]
@@ -76,17 +68,5 @@ mod tests {
         assert_eq!(initial_workers(&pm(PmMode::Static)), 4);
         assert_eq!(initial_workers(&pm(PmMode::Dynamic)), 2);
         assert_eq!(initial_workers(&pm(PmMode::Ondemand)), 0);
-    }
-
-    #[test]
-    fn max_requests_zero_means_never_whatever_the_jitter() {
-        assert_eq!(max_requests(0, 10, |_| 7), 0);
-    }
-
-    #[test]
-    fn max_requests_adds_the_draw_bounded_by_jitter() {
-        assert_eq!(max_requests(500, 50, |j| j), 550);
-        assert_eq!(max_requests(500, 50, |_| 0), 500);
-        assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
-//! - [`python`]: a zygote per pool (`drover-python`) that loads the app once and forks
-//!   workers.
+//! - [`python`]: a zygote per pool (`drover-python`, its own crate) that loads the app once
+//!   and forks workers; here is how the master starts it.
 
 pub mod command;
 pub mod credentials;
@@ -16,6 +16,8 @@ use std::path::PathBuf;
 
 use crate::config::{Pool, Runtime};
 pub use credentials::Credentials;
+/// Used by the master for every worker, and by a Python worker for itself.
+pub use drover_proto::resident_memory;
 
 /// Everything needed to exec one process of a pool. Built before spawning, so that
 /// nothing is allocated between fork and exec.
@@ -123,19 +125,4 @@ fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
         .map(|ip| ip.to_string())
         .collect();
     Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))
-}
-
-/// Resident memory in bytes of a process (`None`: this one), from /proc/PID/statm (its
-/// second field, in pages). Used by the master for every worker and by a Python worker for
-/// itself.
-pub fn resident_memory(pid: Option<nix::unistd::Pid>) -> Option<u64> {
-    let path = match pid {
-        Some(pid) => format!("/proc/{pid}/statm"),
-        None => "/proc/self/statm".to_owned(),
-    };
-    let statm = std::fs::read_to_string(path).ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).unwrap_or(4096))
 }

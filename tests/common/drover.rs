@@ -1,7 +1,8 @@
 //! Runs the drover binary against configs written into a [`Site`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -9,6 +10,44 @@ use nix::sys::signal::Signal;
 use super::{Log, Site, TIMEOUT, proc, wait_until};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
+
+/// `drover-python`, beside [`BIN`], where the master looks for it. Cargo builds only the
+/// tested package's own binaries for its integration tests, and `drover-python` is another
+/// package of the workspace: the first caller builds it, with drover's profile and target
+/// folder, so that a targeted `cargo test --test scenarios` never runs a stale one.
+pub fn python_runtime() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let bin = Path::new(BIN);
+        let profile_dir = bin.parent().expect("drover's folder");
+        let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
+            Some("debug") => "dev",
+            Some(profile) => profile,
+            None => panic!("no profile folder in {BIN}"),
+        };
+        let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+            .args([
+                "build",
+                "--quiet",
+                "--package",
+                "drover-python",
+                "--profile",
+                profile,
+            ])
+            .arg("--target-dir")
+            .arg(profile_dir.parent().expect("the target folder"))
+            .arg("--manifest-path")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+            .stdin(Stdio::null())
+            .status()
+            .expect("run cargo build");
+        assert!(
+            status.success(),
+            "cargo build --package drover-python: {status}"
+        );
+        bin.with_file_name("drover-python")
+    })
+}
 
 /// A pool file drover reads from `pools.d/NAME.toml`.
 pub trait PoolFile {
@@ -77,6 +116,7 @@ pub fn pool_toml(socket: &Path, tables: &str) -> String {
 
 /// `drover -t -c <site>/drover.toml`, bounded; drover.toml logs to stderr.
 pub fn check_config(site: &Site) -> Output {
+    python_runtime();
     run_bounded(
         Command::new(BIN)
             .arg("-t")
@@ -139,6 +179,7 @@ impl Drover {
 
     /// [`Drover::spawn`] with these variables added to drover's environment.
     pub fn spawn_with_env(site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
+        python_runtime();
         let mut child = Command::new(BIN)
             .envs(env.iter().copied())
             .arg("-c")

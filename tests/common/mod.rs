@@ -30,7 +30,9 @@ mod site;
 mod stop;
 
 pub use ctl::{Ctl, start_with_control};
-pub use drover::{BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, run_bounded};
+pub use drover::{
+    BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, python_runtime, run_bounded,
+};
 pub use log::Log;
 pub use nginx::{Location, Nginx};
 pub use proc::wait_until;

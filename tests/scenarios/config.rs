@@ -311,7 +311,7 @@ fn a_python_pool_without_drover_python_beside_drover_is_refused() {
     );
     // With drover-python beside it, the same configuration is valid.
     std::fs::copy(
-        env!("CARGO_BIN_EXE_drover-python"),
+        crate::common::python_runtime(),
         lone.with_file_name("drover-python"),
     )
     .unwrap();

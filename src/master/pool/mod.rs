@@ -30,9 +30,9 @@ use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
-use crate::runtime::python::{EXIT_APP_LOAD, Report};
 use crate::runtime::{self, Layout};
 use crate::scoreboard::Scoreboard;
+use drover_proto::zygote::{self, EXIT_APP_LOAD, Report};
 use observe::{Observed, Probes};
 
 /// A process the master exec'd: a worker, or a php-cgi parent of workers.
@@ -547,10 +547,9 @@ impl PoolRun {
             return None;
         }
         // A Python worker that recycles itself for max_memory says why.
-        if let (Some(worker), Some(reason)) = (
-            self.workers.get_mut(&from),
-            line.strip_prefix("\u{1e}retiring "),
-        ) {
+        if let (Some(worker), Some(reason)) =
+            (self.workers.get_mut(&from), zygote::parse_retiring(line))
+        {
             worker.retiring.get_or_insert(now);
             self.policy.counters.retired_max_memory += 1;
             tracing::info!(

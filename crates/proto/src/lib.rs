@@ -1,0 +1,55 @@
+//! What the drover master and the runtime processes it execs share, so that neither side
+//! depends on the other:
+//!
+//! - [`zygote`]: the protocol between the master and a Python zygote: its command line,
+//!   the scoreboard's fd number, its report lines and its exit codes.
+//! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn. The
+//!   master applies them to the processes it execs, a zygote to the workers it forks.
+//! - [`max_requests`]: the request limit a worker is given.
+//! - [`resident_memory`]: a process's RSS, read by the master for every worker and by a
+//!   Python worker for itself (`max_memory`).
+
+mod backoff;
+pub mod zygote;
+
+pub use backoff::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW};
+
+/// The request limit one worker (or php-cgi generation) is given: `max_requests` plus a
+/// draw in `0..=max_requests_jitter`, so that workers do not all recycle at once. 0 = never.
+pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u32) -> u32 {
+    if max_requests == 0 {
+        return 0;
+    }
+    max_requests.saturating_add(draw(jitter).min(jitter))
+}
+
+/// Resident memory in bytes of a process (`None`: this one), from /proc/PID/statm (its
+/// second field, in pages).
+pub fn resident_memory(pid: Option<nix::unistd::Pid>) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/statm"),
+        None => "/proc/self/statm".to_owned(),
+    };
+    let statm = std::fs::read_to_string(path).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_requests_zero_means_never_whatever_the_jitter() {
+        assert_eq!(max_requests(0, 10, |_| 7), 0);
+    }
+
+    #[test]
+    fn max_requests_adds_the_draw_bounded_by_jitter() {
+        assert_eq!(max_requests(500, 50, |j| j), 550);
+        assert_eq!(max_requests(500, 50, |_| 0), 500);
+        assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
+    }
+}

@@ -1,0 +1,21 @@
+//! The Python runtime, run as the binary `drover-python`: the master execs it once per
+//! Python pool as that pool's zygote; the zygote loads CPython and the app once, then
+//! forks the workers, which share the loaded app copy-on-write.
+//!
+//! This is the only crate that depends on pyo3 and links libpython (its `build.rs` adds an
+//! rpath to libpython's folder): the master, and the php-cgi pools it runs, never map it.
+//!
+//! - [`zygote`]: single-threaded; imports the app, `gc.freeze()`, forks and replaces
+//!   workers, reports their starts and exits to the master.
+//! - [`warmup`]: the `warmup` requests the zygote sends through the app before it forks.
+//! - [`worker`]: the blocking accept → FastCGI → WSGI loop of one worker.
+//! - [`wsgi`]: PEP 3333: environ, `wsgi.input`, `start_response`, the response.
+//!
+//! What the zygote and the master exchange (its command line, fds, report lines, exit
+//! codes) is `drover_proto::zygote`; the FastCGI codec is `drover_fastcgi`, the scoreboard
+//! `drover_scoreboard`.
+
+pub mod warmup;
+pub mod worker;
+pub mod wsgi;
+pub mod zygote;

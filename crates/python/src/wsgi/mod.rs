@@ -1,0 +1,174 @@
+//! PEP 3333 on top of a FastCGI connection: build the environ, call the app, stream what
+//! it returns, and always call `close()` on it. An app error before the head is sent gives
+//! the client a 500 and the log a traceback; the worker serves on.
+
+pub mod environ;
+pub mod headers;
+mod input;
+mod response;
+mod streams;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use drover_fastcgi::{Connection, Request};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+pub use input::Input;
+use response::{Exchange, StartResponse};
+pub use streams::{Errors, FileWrapper};
+
+/// The socket type of a worker's connections.
+pub type Conn = Connection<super::worker::Socket>;
+
+/// A loaded app and what every request's environ shares.
+pub struct App {
+    callable: Py<PyAny>,
+    mount: String,
+    /// `wsgi.*` keys that never change, copied into each environ.
+    base: Py<PyDict>,
+}
+
+/// How a request ended, for the worker loop.
+pub struct Outcome {
+    /// The connection can serve another request.
+    pub keep: bool,
+}
+
+impl App {
+    pub fn new(py: Python<'_>, callable: Py<PyAny>, mount: String) -> PyResult<App> {
+        let base = PyDict::new(py);
+        base.set_item("wsgi.version", (1, 0))?;
+        base.set_item("wsgi.errors", Py::new(py, Errors)?)?;
+        base.set_item("wsgi.multithread", false)?;
+        base.set_item("wsgi.multiprocess", true)?;
+        base.set_item("wsgi.run_once", false)?;
+        base.set_item("wsgi.file_wrapper", py.get_type::<FileWrapper>())?;
+        Ok(App {
+            callable,
+            mount,
+            base: base.unbind(),
+        })
+    }
+
+    /// Serves one request on `conn`, to its end.
+    pub fn handle(&self, py: Python<'_>, conn: &Rc<RefCell<Conn>>, request: Request) -> Outcome {
+        let head_only = request.params.get("REQUEST_METHOD") == Some(b"HEAD");
+        let exchange = Rc::new(Exchange::new(conn.clone(), head_only));
+        let served = self.call(py, conn, &request, &exchange);
+        let failed = match served {
+            Ok(()) => false,
+            Err(err) => {
+                if !exchange.broken.get() {
+                    err.display(py);
+                    if !exchange.head_sent() {
+                        exchange.send_error();
+                    }
+                }
+                true
+            }
+        };
+        if exchange.broken.get() {
+            return Outcome { keep: false };
+        }
+        drain_body(conn);
+        // A failure after the head went out cannot be told to the client but by cutting the
+        // response short: end the request with a non-zero status and close the connection.
+        let finished = conn
+            .borrow_mut()
+            .finish(u32::from(failed && exchange.head_sent()));
+        Outcome {
+            keep: matches!(finished, Ok(true)) && !(failed && exchange.head_sent()),
+        }
+    }
+
+    fn call(
+        &self,
+        py: Python<'_>,
+        conn: &Rc<RefCell<Conn>>,
+        request: &Request,
+        exchange: &Rc<Exchange>,
+    ) -> PyResult<()> {
+        let environ = self.base.bind(py).copy()?;
+        environ::fill(py, &environ, &request.params, &self.mount)?;
+        let content_length = request
+            .params
+            .get("CONTENT_LENGTH")
+            .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
+        environ.set_item(
+            "wsgi.input",
+            Py::new(py, Input::new(conn.clone(), content_length))?,
+        )?;
+        let start_response = Py::new(
+            py,
+            StartResponse {
+                exchange: exchange.clone(),
+            },
+        )?;
+        let result = self.callable.bind(py).call1((environ, start_response))?;
+        let sent = send_body(exchange, &result);
+        // PEP 3333: close() is called whatever happened, also when the client went away. A
+        // plain list or tuple (the common `return [body]`) has none: looking it up would
+        // build and drop an AttributeError for every request.
+        let plain =
+            result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
+        let closed = if plain {
+            Ok(())
+        } else {
+            match result.getattr_opt("close") {
+                Ok(Some(close)) => close.call0().map(drop),
+                Ok(None) => Ok(()),
+                Err(err) => Err(err),
+            }
+        };
+        sent.and(closed)
+    }
+}
+
+/// Reads what the app left of the request body, up to the end of its STDIN stream. Closing
+/// a unix socket with unread input makes the kernel reset the connection, and nginx then
+/// drops the response it already has ("readv() failed (104: Connection reset by peer)"):
+/// this happens even when the app read exactly CONTENT_LENGTH bytes, because the stream's
+/// closing empty record is still unread. php-cgi drains the same way.
+fn drain_body(conn: &Rc<RefCell<Conn>>) {
+    let mut conn = conn.borrow_mut();
+    // Mostly only the closing empty record is left: a small buffer takes it without
+    // clearing 16 KiB for every request.
+    let mut small = [0u8; 256];
+    if !matches!(conn.read_stdin(&mut small), Ok(n) if n > 0) {
+        return;
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    while matches!(conn.read_stdin(&mut buf), Ok(n) if n > 0) {}
+}
+
+fn send_body(exchange: &Exchange, result: &Bound<'_, PyAny>) -> PyResult<()> {
+    // A list or tuple is complete already: its chunks go out in one write at the end. Any
+    // other iterable may be a stream: each chunk is flushed as the app yields it.
+    let complete = result.is_instance_of::<PyList>() || result.is_instance_of::<PyTuple>();
+    for chunk in result.try_iter()? {
+        let chunk = chunk?;
+        let bytes = chunk.cast::<PyBytes>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "the app yielded {}, not bytes",
+                chunk
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        let data = bytes.as_bytes();
+        // PEP 3333: the head waits for the first non-empty chunk (until then, exc_info may
+        // still replace it).
+        if data.is_empty() {
+            continue;
+        }
+        exchange.send(data, !complete)?;
+    }
+    if !exchange.head_sent() {
+        exchange.send_head()?;
+    }
+    Ok(())
+}
