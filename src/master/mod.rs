@@ -173,6 +173,7 @@ impl Master {
         let raw: Vec<i32> = signals::HANDLED.iter().map(|&s| s as i32).collect();
         let mut signals =
             signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
+        let tally = signals::Tally::register().context("installing signal handlers")?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tracing::info!(
@@ -185,8 +186,10 @@ impl Master {
         loop {
             tokio::select! {
                 Some(raw) = signals.next() => {
-                    if let Some(command) = Signal::try_from(raw).ok().and_then(signals::command) {
-                        self.on_command(command);
+                    match Signal::try_from(raw).ok().and_then(signals::command) {
+                        Some(Command::Resize) => self.resize_static_pools(tally.take()),
+                        Some(command) => self.on_command(command),
+                        None => {}
                     }
                 }
                 Some(line) = self.lines.recv() => self.log_output(line),
@@ -256,8 +259,8 @@ impl Master {
                     tracing::error!("reload refused, the running configuration stays: {message}");
                 }
             }
-            Command::MoreWorkers => self.resize_static_pools(1),
-            Command::FewerWorkers => self.resize_static_pools(-1),
+            // Taken with its count in `serve`.
+            Command::Resize => {}
             Command::ReopenLogs => match self.log.file.reopen() {
                 Ok(()) => tracing::info!("error log reopened"),
                 Err(err) => tracing::error!("cannot reopen the error log: {err}"),
@@ -279,9 +282,8 @@ impl Master {
                     humantime::format_duration(timeout)
                 );
                 systemd::stopping();
-                let now = Instant::now();
                 for pool in &mut self.pools {
-                    pool.stop_accepting(now);
+                    pool.stop_accepting();
                 }
                 self.phase = Phase::Stopping {
                     deadline,

@@ -44,16 +44,27 @@ impl Master {
             .iter()
             .filter(|p| only.is_none_or(|name| name == p.name))
         {
-            let current = self
-                .pools
-                .iter()
-                .position(|p| !p.draining() && p.config.name == pool.name);
-            let line = match current {
+            // Compared with the newest generation, the one a reload a moment ago may still
+            // be starting: the files say what the pool must become, not what it was.
+            let newest = self.newest(&pool.name);
+            let serving = self.serving(&pool.name);
+            let line = match newest {
                 None => self
                     .add_pool(pool)
                     .map(|()| format!("{}: added", pool.name)),
                 Some(i) if self.pools[i].config == *pool && only.is_none() => {
                     Ok(format!("{}: unchanged", pool.name))
+                }
+                Some(i)
+                    if i != serving.unwrap_or(i)
+                        && serving.is_some_and(|s| self.pools[s].config == *pool)
+                        && only.is_none() =>
+                {
+                    self.withdraw_pending(&pool.name, now);
+                    Ok(format!(
+                        "{}: back to the running generation (the change still starting is withdrawn)",
+                        pool.name
+                    ))
                 }
                 Some(i) => self
                     .roll(i, pool)
@@ -99,6 +110,34 @@ impl Master {
         Ok(summary)
     }
 
+    /// The generation of pool `name` that serves now (not draining, not starting).
+    fn serving(&self, name: &str) -> Option<usize> {
+        self.pools
+            .iter()
+            .position(|p| !p.draining() && p.replaces.is_none() && p.config.name == name)
+    }
+
+    /// The newest generation of pool `name`: the one still starting if a change is rolling,
+    /// else the serving one. Its configuration is what the pool is becoming.
+    fn newest(&self, name: &str) -> Option<usize> {
+        self.pools
+            .iter()
+            .rposition(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
+            .or_else(|| self.serving(name))
+    }
+
+    /// Retires the generations of `name` still starting: the serving one stays.
+    fn withdraw_pending(&mut self, name: &str, now: Instant) {
+        for pending in self
+            .pools
+            .iter_mut()
+            .filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
+        {
+            pending.replaces = None;
+            pending.retire_generation(now, false);
+        }
+    }
+
     fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
         let listener = listen(pool).map_err(|e| format!("cannot listen: {e}"))?;
         self.next_id += 1;
@@ -122,19 +161,8 @@ impl Master {
         // generation never served and is retired, and the new one replaces the serving one.
         let now = Instant::now();
         let name = self.pools[i].config.name.clone();
-        for pending in self
-            .pools
-            .iter_mut()
-            .filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
-        {
-            pending.replaces = None;
-            pending.retire_generation(now, false);
-        }
-        let i = self
-            .pools
-            .iter()
-            .position(|p| !p.draining() && p.replaces.is_none() && p.config.name == name)
-            .unwrap_or(i);
+        self.withdraw_pending(&name, now);
+        let i = self.serving(&name).unwrap_or(i);
         let old = &self.pools[i];
         let same_socket = old.config.listen == pool.listen;
         let listener = if same_socket {
@@ -185,29 +213,37 @@ impl Master {
         }
     }
 
-    /// TTIN / TTOU: one worker more or fewer in every static pool, rolled like a reload.
-    /// Lasts until the next reload from the files.
+    /// TTIN / TTOU: `delta` workers more (or fewer) in every static pool, counted from the
+    /// newest generation of each (so that signals in quick succession add up), rolled like
+    /// a reload. Lasts until the next reload from the files.
     pub(super) fn resize_static_pools(&mut self, delta: i32) {
-        let targets: Vec<(usize, Pool)> = self
+        if delta == 0 {
+            return;
+        }
+        let mut names: Vec<String> = self
             .pools
             .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.draining() && p.config.pm.mode == PmMode::Static)
-            .map(|(i, p)| {
-                let mut pool = p.config.clone();
-                pool.pm.max_children = pool.pm.max_children.saturating_add_signed(delta).max(1);
-                (i, pool)
-            })
+            .filter(|p| !p.draining() && p.config.pm.mode == PmMode::Static)
+            .map(|p| p.config.name.clone())
             .collect();
-        for (i, pool) in targets {
+        names.sort();
+        names.dedup();
+        for name in names {
+            let Some(i) = self.newest(&name) else {
+                continue;
+            };
+            let mut pool = self.pools[i].config.clone();
+            let before = pool.pm.max_children;
+            pool.pm.max_children = before.saturating_add_signed(delta).max(1);
+            if pool.pm.max_children == before {
+                continue;
+            }
             tracing::info!(
-                "pool {}: max_children {} → {}",
-                pool.name,
-                self.pools[i].config.pm.max_children,
+                "pool {name}: max_children {before} → {}",
                 pool.pm.max_children
             );
             if let Err(err) = self.roll(i, &pool) {
-                tracing::error!("pool {}: {err}", pool.name);
+                tracing::error!("pool {name}: {err}");
             }
         }
         self.begin_reload();

@@ -83,3 +83,41 @@ pub fn start_with_control(site: &Site, pools: &[&dyn PoolFile]) -> (Drover, Ctl)
     drover.log.wait_for_line("ready:", TIMEOUT);
     (drover, Ctl { socket })
 }
+
+impl Ctl {
+    /// The pid of every worker `drover ctl status --full --json` lists, in every pool.
+    pub fn listed_workers(&self, log: &str) -> Vec<i32> {
+        let text = self.ok(&["status", "--full", "--json"], log);
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("status --json is not JSON ({e}):\n{text}"));
+        let pools: Vec<serde_json::Value> = match value {
+            serde_json::Value::Array(pools) => pools,
+            other => other
+                .get("pools")
+                .and_then(|p| p.as_array().cloned())
+                .unwrap_or_else(|| vec![other]),
+        };
+        pools
+            .iter()
+            .flat_map(|pool| pool["processes"].as_array().cloned().unwrap_or_default())
+            .filter_map(|worker| worker["pid"].as_i64())
+            .map(|pid| pid as i32)
+            .collect()
+    }
+
+    /// Waits until every process below `master` is one the status lists (see
+    /// [`proc::untracked`]); panics with what is left and `log`.
+    pub fn wait_all_tracked(&self, master: i32, log: &super::Log) {
+        let mut left = Vec::new();
+        let settled = super::proc::poll(TIMEOUT, || {
+            let listed = self.listed_workers(&log.text());
+            left = super::proc::untracked(master, &listed);
+            left.is_empty()
+        });
+        assert!(
+            settled,
+            "processes under drover that its status does not list: {left:?}\ndrover's log:\n{}",
+            log.text()
+        );
+    }
+}

@@ -115,3 +115,66 @@ pub fn kill_tree(root: i32) {
         signal(pid, Signal::SIGKILL);
     }
 }
+
+/// The process group of `pid`, from `/proc/PID/stat` (the field after the parent).
+pub fn pgid(pid: i32) -> Option<i32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// The live processes below `master` that are not a pool process the status knows: not a
+/// worker in `listed` (the pids `drover ctl status --full` shows), and not a pool parent
+/// (a php-cgi parent or Python zygote: a child of the master whose every child is listed,
+/// and which has at least one). Each comes with its `comm`, for the message.
+pub fn untracked(master: i32, listed: &[i32]) -> Vec<(i32, String)> {
+    let below = descendants(master);
+    let children = |parent: i32| -> Vec<i32> {
+        below
+            .iter()
+            .copied()
+            .filter(|&p| stat(p).is_some_and(|s| s.ppid == parent && s.state != 'Z'))
+            .collect()
+    };
+    below
+        .iter()
+        .copied()
+        .filter_map(|pid| Some((pid, stat(pid)?)))
+        .filter(|(_, s)| s.state != 'Z')
+        .filter(|&(pid, ref s)| {
+            if listed.contains(&pid) {
+                return false;
+            }
+            let own = children(pid);
+            let pool_parent =
+                s.ppid == master && !own.is_empty() && own.iter().all(|c| listed.contains(c));
+            !pool_parent
+        })
+        .map(|(pid, s)| (pid, s.comm))
+        .collect()
+}
+
+/// Sends `signal` to `pid` and waits until the kernel has delivered it (it is no longer
+/// pending in `/proc/PID/status`): a signal sent again while the first is pending would be
+/// merged with it by the kernel, so a test that counts signals sends each this way.
+pub fn signal_delivered(pid: i32, sig: Signal) {
+    signal(pid, sig);
+    let bit = 1u64 << (sig as i32 - 1);
+    let delivered = poll(Duration::from_secs(5), || {
+        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return true;
+        };
+        let pending = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                .unwrap_or(0)
+        };
+        (pending("ShdPnd:") | pending("SigPnd:")) & bit == 0
+    });
+    assert!(delivered, "{sig} to {pid} still pending after 5 s");
+}

@@ -21,7 +21,7 @@ impl PoolRun {
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
         self.draining = true;
         self.stop_watching();
-        self.kill_parent(now);
+        self.kill_parent();
         for (pid, worker) in &mut self.workers {
             worker.retiring.get_or_insert(now);
             if let Some(process) = self.processes.get_mut(pid) {

@@ -412,6 +412,7 @@ impl PoolRun {
                     lifetime(lived)
                 );
             }
+            self.adopt_workers_of(pid, now);
             self.orphan_workers_of(pid, !process.retiring);
             self.exited.push((pid, what, now));
             if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
@@ -438,6 +439,7 @@ impl PoolRun {
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
     fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
+        let draining = self.draining;
         for (&pid, worker) in self
             .workers
             .iter_mut()
@@ -446,6 +448,9 @@ impl PoolRun {
             worker.orphan = true;
             if retire {
                 let _ = kill(pid, Signal::SIGTERM);
+            } else if draining {
+                // Retired with its generation: SIGTERM once it is seen idle.
+                worker.retiring.get_or_insert(Instant::now());
             }
         }
     }
@@ -484,9 +489,9 @@ impl PoolRun {
     /// worker whose accept() then fails exits on its own, as php-fpm's children do when
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
-    pub fn stop_accepting(&mut self, now: Instant) {
+    pub fn stop_accepting(&mut self) {
         self.stop_watching();
-        self.kill_parent(now);
+        self.kill_parent();
         if let Err(err) = nix::sys::socket::shutdown(
             self.listener.fd.as_raw_fd(),
             nix::sys::socket::Shutdown::Read,
@@ -496,23 +501,39 @@ impl PoolRun {
     }
 
     /// A php-cgi parent or zygote goes at once, before its workers are retired: it serves
-    /// nothing itself and would replace the workers that exit. SIGKILL makes the wait for
-    /// it short; its workers are then the master's.
-    pub(super) fn kill_parent(&mut self, now: Instant) {
+    /// nothing itself and would replace the workers that exit. SIGKILL makes its end quick;
+    /// the master loop reaps it (never waiting), and then adopts every worker it had forked,
+    /// seen or not ([`PoolRun::on_reaped`]).
+    pub(super) fn kill_parent(&mut self) {
         if !matches!(self.layout, Layout::Parent { .. }) {
             return;
         }
-        let parents: Vec<Pid> = self.processes.keys().copied().collect();
-        for pid in parents {
-            if let Some(process) = self.processes.get_mut(&pid) {
-                process.retiring = true;
-            }
+        for (&pid, process) in &mut self.processes {
+            process.retiring = true;
             let _ = kill(pid, Signal::SIGKILL);
-            if let Ok(status) = nix::sys::wait::waitpid(pid, None) {
-                if let Some(cause) = ExitCause::from_status(status) {
-                    self.on_reaped(pid, cause, now);
-                }
+        }
+    }
+
+    /// The parent `parent` is gone: every worker it forked is the master's child now (the
+    /// master is a child subreaper), including those it forked since the last look, which
+    /// the pool has not seen. They are found by their process group (the parent leads its
+    /// own, and its workers stay in it) and tracked as orphans: retired like the rest of the
+    /// generation when it is draining or stopping, so that none keeps serving unseen.
+    fn adopt_workers_of(&mut self, parent: Pid, now: Instant) {
+        for pid in own_children_in_group(parent) {
+            if self.workers.contains_key(&pid) {
+                continue;
             }
+            tracing::info!(
+                "pool {}: worker {pid} of {} {parent} adopted",
+                self.name(),
+                self.parent_name()
+            );
+            let mut worker = Worker::new(now, Some(parent));
+            // Until the next tick samples it: a worker in accept() is idle, one doing
+            // anything else may be serving, and must not get a SIGTERM mid-request.
+            worker.state.busy = crate::runtime::php::sample::idle_by_syscall(pid) != Some(true);
+            self.workers.insert(pid, worker);
         }
     }
 
@@ -619,4 +640,22 @@ impl PoolRun {
             None
         }
     }
+}
+
+/// The master's children (in any of its threads) in process group `group`.
+fn own_children_in_group(group: Pid) -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .map(Pid::from_raw)
+                .collect::<Vec<_>>()
+        })
+        .filter(|&pid| nix::unistd::getpgid(Some(pid)) == Ok(group))
+        .collect()
 }
