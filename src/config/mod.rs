@@ -60,7 +60,7 @@ pub struct Global {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Control {
-    /// Unix socket of the control API (served by a later issue; accepted now).
+    /// Unix socket of the control API, which `drover ctl` talks to. None: no control socket.
     pub listen: Option<PathBuf>,
 }
 

@@ -448,7 +448,6 @@ fn own_children() -> Vec<Pid> {
         .unwrap_or_default()
 }
 
-/// A pool's new generation on `listener`, with its own output socket.
 /// Binds `pool`'s listener and logs it (at start, and for a new or moved pool on reload).
 fn listen(pool: &crate::config::Pool) -> Result<Listener, crate::listener::ListenError> {
     let listener = Listener::bind(pool)?;
@@ -461,6 +460,7 @@ fn listen(pool: &crate::config::Pool) -> Result<Listener, crate::listener::Liste
     Ok(listener)
 }
 
+/// A pool's new generation on `listener`, with its own output socket.
 fn new_generation(
     id: u64,
     pool: &crate::config::Pool,

@@ -18,9 +18,8 @@ pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, pl
 
 use crate::config::{Pm, PmMode};
 
-/// How many workers a pool runs. In 0.1 every mode runs `max_children` workers: dynamic
-/// and ondemand scheduling is a later issue, and their limits are only validated now.
-/// The master moves to [`initial_workers`] and [`plan`] when it runs the policy.
+/// The worker count a launch plan names (`runtime::Layout`): `max_children`, the ceiling in
+/// every mode. How many run at a time is [`initial_workers`] at start, then [`plan`]'s answer.
 pub fn target_workers(pm: &Pm) -> u32 {
     pm.max_children
 }
@@ -57,7 +56,7 @@ mod tests {
     }
 
     #[test]
-    fn every_mode_runs_max_children_in_0_1() {
+    fn every_mode_plans_for_max_children() {
         for mode in [PmMode::Static, PmMode::Dynamic, PmMode::Ondemand] {
             assert_eq!(target_workers(&pm(mode)), 4);
         }

@@ -203,12 +203,12 @@ impl PoolRun {
             .count()
     }
 
-    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     /// The app failed to load: this generation runs nothing.
     pub fn failed(&self) -> bool {
         self.stopped
     }
 
+    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
         self.stopped || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }

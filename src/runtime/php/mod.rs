@@ -1,10 +1,12 @@
 //! PHP pools: php-cgi, given the pool's listening socket as fd 0.
 //!
-//! A pool runs one php-cgi *parent* with `PHP_FCGI_CHILDREN = max_children`: php-cgi
-//! starts PHP once, then forks that many workers that accept on fd 0 and share its
+//! A static pool runs one php-cgi *parent* with `PHP_FCGI_CHILDREN = max_children`:
+//! php-cgi starts PHP once, then forks that many workers that accept on fd 0 and share its
 //! OPcache, as php-fpm's children share the master's (measured: 4 independent php-cgi
-//! use twice the PSS of one parent with 4 children, DESIGN §1). php-cgi replaces a worker
-//! that exits. The trade-off: php-cgi reads `PHP_FCGI_MAX_REQUESTS` once, so every worker
+//! use twice the PSS of one parent with 4 children; docs/ARCHITECTURE.md, "Why php-cgi
+//! parents for static PHP pools"). php-cgi replaces a worker that exits. Dynamic and
+//! ondemand pools, which the master resizes one worker at a time, run one php-cgi per
+//! worker. The trade-off: php-cgi reads `PHP_FCGI_MAX_REQUESTS` once, so every worker
 //! of one parent has the same limit; the jitter is drawn per parent. A recycled worker is
 //! forked from the warm parent, so workers recycling together cost a fork each, not a
 //! cold start.

@@ -1,6 +1,6 @@
-//! Observing php-cgi workers from outside (DESIGN §2): busy or idle, the current request, and
-//! the PHP call stack, read from the worker's `executor_globals` and `sapi_globals` with
-//! `process_vm_readv`, without stopping it.
+//! Observing php-cgi workers from outside: busy or idle, the current request, and the PHP
+//! call stack, read from the worker's `executor_globals` and `sapi_globals` with
+//! `process_vm_readv`, without stopping it (docs/ARCHITECTURE.md, "Why a scoreboard").
 //!
 //! ```text
 //! let mut sampler = Sampler::new();           // one per master: caches each php-cgi binary

@@ -1,6 +1,6 @@
-//! The operator's daily tools (issue 5; DESIGN §4–§5) with the real drover, nginx, php-cgi
-//! and CPython, each driven as an operator drives it: `drover ctl` on the control socket,
-//! curl-like GETs on a pool's `status_listen`, signals, pool files edited in place.
+//! The operator's daily tools with the real drover, nginx, php-cgi and CPython, each driven
+//! as an operator drives it: `drover ctl` on the control socket, curl-like GETs on a pool's
+//! `status_listen`, signals, pool files edited in place.
 //!
 //! - [`slowlog`]: a request slow three functions deep gets one slowlog entry whose stack
 //!   names the three functions, file and line, under a header with the URI and query; PHP

@@ -1,6 +1,6 @@
-//! Process management (issue 4; DESIGN §2–§3) with the real drover, nginx, php-cgi and
-//! CPython: pools sized by load, workers recycled for their memory or killed for a stuck
-//! request, as an operator sees it in the log, in `/proc` and at the client.
+//! Process management with the real drover, nginx, php-cgi and CPython: pools sized by
+//! load, workers recycled for their memory or killed for a stuck request, as an operator
+//! sees it in the log, in `/proc` and at the client.
 //!
 //! - [`dynamic`]: a dynamic PHP pool grows to max_children under load (said once) and
 //!   retires its spares afterwards.

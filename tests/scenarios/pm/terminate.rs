@@ -2,10 +2,9 @@
 //! gets an error from nginx at once rather than after the request's 30 s, the log names what
 //! was stuck, and the next request is served.
 //!
-//! The log line of a php-cgi kill is also the one place (until the status API of issue 5)
-//! where the php-cgi scoreboard shows: method, URI and script are read from the worker's
-//! memory, so the last test checks, under load, that each busy worker's line has its own
-//! request and that the idle worker, seen idle, is left alone.
+//! The log line of a php-cgi kill names the request the master sampled from the worker's
+//! memory (method, URI, script), so the last test checks, under load, that each busy
+//! worker's line has its own request and that the idle worker, seen idle, is left alone.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -207,8 +206,7 @@ fn request_terminate_timeout_kills_a_python_request_stuck_in_sleep_and_replaces_
     );
 }
 
-/// The php-cgi scoreboard has no status page yet (issue 5): what the master sampled shows in
-/// its kill lines. Two of three workers are stuck in different requests; each kill line
+/// What the master samples from php-cgi workers shows in its kill lines. Two of three workers are stuck in different requests; each kill line
 /// names its own worker's request, and the third worker, idle, is never taken for busy
 /// (it would be killed too, 2 s after).
 #[test]

@@ -1,4 +1,4 @@
-//! Python WSGI pools (issue 3) behind nginx: the plain WSGI fixture (`tests/apps/wsgi_app.py`)
+//! Python WSGI pools behind nginx: the plain WSGI fixture (`tests/apps/wsgi_app.py`)
 //! and the Flask one (`tests/apps/flask_app.py`), each test with its own drover and nginx.
 //!
 //! - [`requests`]: what reaches the app: query, form, a 10 MB upload, unicode, a mount.
