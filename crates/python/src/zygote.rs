@@ -49,6 +49,9 @@ fn handled() -> SigSet {
     }
 }
 
+/// How long the zygote waits before it looks again for a free scoreboard slot.
+const SLOT_WAIT: Duration = Duration::from_millis(50);
+
 /// What woke the zygote.
 enum Wake {
     Timeout,
@@ -141,6 +144,13 @@ impl Zygote<'_> {
                 hold_until = None;
                 while self.workers.len() < self.target as usize {
                     let slot = self.scoreboard.as_ref().and_then(Scoreboard::free_slot);
+                    if self.scoreboard.is_some() && slot.is_none() {
+                        // A worker without a slot would be invisible to the master (never
+                        // busy, never counted, never killed): wait for one to free up (the
+                        // master frees those of a dead zygote's workers as it reaps them).
+                        hold_until = Some(now + SLOT_WAIT);
+                        break;
+                    }
                     self.generation = self.generation.wrapping_add(1);
                     match self.fork_worker(py, slot) {
                         Ok(pid) => {

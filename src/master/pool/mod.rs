@@ -154,8 +154,10 @@ impl PoolRun {
     ) -> Result<PoolRun, runtime::RuntimeError> {
         let layout = runtime::launch(&config, 0)?.layout;
         let scoreboard = match config.runtime {
+            // Twice max_children: when a zygote dies, its workers keep their slots until
+            // they finish their requests, and its successor's workers need slots meanwhile.
             Runtime::Python(_) => Some(
-                Scoreboard::create(&config.name, config.pm.max_children as usize)
+                Scoreboard::create(&config.name, 2 * config.pm.max_children as usize)
                     .map_err(|e| runtime::RuntimeError::Scoreboard(e.to_string()))?,
             ),
             _ => None,
@@ -427,6 +429,8 @@ impl PoolRun {
             };
         }
         if let Some(worker) = self.workers.remove(&pid) {
+            // Reaped by the master: its zygote is gone and cannot free its slot.
+            self.release_slot(pid);
             self.log_worker_exit(pid, &worker, cause, now);
             return Reaped::Exit {
                 crash: cause.is_crash(),
@@ -511,6 +515,18 @@ impl PoolRun {
         for (&pid, process) in &mut self.processes {
             process.retiring = true;
             let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+
+    /// Frees the scoreboard slot of `pid`, an orphaned Python worker the master reaped.
+    fn release_slot(&self, pid: Pid) {
+        let Some(board) = &self.scoreboard else {
+            return;
+        };
+        if let Some(view) = board.snapshot().into_iter().find(|v| v.pid == pid) {
+            // Safe to write: its worker is reaped and its zygote dead, and a new zygote
+            // only claims free slots.
+            board.slot(view.slot).release();
         }
     }
 

@@ -1,1 +1,138 @@
-//! Hostile: lifecycle (tests to come).
+//! Hostile: processes that die under drover. A Python zygote killed with SIGKILL is
+//! replaced, and its successor's workers are watched like the first ones (busy, counted,
+//! killed past `request_terminate_timeout`); a worker that segfaults is logged and counted
+//! as a crash; an app that cannot be imported refuses connections at once; a removed pool's
+//! socket goes with it.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::common::python::wait_started;
+use crate::common::{
+    Ctl, Drover, Location, Nginx, PoolFile, Site, TIMEOUT, http, pool_toml, proc,
+    start_with_control,
+};
+
+/// A static `[python]` pool running `tests/apps/lifecycle_app.py` (or `app`).
+struct AppPool {
+    name: &'static str,
+    app: &'static str,
+    max_children: u32,
+    /// Top-level lines, such as `request_terminate_timeout = "3s"`.
+    top: &'static str,
+}
+
+impl AppPool {
+    fn new(name: &'static str) -> AppPool {
+        AppPool {
+            name,
+            app: "lifecycle_app:application",
+            max_children: 2,
+            top: "",
+        }
+    }
+}
+
+impl PoolFile for AppPool {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        pool_toml(
+            &site.socket(self.name),
+            &format!(
+                "{}\n[pm]\nmode = \"static\"\nmax_children = {}\n\n[python]\napp = \"{}\"\npython_path = [\"{}\"]\n",
+                self.top,
+                self.max_children,
+                self.app,
+                site.path().join("apps").display()
+            ),
+        )
+    }
+}
+
+fn site() -> Site {
+    let site = Site::new();
+    site.write(
+        "apps/lifecycle_app.py",
+        include_str!("../../apps/lifecycle_app.py"),
+    );
+    site.write(
+        "apps/broken_app.py",
+        include_str!("../../apps/broken_app.py"),
+    );
+    site
+}
+
+/// drover with its control socket serving `pools`, nginx passing `/NAME/` to each.
+fn start(site: &Site, pools: &[&AppPool]) -> (Drover, Ctl, Nginx) {
+    let files: Vec<&dyn PoolFile> = pools.iter().map(|p| *p as &dyn PoolFile).collect();
+    let (drover, ctl) = start_with_control(site, &files);
+    let locations: Vec<Location> = pools
+        .iter()
+        .map(|p| Location::prefix(&format!("/{}/", p.name), &site.socket(p.name)))
+        .collect();
+    let nginx = Nginx::start_locations(site, &locations);
+    (drover, ctl, nginx)
+}
+
+fn number(status: &serde_json::Value, key: &str) -> u64 {
+    status[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no number {key:?} in status {status:#}"))
+}
+
+#[test]
+fn a_killed_zygotes_successor_is_watched_like_the_first() {
+    let site = site();
+    let pool = AppPool {
+        top: "request_terminate_timeout = \"3s\"\n",
+        ..AppPool::new("py")
+    };
+    let (drover, ctl, nginx) = start(&site, &[&pool]);
+    let log = &drover.log;
+    let zygote = wait_started(log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    let from = log.len();
+    proc::signal(zygote, Signal::SIGKILL);
+    wait_started(log, from, "py", "python zygote", 1, TIMEOUT);
+    wait_started(log, from, "py", "worker", 2, TIMEOUT);
+    // The old workers finish and go; the status then lists only the new ones.
+    ctl.wait_all_tracked(drover.pid(), log);
+
+    let accepted_before = number(&ctl.status_json("py", &log.text()), "accepted conn");
+    for _ in 0..3 {
+        assert_eq!(http::get(&nginx.url("/py/pid")).status, 200);
+    }
+    let counted = proc::poll(TIMEOUT, || {
+        number(&ctl.status_json("py", &log.text()), "accepted conn") >= accepted_before + 3
+    });
+    assert!(
+        counted,
+        "accepted conn stayed at {accepted_before} after 3 requests\n{}",
+        log.text()
+    );
+
+    let url = nginx.url("/py/sleep?s=15");
+    let started = Instant::now();
+    let hung = thread::spawn(move || (http::get(&url).status, started.elapsed()));
+    let mut status = String::new();
+    let running = proc::poll(TIMEOUT, || {
+        status = ctl.ok(&["status", "py", "--full", "--json"], &log.text());
+        status.contains("\"state\":\"Running\"")
+    });
+    assert!(
+        running,
+        "no worker shown Running during a 15 s request: {status}\n{}",
+        log.text()
+    );
+    let (status, took) = hung.join().unwrap();
+    assert_eq!(status, 502, "{}", log.text());
+    assert!(
+        took < Duration::from_secs(10),
+        "the request past request_terminate_timeout (3s) took {took:?}\n{}",
+        log.text()
+    );
+}
