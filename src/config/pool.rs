@@ -109,6 +109,7 @@ pub(super) fn parse(
         .map(|d| Some(d).filter(|d| !d.is_zero()));
     let env = env(root);
     let runtime = runtime::parse(root, base);
+    enforceable_clients(root, listen.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -172,6 +173,30 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
     let owner = owner?.map(str::to_owned);
     let group = group?.map(str::to_owned);
     Some((backlog?, owner, group, mode?, allowed?))
+}
+
+/// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
+/// that would not check it must not be given it, or the pool looks protected and is not.
+fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
+    if !root.contains("listen_allowed_clients") {
+        return;
+    }
+    if root.contains("php") {
+        root.fail(
+            "listen_allowed_clients",
+            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
+             binds itself, and drover hands it the pool's socket; limit who connects with a \
+             unix socket (listen_owner, listen_group, listen_mode) or a firewall rule",
+        );
+    } else if root.contains("command") && matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
+    {
+        root.fail(
+            "listen_allowed_clients",
+            "a [command] program built on libfcgi checks FCGI_WEB_SERVER_ADDRS for IPv4 \
+             clients only, so on an IPv6 listen address nothing would be checked; listen on \
+             an IPv4 address or a unix socket, or use a firewall rule",
+        );
+    }
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {
@@ -241,8 +266,30 @@ fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
     Some((slow?, depth?, file?, terminate?))
 }
 
+/// Linux's bound on one string of a new program's environment or arguments
+/// (`MAX_ARG_STRLEN`, 32 pages), counting `NAME=`, the value and the closing NUL. A longer
+/// one makes execve fail with E2BIG when a worker starts, long after the check.
+pub const MAX_EXEC_STRING: usize = 128 * 1024;
+
+/// The most bytes `[env]` may hold in all (each `NAME=value` and its NUL). Linux refuses an
+/// execve whose arguments and environment pass a quarter of the stack limit (2 MiB with the
+/// usual 8 MiB); this leaves room for the runtime's own arguments, its variables and, with
+/// `clear_env = false`, drover's environment.
+pub const MAX_ENV_BYTES: usize = 512 * 1024;
+
+/// The rule a `NAME=value` string of `len` bytes (without the NUL) breaks, if any.
+pub(super) fn exec_string_rule(len: usize) -> Option<String> {
+    (len + 1 > MAX_EXEC_STRING).then(|| {
+        format!(
+            "NAME=value is {} bytes with its NUL; Linux refuses (E2BIG) one longer than \
+             {MAX_EXEC_STRING} bytes (MAX_ARG_STRLEN) when the worker starts",
+            len + 1
+        )
+    })
+}
+
 /// `[env]`: names a shell would accept, string values only (a number's formatting would
-/// otherwise be ours rather than the writer's).
+/// otherwise be ours rather than the writer's), each and all within what execve takes.
 fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
     let table = match root.table("env") {
         Got::Absent => return Some(BTreeMap::new()),
@@ -251,6 +298,7 @@ fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
     };
     let mut out = BTreeMap::new();
     let mut valid = true;
+    let mut total = 0;
     for (key, value) in table.entries() {
         let name: &str = key.get_ref();
         let mut chars = name.chars();
@@ -267,6 +315,12 @@ fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
         }
         match value.get_ref() {
             DeValue::String(s) => {
+                let len = name.len() + 1 + s.len();
+                if let Some(rule) = exec_string_rule(len) {
+                    table.fail(name, rule);
+                    valid = false;
+                }
+                total += len + 1;
                 out.insert(name.to_owned(), s.to_string());
             }
             other => {
@@ -277,6 +331,17 @@ fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
                 valid = false;
             }
         }
+    }
+    if total > MAX_ENV_BYTES {
+        root.fail(
+            "env",
+            format!(
+                "[env] holds {total} bytes (NAME=value and a NUL each); at most \
+                 {MAX_ENV_BYTES} (512 KiB), so that a worker's execve stays within Linux's \
+                 limit on arguments and environment"
+            ),
+        );
+        valid = false;
     }
     valid.then_some(out)
 }
@@ -292,5 +357,15 @@ mod tests {
         assert!(octal_mode("0999").is_err());
         assert!(octal_mode("1777").is_err());
         assert!(octal_mode("rw").is_err());
+    }
+
+    #[test]
+    fn exec_strings_stop_at_max_arg_strlen() {
+        assert_eq!(exec_string_rule(MAX_EXEC_STRING - 1), None);
+        let rule = exec_string_rule(MAX_EXEC_STRING).unwrap();
+        assert!(
+            rule.contains("131073 bytes") && rule.contains("E2BIG"),
+            "{rule}"
+        );
     }
 }

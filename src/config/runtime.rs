@@ -111,6 +111,11 @@ fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
                     continue;
                 }
             };
+            // php-cgi gets it as one argument, `-d name=text`.
+            if let Some(rule) = super::pool::exec_string_rule(name.len() + 1 + text.len()) {
+                table.fail(key.get_ref(), rule);
+                valid = false;
+            }
             out.insert(name, text);
         }
     }

@@ -113,8 +113,8 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     })
 }
 
-/// `listen_allowed_clients` as libfcgi and php-cgi read it: `FCGI_WEB_SERVER_ADDRS`,
-/// comma-separated. Both check it on every accept, in the worker.
+/// `listen_allowed_clients` as libfcgi reads it (and drover's Python workers):
+/// `FCGI_WEB_SERVER_ADDRS`, comma-separated, checked on every accept in the worker.
 fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
     if pool.listen_allowed_clients.is_empty() {
         return None;

@@ -318,3 +318,48 @@ fn a_python_pool_without_drover_python_beside_drover_is_refused() {
     let out = run_bounded(&mut command);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 }
+
+#[test]
+fn an_env_value_execve_would_refuse_is_an_error_at_its_line() {
+    let site = Site::new();
+    // 200 KB: a file drover reads, a string Linux refuses at the worker's execve (E2BIG).
+    let value = "x".repeat(200_000);
+    let text = pool_toml(
+        &site.socket("www"),
+        &format!("{}\n[env]\nBIG = \"{value}\"\n", tables("", "")),
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "BIG ="),
+        "env.BIG",
+    );
+    assert!(error.contains("MAX_ARG_STRLEN"), "no rule in {error:?}");
+}
+
+#[test]
+fn listen_allowed_clients_on_a_php_pool_is_refused_with_what_to_do_instead() {
+    let site = Site::new();
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\nlisten_allowed_clients = [\"127.0.0.1\"]\n{}",
+        tables("", "")
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "listen_allowed_clients"),
+        "listen_allowed_clients",
+    );
+    assert!(
+        error.contains("php-cgi does not enforce it") && error.contains("firewall"),
+        "no rule in {error:?}"
+    );
+}

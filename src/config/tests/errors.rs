@@ -307,6 +307,65 @@ fn env_names_and_values_are_checked() {
 }
 
 #[test]
+fn env_values_fit_what_execve_takes() {
+    // One string: NAME=value and its NUL at most 128 KiB, else E2BIG at spawn.
+    let value = "x".repeat(128 * 1024);
+    let e = only_error(&format!("{MINIMAL}[env]\nBIG = \"{value}\"\n"));
+    assert_at(&e, "pools.d/www.toml", 10, "env.BIG", "MAX_ARG_STRLEN");
+    assert!(e.rule.contains("131077 bytes"), "{e}");
+    let fits = "x".repeat(128 * 1024 - 6);
+    assert!(
+        load_dir(&setup(
+            "",
+            &[("www", &format!("{MINIMAL}[env]\nBIG = \"{fits}\"\n"))]
+        ))
+        .is_ok()
+    );
+    // All of it: at most 512 KiB.
+    let many: String = (0..5)
+        .map(|i| format!("V{i} = \"{}\"\n", "x".repeat(120 * 1024)))
+        .collect();
+    let e = only_error(&format!("{MINIMAL}[env]\n{many}"));
+    assert_at(&e, "pools.d/www.toml", 9, "env", "at most 524288 (512 KiB)");
+    // php.ini values travel as one argument each, `-d name=value`.
+    let e = only_error(&format!("{MINIMAL}[php.ini]\nx = \"{value}\"\n"));
+    assert_at(&e, "pools.d/www.toml", 10, "php.ini.x", "MAX_ARG_STRLEN");
+}
+
+#[test]
+fn allowed_clients_are_refused_where_the_runtime_would_not_check_them() {
+    let tcp = MINIMAL.replace(
+        "listen = \"/run/drover/www.sock\"",
+        "listen = \"127.0.0.1:9000\"\nlisten_allowed_clients = [\"127.0.0.1\"]",
+    );
+    let e = only_error(&tcp);
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "listen_allowed_clients",
+        "php-cgi does not enforce it",
+    );
+    assert!(
+        e.rule.contains("unix socket") && e.rule.contains("firewall"),
+        "{e}"
+    );
+    let command = tcp.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[command]\nargv = [\"/bin/sh\"]",
+    );
+    assert!(load_dir(&setup("", &[("www", &command)])).is_ok());
+    let e = only_error(&command.replace("127.0.0.1:9000", "[::1]:9000"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "listen_allowed_clients",
+        "IPv4 clients only",
+    );
+}
+
+#[test]
 fn a_bad_pool_file_name_is_refused() {
     let dir = setup("", &[("my pool", MINIMAL)]);
     let e = &load_dir(&dir).unwrap_err().0[0];

@@ -125,7 +125,6 @@ listen = "run/control.sock"
     let pool = r#"
 listen = "127.0.0.1:9000"
 listen_backlog = 64
-listen_allowed_clients = ["127.0.0.1", "::1"]
 user = "www-data"
 group = "www-data"
 chdir = "/"
@@ -163,7 +162,6 @@ max_execution_time = 30
     assert_eq!(g.control.listen, Some(dir.path().join("run/control.sock")));
     let p = &config.pools[0];
     assert_eq!(p.listen, ListenAddr::Tcp("127.0.0.1:9000".parse().unwrap()));
-    assert_eq!(p.listen_allowed_clients.len(), 2);
     assert_eq!(p.request_slowlog_timeout, Some(Duration::from_secs(5)));
     assert_eq!(p.slowlog, Some(dir.path().join("log/www.slow")));
     // start_servers defaults to the middle of the spare range.
@@ -210,7 +208,10 @@ fn python_and_command_pools_are_read() {
             "[php]\nbinary = \"/bin/sh\"",
             "[command]\nargv = [\"sh\", \"-c\", \"true\"]",
         )
-        .replace("www.sock", "cgi.sock");
+        .replace(
+            "listen = \"/run/drover/www.sock\"",
+            "listen = \"127.0.0.1:9000\"\nlisten_allowed_clients = [\"127.0.0.1\", \"::1\"]",
+        );
     let dir = setup("", &[("app", &python), ("cgi", &command)]);
     let config = load_dir(&dir).unwrap();
     let Runtime::Python(py) = &config.pools[0].runtime else {
@@ -222,6 +223,7 @@ fn python_and_command_pools_are_read() {
     );
     assert_eq!((py.preload, py.mount.as_str()), (true, "/app"));
     assert_eq!(py.python_path, [dir.path().join("src")]);
+    assert_eq!(config.pools[1].listen_allowed_clients.len(), 2);
     let Runtime::Command(cmd) = &config.pools[1].runtime else {
         panic!("command")
     };

@@ -16,7 +16,7 @@ pub mod sample;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{Layout, allowed_clients_env};
+use super::Layout;
 use crate::config::{Php, PmMode, Pool};
 
 pub fn plan(
@@ -44,13 +44,14 @@ pub fn plan(
         Layout::Workers { .. } => 0,
     };
     // php-cgi's own default is 500 when unset: always say what the pool means (0 = never).
-    let mut env: Vec<(OsString, OsString)> = vec![
+    // No FCGI_WEB_SERVER_ADDRS: php-cgi ignores it on a socket it did not bind, which is
+    // why the loader refuses listen_allowed_clients in a PHP pool.
+    let env: Vec<(OsString, OsString)> = vec![
         ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
         (
             "PHP_FCGI_MAX_REQUESTS".into(),
             max_requests.to_string().into(),
         ),
     ];
-    env.extend(allowed_clients_env(pool));
     (layout, php.binary.clone(), args, env)
 }
