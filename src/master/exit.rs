@@ -10,7 +10,7 @@ use nix::sys::wait::WaitStatus;
 pub enum ExitCause {
     Code(i32),
     Signal(Signal),
-    /// A php-cgi worker reaped by its php-cgi parent: only the parent saw its status.
+    /// A worker reaped by its parent (a php-cgi parent), which told nobody its status.
     SeenByParent,
 }
 
@@ -35,7 +35,7 @@ impl fmt::Display for ExitCause {
         match self {
             ExitCause::Code(code) => write!(f, "with code {code}"),
             ExitCause::Signal(signal) => write!(f, "on {}", signal.as_str()),
-            ExitCause::SeenByParent => write!(f, "(status seen only by its php-cgi parent)"),
+            ExitCause::SeenByParent => write!(f, "(status seen only by its parent)"),
         }
     }
 }

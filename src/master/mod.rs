@@ -229,6 +229,7 @@ impl Master {
                     }
                 }
                 self.retire_replaced(now);
+                self.refuse_stopped();
                 self.forget_drained();
                 if let Some(watchdog) = &mut self.watchdog {
                     watchdog.tick(now);
@@ -390,10 +391,29 @@ impl Master {
         systemd::ready(&status);
     }
 
-    /// Drops generations that finished draining (their listener closes with the last one).
+    /// Drops generations that finished draining (their listener closes with the last one),
+    /// and removes the socket file of a unix listener no generation left uses.
     fn forget_drained(&mut self) {
-        self.pools
-            .retain(|pool| !(pool.draining() && pool.is_empty()));
+        let (gone, kept): (Vec<PoolRun>, Vec<PoolRun>) = std::mem::take(&mut self.pools)
+            .into_iter()
+            .partition(|pool| pool.draining() && pool.is_empty());
+        self.pools = kept;
+        if gone.is_empty() {
+            return;
+        }
+        for pool in &gone {
+            // A later generation may listen at the same address (the same listener, or a
+            // new one bound there): its file stays.
+            if !self
+                .pools
+                .iter()
+                .any(|p| p.listener.addr == pool.listener.addr)
+            {
+                pool.listener.unlink();
+            }
+        }
+        drop(gone);
+        release_freed_memory();
     }
 
     fn log_output(&mut self, line: OutputLine) {
@@ -432,6 +452,16 @@ impl Master {
             let _ = std::fs::remove_file(path);
         }
         tracing::info!("stopped");
+    }
+}
+
+/// Gives the memory freed by a reload or a dropped generation back to the system: a large
+/// configuration loaded once would otherwise stay in the master's heap for good.
+fn release_freed_memory() {
+    // SAFETY: malloc_trim only walks glibc's own heap; it takes no pointer from us.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

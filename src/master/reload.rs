@@ -52,7 +52,12 @@ impl Master {
                 None => self
                     .add_pool(pool)
                     .map(|()| format!("{}: added", pool.name)),
-                Some(i) if self.pools[i].config == *pool && only.is_none() => {
+                // A pool stopped by its app starts again: the app may be fixed.
+                Some(i)
+                    if self.pools[i].config == *pool
+                        && only.is_none()
+                        && !self.pools[i].failed() =>
+                {
                     Ok(format!("{}: unchanged", pool.name))
                 }
                 Some(i)
@@ -105,6 +110,8 @@ impl Master {
             None => self.live.clear(),
         }
         self.begin_reload();
+        // The old configuration (and whatever the files' text cost) is freed by now.
+        super::release_freed_memory();
         let summary = summary.join("\n");
         tracing::info!("reload: {}", summary.replace('\n', "; "));
         Ok(summary)
@@ -164,7 +171,8 @@ impl Master {
         self.withdraw_pending(&name, now);
         let i = self.serving(&name).unwrap_or(i);
         let old = &self.pools[i];
-        let same_socket = old.config.listen == pool.listen;
+        // A listener shut down for a stopped pool cannot accept again: bind a new one.
+        let same_socket = old.config.listen == pool.listen && !old.refusing();
         let listener = if same_socket {
             old.listener.clone()
         } else {
@@ -210,6 +218,30 @@ impl Master {
             } else if failed.contains(&pool.id) {
                 pool.retire_generation(now, false);
             }
+        }
+    }
+
+    /// A pool stopped by its app (it cannot be imported) with no other generation to serve
+    /// refuses connections rather than let them wait for a worker that never comes.
+    pub(super) fn refuse_stopped(&mut self) {
+        let alone = |name: &str, pools: &[super::PoolRun]| {
+            pools
+                .iter()
+                .filter(|p| !p.draining() && p.config.name == name)
+                .count()
+                == 1
+        };
+        let stopped: Vec<usize> = (0..self.pools.len())
+            .filter(|&i| {
+                let pool = &self.pools[i];
+                pool.failed()
+                    && !pool.refusing()
+                    && !pool.draining()
+                    && alone(&pool.config.name, &self.pools)
+            })
+            .collect();
+        for i in stopped {
+            self.pools[i].refuse();
         }
     }
 

@@ -66,26 +66,56 @@ pub struct ZygoteArgs {
 /// The start of a report line, a character no app writes to stderr by accident.
 pub const REPORT_MARK: char = '\u{1e}';
 
+/// How a worker ended, as the zygote saw it when it reaped the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerExit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (its number: `nix::sys::signal::Signal::try_from` names it).
+    Signal(i32),
+}
+
+impl WorkerExit {
+    /// `None` for wait statuses that are not an end (stopped, continued).
+    pub fn from_status(status: nix::sys::wait::WaitStatus) -> Option<WorkerExit> {
+        match status {
+            nix::sys::wait::WaitStatus::Exited(_, code) => Some(WorkerExit::Code(code)),
+            nix::sys::wait::WaitStatus::Signaled(_, signal, _) => {
+                Some(WorkerExit::Signal(signal as i32))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What the zygote tells the master about its workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Report {
     Started {
         pid: Pid,
     },
-    /// `status` is the raw wait status, decoded by the master.
     Exited {
         pid: Pid,
-        status: i32,
+        exit: WorkerExit,
         lived: Duration,
     },
 }
 
 impl Report {
+    /// One line: `MARK started PID`, `MARK exited PID code N MS` or
+    /// `MARK exited PID signal N MS`.
     pub fn encode(&self) -> String {
         match self {
             Report::Started { pid } => format!("{REPORT_MARK}started {pid}\n"),
-            Report::Exited { pid, status, lived } => {
-                format!("{REPORT_MARK}exited {pid} {status} {}\n", lived.as_millis())
+            Report::Exited { pid, exit, lived } => {
+                let (kind, n) = match exit {
+                    WorkerExit::Code(code) => ("code", code),
+                    WorkerExit::Signal(signal) => ("signal", signal),
+                };
+                format!(
+                    "{REPORT_MARK}exited {pid} {kind} {n} {}\n",
+                    lived.as_millis()
+                )
             }
         }
     }
@@ -95,15 +125,22 @@ impl Report {
         let mut words = line.strip_prefix(REPORT_MARK)?.split(' ');
         let kind = words.next()?;
         let pid = Pid::from_raw(words.next()?.parse().ok()?);
-        match kind {
-            "started" => Some(Report::Started { pid }),
+        let report = match kind {
+            "started" => Report::Started { pid },
             "exited" => {
-                let status = words.next()?.parse().ok()?;
+                let how = words.next()?;
+                let n = words.next()?.parse().ok()?;
+                let exit = match how {
+                    "code" => WorkerExit::Code(n),
+                    "signal" => WorkerExit::Signal(n),
+                    _ => return None,
+                };
                 let lived = Duration::from_millis(words.next()?.parse().ok()?);
-                Some(Report::Exited { pid, status, lived })
+                Report::Exited { pid, exit, lived }
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        words.next().is_none().then_some(report)
     }
 }
 
@@ -130,8 +167,13 @@ mod tests {
             },
             Report::Exited {
                 pid: Pid::from_raw(43),
-                status: 9,
+                exit: WorkerExit::Signal(11),
                 lived: Duration::from_millis(1500),
+            },
+            Report::Exited {
+                pid: Pid::from_raw(44),
+                exit: WorkerExit::Code(0),
+                lived: Duration::from_millis(2),
             },
         ];
         for report in reports {
@@ -145,6 +187,8 @@ mod tests {
         assert_eq!(Report::parse("started 42"), None);
         assert_eq!(Report::parse("\u{1e}bogus 42"), None);
         assert_eq!(Report::parse("\u{1e}exited x 1 2"), None);
+        assert_eq!(Report::parse("\u{1e}exited 42 11 17"), None);
+        assert_eq!(Report::parse("\u{1e}exited 42 core 11 17"), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use drover_proto::zygote::{EXIT_APP_LOAD, Report, ZygoteArgs, target_signal};
+use drover_proto::zygote::{EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, target_signal};
 use drover_proto::{Backoff, Respawn};
 use drover_scoreboard::Scoreboard;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
@@ -213,12 +213,9 @@ impl Zygote<'_> {
                 board.slot(slot).release();
             }
             let lived = live.started.elapsed();
-            let raw = raw_status(status);
-            report(Report::Exited {
-                pid,
-                status: raw,
-                lived,
-            });
+            if let Some(exit) = WorkerExit::from_status(status) {
+                report(Report::Exited { pid, exit, lived });
+            }
             if matches!(status, WaitStatus::Exited(_, code) if code == i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }
@@ -284,14 +281,6 @@ enum Reaped {
     Hold(Duration),
     /// A worker could not import the app (`--no-preload`): stop the pool.
     AppFailed,
-}
-
-fn raw_status(status: WaitStatus) -> i32 {
-    match status {
-        WaitStatus::Exited(_, code) => code << 8,
-        WaitStatus::Signaled(_, signal, core) => signal as i32 | if core { 0x80 } else { 0 },
-        _ => 0,
-    }
 }
 
 /// Waits for one of [`handled`], up to `timeout` (forever when `None`).

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use nix::sys::wait::WaitStatus;
-
 use super::exit::{ExitCause, lifetime};
 use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
@@ -32,7 +30,7 @@ use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Layout};
 use crate::scoreboard::Scoreboard;
-use drover_proto::zygote::{self, EXIT_APP_LOAD, Report};
+use drover_proto::zygote::{self, EXIT_APP_LOAD, Report, WorkerExit};
 use observe::{Observed, Probes};
 
 /// A process the master exec'd: a worker, or a php-cgi parent of workers.
@@ -88,8 +86,11 @@ pub struct PoolRun {
     backoff: Backoff,
     /// After a start-up failure: no spawn before this.
     hold_until: Option<Instant>,
-    /// The app cannot load: the pool runs nothing until drover restarts.
+    /// The app cannot load: the pool runs nothing until a reload.
     stopped: bool,
+    /// Stopped with no other generation to serve: its listener is shut down, so that
+    /// clients are refused at once instead of waiting in the queue.
+    refusing: bool,
     limits: PoolLimits,
     policy: PolicyState,
     /// Python pools: written by the workers, read by `observe`.
@@ -185,6 +186,7 @@ impl PoolRun {
             backoff: Backoff::default(),
             hold_until: None,
             stopped: false,
+            refusing: false,
             policy: PolicyState::default(),
             scoreboard,
             probes: Probes::default(),
@@ -211,6 +213,35 @@ impl PoolRun {
     }
 
     /// Running the workers it starts with, or stopped for good: nothing more to wait for.
+    /// Its listener was shut down because the pool is stopped (see [`PoolRun::refuse`]).
+    pub fn refusing(&self) -> bool {
+        self.refusing
+    }
+
+    /// The pool is stopped and nothing else serves its socket: shuts the listener down, so
+    /// that connections are refused at once (nginx answers 502) until a reload binds a new
+    /// one.
+    pub fn refuse(&mut self) {
+        if self.refusing {
+            return;
+        }
+        self.refusing = true;
+        self.stop_watching();
+        match nix::sys::socket::shutdown(
+            self.listener.fd.as_raw_fd(),
+            nix::sys::socket::Shutdown::Read,
+        ) {
+            Ok(()) => tracing::warn!(
+                "pool {}: refusing connections on {} until a reload",
+                self.name(),
+                self.listener.addr
+            ),
+            Err(err) => {
+                tracing::error!("pool {}: cannot shut down the listener: {err}", self.name())
+            }
+        }
+    }
+
     pub fn settled(&self) -> bool {
         self.stopped || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }
@@ -595,22 +626,31 @@ impl PoolRun {
             );
             return Some(Reaped::NotOurs);
         }
-        if !self.processes.contains_key(&from) {
+        // A zygote's last lines may be read after it was reaped: they still count.
+        let zygote = self.processes.contains_key(&from)
+            || self.exited.iter().any(|(pid, _, _)| *pid == from);
+        if !zygote {
             return None;
         }
         match Report::parse(line) {
             Some(Report::Started { pid }) => {
+                if !self.processes.contains_key(&from) {
+                    // Its zygote is gone: the worker was adopted when the zygote was reaped.
+                    return Some(Reaped::NotOurs);
+                }
                 tracing::info!("pool {}: worker {pid} started", self.config.name);
                 self.workers.insert(pid, Worker::new(now, Some(from)));
             }
-            Some(Report::Exited { pid, status, lived }) => {
-                let cause = WaitStatus::from_raw(pid, status)
-                    .ok()
-                    .and_then(ExitCause::from_status);
+            Some(Report::Exited { pid, exit, lived }) => {
+                let cause = match exit {
+                    WorkerExit::Code(code) => ExitCause::Code(code),
+                    WorkerExit::Signal(n) => Signal::try_from(n)
+                        .map(ExitCause::Signal)
+                        .unwrap_or(ExitCause::SeenByParent),
+                };
                 let worker = self.workers.remove(&pid).unwrap_or_else(|| {
                     Worker::new(now.checked_sub(lived).unwrap_or(now), Some(from))
                 });
-                let cause = cause.unwrap_or(ExitCause::SeenByParent);
                 self.log_worker_exit(pid, &worker, cause, now);
                 return Some(Reaped::Exit {
                     crash: cause.is_crash(),
@@ -634,7 +674,7 @@ impl PoolRun {
         {
             self.failed_at = None;
             tracing::error!(
-                "pool {}: the app failed to load (traceback above); the pool is stopped until drover restarts",
+                "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()
             );
         }

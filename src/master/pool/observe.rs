@@ -218,12 +218,22 @@ impl PoolRun {
         }
     }
 
-    /// Orphans that no longer exist (reaped by their parent just before it died).
+    /// Orphans that no longer exist (reaped by their parent just before it died). A zygote
+    /// reported such an exit, with its cause: its last lines get a moment to arrive.
     fn forget_vanished_orphans(&mut self, now: Instant) {
+        const REPORT_GRACE: Duration = Duration::from_secs(1);
+        let reports = self.reports();
+        let exited = &self.exited;
+        let parent_just_gone = |parent: Option<Pid>| {
+            exited.iter().any(|(pid, _, at)| {
+                Some(*pid) == parent && now.saturating_duration_since(*at) < REPORT_GRACE
+            })
+        };
         let vanished: Vec<Pid> = self
             .workers
             .iter()
             .filter(|(pid, w)| w.orphan && kill(**pid, None).is_err())
+            .filter(|(_, w)| !(reports && parent_just_gone(w.parent)))
             .map(|(pid, _)| *pid)
             .collect();
         for pid in vanished {

@@ -136,3 +136,79 @@ fn a_killed_zygotes_successor_is_watched_like_the_first() {
         log.text()
     );
 }
+
+#[test]
+fn a_segfaulting_worker_is_logged_and_counted_as_a_crash() {
+    let site = site();
+    let (drover, ctl, nginx) = start(&site, &[&AppPool::new("py")]);
+    let log = &drover.log;
+    let from = log.len();
+    assert_eq!(http::get(&nginx.url("/py/segv")).status, 502);
+    let line = log.wait_for(
+        from,
+        "worker N exited on SIGSEGV",
+        |l| l.contains("pool py: worker ") && l.contains("exited on SIGSEGV"),
+        TIMEOUT,
+    );
+    println!("{line}");
+    let counted = proc::poll(TIMEOUT, || {
+        ctl.status_json("py", &log.text())["recycled"]["crash"].as_u64() == Some(1)
+    });
+    assert!(counted, "recycled crash is not 1\n{}", log.text());
+    let raw: Vec<String> = log.lines()[from..]
+        .iter()
+        .filter(|l| l.contains("exited ") && !l.contains(" after "))
+        .cloned()
+        .collect();
+    assert!(raw.is_empty(), "raw report lines in the log: {raw:?}");
+    assert!(!log.text().contains("seen only by its"), "{}", log.text());
+}
+
+#[test]
+fn a_pool_whose_app_cannot_load_refuses_at_once_and_serves_after_a_fix_and_reload() {
+    let site = site();
+    let broken = AppPool {
+        app: "broken_app:application",
+        ..AppPool::new("py")
+    };
+    site.write("pools.d/py.toml", &broken.toml(&site));
+    let (drover, ctl, nginx) = start(&site, &[&broken]);
+    let log = &drover.log;
+    log.wait_for_line("the app failed to load", TIMEOUT);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let status = http::get(&nginx.url("/py/pid")).status;
+        let took = started.elapsed();
+        assert_eq!(status, 502, "{}", log.text());
+        assert!(
+            took < Duration::from_secs(1),
+            "a stopped pool's answer took {took:?}\n{}",
+            log.text()
+        );
+    }
+    site.write(
+        "apps/broken_app.py",
+        include_str!("../../apps/lifecycle_app.py"),
+    );
+    let from = log.len();
+    ctl.ok(&["reload"], &log.text());
+    log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
+    let reply = http::get(&nginx.url("/py/pid"));
+    assert_eq!(reply.status, 200, "{reply:?}\n{}", log.text());
+}
+
+#[test]
+fn a_removed_pools_socket_goes_once_it_drained() {
+    let site = site();
+    let (drover, ctl, _nginx) = start(&site, &[&AppPool::new("py"), &AppPool::new("gone")]);
+    let log = &drover.log;
+    let socket = site.socket("gone");
+    assert!(socket.exists());
+    std::fs::remove_file(site.path().join("pools.d/gone.toml")).unwrap();
+    let from = log.len();
+    ctl.ok(&["reload"], &log.text());
+    log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
+    let removed = proc::poll(TIMEOUT, || !socket.exists());
+    assert!(removed, "{} still there\n{}", socket.display(), log.text());
+    assert!(site.socket("py").exists());
+}
