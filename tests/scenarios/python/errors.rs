@@ -139,7 +139,7 @@ fn an_app_that_cannot_be_imported_stops_its_pool_only() {
 
     let log = &drover.log;
     let stopped = log.wait_for_line(
-        "pool broken: the app failed to load (traceback above); the pool is stopped until drover restarts",
+        "pool broken: the app failed to load (traceback above); the pool is stopped until a reload",
         TIMEOUT,
     );
     let zygote = python::started_so_far(log, "broken", "python zygote")[0];
