@@ -43,7 +43,8 @@ pub fn spawn(
     let credentials = spec.credentials.clone();
     let scoreboard = scoreboard.map(|fd| fd.as_raw_fd());
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // setgroups, setgid, setuid, dup2) on memory allocated before the fork.
+    // setgroups, setgid, setuid, dup2, close_range, fcntl) on memory allocated before the
+    // fork.
     unsafe {
         command.pre_exec(move || {
             // If the master dies without stopping us, php-cgi's SIGTERM handler stops its
@@ -60,9 +61,47 @@ pub fn spawn(
                     return Err(io::Error::last_os_error());
                 }
             }
+            // Whatever started drover may have left descriptors open without close-on-exec
+            // (a terminal's, a supervisor's pipe): none may reach a worker.
+            let first = if scoreboard.is_some() {
+                SCOREBOARD_FD + 1
+            } else {
+                3
+            };
+            close_on_exec_from(first);
             Ok(())
         });
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))
+}
+
+/// Marks every descriptor from `first` up close-on-exec. Marked rather than closed: std's
+/// own pipe, which reports a failed exec to the master, must stay open until the exec.
+/// Runs between fork and exec: syscalls only, no allocation.
+fn close_on_exec_from(first: i32) {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes descriptor flags.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        )
+    };
+    if marked == 0 {
+        return;
+    }
+    // Kernels before 5.11: one fcntl per descriptor up to the limit on open files.
+    // SAFETY: sysconf has no preconditions.
+    let limit = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) };
+    let limit = if limit > 0 {
+        limit.min(65_536) as i32
+    } else {
+        1024
+    };
+    for fd in first..limit {
+        // SAFETY: fcntl on a descriptor number; EBADF for one not open is harmless.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
 }

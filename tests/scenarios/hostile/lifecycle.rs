@@ -212,3 +212,96 @@ fn a_removed_pools_socket_goes_once_it_drained() {
     assert!(removed, "{} still there\n{}", socket.display(), log.text());
     assert!(site.socket("py").exists());
 }
+
+/// Every `pipe:[INODE]` link among `pid`'s open descriptors, with the fd number.
+fn pipes_of(pid: i32) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.path()).ok()?;
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                target.to_string_lossy().into_owned(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn a_descriptor_drover_inherited_reaches_no_worker() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    let site = site();
+    let (py, www) = (AppPool::new("py"), crate::common::PhpPool::new("www"));
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    site.write("pools.d/py.toml", &py.toml(&site));
+    site.write("pools.d/www.toml", &www.toml(&site));
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let stray = std::fs::read_link(format!("/proc/self/fd/{}", read.as_raw_fd()))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let raw = read.as_raw_fd();
+    let mut command = Command::new(crate::common::BIN);
+    command
+        .arg("-c")
+        .arg(site.path().join("drover.toml"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 between fork and exec, on descriptors opened before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            // fd 10, without close-on-exec: as a careless parent leaves one.
+            if libc::dup2(raw, 10) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    drop((read, write));
+    let log = crate::common::Log::default();
+    log.collect(child.stdout.take().unwrap());
+    log.collect(child.stderr.take().unwrap());
+    let master = child.id() as i32;
+    let guard = KillOnDrop(master);
+    log.wait_for_line("ready:", TIMEOUT);
+    let master_has_it = pipes_of(master).iter().any(|(_, t)| *t == stray);
+    assert!(master_has_it, "the test's fd 10 did not reach drover");
+    let below = proc::descendants(master);
+    assert!(below.len() >= 5, "{below:?}");
+    let leaks: Vec<(i32, String)> = below
+        .iter()
+        .flat_map(|&pid| {
+            pipes_of(pid)
+                .into_iter()
+                .filter(|(_, target)| *target == stray)
+                .map(move |(fd, _)| (pid, fd))
+        })
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "processes under drover holding the inherited {stray} (pid, fd): {leaks:?}\n{}",
+        log.text()
+    );
+    drop(guard);
+    let _ = child.wait();
+}
+
+/// SIGKILLs a process tree when the test ends, passed or not.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        proc::kill_tree(self.0);
+    }
+}
