@@ -73,6 +73,10 @@ pub fn plan(
         args.push("--max-memory".into());
         args.push(limit.to_string().into());
     }
+    if let Some(timeout) = pool.request_read_timeout {
+        args.push("--request-read-timeout-ms".into());
+        args.push(timeout.as_millis().to_string().into());
+    }
     let env = allowed_clients_env(pool).into_iter().collect();
     (
         Layout::Parent {

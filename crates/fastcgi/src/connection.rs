@@ -29,14 +29,23 @@ pub struct Limits {
     /// ends a params stream that never ends. A stream that stalls instead is ended by the
     /// socket's read timeout, if the worker set one ([`ProtocolError::Timeout`]).
     pub max_params_bytes: usize,
+    /// How much of a finished request's unread body is read and dropped before the next
+    /// request on a kept connection; past it the connection ends
+    /// ([`ProtocolError::UnreadBodyTooLarge`]). The worker bounds its lingering close by
+    /// the same number. It must exceed the bodies the web server lets through: nginx may
+    /// push a whole buffered body (from its temp file) before it reads the response, and
+    /// ending the connection under it turns the response into a 502.
+    pub max_unread_body: usize,
 }
 
 impl Default for Limits {
-    /// 64 KiB: nginx's largest request headers (`large_client_header_buffers` 4 × 8k) plus
-    /// fastcgi.conf's variables fit with room to spare.
+    /// 64 KiB of params: nginx's largest request headers (`large_client_header_buffers`
+    /// 4 × 8k) plus fastcgi.conf's variables fit with room to spare. 64 MiB of unread body:
+    /// reading and dropping it takes a few tens of milliseconds.
     fn default() -> Limits {
         Limits {
             max_params_bytes: 64 * 1024,
+            max_unread_body: 64 * 1024 * 1024,
         }
     }
 }
@@ -212,7 +221,9 @@ impl<S: Read + Write> Connection<S> {
     /// `app_status` (the CGI exit status; 0 = success), then flushes. Returns whether the
     /// connection stays open for another request; if not, the caller closes it.
     ///
-    /// A body the app did not read is not waited for: the next `next_request` skips it.
+    /// A body the app did not read is not waited for: the next `next_request` skips it, or,
+    /// on a connection that ends here, [`Self::body_unread`] tells the caller to close it
+    /// with a lingering close.
     pub fn finish(&mut self, app_status: u32) -> io::Result<bool> {
         let current = self.current.take().ok_or_else(no_request)?;
         let id = current.id;
@@ -235,6 +246,15 @@ impl<S: Read + Write> Connection<S> {
         self.closed |= !current.keep_conn;
         self.flush()?;
         Ok(!self.closed)
+    }
+
+    /// Whether the last finished request's body had not ended. Closing the socket with
+    /// input unread makes the kernel reset the connection, and the web server may then lose
+    /// the response it has not read yet: the caller shuts its side down first (the web
+    /// server sees the response end at once), then reads what is left until the web server
+    /// closes (php-cgi's `fcgi_close` does the same).
+    pub fn body_unread(&self) -> bool {
+        self.draining.is_some()
     }
 
     pub fn get_ref(&self) -> &S {
@@ -310,6 +330,7 @@ impl<S: Read + Write> Connection<S> {
     fn next_begin(&mut self) -> Result<Option<(u16, BeginRequestBody)>, ProtocolError> {
         let pending = std::mem::take(&mut self.skip_pending);
         self.skip(pending)?;
+        let mut skipped = pending;
         loop {
             let Some(header) = self.next_header()? else {
                 return Ok(None);
@@ -325,6 +346,13 @@ impl<S: Read + Write> Connection<S> {
                 && header.content_length == 0
             {
                 self.draining = None;
+            }
+            if let Some(request_id) = self.draining {
+                skipped += header.body_len();
+                if skipped > self.limits.max_unread_body {
+                    let limit = self.limits.max_unread_body;
+                    return Err(ProtocolError::UnreadBodyTooLarge { request_id, limit });
+                }
             }
             self.skip(header.body_len())?;
         }

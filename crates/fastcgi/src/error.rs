@@ -44,6 +44,10 @@ pub enum ProtocolError {
     #[error("the params of request {request_id} exceed the limit of {limit} bytes")]
     ParamsTooLarge { request_id: u16, limit: usize },
 
+    /// A kept connection whose finished request left more body unread than the limit.
+    #[error("request {request_id} left more than {limit} bytes of its body unread")]
+    UnreadBodyTooLarge { request_id: u16, limit: usize },
+
     #[error("unexpected {record_type} record while {phase}")]
     UnexpectedRecord {
         record_type: RecordType,

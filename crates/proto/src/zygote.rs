@@ -61,6 +61,9 @@ pub struct ZygoteArgs {
     /// max_memory in bytes: a worker checks itself after each request.
     #[arg(long)]
     pub max_memory: Option<u64>,
+    /// request_read_timeout in milliseconds; absent: no bound.
+    #[arg(long)]
+    pub request_read_timeout_ms: Option<u64>,
 }
 
 /// The start of a report line, a character no app writes to stderr by accident.

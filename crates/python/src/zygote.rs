@@ -240,6 +240,7 @@ impl Zygote<'_> {
             max_requests: limit,
             generation: self.generation,
             max_memory: self.args.max_memory,
+            request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
         };
         let slot = self
             .scoreboard

@@ -219,10 +219,30 @@ impl Slot {
         self.state.store(state as u8, Relaxed);
     }
 
-    /// The request's parameters are read: the worker is now running it.
-    pub fn begin_request(&self, now_us: u64, method: &str, uri: &str, query: &str, script: &str) {
+    /// A connection is accepted (or the next request starts on a kept one): the worker is
+    /// busy from now on, reading a request it knows nothing about yet. `now_us` is the
+    /// request's start, which [`Slot::begin_request`] is given again, so that the time a
+    /// client takes to send its request counts toward the request's duration.
+    pub fn begin_reading(&self, now_us: u64) {
         self.write(|| {
             self.since_us.store(now_us, Relaxed);
+            for text in [
+                &self.method.len,
+                &self.uri.len,
+                &self.query.len,
+                &self.script.len,
+            ] {
+                text.store(0, Relaxed);
+            }
+            self.state.store(State::Reading as u8, Relaxed);
+        });
+    }
+
+    /// The request's parameters are read: the worker is now running it. `start_us` is
+    /// when it started (the accept, for a worker that calls [`Slot::begin_reading`]).
+    pub fn begin_request(&self, start_us: u64, method: &str, uri: &str, query: &str, script: &str) {
+        self.write(|| {
+            self.since_us.store(start_us, Relaxed);
             self.method.store(method);
             self.uri.store(uri);
             self.query.store(query);
@@ -242,6 +262,18 @@ impl Slot {
             // load + store, not fetch_add: there is one writer, and a locked add costs more.
             self.requests
                 .store(self.requests.load(Relaxed) + 1, Relaxed);
+            self.since_us.store(now_us, Relaxed);
+            self.state.store(State::Idle as u8, Relaxed);
+        });
+    }
+
+    /// A connection ended without a request to serve (the client closed it, or sent
+    /// nothing in time): idle again, nothing served.
+    pub fn end_reading(&self, now_us: u64) {
+        if self.state.load(Relaxed) == State::Idle as u8 {
+            return;
+        }
+        self.write(|| {
             self.since_us.store(now_us, Relaxed);
             self.state.store(State::Idle as u8, Relaxed);
         });

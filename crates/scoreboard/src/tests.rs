@@ -101,6 +101,42 @@ fn a_request_cycle_updates_state_counters_and_text() {
 }
 
 #[test]
+fn reading_starts_the_request_clock_at_the_accept() {
+    let b = board(1);
+    let slot = b.slot(0);
+    slot.claim(pid(100), 1);
+    slot.begin_request(1_000, "GET", "/before", "", "");
+    slot.end_request(2_000, Duration::ZERO);
+
+    slot.begin_reading(5_000);
+    let reading = &b.snapshot()[0];
+    assert_eq!((reading.state, reading.since_us), (State::Reading, 5_000));
+    assert!(reading.state.is_busy());
+    assert_eq!(
+        reading.request.as_ref().unwrap().uri,
+        "",
+        "a request being read is not the last one"
+    );
+
+    slot.end_reading(6_000);
+    let dropped = &b.snapshot()[0];
+    assert_eq!(
+        (dropped.state, dropped.since_us, dropped.requests),
+        (State::Idle, 6_000, 1),
+        "a dropped connection is no request served"
+    );
+
+    slot.begin_reading(5_000);
+    slot.begin_request(5_000, "POST", "/slow-body", "", "");
+    slot.end_request(9_000, Duration::ZERO);
+    assert_eq!(
+        b.snapshot()[0].last_duration,
+        Duration::from_micros(4_000),
+        "the wait for the request counts toward its duration"
+    );
+}
+
+#[test]
 fn long_strings_are_truncated_on_a_character_boundary() {
     let b = board(1);
     let slot = b.slot(0);

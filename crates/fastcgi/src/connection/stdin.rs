@@ -28,6 +28,26 @@ impl<S: Read + Write> Connection<S> {
         })
     }
 
+    /// Reads and drops the rest of the current request's body, up to `max_bytes`; true
+    /// once it has ended. For a body the app left unread, before [`Self::finish`]: with a
+    /// socket whose reads take only what has already arrived, this ends most bodies (often
+    /// just their closing empty record) without a wait. It stops at the first error (a
+    /// read that would wait is one); the connection then serves no further request, and
+    /// [`Self::body_unread`] will tell the caller to linger when it closes.
+    pub fn discard_stdin(&mut self, max_bytes: usize) -> bool {
+        let mut buf = [0u8; 4096];
+        let mut dropped = 0;
+        while dropped <= max_bytes {
+            match self.read_body(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => dropped += n,
+                Err(_) => break,
+            }
+        }
+        self.closed = true;
+        false
+    }
+
     /// The web server sent ABORT_REQUEST for the current request (noticed while reading its
     /// body): reads return end of file. The app may stop early; it still calls `finish`.
     pub fn aborted(&self) -> bool {

@@ -113,6 +113,7 @@ fn a_begin_request_body_of_the_wrong_size_is_refused() {
 fn params_over_the_limit_are_refused_before_they_are_read() {
     let limits = Limits {
         max_params_bytes: 1000,
+        ..Limits::default()
     };
     let big = "x".repeat(2000);
     let input = [begin(1, RESPONDER, 0), params(1, &[("BIG", &big)])].concat();

@@ -57,6 +57,7 @@ fn serve_with(input: Vec<u8>, rng: &mut Rng) -> Served {
         duplex,
         Limits {
             max_params_bytes: 1 + rng.below(2048),
+            max_unread_body: rng.below(4096),
         },
     )
 }

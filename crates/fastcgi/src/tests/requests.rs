@@ -1,7 +1,7 @@
 //! The request cycle: params, body, output, end of request, kept connections.
 
 use super::support::*;
-use crate::{Connection, Limits, MAX_CONTENT_LEN};
+use crate::{Connection, Limits, MAX_CONTENT_LEN, ProtocolError};
 
 #[test]
 fn a_request_is_answered_with_stdout_its_end_and_end_request() {
@@ -279,6 +279,98 @@ fn a_web_server_closing_during_an_unread_body_ends_the_connection_cleanly() {
     connection.next_request().unwrap().unwrap();
     assert!(connection.finish(0).unwrap());
     assert!(connection.next_request().unwrap().is_none());
+}
+
+#[test]
+fn a_body_left_unread_on_a_closing_connection_asks_for_a_lingering_close() {
+    let mut input = [begin(1, RESPONDER, 0), params(1, &[])].concat();
+    input.extend(record(STDIN, 1, &[b'x'; 100]));
+    let mut connection = Connection::new(Duplex::new(input), Limits::default());
+    connection.next_request().unwrap().unwrap();
+    connection.write_stdout(b"early answer").unwrap();
+
+    assert!(!connection.finish(0).unwrap());
+
+    assert!(connection.body_unread());
+    let records = parse(&connection.get_ref().output);
+    assert_eq!(records.last().map(|r| r.record_type), Some(END));
+}
+
+#[test]
+fn a_body_read_to_its_end_needs_no_lingering_close() {
+    let input = request(1, 0, b"all of it");
+    let mut connection = Connection::new(Duplex::new(input), Limits::default());
+    connection.next_request().unwrap().unwrap();
+
+    assert!(connection.discard_stdin(1024), "the whole body had arrived");
+    assert!(!connection.finish(0).unwrap());
+
+    assert!(!connection.body_unread());
+}
+
+#[test]
+fn discarding_stops_where_the_arrived_input_ends_and_ends_the_connection() {
+    let mut input = [begin(1, RESPONDER, KEEP), params(1, &[])].concat();
+    input.extend(record(STDIN, 1, &[b'x'; 100]));
+    let mut duplex = Duplex::new(input);
+    // What a socket that does not wait says when nothing more has arrived.
+    duplex.at_end = Some(std::io::ErrorKind::WouldBlock);
+    let mut connection = Connection::new(duplex, Limits::default());
+    connection.next_request().unwrap().unwrap();
+
+    assert!(!connection.discard_stdin(1024));
+
+    assert!(
+        !connection.finish(0).unwrap(),
+        "the record position may be lost: no further request"
+    );
+    assert!(connection.body_unread());
+}
+
+#[test]
+fn discarding_stops_at_its_byte_bound() {
+    let mut input = [begin(1, RESPONDER, 0), params(1, &[])].concat();
+    for _ in 0..4 {
+        input.extend(record(STDIN, 1, &[b'x'; 4096]));
+    }
+    input.extend(record(STDIN, 1, b""));
+    let mut connection = Connection::new(Duplex::new(input), Limits::default());
+    connection.next_request().unwrap().unwrap();
+
+    assert!(!connection.discard_stdin(5000));
+
+    connection.finish(0).unwrap();
+    assert!(connection.body_unread());
+}
+
+#[test]
+fn a_kept_connection_ends_when_the_unread_body_outgrows_its_bound() {
+    let mut input = [begin(1, RESPONDER, KEEP), params(1, &[])].concat();
+    for _ in 0..3 {
+        input.extend(record(STDIN, 1, &[b'x'; 1000]));
+    }
+    input.extend(record(STDIN, 1, b""));
+    input.extend(request(2, 0, b"next"));
+    let limits = Limits {
+        max_unread_body: 2000,
+        ..Limits::default()
+    };
+    let mut connection = Connection::new(Duplex::new(input), limits);
+    connection.next_request().unwrap().unwrap();
+    assert!(connection.finish(0).unwrap());
+
+    let err = connection.next_request().unwrap_err();
+
+    assert!(
+        matches!(
+            err,
+            ProtocolError::UnreadBodyTooLarge {
+                request_id: 1,
+                limit: 2000
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

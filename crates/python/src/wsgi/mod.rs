@@ -55,6 +55,7 @@ impl App {
     /// Serves one request on `conn`, to its end.
     pub fn handle(&self, py: Python<'_>, conn: &Rc<RefCell<Conn>>, request: Request) -> Outcome {
         let head_only = request.params.get("REQUEST_METHOD") == Some(b"HEAD");
+        let keep_conn = request.keep_conn;
         let exchange = Rc::new(Exchange::new(conn.clone(), head_only));
         let served = self.call(py, conn, &request, &exchange);
         let failed = match served {
@@ -72,7 +73,10 @@ impl App {
         if exchange.broken.get() {
             return Outcome { keep: false };
         }
-        drain_body(conn);
+        // On a kept connection the next request's read skips what is left instead.
+        if !keep_conn {
+            shed_arrived_body(conn);
+        }
         // A failure after the head went out cannot be told to the client but by cutting the
         // response short: end the request with a non-zero status and close the connection.
         let finished = conn
@@ -126,21 +130,20 @@ impl App {
     }
 }
 
-/// Reads what the app left of the request body, up to the end of its STDIN stream. Closing
-/// a unix socket with unread input makes the kernel reset the connection, and nginx then
-/// drops the response it already has ("readv() failed (104: Connection reset by peer)"):
-/// this happens even when the app read exactly CONTENT_LENGTH bytes, because the stream's
-/// closing empty record is still unread. php-cgi drains the same way.
-fn drain_body(conn: &Rc<RefCell<Conn>>) {
+/// What has already arrived of a body the app did not read, at most this much, is read
+/// before the response ends; the rest is left to the worker's lingering close.
+const SHED_NOW_MAX: usize = 64 * 1024;
+
+/// Reads and drops what has already arrived of the body the app left unread, without
+/// waiting for more. Mostly only the stream's closing empty record is left, and it is here
+/// already: the connection then closes plainly. A body still on its way is not waited
+/// for: the web server stops sending it once it has the response, so waiting here would
+/// hang both until a timeout. The worker closes such a connection with a lingering close.
+fn shed_arrived_body(conn: &Rc<RefCell<Conn>>) {
     let mut conn = conn.borrow_mut();
-    // Mostly only the closing empty record is left: a small buffer takes it without
-    // clearing 16 KiB for every request.
-    let mut small = [0u8; 256];
-    if !matches!(conn.read_stdin(&mut small), Ok(n) if n > 0) {
-        return;
-    }
-    let mut buf = vec![0u8; 16 * 1024];
-    while matches!(conn.read_stdin(&mut buf), Ok(n) if n > 0) {}
+    conn.get_mut().set_wait(false);
+    conn.discard_stdin(SHED_NOW_MAX);
+    conn.get_mut().set_wait(true);
 }
 
 fn send_body(exchange: &Exchange, result: &Bound<'_, PyAny>) -> PyResult<()> {
