@@ -88,6 +88,8 @@ pub struct PoolRun {
     hold_until: Option<Instant>,
     /// The app cannot load: the pool runs nothing until a reload.
     stopped: bool,
+    /// A stop began (`stop_accepting`): workers that exit are not replaced.
+    closing: bool,
     /// Stopped with no other generation to serve: its listener is shut down, so that
     /// clients are refused at once instead of waiting in the queue.
     refusing: bool,
@@ -187,6 +189,7 @@ impl PoolRun {
             hold_until: None,
             stopped: false,
             refusing: false,
+            closing: false,
             policy: PolicyState::default(),
             scoreboard,
             probes: Probes::default(),
@@ -399,6 +402,21 @@ impl PoolRun {
         }
     }
 
+    /// A worker exec'd by the master exited on its own: a dynamic pool replaces it now
+    /// ([`pm::replacements`]), unless a start-up failure holds spawning back, or the pool is
+    /// stopping or draining.
+    fn replace_at_once(&mut self, now: Instant) {
+        if self.draining || self.closing || self.stopped || self.holding(now) {
+            return;
+        }
+        let total = u32::try_from(self.processes.len()).unwrap_or(u32::MAX);
+        for _ in 0..pm::replacements(&self.config.pm, 1, total) {
+            if !self.spawn_one(now) {
+                break;
+            }
+        }
+    }
+
     /// Records a start-up failure and holds spawning back as the backoff says.
     fn hold(&mut self, now: Instant, lived: Duration, reason: &str) {
         if let Respawn::After { delay, failures } = self.backoff.on_exit(lived, false) {
@@ -426,6 +444,9 @@ impl PoolRun {
                         lived,
                         &format!("worker {pid} exited {cause} after {}", lifetime(lived)),
                     );
+                }
+                if !process.retiring {
+                    self.replace_at_once(now);
                 }
                 return Reaped::Exit {
                     crash: cause.is_crash(),
@@ -525,6 +546,7 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self) {
+        self.closing = true;
         self.stop_watching();
         self.kill_parent();
         if let Err(err) = nix::sys::socket::shutdown(

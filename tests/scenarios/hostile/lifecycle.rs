@@ -305,3 +305,46 @@ impl Drop for KillOnDrop {
         proc::kill_tree(self.0);
     }
 }
+
+/// A dynamic php-cgi pool of one worker that exits after `max_requests`.
+struct RecyclingPhp;
+
+impl PoolFile for RecyclingPhp {
+    fn name(&self) -> &str {
+        "www"
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        pool_toml(
+            &site.socket("www"),
+            "[pm]\nmode = \"dynamic\"\nmax_children = 2\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\nmax_requests = 5\n\n[php]\nbinary = \"php-cgi\"\n",
+        )
+    }
+}
+
+#[test]
+fn a_dynamic_pools_worker_past_max_requests_is_replaced_at_once() {
+    let site = site();
+    site.script("hello.php", "<?php echo 'hello';");
+    let (drover, _ctl) = start_with_control(&site, &[&RecyclingPhp]);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    // 50 requests, one at a time: 10 recycles. Replaced at the next 1 s maintenance tick,
+    // each recycle would hold the next request up to a second.
+    let started = Instant::now();
+    for i in 0..50 {
+        let reply = http::get(&nginx.url("/hello.php"));
+        assert_eq!(
+            reply.status,
+            200,
+            "request {i}: {reply:?}\n{}",
+            drover.log.text()
+        );
+    }
+    let took = started.elapsed();
+    println!("50 requests, 10 recycles: {took:?}");
+    assert!(
+        took < Duration::from_secs(4),
+        "50 sequential requests with max_requests = 5 took {took:?}\n{}",
+        drover.log.text()
+    );
+}
