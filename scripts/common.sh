@@ -81,3 +81,19 @@ require_cargo() {
     fi
     die "cargo not found: install Rust first (https://rustup.rs), then run this again"
 }
+
+# ensure_rust_components COMPONENT...: the cargo subcommands the checks use (rustfmt for
+# `cargo fmt`, clippy for `cargo clippy`); a toolchain from rustup may lack them, and rustup
+# adds them for the user who runs cargo (no root needed).
+ensure_rust_components() {
+    local component subcommand missing=()
+    for component in "$@"; do
+        subcommand=${component/rustfmt/fmt}
+        cargo "$subcommand" --version >/dev/null 2>&1 || missing+=("$component")
+    done
+    ((${#missing[@]} > 0)) || return 0
+    command -v rustup >/dev/null 2>&1 ||
+        die "missing cargo components: ${missing[*]}; install them with your Rust toolchain"
+    echo "==> rustup component add ${missing[*]}"
+    rustup component add "${missing[@]}"
+}

@@ -40,7 +40,7 @@
 //! | USR1          | reopen the error log file |
 //! | CHLD          | reap exited workers and replace them |
 //!
-//! Handlers only record; the master loop acts ([`master::signals`]).
+//! Handlers only record; the master loop acts (`master/signals.rs`).
 //!
 //! # Modules
 //!
@@ -55,7 +55,7 @@
 //!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
-//! - [`systemd`]: sd_notify.
+//! - [`systemd`][]: sd_notify.
 
 pub mod config;
 pub mod control;

@@ -52,6 +52,22 @@ impl Watchdog {
     }
 }
 
+/// A graceful or fast stop has begun.
+pub fn stopping() {
+    notify(&[NotifyState::Stopping]);
+}
+
+pub fn status(status: &str) {
+    notify(&[NotifyState::Status(status)]);
+}
+
+fn notify(states: &[NotifyState<'_>]) {
+    // A failed notify is not worth stopping for: systemd would time the unit out and say so.
+    if let Err(err) = sd_notify::notify(states) {
+        tracing::debug!("sd_notify failed: {err}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,21 +85,5 @@ mod tests {
             .filter(|&ms| watchdog.tick(at(ms)))
             .collect();
         assert_eq!(pinged, [0, 5_000, 10_000]);
-    }
-}
-
-/// A graceful or fast stop has begun.
-pub fn stopping() {
-    notify(&[NotifyState::Stopping]);
-}
-
-pub fn status(status: &str) {
-    notify(&[NotifyState::Status(status)]);
-}
-
-fn notify(states: &[NotifyState]) {
-    // A failed notify is not worth stopping for: systemd would time the unit out and say so.
-    if let Err(err) = sd_notify::notify(states) {
-        tracing::debug!("sd_notify failed: {err}");
     }
 }

@@ -215,7 +215,7 @@ fn pool_files(main: &Source, shown_dir: &Path, include: &[Include]) -> Vec<(Stri
             match entry {
                 Ok(path) => files.push(path),
                 Err(e) => {
-                    report(span, format!("cannot read {}", e));
+                    report(span, format!("cannot read {e}"));
                     failed = true;
                 }
             }

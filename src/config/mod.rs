@@ -186,7 +186,7 @@ pub struct Python {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Command {
-    /// argv[0] resolved like `[php] binary`.
+    /// `argv[0]` resolved like `[php] binary`.
     pub argv: Vec<String>,
 }
 

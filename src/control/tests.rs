@@ -80,7 +80,7 @@ impl Harness {
         master: fn(mpsc::Receiver<Envelope>, Seen) -> F,
     ) -> Harness
     where
-        F: std::future::Future<Output = ()> + 'static,
+        F: Future<Output = ()> + 'static,
     {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (stop, stopped) = oneshot::channel::<()>();

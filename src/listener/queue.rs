@@ -17,7 +17,7 @@ pub fn queue(fd: BorrowedFd<'_>, addr: &ListenAddr) -> Option<(u32, u32)> {
 fn tcp_queue(fd: BorrowedFd<'_>) -> Option<(u32, u32)> {
     // SAFETY: a zeroed tcp_info is a valid out-parameter of the size we pass.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: valid descriptor, pointer and length.
     let rc = unsafe {
         libc::getsockopt(

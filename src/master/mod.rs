@@ -4,7 +4,7 @@
 //! keep parents alive → check readiness and the stop deadline.
 //!
 //! The loop runs on a current-thread tokio runtime; the master never forks except to
-//! exec ([`spawn`]).
+//! exec (`spawn`).
 //!
 //! - `pool`: one generation of a pool and its policy; `reload`: roll generations on HUP,
 //!   USR2 and `drover ctl`; `sockets`: the control and `status_listen` servers and the
@@ -275,7 +275,7 @@ impl Master {
             // A second stop signal can only make the stop sooner.
             Phase::Stopping {
                 deadline: current, ..
-            } if current <= deadline => return,
+            } if current <= deadline => {}
             Phase::Stopping { killed, .. } => self.phase = Phase::Stopping { deadline, killed },
             Phase::Running => {
                 tracing::info!(

@@ -147,13 +147,13 @@ mod tests {
     async fn lines_are_tagged_with_the_writers_pid() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let writer = capture(3, tx).unwrap();
-        let status = std::process::Command::new("sh")
+        let mut child = std::process::Command::new("sh")
             .args(["-c", "echo hello; echo world >&2"])
             .stdout(std::process::Stdio::from(writer.try_clone().unwrap()))
             .stderr(std::process::Stdio::from(writer.try_clone().unwrap()))
             .spawn()
             .unwrap();
-        let pid = Pid::from_raw(status.id() as i32);
+        let pid = Pid::from_raw(child.id() as i32);
         let first = rx.recv().await.unwrap();
         let second = rx.recv().await.unwrap();
         assert_eq!(
@@ -161,5 +161,6 @@ mod tests {
             (3, pid, "hello")
         );
         assert_eq!((second.pid, second.line.as_str()), (pid, "world"));
+        child.wait().unwrap();
     }
 }

@@ -21,10 +21,10 @@ impl Master {
         if !problems.is_empty() {
             return Err(problems.join("\n"));
         }
-        if let Some(name) = only {
-            if !new.pools.iter().any(|p| p.name == name) {
-                return Err(format!("no pool {name:?} in the configuration files"));
-            }
+        if let Some(name) = only
+            && !new.pools.iter().any(|p| p.name == name)
+        {
+            return Err(format!("no pool {name:?} in the configuration files"));
         }
         let now = Instant::now();
         let mut summary = Vec::new();

@@ -56,10 +56,10 @@ pub fn spawn(
                 credentials.apply()?;
             }
             // dup2 clears close-on-exec on the copy: only fd 3 crosses the exec.
-            if let Some(fd) = scoreboard {
-                if libc::dup2(fd, SCOREBOARD_FD) < 0 {
-                    return Err(io::Error::last_os_error());
-                }
+            if let Some(fd) = scoreboard
+                && libc::dup2(fd, SCOREBOARD_FD) < 0
+            {
+                return Err(io::Error::last_os_error());
             }
             // Whatever started drover may have left descriptors open without close-on-exec
             // (a terminal's, a supervisor's pipe): none may reach a worker.

@@ -15,8 +15,10 @@
 //! - [`Ctl`]: `drover ctl` against the control socket of a drover started by
 //!   [`start_with_control`].
 
-// Each scenario module uses a different part of the harness.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each scenario module uses a different part of the harness"
+)]
 
 pub mod bytes;
 mod ctl;

@@ -14,7 +14,6 @@
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -62,7 +61,7 @@ fn request(py: Python<'_>, app: &App, path: &str) -> std::io::Result<Vec<u8>> {
     )?;
     let bytes = records(path);
     let reader = std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
-        let mut client = std::fs::File::from(OwnedFd::from(client));
+        let mut client = std::fs::File::from(client);
         client.write_all(&bytes)?;
         let mut response = Vec::new();
         client.read_to_end(&mut response)?;

@@ -476,7 +476,7 @@ fn peer_allowed(socket: &Socket, allowed: &[std::net::IpAddr]) -> bool {
         return true;
     };
     let ip: std::net::IpAddr = match (peer.as_sockaddr_in(), peer.as_sockaddr_in6()) {
-        (Some(v4), _) => std::net::Ipv4Addr::from(v4.ip()).into(),
+        (Some(v4), _) => v4.ip().into(),
         (_, Some(v6)) => v6.ip().into(),
         _ => return true,
     };
@@ -519,6 +519,7 @@ fn accept() -> io::Result<Socket> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: accept4 succeeded, so `fd` is a new descriptor that nothing else owns.
     Ok(Socket::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
@@ -533,5 +534,4 @@ fn install_signals() {
         // Die with the zygote (SIGTERM: finish the request first).
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
     }
-    let _ = std::io::stdout().as_raw_fd();
 }

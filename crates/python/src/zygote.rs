@@ -250,12 +250,15 @@ impl Zygote<'_> {
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a
         // process with no other threads.
         unsafe { pyo3::ffi::PyOS_BeforeFork() };
+        // SAFETY: as above: no other thread can hold a lock the child would inherit.
         match unsafe { libc::fork() } {
             -1 => {
+                // SAFETY: closes PyOS_BeforeFork's bracket, in the process that opened it.
                 unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
                 Err(nix::Error::last())
             }
             0 => {
+                // SAFETY: the child's side of the bracket, first thing after the fork.
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&self.original), None);
                 let code = worker::run(
@@ -269,6 +272,7 @@ impl Zygote<'_> {
                 unsafe { libc::_exit(code) }
             }
             pid => {
+                // SAFETY: closes PyOS_BeforeFork's bracket, in the process that opened it.
                 unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
                 Ok(Pid::from_raw(pid))
             }
@@ -301,8 +305,8 @@ fn wait_signal(timeout: Option<Duration>) -> Wake {
     match signo {
         n if n < 0 => Wake::Timeout,
         libc::SIGCHLD => Wake::Child,
-        // SAFETY: the signal was sent with sigqueue, so si_value is set.
         n if n == target_signal() => {
+            // SAFETY: the signal was sent with sigqueue, so si_value is set.
             Wake::Target(unsafe { info.si_value() }.sival_ptr as usize as u32)
         }
         _ => Wake::Stop,

@@ -91,6 +91,7 @@ pub struct Scoreboard {
 
 // SAFETY: the mapping holds only atomics, and it stays mapped as long as the Scoreboard lives.
 unsafe impl Send for Scoreboard {}
+// SAFETY: as for Send: every access to the shared mapping is through atomics.
 unsafe impl Sync for Scoreboard {}
 
 impl Scoreboard {

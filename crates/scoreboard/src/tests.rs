@@ -2,7 +2,7 @@
 //! concurrent writer, a forked writer, a second mapping, and the cost of a request's writes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -246,7 +246,7 @@ fn a_reader_never_sees_a_torn_request_under_a_hammering_writer() {
         let (b, stop) = (Arc::clone(&b), Arc::clone(&stop));
         std::thread::spawn(move || {
             let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Relaxed) {
                 let (uri, query, script) = numbered(n);
                 b.slot(0).begin_request(n, "GET", &uri, &query, &script);
                 b.slot(0).end_request(n + 1, Duration::ZERO);
@@ -279,7 +279,7 @@ fn a_reader_never_sees_a_torn_request_under_a_hammering_writer() {
         );
         whole += 1;
     }
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Relaxed);
     let written = writer.join().unwrap();
     eprintln!("{written} requests written, {whole} whole reads, {unknown} unknown");
     assert!(
@@ -378,10 +378,10 @@ fn now_us_is_the_monotonic_clock_of_instant() {
 /// Not a benchmark, a guard and a figure: what the request path pays for the scoreboard.
 #[test]
 fn begin_and_end_cost_tens_of_nanoseconds() {
+    const ROUNDS: u32 = 200_000;
     let b = board(1);
     let slot = b.slot(0);
     slot.claim(pid(100), 1);
-    const ROUNDS: u32 = 200_000;
     let started = Instant::now();
     for n in 0..ROUNDS {
         slot.begin_request(

@@ -601,7 +601,7 @@ impl PoolRun {
             let mut worker = Worker::new(now, Some(parent));
             // Until the next tick samples it: a worker in accept() is idle, one doing
             // anything else may be serving, and must not get a SIGTERM mid-request.
-            worker.state.busy = crate::runtime::php::sample::idle_by_syscall(pid) != Some(true);
+            worker.state.busy = runtime::php::sample::idle_by_syscall(pid) != Some(true);
             self.workers.insert(pid, worker);
         }
     }

@@ -4,6 +4,7 @@
 //! memory when `max_memory` is set.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::kill;
@@ -155,10 +156,10 @@ impl PoolRun {
         if self.probes.fallback {
             return idle_by_syscall(pid).map(|idle| (!idle, None, None));
         }
-        if !self.probes.php.contains_key(&pid) {
+        if let Entry::Vacant(vacant) = self.probes.php.entry(pid) {
             match sampler.attach(pid) {
                 Ok(handle) => {
-                    self.probes.php.insert(pid, handle);
+                    vacant.insert(handle);
                 }
                 Err(err) if err.is_unknown_build() => {
                     tracing::warn!(

@@ -131,13 +131,12 @@ impl PoolRun {
             "pool {}: killing worker {pid}: {reason}{request}",
             self.config.name
         );
-        if matches!(reason, Reason::Terminate { .. }) {
-            if let Some(stack) =
+        if matches!(reason, Reason::Terminate { .. })
+            && let Some(stack) =
                 self.php_stack(pid, self.config.request_slowlog_trace_depth as usize)
-            {
-                for line in stack.to_string().lines() {
-                    tracing::warn!("pool {}: worker {pid}:   {line}", self.config.name);
-                }
+        {
+            for line in stack.to_string().lines() {
+                tracing::warn!("pool {}: worker {pid}:   {line}", self.config.name);
             }
         }
         if let Some(process) = self.processes.get_mut(&pid) {

@@ -106,10 +106,10 @@ impl PoolRun {
             return false;
         }
         *last = now;
-        if let Some(frame) = slowlog::python_frame(line) {
-            if entry.frames.len() < depth {
-                entry.frames.push(frame);
-            }
+        if let Some(frame) = slowlog::python_frame(line)
+            && entry.frames.len() < depth
+        {
+            entry.frames.push(frame);
         }
         true
     }
