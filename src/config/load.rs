@@ -1,15 +1,16 @@
 //! Reading the files: drover.toml, then every pool file its `include` globs select, then the
 //! checks that span files. Every file is checked even when an earlier one has errors.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+use super::files::{Disk, Files, Memory};
 use super::global::{self, DEFAULT_INCLUDE};
 use super::listen::{Claim, collisions};
 use super::pool::{self, PoolFile};
-use super::read::read_text;
 use super::source::Source;
 use super::value::{Got, Table};
 use super::{Config, ConfigError, ConfigErrors, Global, Pool};
@@ -19,6 +20,18 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/drover/drover.toml";
 /// Reads and validates `path` and the pool files it includes. On failure the error list
 /// holds every problem in every file, in file then line order.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    load_from(&Disk, path)
+}
+
+/// [`load`] with the files given as text: `files` maps each path to its content, and must
+/// hold `path` (drover.toml); the `include` globs select among the other paths. Paths that
+/// rules check on disk (a `php-cgi` binary, `chdir`) are still looked up there. For fuzzing
+/// and tests: the rules and messages are those of [`load`].
+pub fn load_texts(path: &Path, files: &BTreeMap<PathBuf, String>) -> Result<Config, ConfigErrors> {
+    load_from(&Memory(files), path)
+}
+
+fn load_from(fs: &dyn Files, path: &Path) -> Result<Config, ConfigErrors> {
     // Globs keep the folder as the user wrote it so messages show paths they recognise;
     // values resolve against the absolute folder so they still hold after a chdir.
     let shown_dir = path.parent().unwrap_or(Path::new(""));
@@ -29,18 +42,20 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     }
     .unwrap_or_else(|_| shown_dir.to_path_buf());
 
-    let main = read(path).map_err(|e| ConfigErrors(vec![e]))?;
+    let main = read(fs, path).map_err(|e| ConfigErrors(vec![e]))?;
     let mut claims = Vec::new();
     let (global, include) = parse_main(&main, &base, &mut claims);
     // Without a usable `include` there is no telling which pool files were meant.
-    let files = include.map_or_else(Vec::new, |include| pool_files(&main, shown_dir, &include));
+    let files = include.map_or_else(Vec::new, |include| {
+        pool_files(fs, &main, shown_dir, &include)
+    });
 
     let mut sources = vec![main];
     let mut pools = Vec::new();
     let mut names: Vec<(&str, &Path)> = Vec::new();
     for (name, file) in &files {
         let index = sources.len();
-        let source = match read(file) {
+        let source = match read(fs, file) {
             Ok(source) => source,
             Err(e) => {
                 sources.push(Source::new(file.clone(), String::new()));
@@ -95,8 +110,8 @@ fn report_collisions(claims: &[Claim], sources: &[Source]) {
     }
 }
 
-fn read(path: &Path) -> Result<Source, ConfigError> {
-    match read_text(path) {
+fn read(fs: &dyn Files, path: &Path) -> Result<Source, ConfigError> {
+    match fs.read(path) {
         Ok(text) => Ok(Source::new(path.to_path_buf(), text)),
         Err(e) => Err(read_error(path, e.to_string())),
     }
@@ -183,7 +198,12 @@ fn parse_main(
 
 /// The pool files the globs select, as (pool name, path), sorted by name. Reports globs
 /// that are invalid or unreadable, and an empty result.
-fn pool_files(main: &Source, shown_dir: &Path, include: &[Include]) -> Vec<(String, PathBuf)> {
+fn pool_files(
+    fs: &dyn Files,
+    main: &Source,
+    shown_dir: &Path,
+    include: &[Include],
+) -> Vec<(String, PathBuf)> {
     let report = |span: &Option<Range<usize>>, rule: String| {
         let (offset, written) = match span {
             Some(span) => (span.start, Some(main.written(span.clone()))),
@@ -201,7 +221,7 @@ fn pool_files(main: &Source, shown_dir: &Path, include: &[Include]) -> Vec<(Stri
         } else {
             format!("{dir}/{glob}")
         };
-        let paths = match glob::glob(&full) {
+        let paths = match fs.glob(&full) {
             Ok(paths) => paths,
             Err(e) => {
                 report(span, format!("invalid glob: {e}"));

@@ -8,6 +8,7 @@
 //! The key names here are the public contract, documented in the README and in `pools.d/`.
 
 mod error;
+mod files;
 mod global;
 mod listen;
 mod load;
@@ -22,7 +23,7 @@ mod tests;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{DEFAULT_CONFIG_PATH, load};
+pub use load::{DEFAULT_CONFIG_PATH, load, load_texts};
 pub use read::{MAX_FILE_BYTES, ReadError, read_text};
 
 use std::collections::BTreeMap;

@@ -233,3 +233,26 @@ fn python_and_command_pools_are_read() {
         cmd.argv
     );
 }
+
+#[test]
+fn texts_load_as_the_same_files_on_disk_do() {
+    let broken = MINIMAL.replace("max_children = 4", "max_chidren = 4");
+    for pool in [MINIMAL, broken.as_str()] {
+        let dir = setup("", &[("www", pool), ("b", MINIMAL)]);
+        let main = dir.path().join("drover.toml");
+        let files: std::collections::BTreeMap<_, _> = [
+            (main.clone(), String::new()),
+            (dir.path().join("pools.d/www.toml"), pool.to_owned()),
+            (dir.path().join("pools.d/b.toml"), MINIMAL.to_owned()),
+            // Outside the glob: not a pool.
+            (dir.path().join("pools.d/x.toml.example"), "junk".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        match (load_dir(&dir), load_texts(&main, &files)) {
+            (Ok(disk), Ok(texts)) => assert_eq!(disk, texts),
+            (Err(disk), Err(texts)) => assert_eq!(disk, texts),
+            (disk, texts) => panic!("disk {disk:?}\ntexts {texts:?}"),
+        }
+    }
+}
