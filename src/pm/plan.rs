@@ -14,7 +14,8 @@
 //!   holds its place under `max_children` (and its scoreboard slot) until it exits. This is
 //!   php-fpm's `running_children`, and it keeps the operator's memory budget a hard cap.
 //! - A worker in a request is never retired mid-request: retiring is graceful, and only
-//!   `request_terminate_timeout` kills a busy worker.
+//!   `request_terminate_timeout` (or, for one still reading its request from a slow client,
+//!   `request_read_timeout`) kills a busy worker.
 
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,9 @@ pub struct WorkerView {
     pub rss: Option<u64>,
     /// When the master asked it to retire; None while it serves.
     pub retiring: Option<Instant>,
+    /// Busy waiting for its client to send the request (headers and body), since `since`;
+    /// set where the master sees it from outside (php-cgi workers).
+    pub reading: bool,
 }
 
 /// The limits of one pool that the policy reads.
@@ -49,6 +53,8 @@ pub struct WorkerView {
 pub struct PoolLimits {
     pub pm: Pm,
     pub request_terminate_timeout: Option<Duration>,
+    /// A worker `reading` for longer is killed: its client is too slow (slowloris).
+    pub request_read_timeout: Option<Duration>,
     /// How long a retiring worker out of any request may take to exit before SIGKILL: the
     /// global `process_control_timeout`.
     pub retire_timeout: Duration,
@@ -59,6 +65,7 @@ impl PoolLimits {
         PoolLimits {
             pm: pool.pm.clone(),
             request_terminate_timeout: pool.request_terminate_timeout,
+            request_read_timeout: pool.request_read_timeout,
             retire_timeout: process_control_timeout,
         }
     }
@@ -86,6 +93,7 @@ pub struct Counters {
     pub retired_idle_timeout: u64,
     pub retired_max_memory: u64,
     pub killed_request_timeout: u64,
+    pub killed_read_timeout: u64,
     pub killed_retire_timeout: u64,
 }
 
@@ -118,6 +126,11 @@ pub enum Reason {
     },
     Terminate {
         elapsed: Duration,
+        limit: Duration,
+    },
+    /// Still waiting for its client's request past `request_read_timeout`.
+    ReadTimeout {
+        waited: Duration,
         limit: Duration,
     },
     /// Asked to retire, out of any request, and still there after `process_control_timeout`.
@@ -157,6 +170,12 @@ impl fmt::Display for Reason {
                     "request running for {elapsed:.1?}, past request_terminate_timeout ({limit:?})"
                 )
             }
+            Reason::ReadTimeout { waited, limit } => {
+                write!(
+                    f,
+                    "waited {waited:.1?} for its client to send the request, past request_read_timeout ({limit:?})"
+                )
+            }
             Reason::RetireTimeout { waited, limit } => {
                 write!(
                     f,
@@ -192,6 +211,7 @@ impl PolicyState {
             Reason::IdleTimeout { .. } => &mut c.retired_idle_timeout,
             Reason::MaxMemory { .. } => &mut c.retired_max_memory,
             Reason::Terminate { .. } => &mut c.killed_request_timeout,
+            Reason::ReadTimeout { .. } => &mut c.killed_read_timeout,
             Reason::RetireTimeout { .. } => &mut c.killed_retire_timeout,
         } += 1;
     }
@@ -323,6 +343,16 @@ fn check_worker(
 fn kill_reason(limits: &PoolLimits, worker: &WorkerView, now: Instant) -> Option<Reason> {
     if worker.busy {
         let elapsed = now.saturating_duration_since(worker.since);
+        if worker.reading
+            && let Some(limit) = limits.request_read_timeout
+            && elapsed > limit
+        {
+            return Some(Reason::ReadTimeout {
+                waited: elapsed,
+                limit,
+            });
+        }
+        // The wait for the request counts toward its time: `since` is the wait's start.
         let limit = limits.request_terminate_timeout?;
         // A retiring worker in a request is left to finish it, unless that request is stuck.
         return (elapsed > limit).then_some(Reason::Terminate { elapsed, limit });

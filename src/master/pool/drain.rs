@@ -51,6 +51,7 @@ impl PoolRun {
                 started: w.started,
                 rss: None,
                 retiring: w.retiring.or(Some(now)),
+                reading: w.state.reading.is_some(),
             })
             .collect();
         for action in pm::plan(&self.limits, &mut self.policy, &views, None, now, false) {

@@ -1,7 +1,9 @@
 //! What each worker of a pool is doing, refreshed every tick: the workers a php-cgi parent
 //! forked (read from /proc), busy or idle and the request in hand (php-cgi: sampled from
 //! its memory; Python: its scoreboard slot; commands: /proc/PID/syscall), and the resident
-//! memory when `max_memory` is set.
+//! memory when `max_memory` is set. A php-cgi worker that runs no PHP but is blocked reading
+//! a connection is waiting for its client's request: busy, "Reading", for as long as it
+//! reads that same connection (see [`Reading`]).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -48,6 +50,23 @@ pub struct Observed {
     pub rss: Option<u64>,
     /// Requests served, from the scoreboard (Python).
     pub requests: Option<u64>,
+    /// Waiting for the client to send its request (php-cgi), since `since`.
+    pub reading: Option<Reading>,
+    /// The request in hand was waited for first: `since` is the wait's start, kept while
+    /// the script runs so that the wait counts toward request_terminate_timeout.
+    pub waited: bool,
+}
+
+/// A php-cgi worker's wait for one connection's request. The wait is that connection's
+/// (a new socket inode starts a new one, so back-to-back short requests never add up), and
+/// it ends when the worker writes: on a kept connection (`fastcgi_keep_conn`) a response
+/// went out and the worker now waits for the next request, which is nginx's idle time, not
+/// a slow client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub inode: u64,
+    /// The worker's write syscalls when the wait began.
+    pub writes: u64,
 }
 
 impl Observed {
@@ -58,6 +77,8 @@ impl Observed {
             request: None,
             rss: None,
             requests: None,
+            reading: None,
+            waited: false,
         }
     }
 
@@ -68,6 +89,7 @@ impl Observed {
         }
         if !busy {
             self.request = None;
+            self.waited = false;
         }
     }
 }
@@ -105,22 +127,43 @@ impl PoolRun {
                 Runtime::Python(_) => None,
                 _ => io_syscalls(pid),
             };
+            // Only php-cgi: its memory says whether PHP runs, so a read outside of that is
+            // the request's. A [command] worker blocked reading a socket may as well be in
+            // its request, waiting on a database.
+            let reading = match (&self.config.runtime, &observed) {
+                (Runtime::Php(_), Some((false, _, _))) => sample::reading(pid),
+                _ => None,
+            };
             let Some(worker) = self.workers.get_mut(&pid) else {
                 continue;
             };
-            if let Some(count) = activity {
+            if let Some((count, _)) = activity {
                 if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
                     worker.state.since = now;
                 }
                 worker.syscalls = Some(count);
             }
-            if let Some((busy, since, request)) = observed {
+            let writes = activity.map_or(0, |(_, writes)| writes);
+            let was_reading = worker.state.reading.take();
+            if let Some(inode) = reading {
+                // The same wait goes on: same connection, nothing written since.
+                let same = was_reading.filter(|r| r.inode == inode && r.writes == writes);
+                if same.is_none() || !worker.state.busy {
+                    worker.state.since = now;
+                }
+                worker.state.busy = true;
+                worker.state.request = None;
+                worker.state.reading = Some(same.unwrap_or(Reading { inode, writes }));
+                worker.state.waited = true;
+            } else if let Some((busy, since, request)) = observed {
                 let was_busy = worker.state.busy;
                 worker.state.set_busy(busy, now);
                 // A request's start read again (php-cgi's is a wall-clock time converted
                 // anew each tick) stays the same Instant, so that the request keeps one
                 // identity (one slowlog entry).
-                if let Some(since) = since {
+                // A request that was being read goes on with its script: the wait counts
+                // toward request_terminate_timeout, so the start stays the wait's.
+                if let Some(since) = since.filter(|_| !(was_busy && busy && worker.state.waited)) {
                     let moved = since.max(worker.state.since) - since.min(worker.state.since);
                     if !(was_busy && busy && moved < Duration::from_millis(100)) {
                         worker.state.since = since;
@@ -274,15 +317,17 @@ fn unix_to_instant(unix: f64, now: Instant) -> Option<Instant> {
     now.checked_sub(Duration::from_secs_f64(ago))
 }
 
-/// Read and write syscalls the process has made (/proc/PID/io): a cheap sign of activity.
-fn io_syscalls(pid: Pid) -> Option<u64> {
+/// Read and write syscalls the process has made (/proc/PID/io): a cheap sign of activity;
+/// and the write syscalls alone.
+fn io_syscalls(pid: Pid) -> Option<(u64, u64)> {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
     let field = |name: &str| -> Option<u64> {
         io.lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().parse().ok())
     };
-    Some(field("syscr:")? + field("syscw:")?)
+    let writes = field("syscw:")?;
+    Some((field("syscr:")? + writes, writes))
 }
 
 /// The children of `pid` from /proc (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), or by

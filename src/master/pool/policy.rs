@@ -38,6 +38,7 @@ impl PoolRun {
                 started: w.started,
                 rss: w.state.rss,
                 retiring: w.retiring,
+                reading: w.state.reading.is_some(),
             })
             .collect();
         let actions = pm::plan(

@@ -45,7 +45,7 @@ impl PoolRun {
                 let request = w.state.request.as_ref().filter(|_| w.state.busy);
                 WorkerStatus {
                     pid: pid.as_raw(),
-                    state: state_word(slot, w.state.busy).to_owned(),
+                    state: state_word(slot, w.state.busy, w.state.reading.is_some()).to_owned(),
                     start_time: started,
                     start_since: now.saturating_duration_since(w.started),
                     requests: slot.map(|s| s.requests),
@@ -112,13 +112,15 @@ impl PoolRun {
 
 /// php-fpm's word for a worker's state: from its scoreboard slot when it has one (Python),
 /// so that a worker waiting for a slow client's request reads "Reading headers".
-fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool) -> &'static str {
+fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) -> &'static str {
     match slot.map(|s| s.state) {
         Some(scoreboard::State::Starting) => "Starting",
         Some(scoreboard::State::Idle) => "Idle",
         Some(scoreboard::State::Reading) => "Reading headers",
         Some(scoreboard::State::Running) => "Running",
         Some(scoreboard::State::Finishing) => "Finishing",
+        // php-cgi, seen from outside: blocked reading its connection, running no PHP.
+        None if busy && reading => "Reading headers",
         None if busy => "Running",
         None => "Idle",
     }

@@ -33,6 +33,7 @@ fn limits(mode: PmMode, max_children: u32) -> PoolLimits {
             max_memory: None,
         },
         request_terminate_timeout: None,
+        request_read_timeout: None,
         retire_timeout: 10 * SEC,
     }
 }
@@ -52,6 +53,7 @@ fn worker(pid: i32, busy: bool, for_: Duration) -> WorkerView {
         started: now - 1000 * SEC,
         rss: None,
         retiring: None,
+        reading: false,
     }
 }
 
@@ -241,6 +243,80 @@ fn request_terminate_timeout_kills_a_stuck_worker_once_on_any_tick() {
         tick(&l, &mut s, &workers[1..2]),
         [Action::Spawn(1)],
         "reaped: replaced"
+    );
+}
+
+fn reading(pid: i32, for_: Duration) -> WorkerView {
+    WorkerView {
+        reading: true,
+        ..busy(pid, for_)
+    }
+}
+
+#[test]
+fn a_worker_reading_past_request_read_timeout_is_killed_once() {
+    let mut l = limits(PmMode::Static, 3);
+    l.request_read_timeout = Some(3 * SEC);
+    let mut s = PolicyState::default();
+    // A busy worker as long is running its script: only the reading one is the client's fault.
+    let workers = [reading(1, 4 * SEC), reading(2, 2 * SEC), busy(3, 60 * SEC)];
+    let reason = Reason::ReadTimeout {
+        waited: 4 * SEC,
+        limit: 3 * SEC,
+    };
+    assert_eq!(
+        reason.to_string(),
+        "waited 4.0s for its client to send the request, past request_read_timeout (3s)"
+    );
+    assert_eq!(
+        plan(&l, &mut s, &workers, None, now(), false),
+        [Action::Kill {
+            pid: pid(1),
+            reason
+        }]
+    );
+    assert_eq!(plan(&l, &mut s, &workers, None, now(), false), []);
+    assert_eq!(s.counters.killed_read_timeout, 1);
+}
+
+#[test]
+fn reading_counts_as_busy_so_a_dynamic_pool_grows() {
+    let mut l = dynamic(4, 1, 2);
+    l.request_read_timeout = Some(30 * SEC);
+    let mut s = PolicyState::default();
+    assert_eq!(
+        plan(
+            &l,
+            &mut s,
+            &[reading(1, SEC), reading(2, SEC)],
+            None,
+            now(),
+            true
+        ),
+        [Action::Spawn(1)]
+    );
+}
+
+#[test]
+fn the_wait_for_the_request_counts_toward_request_terminate_timeout() {
+    let mut l = limits(PmMode::Static, 1);
+    (l.request_read_timeout, l.request_terminate_timeout) = (Some(30 * SEC), Some(5 * SEC));
+    let reason = Reason::Terminate {
+        elapsed: 6 * SEC,
+        limit: 5 * SEC,
+    };
+    assert_eq!(
+        tick(&l, &mut PolicyState::default(), &[reading(1, 6 * SEC)]),
+        [Action::Kill {
+            pid: pid(1),
+            reason
+        }]
+    );
+    // Without request_read_timeout ("0s"), a slow client is bounded by the other limit only.
+    l.request_read_timeout = None;
+    assert_eq!(
+        tick(&l, &mut PolicyState::default(), &[reading(1, 4 * SEC)]),
+        []
     );
 }
 

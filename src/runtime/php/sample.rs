@@ -21,6 +21,7 @@
 
 mod elf;
 pub mod offsets;
+mod reading;
 mod remote;
 mod stack;
 mod syscall;
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use nix::unistd::Pid;
 
 pub use offsets::Arch;
+pub use reading::reading;
 pub use remote::ReadError;
 pub use stack::{Frame, Location, Stack, StackEnd};
 pub use syscall::idle_by_syscall;

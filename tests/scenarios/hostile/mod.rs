@@ -9,3 +9,4 @@ mod lifecycle;
 mod reload;
 mod signals;
 mod slowloris;
+mod slowloris_php;
