@@ -240,7 +240,7 @@ fn texts_load_as_the_same_files_on_disk_do() {
     for pool in [MINIMAL, broken.as_str()] {
         let dir = setup("", &[("www", pool), ("b", MINIMAL)]);
         let main = dir.path().join("drover.toml");
-        let files: std::collections::BTreeMap<_, _> = [
+        let files: BTreeMap<_, _> = [
             (main.clone(), String::new()),
             (dir.path().join("pools.d/www.toml"), pool.to_owned()),
             (dir.path().join("pools.d/b.toml"), MINIMAL.to_owned()),

@@ -144,6 +144,6 @@ mod tests {
     fn reads_our_own_thread() {
         // This test thread is running when it reads its process's main thread entry, which
         // may be anywhere; only the file format matters here.
-        assert!(super::idle_by_syscall(nix::unistd::Pid::this()).is_some());
+        assert!(idle_by_syscall(Pid::this()).is_some());
     }
 }
