@@ -11,10 +11,11 @@ use super::drover::{PoolFile, pool_toml};
 use super::{Log, Site};
 
 /// The fixture apps, by file name.
-const APPS: [(&str, &str); 3] = [
+const APPS: [(&str, &str); 4] = [
     ("wsgi_app.py", include_str!("../apps/wsgi_app.py")),
     ("flask_app.py", include_str!("../apps/flask_app.py")),
     ("broken_app.py", include_str!("../apps/broken_app.py")),
+    ("pep3333_app.py", include_str!("../apps/pep3333_app.py")),
 ];
 
 /// Writes the fixture apps into `<site>/apps/` and returns that folder.

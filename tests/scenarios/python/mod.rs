@@ -6,8 +6,10 @@
 //!   HEAD, close() on every request.
 //! - [`errors`]: exc_info, wsgi.errors, app exceptions, bad heads, an app that cannot load.
 //! - [`workers`]: SIGKILL of a worker and of the zygote, max_requests, TERM.
+//! - [`pep3333`]: an app wrapped in `wsgiref.validate` behind stock nginx: GET, POST, HEAD.
 
 mod errors;
+mod pep3333;
 mod requests;
 mod responses;
 mod workers;

@@ -1,9 +1,9 @@
 //! The PEP 3333 environ of one request, from its FastCGI params.
 //!
 //! Every CGI variable nginx sends becomes a native string decoded as latin-1 (PEP 3333's
-//! rule for bytes from the server). SCRIPT_NAME and PATH_INFO are recomputed from the
-//! request path and the pool's `mount`, because nginx's fastcgi.conf sends the whole
-//! path as SCRIPT_NAME and no PATH_INFO.
+//! rule for bytes from the server), but for the two header copies [`passed`] leaves out.
+//! SCRIPT_NAME and PATH_INFO are recomputed from the request path and the pool's `mount`,
+//! because nginx's fastcgi.conf sends the whole path as SCRIPT_NAME and no PATH_INFO.
 
 use drover_fastcgi::Params;
 use pyo3::prelude::*;
@@ -31,6 +31,14 @@ pub fn split_path<'a>(params: &'a Params, mount: &'a str) -> (&'a [u8], Vec<u8>)
         return (mount, full[mount.len()..].to_vec());
     }
     (mount, full)
+}
+
+/// Whether a FastCGI param becomes an environ entry. nginx passes every request header as
+/// `HTTP_*`, Content-Type and Content-Length included, which CGI carries as CONTENT_TYPE
+/// and CONTENT_LENGTH only: PEP 3333's validator (`wsgiref.validate`) refuses the `HTTP_`
+/// copies, and gunicorn drops them too.
+pub fn passed(name: &[u8]) -> bool {
+    !matches!(name, b"HTTP_CONTENT_TYPE" | b"HTTP_CONTENT_LENGTH")
 }
 
 /// `wsgi.url_scheme`: "https" when nginx says HTTPS=on, else REQUEST_SCHEME, else "http".
@@ -113,7 +121,7 @@ pub fn fill(
     params: &Params,
     mount: &str,
 ) -> PyResult<()> {
-    for (key, value) in params.iter() {
+    for (key, value) in params.iter().filter(|(key, _)| passed(key)) {
         environ.set_item(name(py, key)?, latin1(py, value)?)?;
     }
     let (script_name, path_info) = split_path(params, mount);
@@ -199,6 +207,20 @@ mod tests {
     fn without_document_uri_script_name_and_path_info_are_joined() {
         let p = params(&[("SCRIPT_NAME", "/app"), ("PATH_INFO", "/x")]);
         assert_eq!(split_path(&p, "/app").1, b"/x".to_vec());
+    }
+
+    #[test]
+    fn the_http_copies_of_content_type_and_length_are_left_out() {
+        assert!(!passed(b"HTTP_CONTENT_TYPE"));
+        assert!(!passed(b"HTTP_CONTENT_LENGTH"));
+        for name in [
+            "CONTENT_TYPE",
+            "CONTENT_LENGTH",
+            "HTTP_ACCEPT",
+            "HTTP_CONTENT_MD5",
+        ] {
+            assert!(passed(name.as_bytes()), "{name}");
+        }
     }
 
     #[test]
