@@ -20,6 +20,8 @@ pub struct Location {
     /// What follows `location`: `~ \.php$`, `/`, `/app/`.
     pub pattern: String,
     pub socket: PathBuf,
+    /// `fastcgi_keep_conn on`, through an upstream that keeps idle connections open.
+    pub keep_conn: bool,
 }
 
 impl Location {
@@ -28,6 +30,7 @@ impl Location {
         Location {
             pattern: r"~ \.php$".to_string(),
             socket: socket.to_path_buf(),
+            keep_conn: false,
         }
     }
 
@@ -36,7 +39,15 @@ impl Location {
         Location {
             pattern: prefix.to_string(),
             socket: socket.to_path_buf(),
+            keep_conn: false,
         }
+    }
+
+    /// This location with `fastcgi_keep_conn on`: nginx keeps up to 2 idle connections to
+    /// the pool open and sends further requests on them.
+    pub fn keep_conn(mut self) -> Location {
+        self.keep_conn = true;
+        self
     }
 }
 
@@ -115,13 +126,29 @@ fn free_port() -> u16 {
 
 fn config(site: &Site, locations: &[Location], port: u16, worker_connections: u32) -> String {
     let dir = site.path().display();
+    let upstreams: String = locations
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.keep_conn)
+        .map(|(i, l)| {
+            format!(
+                "    upstream kept{i} {{\n        server unix:{};\n        keepalive 2;\n    }}\n",
+                l.socket.display()
+            )
+        })
+        .collect();
     let locations: String = locations
         .iter()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
+            let pass = if l.keep_conn {
+                format!("fastcgi_pass kept{i};\n            fastcgi_keep_conn on;")
+            } else {
+                format!("fastcgi_pass unix:{};", l.socket.display())
+            };
             format!(
-                "        location {} {{\n            include /etc/nginx/fastcgi.conf;\n            fastcgi_pass unix:{};\n        }}\n",
+                "        location {} {{\n            include /etc/nginx/fastcgi.conf;\n            {pass}\n        }}\n",
                 l.pattern,
-                l.socket.display()
             )
         })
         .collect();
@@ -149,7 +176,7 @@ http {{
     fastcgi_temp_path {dir}/nginx-fastcgi;
     uwsgi_temp_path {dir}/nginx-uwsgi;
     scgi_temp_path {dir}/nginx-scgi;
-    server {{
+{upstreams}    server {{
         listen 127.0.0.1:{port};
         root {docroot};
 {locations}    }}

@@ -20,11 +20,18 @@
 //!
 //! What the worker around it must do (measured behind nginx 1.22):
 //! - Close the socket as soon as a request without FCGI_KEEP_CONN is finished: nginx ends
-//!   such a response only when the connection closes.
+//!   such a response only when the connection closes. If the app left body unread
+//!   ([`Connection::body_unread`]), shut the sending side down first and read what is left
+//!   until nginx closes (bounded): nginx stops sending a body once it has the response,
+//!   and a close with input unread resets the connection under the response.
+//! - Bound the time a request may take to arrive (a slow client holds the worker
+//!   otherwise): the socket's reads fail with `TimedOut` or `WouldBlock`, which end the
+//!   connection with [`ProtocolError::Timeout`].
 //! - With `fastcgi_keep_conn on`, a worker waits on its kept connection between requests and
 //!   accepts no other: the idle connections nginx caches (`keepalive` per nginx worker
-//!   process) must stay below the pool's worker count, or the worker sets a read timeout
-//!   and closes a kept connection that idles past it ([`ProtocolError::is_idle_timeout`]).
+//!   process) must stay below the pool's worker count, or the worker closes a kept
+//!   connection that idles past a bound ([`ProtocolError::is_idle_timeout`], for a worker
+//!   that bounds that wait with a socket read timeout).
 //! - Write errors come back as `io::Error` (EPIPE when nginx gave up): SIGPIPE must stay
 //!   ignored, as Rust binaries have it.
 //!

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::{PhpPool, PythonPool, Site, Stack};
+use crate::common::{Drover, Location, Nginx, PhpPool, PythonPool, Site, Stack, python};
 
 /// The sizes that hung (5/10 at 200 KiB, 9/10 at 1 MiB, 10/10 at 4 MiB).
 const SIZES: [usize; 3] = [200 << 10, 1 << 20, 4 << 20];
@@ -119,6 +119,29 @@ fn wsgi_stack() -> Stack {
 fn an_unread_body_does_not_hold_the_answer() {
     // `/pid` answers without touching wsgi.input.
     let (table, all_ok) = hang_table(wsgi_stack, "/pid", 200);
+
+    eprintln!("{table}");
+    assert!(all_ok, "{table}");
+}
+
+/// The WSGI pool behind nginx with `fastcgi_keep_conn on`.
+fn kept_wsgi_stack() -> Stack {
+    let site = Site::new();
+    python::install_apps(&site);
+    let pool = PythonPool::wsgi("py").max_children(TRIES as u32);
+    let drover = Drover::start(&site, &[&pool]);
+    let location = Location::prefix("/", &site.socket("py")).keep_conn();
+    let nginx = Nginx::start_locations(&site, &[location]);
+    Stack {
+        nginx,
+        drover,
+        site,
+    }
+}
+
+#[test]
+fn an_unread_body_on_a_kept_connection_does_not_hold_the_answer() {
+    let (table, all_ok) = hang_table(kept_wsgi_stack, "/pid", 200);
 
     eprintln!("{table}");
     assert!(all_ok, "{table}");
