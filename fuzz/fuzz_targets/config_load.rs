@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
     let dir = Path::new("/nonexistent/drover-fuzz");
     let main_path = dir.join("drover.toml");
     let files: BTreeMap<PathBuf, String> = [
-        (main_path.clone(), String::from_utf8_lossy(main).into_owned()),
+        (
+            main_path.clone(),
+            String::from_utf8_lossy(main).into_owned(),
+        ),
         (
             dir.join("pools.d/www.toml"),
             String::from_utf8_lossy(pool).into_owned(),
