@@ -11,6 +11,11 @@ machine mean little, ratios from one run mean more.
     python3 benches/compare.py                      # everything, 10 s per point
     python3 benches/compare.py --workloads wsgi,flask --duration 5 --connections 50
     python3 benches/compare.py --rounds 3 --duration 5      # the median of 3, order rotated
+    python3 benches/compare.py --baseline /path/to/old/target/release/drover   # before/after
+
+"CPU µs/req" is the backend's own CPU time (every process of it, from /proc/PID/stat, user
++ system, reaped children included) over the load, divided by the requests answered: nginx
+and wrk, which take most of a 2-core machine, are not in it.
 
 Loopback only; every load is bounded by --duration. Stops everything it started.
 """
@@ -83,6 +88,20 @@ def pss_kib(pid):
                 m = re.search(r"^Pss:\s+(\d+)", f.read(), re.M)
                 total += int(m.group(1)) if m else 0
         except OSError:
+            pass
+    return total
+
+
+def cpu_ticks(pid):
+    """CPU time (clock ticks, user + system) of pid and every process below it, with what
+    their reaped children used: /proc/PID/stat fields 14-17."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])
+        except (OSError, IndexError, ValueError):
             pass
     return total
 
@@ -161,7 +180,7 @@ def wrk(url, connections, duration):
     return rps, pct(50), pct(99), errors
 
 
-def backends_for(workload, work, workers, drover):
+def backends_for(workload, work, workers, drover, baseline=""):
     sock = lambda name: f"{work}/{name}.sock"
     py_app = {"wsgi": ("hello", "application"), "flask": ("flaskapp", "app")}
     out = []
@@ -178,6 +197,8 @@ app = "{module}:{attr}"
 python_path = ["{work}/apps"]
 """
         out.append(drover_backend(work, drover, pool, sock("drover")))
+        if baseline:
+            out.append(drover_backend(work, baseline, pool, sock("drover"), "drover (baseline)"))
         # The same pool with `warmup`: one request through the app in the zygote before fork.
         out.append(drover_backend(work, drover, pool + 'warmup = ["/"]\n', sock("drover"), "drover + warmup"))
         out.append(Backend("uWSGI (FastCGI)", ["uwsgi", "--fastcgi-socket", sock("uwsgi"), "--chmod-socket=666",
@@ -204,6 +225,8 @@ max_children = {workers}
 [php]
 """
         out.append(drover_backend(work, drover, pool, sock("drover")))
+        if baseline:
+            out.append(drover_backend(work, baseline, pool, sock("drover"), "drover (baseline)"))
         fpm = f"""[global]
 error_log = {work}/fpm.log
 daemonize = no
@@ -231,7 +254,7 @@ pm.max_children = {workers}
 
 
 def drover_backend(work, drover, pool, sock, name="drover"):
-    folder = f"{work}/{name.replace(' ', '').replace('+', '-')}"
+    folder = f"{work}/{re.sub(r'[^a-z0-9-]', '', name.replace('+', '-'))}"
     os.makedirs(f"{folder}/pools.d", exist_ok=True)
     with open(f"{folder}/drover.toml", "w") as f:
         f.write("")
@@ -274,10 +297,15 @@ def run_point(work, backend, workload, connections, duration, log):
 
         sampler = threading.Thread(target=sample)
         sampler.start()
+        ticks = cpu_ticks(pid) if pid else 0
         rps, p50, p99, errors = wrk(url, connections, duration)
+        # The backend's own CPU per request (nginx and wrk excluded): on 2 cores they take
+        # most of the machine, and this is where backends differ.
+        used = (cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK") if pid else 0
+        cpu_us = used * 1e6 / (rps * duration) if pid and rps else None
         sampler.join()
         return dict(rps=rps, p50=p50, p99=p99, errors=errors, pss=samples[0] / 1024 if samples else None,
-                    startup=startup_ms)
+                    startup=startup_ms, cpu_us=cpu_us)
     finally:
         backend.stop()
         nginx.send_signal(signal.SIGQUIT)
@@ -314,6 +342,9 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--backends", default="", help="comma list of backend names to run (default all)")
+    ap.add_argument("--baseline", default="",
+                    help="another drover binary (e.g. an earlier commit's target/release/drover, its "
+                         "drover-python beside it), run as the backend 'drover (baseline)' in the same run")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each point this many times, rotating the backends' order each round, "
                          "and report each backend's median run (by req/s)")
@@ -335,7 +366,7 @@ def main():
     with open(f"{work}/bench.log", "w") as log:
         for workload in workloads:
             for connections in [int(c) for c in args.connections.split(",")]:
-                backends = [b for b in backends_for(workload, work, args.workers, drover)
+                backends = [b for b in backends_for(workload, work, args.workers, drover, args.baseline)
                             if not args.backends or b.name in args.backends.split(",") or b.name.startswith("drover")]
                 runs = {b.name: [] for b in backends}
                 for r in range(args.rounds):
@@ -361,8 +392,8 @@ def table(rows, args):
     rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
     lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker process).",
              "",
-             "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | drover req/s ratio | drover PSS ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | CPU µs/req | drover req/s ratio | drover PSS ratio | drover CPU ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     def ratios(ours, r, template):
         if not ours or not r:
             return "", ""
@@ -374,17 +405,20 @@ def table(rows, args):
         ours, warm = results.get("drover"), results.get("drover + warmup")
         for name, r in results.items():
             if r is None:
-                lines.append(f"| {workload} | {connections} | {name} | failed to start | | | | | | | |")
+                lines.append(f"| {workload} | {connections} | {name} | failed to start | | | | | | | | | |")
                 continue
-            ratio = pss_ratio = ""
-            if not name.startswith("drover"):
+            ratio = pss_ratio = cpu_ratio = ""
+            if ours and ours.get("cpu_us") and r.get("cpu_us") and name != "drover":
+                cpu_ratio = f"{ours['cpu_us'] / r['cpu_us']:.2f}"
+            if name != "drover" and name != "drover + warmup":
                 ratio, pss_ratio = ratios(ours, r, "{}")
                 # drover with `warmup`, against the same peer, in brackets.
                 warm_rps, warm_pss = ratios(warm, r, " ({} warmup)")
                 ratio, pss_ratio = ratio + warm_rps, pss_ratio + warm_pss
             pss = f"{r['pss']:.1f}" if r.get("pss") else "–"
+            cpu = f"{r['cpu_us']:.1f}" if r.get("cpu_us") else "–"
             lines.append(f"| {workload} | {connections} | {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
-                         f"{r['errors']} | {pss} | {r['startup']:.0f} | {ratio} | {pss_ratio} |")
+                         f"{r['errors']} | {pss} | {r['startup']:.0f} | {cpu} | {ratio} | {pss_ratio} | {cpu_ratio} |")
     return "\n".join(lines)
 
 
