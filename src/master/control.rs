@@ -1,8 +1,10 @@
 //! The master's side of the control socket: answers [`ControlRequest`]s from
 //! `drover ctl` and `status_listen`. Live changes are validated by loading the pool file
-//! with the changes applied, exactly like the files, and rolled like a reload; they last
-//! until the next reload from the files.
+//! with the changes applied, in memory but by the loader that reads the files, and rolled
+//! like a reload; they last until the next reload from the files.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
 use super::Master;
@@ -125,8 +127,8 @@ impl Master {
     }
 }
 
-/// The pool's file with `changes` written into its `[pm]` table, loaded by the normal
-/// loader in a scratch folder: the same rules, the same messages (with the real file named).
+/// The pool's file with `changes` written into its `[pm]` table, loaded in memory by the
+/// loader that reads the files: the same rules, the same messages. Nothing is written.
 fn validate(global: &Config, pool: &Pool, changes: &[(String, String)]) -> Result<Pool, String> {
     let text =
         config::read_text(&pool.file).map_err(|e| format!("{}: {e}", pool.file.display()))?;
@@ -149,38 +151,27 @@ fn validate(global: &Config, pool: &Pool, changes: &[(String, String)]) -> Resul
             .unwrap_or_else(|| toml::Value::String(value.trim_matches('"').to_owned()));
         pm.insert(name.to_owned(), value);
     }
-    // The scratch drover.toml sits beside the real one, so that relative paths in the pool
-    // file resolve exactly as they do for the real file.
-    let base = global
-        .path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let tag = format!(
-        ".drover-set-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    );
-    let dir = base.join(&tag);
-    let scratch_global = base.join(format!("{tag}.toml"));
-    let file = dir.join(format!("{}.toml", pool.name));
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&file, toml::to_string(&table).unwrap_or_default()))
-        .and_then(|()| {
-            let include = dir
-                .join("*.toml")
-                .display()
-                .to_string()
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"");
-            std::fs::write(&scratch_global, format!("include = [\"{include}\"]\n"))
-        });
-    let result = written
-        .map_err(|e| format!("cannot validate the change: {e}"))
-        .map(|()| config::load(&scratch_global));
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&scratch_global);
-    match result? {
+    // A stand-in drover.toml at the real one's path, so that relative paths in the pool
+    // file resolve exactly as they do for the real file; it includes only the changed pool
+    // file, put in a folder of its own (never created) so that no name can clash with it.
+    let folder = global.path.parent().unwrap_or(Path::new(""));
+    let file = Path::new(".drover-set").join(format!("{}.toml", pool.name));
+    let include = glob::Pattern::escape(&file.to_string_lossy());
+    let main = toml::Table::from_iter([(
+        "include".to_owned(),
+        toml::Value::Array(vec![toml::Value::String(include)]),
+    )]);
+    let texts = BTreeMap::from([
+        (
+            global.path.clone(),
+            toml::to_string(&main).unwrap_or_default(),
+        ),
+        (
+            folder.join(file),
+            toml::to_string(&table).unwrap_or_default(),
+        ),
+    ]);
+    match config::load_texts(&global.path, &texts) {
         Ok(loaded) => {
             let fresh = loaded.pools.into_iter().next().ok_or("the pool vanished")?;
             let mut merged = pool.clone();

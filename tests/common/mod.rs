@@ -14,6 +14,7 @@
 //!   polls a condition; nothing sleeps as a means of synchronisation.
 //! - [`Ctl`]: `drover ctl` against the control socket of a drover started by
 //!   [`start_with_control`].
+//! - [`FolderWatch`]: the entries created or removed in a folder while it was watched.
 
 #![allow(
     dead_code,
@@ -30,6 +31,7 @@ pub mod proc;
 pub mod python;
 mod site;
 mod stop;
+mod watch;
 
 pub use ctl::{Ctl, start_with_control};
 pub use drover::{
@@ -41,6 +43,7 @@ pub use proc::wait_until;
 pub use python::PythonPool;
 pub use site::Site;
 pub use stop::term_lets_the_request_finish;
+pub use watch::FolderWatch;
 
 use std::time::Duration;
 

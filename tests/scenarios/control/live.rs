@@ -2,10 +2,14 @@
 //! workers without a restart (the same drover process; a new generation, then the old one
 //! retired); the effective configuration says 8. An invalid value or a misspelt key is
 //! refused with a non-zero exit and the key named, and nothing changes: still 8 workers,
-//! the same ones. `drover ctl workers www +N|-N` moves the count relatively.
+//! the same ones. `drover ctl workers www +N|-N` moves the count relatively. Checking a
+//! change writes nothing: not a file appears, even for a moment, beside drover.toml or the
+//! pool files.
+
+use std::path::Path;
 
 use super::{Pool, Setup, number, site, start};
-use crate::common::{TIMEOUT, proc};
+use crate::common::{FolderWatch, TIMEOUT, proc};
 
 /// Waits until status shows `n` workers and `pm.max_children` `n`, and drover has exactly
 /// `n` php-cgi workers (the old generation gone); their pids.
@@ -122,4 +126,49 @@ fn ctl_workers_adds_and_removes_workers_of_a_static_pool() {
     );
     let status = setup.status("www");
     assert_eq!(number(&status, "total processes"), 1, "{status:#}");
+}
+
+/// The names in `folder`, sorted.
+fn listing(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn ctl_set_validates_in_memory_and_writes_nothing_beside_the_configuration() {
+    let pool = Pool::php("www").max_children(2).greeting("live");
+    let setup = start(site(), &[&pool]);
+    wait_workers(&setup, 2);
+    // drover.toml's folder and the pool files' folder.
+    let folders = [
+        setup.stack.site.path().to_path_buf(),
+        setup.stack.site.path().join("pools.d"),
+    ];
+    let before: Vec<Vec<String>> = folders.iter().map(|f| listing(f)).collect();
+    let mut watches: Vec<FolderWatch> = folders.iter().map(|f| FolderWatch::new(f)).collect();
+
+    let refused = setup.ctl.run(&["set", "www", "pm.max_children=0"]);
+    assert!(
+        refused.code.is_some_and(|c| c != 0),
+        "ctl set www pm.max_children=0 was accepted: {refused:#?}"
+    );
+    setup
+        .ctl
+        .ok(&["set", "www", "pm.max_children=3"], &setup.log());
+    wait_workers(&setup, 3);
+    assert_serves(&setup);
+
+    for ((folder, watch), before) in folders.iter().zip(&mut watches).zip(&before) {
+        assert_eq!(
+            watch.changes(),
+            Vec::<String>::new(),
+            "ctl set touched {}",
+            folder.display()
+        );
+        assert_eq!(&listing(folder), before, "{}", folder.display());
+    }
 }
