@@ -53,6 +53,7 @@ ensure_packages() {
 # python3-dev: drover embeds CPython (pyo3), so the build needs python3 and libpython3.X.so;
 # python3-config is the command it ships. php-dev: the PHP headers, against which a test
 # checks the struct offsets drover reads php-cgi workers with (php-config ships with it).
+# strace: a test watches which system calls the master makes while it spawns workers.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -61,6 +62,7 @@ DROVER_PACKAGES=(
     "cc:gcc libc6-dev"
     "python3-config:python3-dev"
     "php-config:php-dev"
+    "strace:strace"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

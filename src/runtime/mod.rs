@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod php;
 pub mod python;
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -44,11 +45,28 @@ pub enum Layout {
     Workers { workers: u32 },
 }
 
-/// A pool as the master runs it.
+/// A pool as the master runs it: planned once per generation (the user and group lookups
+/// included, which may ask LDAP or sssd), then used by every spawn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
     pub layout: Layout,
     pub spec: ProcessSpec,
+    /// The entry of `spec.env` that carries the `max_requests` drawn for each process:
+    /// php-cgi's `PHP_FCGI_MAX_REQUESTS`. `None` for the other runtimes (a Python zygote
+    /// draws each worker's limit itself; a command has none).
+    max_requests_env: Option<usize>,
+}
+
+impl Launch {
+    /// The spec of one process, given the `max_requests` drawn for it.
+    pub fn spec(&self, max_requests: u32) -> Cow<'_, ProcessSpec> {
+        let Some(index) = self.max_requests_env else {
+            return Cow::Borrowed(&self.spec);
+        };
+        let mut spec = self.spec.clone();
+        spec.env[index].1 = max_requests.to_string().into();
+        Cow::Owned(spec)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +107,8 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
         .collect()
 }
 
-/// Plans how to run `pool`. `max_requests` is the limit drawn for this generation.
+/// Plans how to run `pool`, with `max_requests` in the spec ([`Launch::spec`] gives a spec
+/// with another).
 pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
     let (layout, program, args, runtime_env) = match &pool.runtime {
@@ -100,8 +119,14 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let mut env: Vec<(OsString, OsString)> =
         pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     env.extend(runtime_env);
+    // The runtime's entry comes last: a variable of the same name in `[env]` is overridden.
+    let max_requests_env = match &pool.runtime {
+        Runtime::Php(_) => env.iter().rposition(|(k, _)| k == php::MAX_REQUESTS_ENV),
+        Runtime::Command(_) | Runtime::Python(_) => None,
+    };
     Ok(Launch {
         layout,
+        max_requests_env,
         spec: ProcessSpec {
             program,
             args,
@@ -125,4 +150,43 @@ fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
         .map(|ip| ip.to_string())
         .collect();
     Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::*;
+
+    /// Pool `www` from `text`, loaded as drover loads a file.
+    fn pool(text: &str) -> Pool {
+        let main = Path::new("/etc/drover/drover.toml");
+        let files = BTreeMap::from([
+            (main.to_path_buf(), String::new()),
+            (main.with_file_name("pools.d/www.toml"), text.to_owned()),
+        ]);
+        let config = crate::config::load_texts(main, &files).unwrap();
+        config.pools.into_iter().next().unwrap()
+    }
+
+    const POOL: &str = "listen = \"/run/drover/www.sock\"\nuser = \"root\"\n\
+                        [pm]\nmode = \"dynamic\"\nmax_children = 4\nstart_servers = 1\n\
+                        min_spare_servers = 1\nmax_spare_servers = 2\n";
+
+    #[test]
+    fn a_spawn_gets_the_plan_of_its_own_max_requests() {
+        // [env] cannot override the runtime's variable, before or after the plan.
+        let php = pool(&format!(
+            "{POOL}[env]\nPHP_FCGI_MAX_REQUESTS = \"7\"\n[php]\nbinary = \"/bin/sh\"\n"
+        ));
+        let planned = launch(&php, 0).unwrap();
+        for limit in [0, 42, 500] {
+            assert_eq!(*planned.spec(limit), launch(&php, limit).unwrap().spec);
+        }
+
+        let command = pool(&format!("{POOL}[command]\nargv = [\"/bin/sh\"]\n"));
+        let planned = launch(&command, 0).unwrap();
+        assert_eq!(*planned.spec(42), planned.spec);
+    }
 }

@@ -15,6 +15,7 @@
 //! - [`Ctl`]: `drover ctl` against the control socket of a drover started by
 //!   [`start_with_control`].
 //! - [`FolderWatch`]: the entries created or removed in a folder while it was watched.
+//! - [`Strace`]: the system calls a running process makes (strace attached to it).
 
 #![allow(
     dead_code,
@@ -31,6 +32,7 @@ pub mod proc;
 pub mod python;
 mod site;
 mod stop;
+mod strace;
 mod watch;
 
 pub use ctl::{Ctl, start_with_control};
@@ -43,6 +45,7 @@ pub use proc::wait_until;
 pub use python::PythonPool;
 pub use site::Site;
 pub use stop::term_lets_the_request_finish;
+pub use strace::Strace;
 pub use watch::FolderWatch;
 
 use std::time::Duration;

@@ -28,7 +28,7 @@ use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
-use crate::runtime::{self, Layout};
+use crate::runtime::{self, Launch, Layout};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, EXIT_APP_LOAD, Report, WorkerExit};
 use observe::{Observed, Probes};
@@ -80,7 +80,9 @@ pub struct PoolRun {
     pub listener: Rc<Listener>,
     /// The write end of the pool's output socket, given to every process as fds 1 and 2.
     output: OwnedFd,
-    layout: Layout,
+    /// How this generation's processes are started, resolved when it was created: a spawn
+    /// looks nothing up.
+    launch: Launch,
     processes: BTreeMap<Pid, Process>,
     workers: BTreeMap<Pid, Worker>,
     backoff: Backoff,
@@ -155,7 +157,7 @@ impl PoolRun {
         output: OwnedFd,
         process_control_timeout: Duration,
     ) -> Result<PoolRun, runtime::RuntimeError> {
-        let layout = runtime::launch(&config, 0)?.layout;
+        let launch = runtime::launch(&config, 0)?;
         let scoreboard = match config.runtime {
             // Twice max_children: when a zygote dies, its workers keep their slots until
             // they finish their requests, and its successor's workers need slots meanwhile.
@@ -182,7 +184,7 @@ impl PoolRun {
             config,
             listener,
             output,
-            layout,
+            launch,
             processes: BTreeMap::new(),
             workers: BTreeMap::new(),
             backoff: Backoff::default(),
@@ -331,7 +333,7 @@ impl PoolRun {
         if self.stopped || self.holding(now) {
             return;
         }
-        let wanted = match self.layout {
+        let wanted = match self.launch.layout {
             Layout::Parent { .. } => 1,
             Layout::Workers { .. } if !self.started => {
                 pm::initial_workers(&self.config.pm) as usize
@@ -354,12 +356,14 @@ impl PoolRun {
             |jitter| rand::random_range(0..=jitter),
         );
         let scoreboard = self.scoreboard.as_ref().map(|board| board.fd());
-        let result = runtime::launch(&self.config, limit)
+        let spec = self.launch.spec(limit);
+        let result = self
+            .listener
+            .dup()
             .map_err(|e| e.to_string())
-            .and_then(|launch| {
-                let fd0 = self.listener.dup().map_err(|e| e.to_string())?;
-                spawn(&launch.spec, fd0, &self.output, scoreboard)
-                    .map_err(|e| format!("cannot start {}: {e}", launch.spec.program.display()))
+            .and_then(|fd0| {
+                spawn(&spec, fd0, &self.output, scoreboard)
+                    .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))
             });
         match result {
             Ok(pid) => {
@@ -370,14 +374,14 @@ impl PoolRun {
                         retiring: false,
                     },
                 );
-                if matches!(self.layout, Layout::Workers { .. }) {
+                if matches!(self.launch.layout, Layout::Workers { .. }) {
                     self.workers.insert(pid, Worker::new(now, None));
                 }
                 if self.reports() {
                     // A new zygote starts with the initial count.
                     self.desired = pm::initial_workers(&self.config.pm);
                 }
-                match self.layout {
+                match self.launch.layout {
                     // A Python zygote draws each worker's limit itself.
                     Layout::Parent { workers } if self.reports() => tracing::info!(
                         "pool {}: {} {pid} started ({workers} workers)",
@@ -562,7 +566,7 @@ impl PoolRun {
     /// the master loop reaps it (never waiting), and then adopts every worker it had forked,
     /// seen or not ([`PoolRun::on_reaped`]).
     pub(super) fn kill_parent(&mut self) {
-        if !matches!(self.layout, Layout::Parent { .. }) {
+        if !matches!(self.launch.layout, Layout::Parent { .. }) {
             return;
         }
         for (&pid, process) in &mut self.processes {
@@ -708,7 +712,7 @@ impl PoolRun {
             return Some(role);
         }
         if self.processes.contains_key(&pid) {
-            Some(match self.layout {
+            Some(match self.launch.layout {
                 Layout::Parent { .. } => self.parent_name(),
                 Layout::Workers { .. } => "worker",
             })

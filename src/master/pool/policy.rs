@@ -166,6 +166,6 @@ impl PoolRun {
     /// Whether this pool's workers are forked by a php-cgi parent that the master watches.
     pub(super) fn watches_parent(&self) -> bool {
         matches!(self.config.runtime, Runtime::Php(_))
-            && matches!(self.layout, crate::runtime::Layout::Parent { .. })
+            && matches!(self.launch.layout, crate::runtime::Layout::Parent { .. })
     }
 }

@@ -19,6 +19,9 @@ use std::path::PathBuf;
 use super::Layout;
 use crate::config::{Php, PmMode, Pool};
 
+/// Where php-cgi reads how many requests each of its workers serves.
+pub const MAX_REQUESTS_ENV: &str = "PHP_FCGI_MAX_REQUESTS";
+
 pub fn plan(
     pool: &Pool,
     php: &Php,
@@ -48,10 +51,7 @@ pub fn plan(
     // why the loader refuses listen_allowed_clients in a PHP pool.
     let env: Vec<(OsString, OsString)> = vec![
         ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
-        (
-            "PHP_FCGI_MAX_REQUESTS".into(),
-            max_requests.to_string().into(),
-        ),
+        (MAX_REQUESTS_ENV.into(), max_requests.to_string().into()),
     ];
     (layout, php.binary.clone(), args, env)
 }

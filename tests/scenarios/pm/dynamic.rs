@@ -1,14 +1,16 @@
 //! A dynamic PHP pool under load follows php-fpm's algorithm: while no worker is idle it
 //! spawns (here one a second: the batch is capped by min_spare_servers − idle), stops at
 //! max_children and says so once, and once the load is gone retires one spare a second
-//! down to max_spare_servers.
+//! down to max_spare_servers. The master spawns each of its workers, and looks up the
+//! pool's user and groups once for the generation, never at a spawn.
 
 use std::fs;
 use std::thread;
 use std::time::Duration;
 
-use super::{Pool, Stack, acted_on, get, lines_with, pid_file, read_pid, started_since};
-use crate::common::{Site, TIMEOUT, proc, wait_until};
+use super::{Pool, Stack, acted_on, get, lines_with, pid_file, read_pid, served_by, started_since};
+use crate::common::python::wait_started;
+use crate::common::{Site, Strace, TIMEOUT, proc, wait_until};
 
 /// Holds its worker until the test creates `<site>/release` (bounded: 30 s, so that a
 /// failed test leaves nothing running), first recording its pid in `<site>/held-N`.
@@ -143,4 +145,46 @@ fn a_dynamic_pool_grows_to_max_children_under_load_and_retires_its_spares_after(
     // The pool serves on (the release file still exists: the script answers at once).
     let reply = get(&stack, "/hold.php?n=7");
     assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+/// What the name service reads or asks when drover looks up a user or a group: the files,
+/// or nscd's, sssd's and systemd's sockets.
+const NSS: [&str; 5] = ["/etc/passwd", "/etc/group", "nscd", "sss", "userdb"];
+
+#[test]
+fn a_dynamic_pool_spawns_its_workers_without_looking_up_their_user_again() {
+    if !proc::running_as_root() {
+        println!("not root: the pool has no user to look up, so there is nothing to see");
+        return;
+    }
+    let site = Site::new();
+    site.script("pid.php", "<?php echo getmypid();");
+    // Every worker exits after one request, and the master spawns its replacement.
+    let pm = "mode = \"dynamic\"\nmax_children = 2\nstart_servers = 1\n\
+              min_spare_servers = 1\nmax_spare_servers = 2\nmax_requests = 1\n";
+    let stack = Stack::start(site, Pool::php("www", "", pm));
+    let log = &stack.drover.log;
+    log.wait_for_line("ready:", TIMEOUT);
+
+    let strace = Strace::attach(stack.drover.pid(), "open,openat,connect");
+    let from = log.len();
+    for _ in 0..5 {
+        served_by(&stack, "/pid.php");
+    }
+    let spawned = wait_started(log, from, "www", "worker", 5, TIMEOUT);
+    let calls = strace.finish();
+    let lookups: Vec<&String> = calls
+        .iter()
+        .filter(|call| NSS.iter().any(|n| call.contains(n)))
+        .collect();
+    println!(
+        "{} workers spawned, {} system calls traced, {} of them looking up users",
+        spawned.len(),
+        calls.len(),
+        lookups.len()
+    );
+    assert!(
+        lookups.is_empty(),
+        "spawning {spawned:?}, the master looked up users:\n{lookups:#?}"
+    );
 }
