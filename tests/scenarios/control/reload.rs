@@ -421,7 +421,13 @@ fn a_reload_applies_the_global_keys_and_status_listen() {
     assert_eq!(pid.trim(), drover.pid().to_string());
     assert!(!old_pid.exists(), "the old pid_file is still there");
     let log = || fs::read_to_string(&file).unwrap_or_default();
-    let pong = Ctl { socket: status }.ok(&["ping"], &log());
+    // The pid file moves first, with the global keys; the status socket comes after the
+    // pool's new generation has started.
+    let status = Ctl { socket: status };
+    let pong = wait_until(TIMEOUT, "the status_listen socket to answer", || {
+        let run = status.run(&["ping"]);
+        (run.code == Some(0)).then_some(run.stdout)
+    });
     assert_eq!(pong.trim(), "pong");
     Ctl { socket: control }.ok(&["status"], &log());
 
