@@ -17,7 +17,8 @@ impl Master {
             ControlRequest::Status { pool } => {
                 let now = Instant::now();
                 let pools: Vec<_> = self
-                    .current()
+                    .pools
+                    .serving()
                     .filter(|p| pool.as_deref().is_none_or(|n| n == p.name()))
                     .map(|p| p.status(now))
                     .collect();
@@ -28,7 +29,8 @@ impl Master {
             }
             ControlRequest::Config { pool } => {
                 let pools: Vec<Pool> = self
-                    .current()
+                    .pools
+                    .serving()
                     .filter(|p| pool.as_deref().is_none_or(|n| n == p.name()))
                     .map(|p| p.config.clone())
                     .collect();
@@ -50,7 +52,7 @@ impl Master {
             },
             ControlRequest::Set { pool, changes } => self.set(&pool, &changes),
             ControlRequest::Workers { pool, delta } => {
-                let Some(current) = self.current().find(|p| p.name() == pool) else {
+                let Some(current) = self.pools.serving().find(|p| p.name() == pool) else {
                     return ControlReply::unknown_pool(&pool);
                 };
                 if current.config.pm.mode != PmMode::Static {
@@ -75,11 +77,7 @@ impl Master {
 
     /// Applies `changes` (pm keys only) to one pool after validating them like the files.
     fn set(&mut self, pool: &str, changes: &[(String, String)]) -> ControlReply {
-        let Some(index) = self
-            .pools
-            .iter()
-            .position(|p| !p.draining() && p.name() == pool)
-        else {
+        let Some(index) = self.pools.serving_of(pool) else {
             return ControlReply::unknown_pool(pool);
         };
         if let Some((key, _)) = changes.iter().find(|(key, _)| !key.starts_with("pm.")) {
@@ -117,13 +115,6 @@ impl Master {
                 message: err,
             },
         }
-    }
-
-    /// The generation serving each pool: not draining, and not a new one still starting.
-    fn current(&self) -> impl Iterator<Item = &super::PoolRun> {
-        self.pools
-            .iter()
-            .filter(|p| !p.draining() && p.replaces.is_none())
     }
 }
 

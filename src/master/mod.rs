@@ -15,6 +15,7 @@ mod control;
 mod exit;
 mod output;
 mod pool;
+mod pools;
 mod reload;
 mod signals;
 mod sockets;
@@ -41,6 +42,7 @@ use crate::systemd;
 use exit::ExitCause;
 use output::OutputLine;
 use pool::{PoolRun, Reaped};
+use pools::Pools;
 use signals::Command;
 
 /// How often the master looks at its workers between events.
@@ -74,7 +76,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
 struct Master {
     config: Config,
     log: ErrorLog,
-    pools: Vec<PoolRun>,
+    pools: Pools,
     phase: Phase,
     ready: bool,
     emergency: EmergencyRestart,
@@ -109,7 +111,7 @@ impl Master {
         // stop waits for their last request.
         nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
         let (tx, lines) = mpsc::unbounded_channel();
-        let mut pools = Vec::with_capacity(config.pools.len());
+        let mut pools = Pools::default();
         let mut next_id = 0;
         for pool in &config.pools {
             if !nix::unistd::Uid::effective().is_root()
@@ -133,7 +135,7 @@ impl Master {
             pools.push(run);
         }
         let (wakes_tx, wakes) = mpsc::unbounded_channel();
-        for pool in &mut pools {
+        for pool in pools.iter_mut() {
             pool.watch_listener(&wakes_tx);
         }
         let (to_master, control) = crate::control::channel();
@@ -196,7 +198,7 @@ impl Master {
                 Some(id) = self.wakes.recv() => {
                     if self.phase == Phase::Running {
                         let now = Instant::now();
-                        if let Some(pool) = self.pools.iter_mut().find(|p| p.id == id && !p.draining()) {
+                        if let Some(pool) = self.pools.live_by_id_mut(id) {
                             pool.observe(now, &mut self.sampler);
                             let waiting = pool.connections_waiting();
                             pool.apply_policy(now, false, waiting);
@@ -217,7 +219,7 @@ impl Master {
                 if maintenance_due {
                     last_maintenance = now;
                 }
-                for pool in &mut self.pools {
+                for pool in self.pools.iter_mut() {
                     pool.observe(now, &mut self.sampler);
                     pool.check_slow(now);
                     pool.after_output(now);
@@ -236,7 +238,7 @@ impl Master {
                 }
             }
             if self.phase == Phase::Running {
-                for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
+                for pool in self.pools.live_mut() {
                     pool.maintain(now);
                 }
                 self.check_ready();
@@ -283,7 +285,7 @@ impl Master {
                     humantime::format_duration(timeout)
                 );
                 systemd::stopping();
-                for pool in &mut self.pools {
+                for pool in self.pools.iter_mut() {
                     pool.stop_accepting();
                 }
                 self.phase = Phase::Stopping {
@@ -307,7 +309,7 @@ impl Master {
         }
         if !killed && now >= deadline {
             tracing::warn!("stopping: timeout reached; killing what is left");
-            for pool in &mut self.pools {
+            for pool in self.pools.iter_mut() {
                 pool.kill_all();
             }
             for pid in children {
@@ -359,7 +361,7 @@ impl Master {
             self.config.global.emergency_restart_threshold,
             humantime::format_duration(self.config.global.emergency_restart_interval)
         );
-        for pool in &mut self.pools {
+        for pool in self.pools.iter_mut() {
             pool.retire_all();
         }
     }
@@ -374,7 +376,7 @@ impl Master {
     }
 
     fn check_ready(&mut self) {
-        let current = || self.pools.iter().filter(|p| !p.draining());
+        let current = || self.pools.live();
         if (self.ready && !self.reloading) || !current().all(PoolRun::settled) {
             return;
         }
@@ -394,21 +396,14 @@ impl Master {
     /// Drops generations that finished draining (their listener closes with the last one),
     /// and removes the socket file of a unix listener no generation left uses.
     fn forget_drained(&mut self) {
-        let (gone, kept): (Vec<PoolRun>, Vec<PoolRun>) = std::mem::take(&mut self.pools)
-            .into_iter()
-            .partition(|pool| pool.draining() && pool.is_empty());
-        self.pools = kept;
+        let gone = self.pools.take_drained();
         if gone.is_empty() {
             return;
         }
         for pool in &gone {
             // A later generation may listen at the same address (the same listener, or a
             // new one bound there): its file stays.
-            if !self
-                .pools
-                .iter()
-                .any(|p| p.listener.addr == pool.listener.addr)
-            {
+            if !self.pools.listens_at(&pool.listener.addr) {
                 pool.listener.unlink();
             }
         }
@@ -417,7 +412,7 @@ impl Master {
     }
 
     fn log_output(&mut self, line: OutputLine) {
-        let Some(index) = self.pools.iter().position(|p| p.id == line.pool) else {
+        let Some(index) = self.pools.position_of_id(line.pool) else {
             return;
         };
         let pool = &mut self.pools[index];
@@ -445,7 +440,7 @@ impl Master {
         while let Ok(line) = self.lines.try_recv() {
             self.log_output(line);
         }
-        for pool in &self.pools {
+        for pool in self.pools.iter() {
             pool.listener.unlink();
         }
         if let Some(path) = &self.pid_file {

@@ -32,7 +32,7 @@ impl Master {
             summary.extend(self.reload_global(&mut new.global));
         }
         if only.is_none() {
-            for pool in self.pools.iter_mut().filter(|p| !p.draining()) {
+            for pool in self.pools.live_mut() {
                 if !new.pools.iter().any(|p| p.name == pool.config.name) {
                     summary.push(format!("{}: removed (draining)", pool.config.name));
                     pool.retire_generation(now, true);
@@ -46,8 +46,8 @@ impl Master {
         {
             // Compared with the newest generation, the one a reload a moment ago may still
             // be starting: the files say what the pool must become, not what it was.
-            let newest = self.newest(&pool.name);
-            let serving = self.serving(&pool.name);
+            let newest = self.pools.newest_of(&pool.name);
+            let serving = self.pools.serving_of(&pool.name);
             let line = match newest {
                 None => self
                     .add_pool(pool)
@@ -117,29 +117,9 @@ impl Master {
         Ok(summary)
     }
 
-    /// The generation of pool `name` that serves now (not draining, not starting).
-    fn serving(&self, name: &str) -> Option<usize> {
-        self.pools
-            .iter()
-            .position(|p| !p.draining() && p.replaces.is_none() && p.config.name == name)
-    }
-
-    /// The newest generation of pool `name`: the one still starting if a change is rolling,
-    /// else the serving one. Its configuration is what the pool is becoming.
-    fn newest(&self, name: &str) -> Option<usize> {
-        self.pools
-            .iter()
-            .rposition(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
-            .or_else(|| self.serving(name))
-    }
-
     /// Retires the generations of `name` still starting: the serving one stays.
     fn withdraw_pending(&mut self, name: &str, now: Instant) {
-        for pending in self
-            .pools
-            .iter_mut()
-            .filter(|p| !p.draining() && p.replaces.is_some() && p.config.name == name)
-        {
+        for pending in self.pools.pending_of(name) {
             pending.replaces = None;
             pending.retire_generation(now, false);
         }
@@ -169,7 +149,7 @@ impl Master {
         let now = Instant::now();
         let name = self.pools[i].config.name.clone();
         self.withdraw_pending(&name, now);
-        let i = self.serving(&name).unwrap_or(i);
+        let i = self.pools.serving_of(&name).unwrap_or(i);
         let old = &self.pools[i];
         // A listener shut down for a stopped pool cannot accept again: bind a new one.
         let same_socket = old.config.listen == pool.listen && !old.refusing();
@@ -224,20 +204,13 @@ impl Master {
     /// A pool stopped by its app (it cannot be imported) with no other generation to serve
     /// refuses connections rather than let them wait for a worker that never comes.
     pub(super) fn refuse_stopped(&mut self) {
-        let alone = |name: &str, pools: &[super::PoolRun]| {
-            pools
-                .iter()
-                .filter(|p| !p.draining() && p.config.name == name)
-                .count()
-                == 1
-        };
         let stopped: Vec<usize> = (0..self.pools.len())
             .filter(|&i| {
                 let pool = &self.pools[i];
                 pool.failed()
                     && !pool.refusing()
                     && !pool.draining()
-                    && alone(&pool.config.name, &self.pools)
+                    && self.pools.alone(pool.name())
             })
             .collect();
         for i in stopped {
@@ -254,14 +227,14 @@ impl Master {
         }
         let mut names: Vec<String> = self
             .pools
-            .iter()
-            .filter(|p| !p.draining() && p.config.pm.mode == PmMode::Static)
+            .live()
+            .filter(|p| p.config.pm.mode == PmMode::Static)
             .map(|p| p.config.name.clone())
             .collect();
         names.sort();
         names.dedup();
         for name in names {
-            let Some(i) = self.newest(&name) else {
+            let Some(i) = self.pools.newest_of(&name) else {
                 continue;
             };
             let mut pool = self.pools[i].config.clone();

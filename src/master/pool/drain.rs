@@ -12,14 +12,14 @@ use crate::pm::{self, Action, WorkerView};
 
 impl PoolRun {
     pub fn draining(&self) -> bool {
-        self.draining
+        self.lifecycle.draining()
     }
 
     /// Starts retiring this generation. `close_listener`: no next generation shares the
     /// listener (the pool was removed, or its address changed), so it stops taking
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
-        self.draining = true;
+        self.lifecycle = self.lifecycle.drain();
         self.stop_watching();
         self.kill_parent();
         for (pid, worker) in &mut self.workers {

@@ -10,6 +10,7 @@
 //! - [`policy`]: the pool's policy applied: spawn, retire, kill.
 
 mod drain;
+mod lifecycle;
 mod observe;
 mod policy;
 mod slow;
@@ -31,6 +32,7 @@ use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Launch, Layout};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, EXIT_APP_LOAD, Report, WorkerExit};
+pub use lifecycle::Lifecycle;
 use observe::{Observed, Probes};
 
 /// A process the master exec'd: a worker, or a php-cgi parent of workers.
@@ -88,13 +90,8 @@ pub struct PoolRun {
     backoff: Backoff,
     /// After a start-up failure: no spawn before this.
     hold_until: Option<Instant>,
-    /// The app cannot load: the pool runs nothing until a reload.
-    stopped: bool,
-    /// A stop began (`stop_accepting`): workers that exit are not replaced.
-    closing: bool,
-    /// Stopped with no other generation to serve: its listener is shut down, so that
-    /// clients are refused at once instead of waiting in the queue.
-    refusing: bool,
+    /// Starting, serving, failed, stopping or draining ([`Lifecycle`]).
+    lifecycle: Lifecycle,
     limits: PoolLimits,
     policy: PolicyState,
     /// Python pools: written by the workers, read by `observe`.
@@ -102,11 +99,7 @@ pub struct PoolRun {
     /// Python dynamic and ondemand pools: the worker count the zygote was given.
     desired: u32,
     probes: Probes,
-    /// The first spawn happened (exec'd workers start with `initial_workers`).
-    started: bool,
     slow: slow::SlowRequests,
-    /// A reload replaced or removed this generation: it finishes its requests and goes.
-    draining: bool,
     /// A reload's new generation: the id of the one it replaces, retired once this one is up.
     pub replaces: Option<u64>,
     /// Processes that exited lately, with their role: their last output lines may be read
@@ -116,14 +109,8 @@ pub struct PoolRun {
     failed_at: Option<Instant>,
     /// When this generation started (status: start time, start since).
     born: Instant,
-    /// Requests served by Python workers that have exited (status: accepted conn).
-    accepted: u64,
-    /// The most workers busy at once (status: max active processes).
-    max_active: u32,
-    /// The longest listen queue seen, on a tick or by a status request (status: max listen
-    /// queue); a Cell because a status read updates it too.
-    max_listen_queue: std::cell::Cell<u32>,
-    exits: status::Exits,
+    /// What the status page counts since the generation started.
+    counters: status::Counters,
     /// ondemand: the task watching the listener (see `watch_listener`), stopped on drop.
     watcher: Option<tokio::task::AbortHandle>,
 }
@@ -169,15 +156,11 @@ impl PoolRun {
         };
         Ok(PoolRun {
             id,
-            draining: false,
             replaces: None,
             exited: Vec::new(),
             failed_at: None,
             born: Instant::now(),
-            accepted: 0,
-            max_active: 0,
-            max_listen_queue: std::cell::Cell::new(0),
-            exits: status::Exits::default(),
+            counters: status::Counters::default(),
             watcher: None,
             limits: PoolLimits::new(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
@@ -189,13 +172,10 @@ impl PoolRun {
             workers: BTreeMap::new(),
             backoff: Backoff::default(),
             hold_until: None,
-            stopped: false,
-            refusing: false,
-            closing: false,
+            lifecycle: Lifecycle::Starting,
             policy: PolicyState::default(),
             scoreboard,
             probes: Probes::default(),
-            started: false,
             slow: slow::SlowRequests::default(),
         })
     }
@@ -214,23 +194,23 @@ impl PoolRun {
 
     /// The app failed to load: this generation runs nothing.
     pub fn failed(&self) -> bool {
-        self.stopped
+        self.lifecycle.failed()
     }
 
     /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     /// Its listener was shut down because the pool is stopped (see [`PoolRun::refuse`]).
     pub fn refusing(&self) -> bool {
-        self.refusing
+        self.lifecycle.refusing()
     }
 
     /// The pool is stopped and nothing else serves its socket: shuts the listener down, so
     /// that connections are refused at once (nginx answers 502) until a reload binds a new
     /// one.
     pub fn refuse(&mut self) {
-        if self.refusing {
+        if self.lifecycle.refusing() {
             return;
         }
-        self.refusing = true;
+        self.lifecycle = self.lifecycle.refused();
         self.stop_watching();
         match nix::sys::socket::shutdown(
             self.listener.fd.as_raw_fd(),
@@ -248,7 +228,7 @@ impl PoolRun {
     }
 
     pub fn settled(&self) -> bool {
-        self.stopped || self.workers() >= pm::initial_workers(&self.config.pm) as usize
+        self.lifecycle.failed() || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }
 
     /// The name of the process that forks this pool's workers, for the log.
@@ -330,17 +310,17 @@ impl PoolRun {
     /// Keeps the parent (php-cgi or zygote) running; starts exec'd workers the first time.
     /// Later spawns of exec'd workers are the policy's ([`policy`]).
     pub fn maintain(&mut self, now: Instant) {
-        if self.stopped || self.holding(now) {
+        if !self.lifecycle.spawns() || self.holding(now) {
             return;
         }
         let wanted = match self.launch.layout {
             Layout::Parent { .. } => 1,
-            Layout::Workers { .. } if !self.started => {
+            Layout::Workers { .. } if self.lifecycle == Lifecycle::Starting => {
                 pm::initial_workers(&self.config.pm) as usize
             }
             Layout::Workers { .. } => return,
         };
-        self.started = true;
+        self.lifecycle = self.lifecycle.spawned();
         let running = self.processes.values().filter(|p| !p.retiring).count();
         for _ in running..wanted {
             if !self.spawn_one(now) {
@@ -410,7 +390,7 @@ impl PoolRun {
     /// ([`pm::replacements`]), unless a start-up failure holds spawning back, or the pool is
     /// stopping or draining.
     fn replace_at_once(&mut self, now: Instant) {
-        if self.draining || self.closing || self.stopped || self.holding(now) {
+        if !self.lifecycle.spawns() || self.holding(now) {
             return;
         }
         let total = u32::try_from(self.processes.len()).unwrap_or(u32::MAX);
@@ -474,7 +454,7 @@ impl PoolRun {
             self.orphan_workers_of(pid, !process.retiring);
             self.exited.push((pid, what, now));
             if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
-                self.stopped = true;
+                self.lifecycle = self.lifecycle.app_failed();
                 self.failed_at = Some(now);
             } else if !process.retiring {
                 let reason = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
@@ -499,7 +479,7 @@ impl PoolRun {
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
     fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
-        let draining = self.draining;
+        let draining = self.lifecycle.draining();
         for (&pid, worker) in self
             .workers
             .iter_mut()
@@ -518,13 +498,13 @@ impl PoolRun {
     fn log_worker_exit(&mut self, pid: Pid, worker: &Worker, cause: ExitCause, now: Instant) {
         if worker.retiring.is_none() && !worker.orphan {
             match cause {
-                ExitCause::Code(0) => self.exits.clean += 1,
+                ExitCause::Code(0) => self.counters.clean_exits += 1,
                 ExitCause::SeenByParent => {}
-                _ => self.exits.crash += 1,
+                _ => self.counters.crash_exits += 1,
             }
         }
         // Its slot is already free (the zygote releases it on reaping): use the last count seen.
-        self.accepted += worker.state.requests.unwrap_or(0);
+        self.counters.accepted += worker.state.requests.unwrap_or(0);
         let lived = lifetime(now.duration_since(worker.started));
         let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
             && !worker.orphan
@@ -550,7 +530,7 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self) {
-        self.closing = true;
+        self.lifecycle = self.lifecycle.stop();
         self.stop_watching();
         self.kill_parent();
         if let Err(err) = nix::sys::socket::shutdown(

@@ -190,7 +190,7 @@ impl PoolRun {
             .values()
             .filter(|w| !w.orphan && w.state.busy)
             .count() as u32;
-        self.max_active = self.max_active.max(active);
+        self.counters.max_active = self.counters.max_active.max(active);
         self.listen_queue();
     }
 

@@ -24,7 +24,7 @@ use crate::runtime::python;
 impl PoolRun {
     /// One policy tick. `waiting`: an ondemand pool's listener has connections queued.
     pub fn apply_policy(&mut self, now: Instant, maintenance_due: bool, waiting: Option<u32>) {
-        if self.stopped {
+        if !self.lifecycle.spawns() {
             return;
         }
         let views: Vec<WorkerView> = self

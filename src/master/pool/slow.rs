@@ -19,8 +19,6 @@ const DUMP_QUIET: Duration = Duration::from_millis(150);
 
 #[derive(Default)]
 pub struct SlowRequests {
-    /// Slow requests since start (status: "slow requests").
-    pub count: u64,
     /// The request (by its start) already logged for each worker: one entry per request.
     logged: HashMap<Pid, Instant>,
     /// Python dumps being received: the entry and when its last line came.
@@ -65,7 +63,7 @@ impl PoolRun {
             if let Some(worker) = self.workers.get(&pid) {
                 self.slow.logged.insert(pid, worker.state.since);
             }
-            self.slow.count += 1;
+            self.counters.slow_requests += 1;
             match self.config.runtime {
                 Runtime::Python(_) => {
                     if kill(pid, Signal::SIGUSR2).is_ok() {

@@ -14,8 +14,8 @@ impl PoolRun {
         use std::os::fd::AsFd;
         let waiting = crate::listener::queue::queue(self.listener.fd.as_fd(), &self.listener.addr)
             .map(|(waiting, _)| waiting)?;
-        self.max_listen_queue
-            .set(self.max_listen_queue.get().max(waiting));
+        let max = &self.counters.max_listen_queue;
+        max.set(max.get().max(waiting));
         Some(waiting)
     }
 
@@ -71,19 +71,19 @@ impl PoolRun {
             start_since: since,
             accepted_conn: match self.config.runtime {
                 Runtime::Python(_) => {
-                    Some(self.accepted + slots.values().map(|s| s.requests).sum::<u64>())
+                    Some(self.counters.accepted + slots.values().map(|s| s.requests).sum::<u64>())
                 }
                 _ => None,
             },
             listen_queue: self.listen_queue(),
-            max_listen_queue: Some(self.max_listen_queue.get()),
+            max_listen_queue: Some(self.counters.max_listen_queue.get()),
             listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),
             idle_processes: total - active,
             active_processes: active,
             total_processes: total,
-            max_active_processes: self.max_active.max(active),
+            max_active_processes: self.counters.max_active.max(active),
             max_children_reached: counters.max_children_reached,
-            slow_requests: self.slow.count,
+            slow_requests: self.counters.slow_requests,
             limits: Limits {
                 max_children: pm.max_children,
                 start_servers: if pm.mode == PmMode::Dynamic {
@@ -99,10 +99,10 @@ impl PoolRun {
                 request_slowlog_timeout: self.config.request_slowlog_timeout,
             },
             recycled: Recycled {
-                max_requests: self.exits.clean,
+                max_requests: self.counters.clean_exits,
                 max_memory: counters.retired_max_memory,
                 terminate: counters.killed_request_timeout,
-                crash: self.exits.crash,
+                crash: self.counters.crash_exits,
                 idle: counters.retired_max_spare + counters.retired_idle_timeout,
             },
             workers,
@@ -126,11 +126,23 @@ fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) ->
     }
 }
 
-/// Worker exits the master saw, by kind (for "recycled" in the status).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Exits {
-    /// Exited with code 0 without being asked: php-cgi or Python reaching max_requests.
-    pub clean: u64,
-    /// Died of a signal the master did not send, or exited non-zero.
-    pub crash: u64,
+/// What a generation counts for its status page, since it started. The policy's own
+/// counts (retired for spare or memory, killed past a timeout, max_children reached) are
+/// kept by the policy ([`crate::pm::PolicyState`]), which updates them as it decides.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests served by Python workers that have exited (accepted conn): the live ones'
+    /// are read from the scoreboard.
+    pub accepted: u64,
+    /// The most workers busy at once (max active processes).
+    pub max_active: u32,
+    /// The longest listen queue seen, on a tick or by a status request (max listen queue);
+    /// a Cell because a status read updates it too.
+    pub max_listen_queue: std::cell::Cell<u32>,
+    /// Requests that ran past `request_slowlog_timeout` (slow requests).
+    pub slow_requests: u64,
+    /// Worker exits with code 0 not asked for: php-cgi or Python reaching max_requests.
+    pub clean_exits: u64,
+    /// Worker deaths by a signal the master did not send, or exits non-zero.
+    pub crash_exits: u64,
 }
