@@ -19,12 +19,6 @@ pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, pl
 
 use crate::config::{Pm, PmMode};
 
-/// The worker count a launch plan names (`runtime::Layout`): `max_children`, the ceiling in
-/// every mode. How many run at a time is [`initial_workers`] at start, then [`plan`]'s answer.
-pub fn target_workers(pm: &Pm) -> u32 {
-    pm.max_children
-}
-
 /// How many workers a pool starts with; from then on [`plan`] keeps the count.
 pub fn initial_workers(pm: &Pm) -> u32 {
     match pm.mode {
@@ -65,13 +59,6 @@ mod tests {
             max_requests: 0,
             max_requests_jitter: 0,
             max_memory: None,
-        }
-    }
-
-    #[test]
-    fn every_mode_plans_for_max_children() {
-        for mode in [PmMode::Static, PmMode::Dynamic, PmMode::Ondemand] {
-            assert_eq!(target_workers(&pm(mode)), 4);
         }
     }
 

@@ -5,17 +5,13 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{Layout, allowed_clients_env};
+use super::allowed_clients_env;
 use crate::config::{Command, Pool};
-use crate::pm;
 
-pub fn plan(
-    pool: &Pool,
-    command: &Command,
-) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let workers = pm::target_workers(&pool.pm);
+/// The program, arguments and environment of one worker of a command pool.
+pub fn plan(pool: &Pool, command: &Command) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
     let program = PathBuf::from(&command.argv[0]);
     let args = command.argv[1..].iter().map(OsString::from).collect();
     let env = allowed_clients_env(pool).into_iter().collect();
-    (Layout::Workers { workers }, program, args, env)
+    (program, args, env)
 }

@@ -1,6 +1,8 @@
-//! Runtimes: how a pool's workers are started. Each runtime turns a pool into a
-//! [`Launch`]: the [`Layout`] of its processes and the [`ProcessSpec`] the master execs.
+//! Runtimes: how a pool's workers are started and what the master needs to know of them.
+//! Each runtime turns a pool into a [`Launch`]: its [`Kind`] (the runtime interface: how it
+//! launches, reports, is observed and retires) and the [`ProcessSpec`] the master execs.
 //!
+//! - [`kind`]: the runtime interface the master's pool code asks, in one place.
 //! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
 //! - [`python`]: a zygote per pool (`drover-python`, its own crate) that loads the app once
@@ -8,6 +10,7 @@
 
 pub mod command;
 pub mod credentials;
+pub mod kind;
 pub mod php;
 pub mod python;
 
@@ -19,6 +22,7 @@ use crate::config::{Pool, Runtime};
 pub use credentials::Credentials;
 /// Used by the master for every worker, and by a Python worker for itself.
 pub use drover_proto::resident_memory;
+pub use kind::Kind;
 
 /// Everything needed to exec one process of a pool. Built before spawning, so that
 /// nothing is allocated between fork and exec.
@@ -34,22 +38,11 @@ pub struct ProcessSpec {
     pub credentials: Option<Credentials>,
 }
 
-/// How a pool's workers relate to the processes the master execs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// The master execs one process that forks `workers` workers itself and replaces those
-    /// that exit (php-cgi with `PHP_FCGI_CHILDREN`). The master sees the workers by their
-    /// parent and becomes their reaper if the parent dies.
-    Parent { workers: u32 },
-    /// Every process the master execs is one worker; it runs `workers` of them.
-    Workers { workers: u32 },
-}
-
 /// A pool as the master runs it: planned once per generation (the user and group lookups
 /// included, which may ask LDAP or sssd), then used by every spawn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
-    pub layout: Layout,
+    pub kind: Kind,
     pub spec: ProcessSpec,
     /// The entry of `spec.env` that carries the `max_requests` drawn for each process:
     /// php-cgi's `PHP_FCGI_MAX_REQUESTS`. `None` for the other runtimes (a Python zygote
@@ -111,8 +104,9 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
 /// with another).
 pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
-    let (layout, program, args, runtime_env) = match &pool.runtime {
-        Runtime::Php(php) => php::plan(pool, php, max_requests),
+    let kind = Kind::of(pool);
+    let (program, args, runtime_env) = match &pool.runtime {
+        Runtime::Php(php) => php::plan(kind, pool, php, max_requests),
         Runtime::Command(command) => command::plan(pool, command),
         Runtime::Python(python) => python::plan(pool, python),
     };
@@ -125,7 +119,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         Runtime::Command(_) | Runtime::Python(_) => None,
     };
     Ok(Launch {
-        layout,
+        kind,
         max_requests_env,
         spec: ProcessSpec {
             program,

@@ -6,17 +6,16 @@
 //! Only `drover-python` links libpython: the master, and the php-cgi pools it runs, never
 //! map it (it cost a PHP-only drover 2.3 MiB of PSS, 1.2 MiB of it dirty relocations).
 //!
-//! Here: the zygote's command line for a pool ([`plan`]) and the signal that sets its worker
-//! count ([`set_target`]). What both sides read and write (fds, report lines, exit codes) is
+//! Here: the zygote's command line for a pool ([`plan`]); the signal that sets its worker
+//! count is [`super::kind::set_target`]. What both sides read and write (fds, report lines, exit codes) is
 //! `drover_proto::zygote`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use drover_proto::zygote::{SCOREBOARD_FD, target_signal};
-use nix::unistd::Pid;
+use drover_proto::zygote::SCOREBOARD_FD;
 
-use super::{Layout, allowed_clients_env};
+use super::allowed_clients_env;
 use crate::config::{Pool, Python};
 use crate::pm;
 
@@ -33,10 +32,7 @@ pub fn program() -> PathBuf {
 }
 
 /// The master's plan for a Python pool: one zygote, `max_children` workers.
-pub fn plan(
-    pool: &Pool,
-    python: &Python,
-) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
+pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
     let workers = pm::initial_workers(&pool.pm);
     let mut args: Vec<OsString> = vec![
         "--pool".into(),
@@ -78,28 +74,5 @@ pub fn plan(
         args.push(timeout.as_millis().to_string().into());
     }
     let env = allowed_clients_env(pool).into_iter().collect();
-    (
-        Layout::Parent {
-            workers: pool.pm.max_children,
-        },
-        program(),
-        args,
-        env,
-    )
-}
-
-/// Tells a zygote how many workers to keep (dynamic and ondemand pools). It forks up to
-/// that many; above it, it stops replacing workers that exit, and the master retires the
-/// ones it chooses.
-pub fn set_target(zygote: Pid, workers: u32) -> nix::Result<()> {
-    let value = libc::sigval {
-        sival_ptr: workers as usize as *mut libc::c_void,
-    };
-    // SAFETY: sigqueue with a valid pid, signal number and value.
-    let rc = unsafe { libc::sigqueue(zygote.as_raw(), target_signal(), value) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(nix::Error::last())
-    }
+    (program(), args, env)
 }

@@ -1,10 +1,11 @@
 //! One pool as the master runs it: its listener, its processes and workers, its backoff.
 //!
-//! With a parent ([`Layout::Parent`]: a php-cgi parent or a Python zygote) the master execs
-//! one process and learns of its workers: a php-cgi parent's by reading its children from
-//! /proc each tick ([`observe`]), a zygote's from its reports. When a parent dies its
-//! workers are re-parented to the master (a child subreaper), which reaps and retires them.
-//! With [`Layout::Workers`] every process the master execs is a worker.
+//! What differs between runtimes is asked of the pool's [`Kind`] (the runtime interface).
+//! With a parent (a php-cgi parent or a Python zygote) the master execs one process and
+//! learns of its workers: a watched parent's by reading its children from /proc each tick
+//! ([`observe`]), a reporting one's from its reports. When a parent dies its workers are
+//! re-parented to the master (a child subreaper), which reaps and retires them. Without
+//! one, every process the master execs is a worker.
 //!
 //! - [`observe`]: what each worker is doing.
 //! - [`policy`]: the pool's policy applied: spawn, retire, kill.
@@ -26,12 +27,12 @@ use nix::unistd::Pid;
 
 use super::exit::{ExitCause, lifetime};
 use super::spawn::spawn;
-use crate::config::{Pool, Runtime};
+use crate::config::Pool;
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
-use crate::runtime::{self, Launch, Layout};
+use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
-use drover_proto::zygote::{self, EXIT_APP_LOAD, Report, WorkerExit};
+use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
 use observe::{Observed, Probes};
 
@@ -83,7 +84,8 @@ pub struct PoolRun {
     /// The write end of the pool's output socket, given to every process as fds 1 and 2.
     output: OwnedFd,
     /// How this generation's processes are started, resolved when it was created: a spawn
-    /// looks nothing up.
+    /// looks nothing up. Its `kind` (the runtime interface) is the only source of runtime
+    /// differences here.
     launch: Launch,
     processes: BTreeMap<Pid, Process>,
     workers: BTreeMap<Pid, Worker>,
@@ -145,14 +147,12 @@ impl PoolRun {
         process_control_timeout: Duration,
     ) -> Result<PoolRun, runtime::RuntimeError> {
         let launch = runtime::launch(&config, 0)?;
-        let scoreboard = match config.runtime {
-            // Twice max_children: when a zygote dies, its workers keep their slots until
-            // they finish their requests, and its successor's workers need slots meanwhile.
-            Runtime::Python(_) => Some(
-                Scoreboard::create(&config.name, 2 * config.pm.max_children as usize)
+        let scoreboard = match launch.kind.scoreboard_slots(config.pm.max_children) {
+            Some(slots) => Some(
+                Scoreboard::create(&config.name, slots)
                     .map_err(|e| runtime::RuntimeError::Scoreboard(e.to_string()))?,
             ),
-            _ => None,
+            None => None,
         };
         Ok(PoolRun {
             id,
@@ -231,19 +231,6 @@ impl PoolRun {
         self.lifecycle.failed() || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }
 
-    /// The name of the process that forks this pool's workers, for the log.
-    fn parent_name(&self) -> &'static str {
-        match self.config.runtime {
-            Runtime::Python(_) => "python zygote",
-            _ => "php-cgi parent",
-        }
-    }
-
-    /// Python zygotes report their workers' starts and exits; php-cgi parents are watched.
-    fn reports(&self) -> bool {
-        matches!(self.config.runtime, Runtime::Python(_))
-    }
-
     /// Every pid of this pool still alive (for stop).
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty() && self.workers.is_empty()
@@ -313,12 +300,12 @@ impl PoolRun {
         if !self.lifecycle.spawns() || self.holding(now) {
             return;
         }
-        let wanted = match self.launch.layout {
-            Layout::Parent { .. } => 1,
-            Layout::Workers { .. } if self.lifecycle == Lifecycle::Starting => {
-                pm::initial_workers(&self.config.pm) as usize
-            }
-            Layout::Workers { .. } => return,
+        let wanted = if self.launch.kind.has_parent() {
+            1
+        } else if self.lifecycle == Lifecycle::Starting {
+            pm::initial_workers(&self.config.pm) as usize
+        } else {
+            return;
         };
         self.lifecycle = self.lifecycle.spawned();
         let running = self.processes.values().filter(|p| !p.retiring).count();
@@ -354,28 +341,26 @@ impl PoolRun {
                         retiring: false,
                     },
                 );
-                if matches!(self.launch.layout, Layout::Workers { .. }) {
+                let role = self.launch.kind.process_role();
+                let workers = self.config.pm.max_children;
+                if !self.launch.kind.has_parent() {
                     self.workers.insert(pid, Worker::new(now, None));
+                    tracing::info!("pool {}: worker {pid} started", self.name());
+                } else if self.launch.kind.limit_per_parent() {
+                    tracing::info!(
+                        "pool {}: {role} {pid} started ({workers} workers, max_requests {limit})",
+                        self.name()
+                    );
+                } else {
+                    // The parent draws each worker's limit itself.
+                    tracing::info!(
+                        "pool {}: {role} {pid} started ({workers} workers)",
+                        self.name()
+                    );
                 }
-                if self.reports() {
-                    // A new zygote starts with the initial count.
+                if self.launch.kind.sizing(self.config.pm.mode) == kind::Sizing::Target {
+                    // A new parent starts with the initial count.
                     self.desired = pm::initial_workers(&self.config.pm);
-                }
-                match self.launch.layout {
-                    // A Python zygote draws each worker's limit itself.
-                    Layout::Parent { workers } if self.reports() => tracing::info!(
-                        "pool {}: {} {pid} started ({workers} workers)",
-                        self.name(),
-                        self.parent_name()
-                    ),
-                    Layout::Parent { workers } => tracing::info!(
-                        "pool {}: {} {pid} started ({workers} workers, max_requests {limit})",
-                        self.name(),
-                        self.parent_name()
-                    ),
-                    Layout::Workers { .. } => {
-                        tracing::info!("pool {}: worker {pid} started", self.name())
-                    }
                 }
                 true
             }
@@ -436,7 +421,7 @@ impl PoolRun {
                     crash: cause.is_crash(),
                 };
             }
-            let what = self.parent_name();
+            let what = self.launch.kind.process_role();
             if process.retiring {
                 tracing::info!(
                     "pool {}: {what} {pid} exited {cause} after {}",
@@ -453,7 +438,7 @@ impl PoolRun {
             self.adopt_workers_of(pid, now);
             self.orphan_workers_of(pid, !process.retiring);
             self.exited.push((pid, what, now));
-            if self.reports() && cause == ExitCause::Code(i32::from(EXIT_APP_LOAD)) {
+            if matches!(cause, ExitCause::Code(code) if self.launch.kind.app_failed(code)) {
                 self.lifecycle = self.lifecycle.app_failed();
                 self.failed_at = Some(now);
             } else if !process.retiring {
@@ -546,7 +531,7 @@ impl PoolRun {
     /// the master loop reaps it (never waiting), and then adopts every worker it had forked,
     /// seen or not ([`PoolRun::on_reaped`]).
     pub(super) fn kill_parent(&mut self) {
-        if !matches!(self.launch.layout, Layout::Parent { .. }) {
+        if !self.launch.kind.has_parent() {
             return;
         }
         for (&pid, process) in &mut self.processes {
@@ -580,7 +565,7 @@ impl PoolRun {
             tracing::info!(
                 "pool {}: worker {pid} of {} {parent} adopted",
                 self.name(),
-                self.parent_name()
+                self.launch.kind.process_role()
             );
             let mut worker = Worker::new(now, Some(parent));
             // Until the next tick samples it: a worker in accept() is idle, one doing
@@ -617,7 +602,7 @@ impl PoolRun {
     /// with the exit's nature). `None` for any other line, or one from another process:
     /// only the zygote's reports are trusted.
     pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> Option<Reaped> {
-        if !self.reports() {
+        if !self.launch.kind.parent_reports() {
             return None;
         }
         // A Python worker that recycles itself for max_memory says why.
@@ -692,10 +677,7 @@ impl PoolRun {
             return Some(role);
         }
         if self.processes.contains_key(&pid) {
-            Some(match self.launch.layout {
-                Layout::Parent { .. } => self.parent_name(),
-                Layout::Workers { .. } => "worker",
-            })
+            Some(self.launch.kind.process_role())
         } else if self.workers.contains_key(&pid) {
             Some("worker")
         } else {

@@ -13,8 +13,8 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use super::{PoolRun, Worker};
-use crate::config::Runtime;
 use crate::master::exit::ExitCause;
+use crate::runtime::kind::Probe;
 use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
 use crate::scoreboard;
 
@@ -113,25 +113,26 @@ impl PoolRun {
         };
         let now_us = scoreboard::now_us();
         let want_rss = self.config.pm.max_memory.is_some();
+        let probe = self.launch.kind.probe();
         let pids: Vec<Pid> = self.workers.keys().copied().collect();
         for pid in pids {
-            let observed = match &self.config.runtime {
-                Runtime::Python(_) => slots.get(&pid).map(|view| from_slot(view, now, now_us)),
-                Runtime::Php(_) => self.sample_php(pid, now, sampler),
-                Runtime::Command(_) => idle_by_syscall(pid).map(|idle| (!idle, None, None)),
+            let observed = match probe {
+                Probe::Scoreboard => slots.get(&pid).map(|view| from_slot(view, now, now_us)),
+                Probe::PhpMemory => self.sample_php(pid, now, sampler),
+                Probe::Syscall => idle_by_syscall(pid).map(|idle| (!idle, None, None)),
             };
-            // php-cgi and commands look idle between ticks even when they serve short
-            // requests all the time: a worker that made syscalls since the last tick was
-            // working, so it is not idle since before.
-            let activity = match self.config.runtime {
-                Runtime::Python(_) => None,
-                _ => io_syscalls(pid),
+            // Workers probed from outside look idle between ticks even when they serve
+            // short requests all the time: a worker that made syscalls since the last tick
+            // was working, so it is not idle since before. A scoreboard sees every request.
+            let activity = match probe {
+                Probe::Scoreboard => None,
+                Probe::PhpMemory | Probe::Syscall => io_syscalls(pid),
             };
             // Only php-cgi: its memory says whether PHP runs, so a read outside of that is
             // the request's. A [command] worker blocked reading a socket may as well be in
             // its request, waiting on a database.
-            let reading = match (&self.config.runtime, &observed) {
-                (Runtime::Php(_), Some((false, _, _))) => sample::reading(pid),
+            let reading = match (probe, &observed) {
+                (Probe::PhpMemory, Some((false, _, _))) => sample::reading(pid),
                 _ => None,
             };
             let Some(worker) = self.workers.get_mut(&pid) else {
@@ -234,7 +235,7 @@ impl PoolRun {
     /// php-cgi parents: which workers each has now. Logs new ones, and those the parent
     /// reaped (whose status only the parent saw).
     fn find_parent_workers(&mut self, now: Instant) {
-        if !self.watches_parent() {
+        if !self.launch.kind.watches_parent() {
             return;
         }
         let parents: Vec<Pid> = self.processes.keys().copied().collect();
@@ -266,7 +267,7 @@ impl PoolRun {
     /// reported such an exit, with its cause: its last lines get a moment to arrive.
     fn forget_vanished_orphans(&mut self, now: Instant) {
         const REPORT_GRACE: Duration = Duration::from_secs(1);
-        let reports = self.reports();
+        let reports = self.launch.kind.parent_reports();
         let exited = &self.exited;
         let parent_just_gone = |parent: Option<Pid>| {
             exited.iter().any(|(pid, _, at)| {

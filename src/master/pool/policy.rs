@@ -1,15 +1,16 @@
 //! Running the pool's policy ([`pm::plan`]) on what was observed, and doing what it says:
 //! spawn, retire gracefully, kill.
 //!
-//! How each action is carried out depends on who forks the workers:
-//! - exec'd workers (commands, dynamic and ondemand PHP): the master spawns and signals them;
-//! - a php-cgi parent (static PHP): it replaces workers itself, so spawns are its business;
-//! - a Python zygote: static pools are kept full by it; dynamic and ondemand pools get a new
-//!   worker count from the master ([`python::set_target`]).
+//! How each action is carried out depends on who keeps the worker count ([`Sizing`]):
+//! - the master (commands, dynamic and ondemand PHP): it spawns and signals each worker;
+//! - the parent (a php-cgi parent, a static pool's zygote): it replaces workers itself, so
+//!   spawns are its business;
+//! - the parent told a count (a dynamic or ondemand pool's zygote): the master sends it a
+//!   new one ([`kind::set_target`]).
 //!
-//! Retiring is graceful: a Python worker finishes its request on SIGTERM; a php-cgi or
-//! command worker gets SIGTERM only once it is seen idle (SIGTERM would cut php-cgi's
-//! sleep() and I/O short), and is killed only after `process_control_timeout`.
+//! Retiring is graceful: a worker whose SIGTERM waits for the request (Python) gets it at
+//! once; others (php-cgi, commands) only once seen idle (SIGTERM would cut php-cgi's
+//! sleep() and I/O short), and are killed only after `process_control_timeout`.
 
 use std::time::Instant;
 
@@ -17,9 +18,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::PoolRun;
-use crate::config::{PmMode, Runtime};
 use crate::pm::{self, Action, Reason, WorkerView};
-use crate::runtime::python;
+use crate::runtime::kind::{self, Sizing};
 
 impl PoolRun {
     /// One policy tick. `waiting`: an ondemand pool's listener has connections queued.
@@ -68,19 +68,20 @@ impl PoolRun {
         if self.holding(now) {
             return;
         }
-        if self.watches_parent() || self.static_zygote() {
-            // The php-cgi parent or the zygote keeps its count itself; the master only
-            // keeps the parent alive (see `maintain`).
-            return;
-        }
-        if self.reports() {
-            self.desired += n;
-            self.send_target();
-            return;
-        }
-        for _ in 0..n {
-            if !self.spawn_one(now) {
-                break;
+        match self.sizing() {
+            // The parent keeps its count itself; the master only keeps the parent alive
+            // (see `maintain`).
+            Sizing::Parent => {}
+            Sizing::Target => {
+                self.desired += n;
+                self.send_target();
+            }
+            Sizing::Master => {
+                for _ in 0..n {
+                    if !self.spawn_one(now) {
+                        break;
+                    }
+                }
             }
         }
     }
@@ -92,8 +93,7 @@ impl PoolRun {
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
         // A spare worker is not replaced; one retired for its memory is.
-        if self.reports()
-            && !self.static_zygote()
+        if self.sizing() == Sizing::Target
             && matches!(reason, Reason::MaxSpare { .. } | Reason::IdleTimeout { .. })
         {
             self.desired = self.desired.saturating_sub(1);
@@ -106,7 +106,7 @@ impl PoolRun {
 
     /// SIGTERM to retiring workers, when it cannot interrupt a request.
     pub(super) fn signal_retiring(&mut self) {
-        let graceful_anytime = self.reports();
+        let graceful_anytime = self.launch.kind.sigterm_waits_for_request();
         for (&pid, worker) in &mut self.workers {
             if worker.retiring.is_some()
                 && !worker.signalled
@@ -146,14 +146,14 @@ impl PoolRun {
         let _ = kill(pid, Signal::SIGKILL);
     }
 
-    /// A static Python pool: the zygote keeps max_children workers by itself.
-    fn static_zygote(&self) -> bool {
-        self.reports() && self.config.pm.mode == PmMode::Static
+    /// Who keeps this pool's worker count.
+    fn sizing(&self) -> Sizing {
+        self.launch.kind.sizing(self.config.pm.mode)
     }
 
     fn send_target(&self) {
         for &zygote in self.processes.keys() {
-            if let Err(err) = python::set_target(zygote, self.desired) {
+            if let Err(err) = kind::set_target(zygote, self.desired) {
                 tracing::error!(
                     "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",
                     self.config.name,
@@ -161,11 +161,5 @@ impl PoolRun {
                 );
             }
         }
-    }
-
-    /// Whether this pool's workers are forked by a php-cgi parent that the master watches.
-    pub(super) fn watches_parent(&self) -> bool {
-        matches!(self.config.runtime, Runtime::Php(_))
-            && matches!(self.launch.layout, crate::runtime::Layout::Parent { .. })
     }
 }

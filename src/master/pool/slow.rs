@@ -11,7 +11,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::PoolRun;
-use crate::config::Runtime;
+use crate::runtime::kind::SlowStack;
 use crate::slowlog::{self, Entry};
 
 /// A Python stack dump is complete when its worker has been quiet this long.
@@ -64,19 +64,20 @@ impl PoolRun {
                 self.slow.logged.insert(pid, worker.state.since);
             }
             self.counters.slow_requests += 1;
-            match self.config.runtime {
-                Runtime::Python(_) => {
+            match self.launch.kind.slow_stack() {
+                SlowStack::Signal => {
                     if kill(pid, Signal::SIGUSR2).is_ok() {
                         self.slow.dumps.insert(pid, (entry, now));
                     }
                 }
-                _ => {
+                SlowStack::Memory => {
                     let depth = self.config.request_slowlog_trace_depth as usize;
                     if let Some(stack) = self.php_stack(pid, depth) {
                         entry.frames = stack.to_string().lines().map(str::to_owned).collect();
                     }
                     self.write_slow(&entry);
                 }
+                SlowStack::None => self.write_slow(&entry),
             }
         }
         let done: Vec<Pid> = self

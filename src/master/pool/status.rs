@@ -4,7 +4,7 @@
 use std::time::{Instant, SystemTime};
 
 use super::PoolRun;
-use crate::config::{PmMode, Runtime};
+use crate::config::PmMode;
 use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
 use crate::scoreboard;
 
@@ -69,12 +69,11 @@ impl PoolRun {
             runtime: self.config.runtime.name().to_owned(),
             start_time: SystemTime::now() - since,
             start_since: since,
-            accepted_conn: match self.config.runtime {
-                Runtime::Python(_) => {
-                    Some(self.counters.accepted + slots.values().map(|s| s.requests).sum::<u64>())
-                }
-                _ => None,
-            },
+            // Only a scoreboard counts requests.
+            accepted_conn: self
+                .scoreboard
+                .as_ref()
+                .map(|_| self.counters.accepted + slots.values().map(|s| s.requests).sum::<u64>()),
             listen_queue: self.listen_queue(),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
             listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),

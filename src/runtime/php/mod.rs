@@ -16,35 +16,31 @@ pub mod sample;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::Layout;
-use crate::config::{Php, PmMode, Pool};
+use super::Kind;
+use crate::config::{Php, Pool};
 
 /// Where php-cgi reads how many requests each of its workers serves.
 pub const MAX_REQUESTS_ENV: &str = "PHP_FCGI_MAX_REQUESTS";
 
+/// The program, arguments and environment of a php-cgi parent ([`Kind::PhpParent`]) or of
+/// one php-cgi worker ([`Kind::PhpWorkers`]).
 pub fn plan(
+    kind: Kind,
     pool: &Pool,
     php: &Php,
     max_requests: u32,
-) -> (Layout, PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
+) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
     let mut args = Vec::with_capacity(php.ini.len() * 2);
     for (key, value) in &php.ini {
         args.push("-d".into());
         args.push(format!("{key}={value}").into());
     }
-    // A static pool shares one OPcache through one parent; dynamic and ondemand pools
-    // are resized one worker at a time by the master, so each worker is its own php-cgi.
-    let layout = match pool.pm.mode {
-        PmMode::Static => Layout::Parent {
-            workers: pool.pm.max_children,
-        },
-        PmMode::Dynamic | PmMode::Ondemand => Layout::Workers {
-            workers: pool.pm.max_children,
-        },
-    };
-    let children = match layout {
-        Layout::Parent { workers } => workers,
-        Layout::Workers { .. } => 0,
+    // A parent forks max_children workers that share its OPcache; a php-cgi the master
+    // execs as one worker forks none ([`Kind::of`] says which).
+    let children = if kind.has_parent() {
+        pool.pm.max_children
+    } else {
+        0
     };
     // php-cgi's own default is 500 when unset: always say what the pool means (0 = never).
     // No FCGI_WEB_SERVER_ADDRS: php-cgi ignores it on a socket it did not bind, which is
@@ -53,5 +49,5 @@ pub fn plan(
         ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
         (MAX_REQUESTS_ENV.into(), max_requests.to_string().into()),
     ];
-    (layout, php.binary.clone(), args, env)
+    (php.binary.clone(), args, env)
 }
