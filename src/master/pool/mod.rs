@@ -16,6 +16,7 @@ mod observe;
 mod policy;
 mod slow;
 mod status;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -34,46 +35,7 @@ use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
-use observe::{Observed, Probes};
-
-/// A process the master exec'd: a worker, or a php-cgi parent of workers.
-#[derive(Debug)]
-struct Process {
-    started: Instant,
-    /// The master asked it to exit: its exit is not a failure.
-    retiring: bool,
-}
-
-/// A worker: exec'd by the master, or forked by a php-cgi parent or a zygote.
-#[derive(Debug)]
-struct Worker {
-    started: Instant,
-    /// The php-cgi parent or zygote that forked it; None when the master exec'd it.
-    parent: Option<Pid>,
-    /// Its parent is gone: the master is its parent now and has asked it to finish.
-    orphan: bool,
-    /// When the policy asked it to retire.
-    retiring: Option<Instant>,
-    /// SIGTERM was sent for the retirement.
-    signalled: bool,
-    state: Observed,
-    /// Its syscall count at the last tick (php-cgi and commands), to see activity.
-    syscalls: Option<u64>,
-}
-
-impl Worker {
-    fn new(now: Instant, parent: Option<Pid>) -> Worker {
-        Worker {
-            started: now,
-            parent,
-            orphan: false,
-            retiring: None,
-            signalled: false,
-            state: Observed::new(now),
-            syscalls: None,
-        }
-    }
-}
+use worker::{Probes, Process, Worker};
 
 pub struct PoolRun {
     /// This generation's id (a reload starts a new generation of a changed pool).

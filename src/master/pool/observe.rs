@@ -12,95 +12,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
-use super::{PoolRun, Worker};
+use super::PoolRun;
+use super::worker::{Reading, RequestInfo, Worker};
 use crate::master::exit::ExitCause;
 use crate::runtime::kind::Probe;
 use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
 use crate::scoreboard;
-
-/// The request a worker is serving, for log lines and status.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RequestInfo {
-    pub method: String,
-    pub uri: String,
-    pub query: String,
-    pub script: String,
-}
-
-impl std::fmt::Display for RequestInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.method, self.uri)?;
-        if !self.query.is_empty() {
-            write!(f, "?{}", self.query)?;
-        }
-        if !self.script.is_empty() {
-            write!(f, " (script {})", self.script)?;
-        }
-        Ok(())
-    }
-}
-
-/// A worker's state as last observed.
-#[derive(Debug, Clone)]
-pub struct Observed {
-    pub busy: bool,
-    /// Request start when busy, idle since otherwise.
-    pub since: Instant,
-    pub request: Option<RequestInfo>,
-    pub rss: Option<u64>,
-    /// Requests served, from the scoreboard (Python).
-    pub requests: Option<u64>,
-    /// Waiting for the client to send its request (php-cgi), since `since`.
-    pub reading: Option<Reading>,
-    /// The request in hand was waited for first: `since` is the wait's start, kept while
-    /// the script runs so that the wait counts toward request_terminate_timeout.
-    pub waited: bool,
-}
-
-/// A php-cgi worker's wait for one connection's request. The wait is that connection's
-/// (a new socket inode starts a new one, so back-to-back short requests never add up), and
-/// it ends when the worker writes: on a kept connection (`fastcgi_keep_conn`) a response
-/// went out and the worker now waits for the next request, which is nginx's idle time, not
-/// a slow client's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
-    pub inode: u64,
-    /// The worker's write syscalls when the wait began.
-    pub writes: u64,
-}
-
-impl Observed {
-    pub fn new(now: Instant) -> Observed {
-        Observed {
-            busy: false,
-            since: now,
-            request: None,
-            rss: None,
-            requests: None,
-            reading: None,
-            waited: false,
-        }
-    }
-
-    fn set_busy(&mut self, busy: bool, now: Instant) {
-        if busy != self.busy {
-            self.busy = busy;
-            self.since = now;
-        }
-        if !busy {
-            self.request = None;
-            self.waited = false;
-        }
-    }
-}
-
-/// Per pool: php-cgi workers being sampled, and whether sampling fell back to /proc.
-#[derive(Default)]
-pub struct Probes {
-    php: HashMap<Pid, sample::Worker>,
-    /// The php-cgi build cannot be read: busy/idle comes from /proc/PID/syscall (said once).
-    fallback: bool,
-}
 
 impl PoolRun {
     /// Refreshes the worker list of php-cgi parents and every worker's state.
