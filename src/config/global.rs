@@ -4,8 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::listen::unix_socket;
+use super::model::{Control, Global, LogLevel, LogTarget};
 use super::value::{Got, Table, resolve};
-use super::{Control, Global, LogLevel, LogTarget};
 
 /// Selects the pool files when `include` is absent.
 pub(super) const DEFAULT_INCLUDE: &str = "pools.d/*.toml";

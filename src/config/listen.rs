@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::ListenAddr;
+use super::model::ListenAddr;
 use super::value::resolve;
 
 /// `sun_path` holds 108 bytes including the terminating NUL.

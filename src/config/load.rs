@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+use super::error::{ConfigError, ConfigErrors};
 use super::files::{Disk, Files, Memory};
 use super::global::{self, DEFAULT_INCLUDE};
 use super::listen::{Claim, collisions};
+use super::model::{Config, Global, Pool};
 use super::pool::{self, PoolFile};
 use super::source::Source;
 use super::value::{Got, Table};
-use super::{Config, ConfigError, ConfigErrors, Global, Pool};
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/drover/drover.toml";
 

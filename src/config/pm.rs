@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use super::model::{Pm, PmMode};
 use super::value::Table;
-use super::{Pm, PmMode};
 
 const KEYS: &[&str] = &[
     "mode",

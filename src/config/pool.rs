@@ -9,8 +9,9 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::listen::{Claim, parse_listen};
+use super::model::{ListenAddr, Pool};
 use super::value::{Got, Table, resolve};
-use super::{ListenAddr, Pool, pm, runtime};
+use super::{pm, runtime};
 
 const KEYS: &[&str] = &[
     "listen",

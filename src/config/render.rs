@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use super::value::toml_key;
-use super::{
+use super::model::{
     Command, Config, Global, ListenAddr, LogLevel, LogTarget, Php, PmMode, Pool, Python, Runtime,
 };
+use super::value::toml_key;
 
 impl Config {
     pub fn render(&self) -> String {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
 
+use super::model::{Command, Php, Python, Runtime};
 use super::value::{Got, Table, resolve};
-use super::{Command, Php, Python, Runtime};
 
 const RUNTIMES: &[&str] = &["php", "python", "command"];
 const PHP_KEYS: &[&str] = &["binary", "ini"];

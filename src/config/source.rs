@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// The longest value echoed back in a message; a whole inline table is not useful there.
 const MAX_VALUE_CHARS: usize = 60;

@@ -14,7 +14,7 @@ use hyper::Request;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
-use super::Format;
+use super::request::Format;
 use crate::config::DEFAULT_CONFIG_PATH;
 
 /// The master answered, but with an error (bad key or value, unknown pool, reload failed).

@@ -5,7 +5,7 @@
 //! pool would mislead an operator. php-fpm's query words (`?json&full`, `?openmetrics`)
 //! work as well as `?format=json&full`, so a page scraped from php-fpm keeps its URL.
 
-use super::{ControlRequest, Format};
+use super::request::{ControlRequest, Format};
 
 /// Which listener the request came in on.
 #[derive(Debug, Clone, PartialEq, Eq)]

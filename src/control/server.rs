@@ -25,9 +25,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::model::PoolStatus;
 use super::render;
+use super::request::{ControlReply, ControlRequest, Format, ToMaster};
 use super::route::{self, Refusal, Route, Scope};
-use super::{ControlReply, ControlRequest, Format, PoolStatus, ToMaster};
 use crate::config::{ListenAddr, Pool};
 use crate::listener::{ListenError, Listener};
 

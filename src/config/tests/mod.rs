@@ -1,6 +1,7 @@
 //! Loading whole configurations from files on disk, as an operator writes them: what valid
 //! files resolve to here, the errors invalid ones report in `errors`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tempfile::TempDir;

@@ -1,0 +1,196 @@
+//! The typed configuration: what [`load`](super::load) returns once every file is valid,
+//! and all that the rest of drover reads. Built only by the loader; never raw TOML.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole resolved configuration: global settings and every pool, in file-name order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The `drover.toml` this was loaded from; relative paths resolve against its folder.
+    pub path: PathBuf,
+    pub global: Global,
+    pub pools: Vec<Pool>,
+}
+
+/// `drover.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Global {
+    /// Where the master writes its log (and captured worker output).
+    pub error_log: LogTarget,
+    pub log_level: LogLevel,
+    /// Written at start, removed at exit.
+    pub pid_file: Option<PathBuf>,
+    /// Globs, relative to `drover.toml`'s folder, that select the pool files.
+    pub include: Vec<String>,
+    /// How long workers get to finish in-flight requests on a graceful stop before SIGKILL.
+    pub process_control_timeout: Duration,
+    /// php-fpm's: this many workers dying of SIGSEGV/SIGBUS within the interval restarts
+    /// every pool. 0 = off.
+    pub emergency_restart_threshold: u32,
+    pub emergency_restart_interval: Duration,
+    pub control: Control,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Control {
+    /// Unix socket of the control API, which `drover ctl` talks to. None: no control socket.
+    pub listen: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    Stderr,
+    File(PathBuf),
+}
+
+/// php-fpm's level names are accepted too: alert → error, warning → warn, notice → info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// `pools.d/NAME.toml`: one pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    /// The file name without `.toml`.
+    pub name: String,
+    /// The file the pool was read from, for messages.
+    pub file: PathBuf,
+    pub listen: ListenAddr,
+    /// listen(2) backlog; php-fpm's Linux default 511.
+    pub listen_backlog: i32,
+    /// Unix sockets only: owner, group and mode applied after bind (mode default 0660).
+    pub listen_owner: Option<String>,
+    pub listen_group: Option<String>,
+    pub listen_mode: u32,
+    /// TCP only: client addresses allowed to connect; empty = any.
+    pub listen_allowed_clients: Vec<IpAddr>,
+    /// Workers run as this user/group when drover runs as root. Required then: a pool that
+    /// runs as root says `user = "root"`.
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub chdir: Option<PathBuf>,
+    /// Start workers with an empty environment plus `[env]` and what the runtime needs.
+    pub clear_env: bool,
+    pub request_slowlog_timeout: Option<Duration>,
+    pub request_slowlog_trace_depth: u32,
+    pub slowlog: Option<PathBuf>,
+    /// `slowlog_format = "json"`: one JSON object per entry instead of php-fpm's text.
+    pub slowlog_json: bool,
+    pub request_terminate_timeout: Option<Duration>,
+    /// A request's headers and body must arrive within this time from the accept; `None`:
+    /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
+    pub request_read_timeout: Option<Duration>,
+    pub status_listen: Option<ListenAddr>,
+    pub pm: Pm,
+    pub env: BTreeMap<String, String>,
+    pub runtime: Runtime,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ListenAddr {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmMode {
+    Static,
+    Dynamic,
+    Ondemand,
+}
+
+/// The `[pm]` table, with php-fpm's defaults resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pm {
+    pub mode: PmMode,
+    pub max_children: u32,
+    /// dynamic only; default `min_spare + (max_spare - min_spare) / 2`. The three spare
+    /// fields are only written for dynamic (elsewhere they are a config error); the loader
+    /// fills them with max_children for static and 0 for ondemand.
+    pub start_servers: u32,
+    pub min_spare_servers: u32,
+    pub max_spare_servers: u32,
+    /// dynamic: cap of the doubling spawn batch (32).
+    pub max_spawn_rate: u32,
+    /// ondemand: retire a worker idle this long (10s).
+    pub process_idle_timeout: Duration,
+    /// A worker exits after this many requests; 0 = never.
+    pub max_requests: u32,
+    /// Each worker draws its own limit in `max_requests ..= max_requests + jitter`.
+    pub max_requests_jitter: u32,
+    /// Retire a worker whose resident memory passes this many bytes.
+    pub max_memory: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Runtime {
+    Php(Php),
+    Python(Python),
+    Command(Command),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Php {
+    /// Resolved to an existing executable (searched on PATH when not a path).
+    pub binary: PathBuf,
+    /// php.ini settings, each passed as `-d key=value`.
+    pub ini: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Python {
+    /// "package.module:callable"; the callable defaults to `application`.
+    pub module: String,
+    pub callable: String,
+    pub python_path: Vec<PathBuf>,
+    pub virtualenv: Option<PathBuf>,
+    pub preload: bool,
+    /// SCRIPT_NAME prefix the app is mounted at ("" = root).
+    pub mount: String,
+    /// Request paths (with an optional query) the zygote sends through the app before it
+    /// forks, so that what the app builds on its first requests is shared by the workers.
+    pub warmup: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// `argv[0]` resolved like `[php] binary`.
+    pub argv: Vec<String>,
+}
+
+impl Runtime {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Runtime::Php(_) => "php",
+            Runtime::Python(_) => "python",
+            Runtime::Command(_) => "command",
+        }
+    }
+}
+
+impl PmMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PmMode::Static => "static",
+            PmMode::Dynamic => "dynamic",
+            PmMode::Ondemand => "ondemand",
+        }
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Unix(p) => write!(f, "{}", p.display()),
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
