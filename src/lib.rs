@@ -47,10 +47,13 @@
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`.
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
-//! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown.
+//! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
+//!   generations and their lifecycle.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
-//! - [`runtime`]: how each runtime's workers are started (php, command, python); the Python
-//!   runtime runs in its own binary, `drover-python` (crates/python).
+//! - [`runtime`]: the runtime interface the master asks ([`runtime::Kind`]: launch, reports,
+//!   observation, sizing, retiring) and how each runtime's processes are started (php,
+//!   command, python); the Python runtime runs in its own binary, `drover-python`
+//!   (crates/python).
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file).

@@ -6,10 +6,11 @@
 //! The loop runs on a current-thread tokio runtime; the master never forks except to
 //! exec (`spawn`).
 //!
-//! - `pool`: one generation of a pool and its policy; `reload`: roll generations on HUP,
-//!   USR2 and `drover ctl`; `sockets`: the control and `status_listen` servers and the
-//!   global keys a reload applies; `control`: answers the control socket; `signals`,
-//!   `output`, `spawn`, `exit`: the thin shells around the kernel.
+//! - `pool`: one generation of a pool, its lifecycle and its policy; `pools`: every
+//!   generation, and which one of a pool serves, is pending, is newest; `reload`: roll
+//!   generations on HUP, USR2 and `drover ctl`; `sockets`: the control and `status_listen`
+//!   servers and the global keys a reload applies; `control`: answers the control socket;
+//!   `signals`, `output`, `spawn`, `exit`: the thin shells around the kernel.
 
 mod control;
 mod exit;
