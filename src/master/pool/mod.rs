@@ -159,7 +159,6 @@ impl PoolRun {
         self.lifecycle.failed()
     }
 
-    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     /// Its listener was shut down because the pool is stopped (see [`PoolRun::refuse`]).
     pub fn refusing(&self) -> bool {
         self.lifecycle.refusing()
@@ -189,6 +188,7 @@ impl PoolRun {
         }
     }
 
+    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
         self.lifecycle.failed() || self.workers() >= pm::initial_workers(&self.config.pm) as usize
     }
