@@ -73,7 +73,10 @@ impl PoolRun {
             // (see `maintain`).
             Sizing::Parent => {}
             Sizing::Target => {
-                self.desired += n;
+                // The policy counts the workers the parent has reported; those it is still
+                // forking are not among them, so two wakes in a row could ask for the same
+                // room twice. The target itself never passes max_children.
+                self.desired = (self.desired + n).min(self.config.pm.max_children);
                 self.send_target();
             }
             Sizing::Master => {
