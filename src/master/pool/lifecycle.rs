@@ -2,10 +2,10 @@
 //! transitions take the state and return the next one, and are tested without a process.
 //!
 //! ```text
-//! Starting ──spawned──> Serving ──app_failed──> Failed ──refused──> Failed (refusing)
-//!     │                    │                      │
-//!     └────────────────────┴──────────────────────┴──stop──> Stopping ──drain──> Draining
-//!                                                 └──────────────drain──────────────┘
+//! Starting ──spawned──> Serving
+//! Starting, Serving ──app_failed──> Failed ──refused──> Failed { refusing }
+//! any state but Draining ──stop──> Stopping
+//! any state ──drain──> Draining
 //! ```
 //!
 //! The states are ordered like php-fpm's shutdown phases: a later one overrides an earlier
