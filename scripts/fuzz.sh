@@ -24,6 +24,10 @@ export RUSTC_BOOTSTRAP=1
 cd "$repo"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Every target builds before any runs: a target that no longer compiles against the crates
+# fails here, at once.
+echo "==> cargo fuzz build"
+cargo fuzz build
 for target in $(cargo fuzz list); do
     echo "==> cargo fuzz run $target (${seconds}s)"
     mkdir -p "$work/$target"

@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let limits = Limits {
         max_params_bytes: 1 + usize::from(knobs >> 4) * 4096,
+        ..Limits::default()
     };
     let mut connection = Connection::new(stream, limits);
     // Each request consumes input; the bound only guards against a bug that would not.
