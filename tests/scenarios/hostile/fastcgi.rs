@@ -4,15 +4,13 @@
 //! error), the pool still answering a normal request through nginx, and the master alive
 //! with every process below it tracked.
 
-use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::common::{
-    Ctl, Drover, Location, Nginx, PhpPool, PythonPool, Site, TIMEOUT, http, proc, python,
-    start_with_control, wait_until,
+    Location, Nginx, PhpPool, PythonPool, Site, TIMEOUT, http, proc, python, start_with_control,
 };
 
 const BEGIN: u8 = 1;
@@ -235,30 +233,6 @@ fn record_types(mut answer: &[u8]) -> Vec<u8> {
     types
 }
 
-/// Every process below the master is a worker some pool's status lists, or the parent of
-/// workers (a php-cgi parent, the zygote).
-fn untracked(drover: &Drover, ctl: &Ctl) -> Vec<i32> {
-    let mut listed = BTreeSet::new();
-    for pool in ["www", "py"] {
-        let text = ctl.ok(&["status", pool, "--json", "--full"], &drover.log.text());
-        let json: serde_json::Value = serde_json::from_str(&text).expect("status JSON");
-        for worker in json["processes"].as_array().into_iter().flatten() {
-            listed.insert(worker["pid"].as_i64().unwrap_or(0) as i32);
-        }
-    }
-    let below = drover.descendants();
-    let is_parent = |pid: i32| {
-        below
-            .iter()
-            .any(|&d| proc::stat(d).is_some_and(|s| s.ppid == pid))
-    };
-    below
-        .iter()
-        .copied()
-        .filter(|&pid| proc::is_running(pid) && !listed.contains(&pid) && !is_parent(pid))
-        .collect()
-}
-
 #[test]
 fn malformed_fastcgi_closes_the_connection_and_the_pools_carry_on() {
     let site = Site::new();
@@ -317,9 +291,6 @@ fn malformed_fastcgi_closes_the_connection_and_the_pools_carry_on() {
     }
 
     // Workers a malformed connection killed have been replaced and are tracked.
-    wait_until(TIMEOUT, "every process below drover tracked", || {
-        let left = untracked(&drover, &ctl);
-        left.is_empty().then_some(())
-    });
+    ctl.wait_all_tracked(drover.pid(), &drover.log);
     assert!(proc::is_running(drover.pid()), "the master is gone");
 }
