@@ -3,8 +3,10 @@
 //! The master creates it (a sealed memfd, mapped shared) and passes the fd to the pool's
 //! zygote, which maps it with [`Scoreboard::from_fd`]; forked workers inherit the mapping.
 //! Each worker writes its own slot at every request phase ([`Slot`] says how, without locks);
-//! the master reads them all with [`Scoreboard::snapshot`] on its tick and asks a worker to
-//! retire with [`Scoreboard::request_retire`].
+//! the master reads them all with [`Scoreboard::snapshot`] on its tick. A worker also checks
+//! its slot's retire flag ([`Scoreboard::request_retire`]) between requests; the master
+//! does not set it today: it retires a Python worker with SIGTERM, which the worker takes
+//! only between requests too.
 //!
 //! Layout: a 64-byte header (magic, version, slot count and size, so that the zygote can
 //! check what it was given), then the slots. Times are CLOCK_MONOTONIC microseconds
