@@ -42,7 +42,7 @@ use crate::runtime::php::sample::Sampler;
 use crate::systemd;
 use exit::ExitCause;
 use output::OutputLine;
-use pool::{PoolRun, Reaped};
+use pool::{PoolRun, Reaped, own_children};
 use pools::Pools;
 use signals::Command;
 
@@ -459,19 +459,6 @@ fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-}
-
-/// The master's own children (workers handed over by a dead php-cgi parent included).
-fn own_children() -> Vec<Pid> {
-    let pid = std::process::id();
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .map(|text| {
-            text.split_whitespace()
-                .filter_map(|s| s.parse().ok())
-                .map(Pid::from_raw)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Binds `pool`'s listener and logs it (at start, and for a new or moved pool on reload).

@@ -648,8 +648,9 @@ impl PoolRun {
     }
 }
 
-/// The master's children (in any of its threads) in process group `group`.
-fn own_children_in_group(group: Pid) -> Vec<Pid> {
+/// The master's own children, forked from any of its threads (workers handed over by a
+/// dead php-cgi parent or zygote included).
+pub(super) fn own_children() -> Vec<Pid> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -662,6 +663,13 @@ fn own_children_in_group(group: Pid) -> Vec<Pid> {
                 .map(Pid::from_raw)
                 .collect::<Vec<_>>()
         })
+        .collect()
+}
+
+/// The master's children in process group `group`.
+fn own_children_in_group(group: Pid) -> Vec<Pid> {
+    own_children()
+        .into_iter()
         .filter(|&pid| nix::unistd::getpgid(Some(pid)) == Ok(group))
         .collect()
 }
