@@ -1,7 +1,8 @@
-//! The protocol between the master and a Python pool's zygote (`drover-python`), both sides
-//! of it in one place.
+//! The protocol between the master and a pool's zygote (`drover-python`, `drover-php`),
+//! both sides of it in one place.
 //!
-//! - The master execs the zygote with the command line [`ZygoteArgs`], the pool's listener
+//! - The master execs the zygote with the command line [`PythonArgs`] or [`PhpArgs`] (both
+//!   hold [`ZygoteArgs`]), the pool's listener
 //!   as fd 0, the pool's output socket as fds 1 and 2, and the pool's scoreboard as
 //!   [`SCOREBOARD_FD`].
 //! - The zygote reports its workers' starts and exits on its stderr in [`Report`] lines, and
@@ -29,26 +30,12 @@ pub fn target_signal() -> libc::c_int {
     libc::SIGRTMIN() + 1
 }
 
-/// What the master passes to `drover-python`, on its command line (visible in `ps`).
+/// What the master passes to every zygote (`drover-python`, `drover-php`) on its command
+/// line (visible in `ps`): the part of the pool that a worker's life depends on.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct ZygoteArgs {
     #[arg(long)]
     pub pool: String,
-    /// "package.module:callable"
-    #[arg(long)]
-    pub app: String,
-    #[arg(long = "python-path")]
-    pub python_path: Vec<PathBuf>,
-    #[arg(long)]
-    pub virtualenv: Option<PathBuf>,
-    /// Import the app in each worker after fork instead of once in the zygote.
-    #[arg(long)]
-    pub no_preload: bool,
-    #[arg(long, default_value = "")]
-    pub mount: String,
-    /// A `warmup` request path, sent through the app before the first fork (repeated).
-    #[arg(long = "warmup")]
-    pub warmup: Vec<String>,
     #[arg(long)]
     pub workers: u32,
     #[arg(long, default_value_t = 0)]
@@ -64,6 +51,51 @@ pub struct ZygoteArgs {
     /// request_read_timeout in milliseconds; absent: no bound.
     #[arg(long)]
     pub request_read_timeout_ms: Option<u64>,
+}
+
+/// The command line of `drover-python`: a WSGI app's zygote.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct PythonArgs {
+    #[command(flatten)]
+    pub zygote: ZygoteArgs,
+    /// "package.module:callable"
+    #[arg(long)]
+    pub app: String,
+    #[arg(long = "python-path")]
+    pub python_path: Vec<PathBuf>,
+    #[arg(long)]
+    pub virtualenv: Option<PathBuf>,
+    /// Import the app in each worker after fork instead of once in the zygote.
+    #[arg(long)]
+    pub no_preload: bool,
+    #[arg(long, default_value = "")]
+    pub mount: String,
+    /// A `warmup` request path, sent through the app before the first fork (repeated).
+    #[arg(long = "warmup")]
+    pub warmup: Vec<String>,
+}
+
+/// The command line of `drover-php`: an embedded-PHP pool's zygote.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct PhpArgs {
+    #[command(flatten)]
+    pub zygote: ZygoteArgs,
+    /// The php.ini PHP loads; absent: PHP's own search (PHPRC, then the embed SAPI's
+    /// folder, /etc/php/8.2/embed on Debian).
+    #[arg(long)]
+    pub ini_file: Option<PathBuf>,
+    /// A `[php.ini]` value, `name=value` (repeated): php-fpm's `php_value`, which a script
+    /// may change with `ini_set`.
+    #[arg(long = "ini")]
+    pub ini: Vec<String>,
+    /// A `[php.admin_ini]` value, `name=value` (repeated): php-fpm's `php_admin_value`,
+    /// which a script cannot change.
+    #[arg(long = "admin-ini")]
+    pub admin_ini: Vec<String>,
+    /// `security.limit_extensions`: the script suffixes PHP may run, space-separated, as
+    /// php-fpm writes them; empty: any file.
+    #[arg(long, default_value = ".php")]
+    pub limit_extensions: String,
 }
 
 /// The start of a report line, a character no app writes to stderr by accident.

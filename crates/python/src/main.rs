@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover_proto::zygote::ZygoteArgs;
+use drover_proto::zygote::PythonArgs;
 use drover_python::zygote;
 
 /// The zygote of one Python pool (started by the drover master, not by hand).
@@ -14,7 +14,7 @@ use drover_python::zygote;
 #[command(version, about)]
 struct Args {
     #[command(flatten)]
-    zygote: ZygoteArgs,
+    zygote: PythonArgs,
 }
 
 fn main() -> ExitCode {

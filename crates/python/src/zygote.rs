@@ -16,7 +16,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use drover_proto::zygote::{EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, target_signal};
+use drover_proto::zygote::{EXIT_APP_LOAD, PythonArgs, Report, WorkerExit, target_signal};
 use drover_proto::{Backoff, Respawn};
 use drover_scoreboard::Scoreboard;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
@@ -66,7 +66,7 @@ struct Live {
     slot: Option<usize>,
 }
 
-pub fn run(args: ZygoteArgs) -> u8 {
+pub fn run(args: PythonArgs) -> u8 {
     let mut original = SigSet::empty();
     if let Err(err) = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled()), Some(&mut original)) {
         eprintln!("drover-python: cannot block signals: {err}");
@@ -99,7 +99,7 @@ pub fn run(args: ZygoteArgs) -> u8 {
         if let Err(err) = freeze(py) {
             err.print(py);
         }
-        let scoreboard = args.scoreboard_fd.and_then(|fd| {
+        let scoreboard = args.zygote.scoreboard_fd.and_then(|fd| {
             // SAFETY: the master put the pool's scoreboard at this descriptor for us alone.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             Scoreboard::from_fd(fd)
@@ -112,7 +112,7 @@ pub fn run(args: ZygoteArgs) -> u8 {
             original,
             workers: Default::default(),
             backoff: Backoff::default(),
-            target: args.workers,
+            target: args.zygote.workers,
             scoreboard,
             generation: 0,
         };
@@ -121,7 +121,7 @@ pub fn run(args: ZygoteArgs) -> u8 {
 }
 
 struct Zygote<'a> {
-    args: &'a ZygoteArgs,
+    args: &'a PythonArgs,
     /// The preloaded app (None with `--no-preload`: each worker imports it).
     app: Option<Py<PyAny>>,
     /// The signal mask workers restore after fork.
@@ -230,8 +230,8 @@ impl Zygote<'_> {
 
     fn fork_worker(&self, py: Python<'_>, slot: Option<usize>) -> nix::Result<Pid> {
         let limit = drover_proto::max_requests(
-            self.args.max_requests,
-            self.args.max_requests_jitter,
+            self.args.zygote.max_requests,
+            self.args.zygote.max_requests_jitter,
             |jitter| rand::random_range(0..=jitter),
         );
         let config = WorkerConfig {
@@ -239,8 +239,12 @@ impl Zygote<'_> {
             mount: self.args.mount.clone(),
             max_requests: limit,
             generation: self.generation,
-            max_memory: self.args.max_memory,
-            request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
+            max_memory: self.args.zygote.max_memory,
+            request_read_timeout: self
+                .args
+                .zygote
+                .request_read_timeout_ms
+                .map(Duration::from_millis),
         };
         let slot = self
             .scoreboard
@@ -320,7 +324,7 @@ fn report(report: Report) {
 
 /// `python_path` first on sys.path, then the working directory (as gunicorn does), and the
 /// virtualenv's site-packages.
-fn prepare_paths(py: Python<'_>, args: &ZygoteArgs) -> PyResult<()> {
+fn prepare_paths(py: Python<'_>, args: &PythonArgs) -> PyResult<()> {
     let sys = py.import("sys")?;
     let path = sys.getattr("path")?.cast_into::<PyList>()?;
     let cwd = std::env::current_dir()
