@@ -5,10 +5,13 @@
 //! This is the only crate that depends on pyo3 and links libpython (its `build.rs` adds an
 //! rpath to libpython's folder): the master, and the php-cgi pools it runs, never map it.
 //!
-//! - [`zygote`]: single-threaded; imports the app, `gc.freeze()`, forks and replaces
-//!   workers, reports their starts and exits to the master.
+//! It holds only what is Python's; the fork loop and the worker's accept → FastCGI loop,
+//! which `drover-php` shares, are `drover_worker`'s, and Python plugs into them:
+//!
+//! - [`zygote`]: imports the app, `gc.freeze()`, then runs `drover_worker`'s fork loop,
+//!   forking with CPython's fork hooks.
 //! - [`warmup`]: the `warmup` requests the zygote sends through the app before it forks.
-//! - [`worker`]: the blocking accept → FastCGI → WSGI loop of one worker.
+//! - [`worker`]: the WSGI app as the worker loop's handler; `faulthandler` for the slowlog.
 //! - [`wsgi`]: PEP 3333: environ, `wsgi.input`, `start_response`, the response.
 //!
 //! What the zygote and the master exchange (its command line, fds, report lines, exit

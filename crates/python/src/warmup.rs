@@ -20,10 +20,10 @@ use std::time::Instant;
 use drover_fastcgi::{
     BeginRequestBody, Connection, HEADER_LEN, Header, Limits, RecordType, Role, encode_pair,
 };
+use drover_worker::socket::Socket;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use pyo3::prelude::*;
 
-use super::worker::Socket;
 use super::wsgi::App;
 
 /// Sends each of `paths` through `app` in turn and logs one line per request on stderr.

@@ -12,6 +12,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use drover_fastcgi::{Connection, Request};
+use drover_worker::serve::Outcome;
+use drover_worker::socket::Socket;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
@@ -20,7 +22,7 @@ use response::{Exchange, StartResponse};
 pub use streams::{Errors, FileWrapper};
 
 /// The socket type of a worker's connections.
-pub type Conn = Connection<super::worker::Socket>;
+pub type Conn = Connection<Socket>;
 
 /// A loaded app and what every request's environ shares.
 pub struct App {
@@ -28,12 +30,6 @@ pub struct App {
     mount: String,
     /// `wsgi.*` keys that never change, copied into each environ.
     base: Py<PyDict>,
-}
-
-/// How a request ended, for the worker loop.
-pub struct Outcome {
-    /// The connection can serve another request.
-    pub keep: bool,
 }
 
 impl App {

@@ -1,0 +1,22 @@
+//! What every forked-worker runtime shares: the zygote's fork loop and one worker's
+//! accept → FastCGI → handler loop. `drover-python` (WSGI on CPython) and `drover-php`
+//! (embedded PHP) use it, each plugging its language in through two traits; this crate
+//! depends on neither pyo3 nor libphp.
+//!
+//! - [`zygote`]: blocks the zygote's signals, keeps the pool's workers running, forks each
+//!   through the runtime's [`zygote::Runtime`], reaps, backs off, gives out scoreboard
+//!   slots, and reports starts and exits to the master.
+//! - [`serve`]: one worker's life: accept on fd 0, serve a connection's requests through
+//!   the runtime's [`serve::Handler`], keep connections nginx keeps, and stop on
+//!   `max_requests`, SIGTERM or `max_memory`; the scoreboard phases and
+//!   `request_read_timeout`.
+//! - [`socket`]: an accepted connection, with the read budget and the lingering close.
+//!
+//! What a runtime keeps for itself: starting its interpreter and loading the app before the
+//! first fork (after [`zygote::block_signals`]), the fork's own hooks, and running one
+//! request. What the zygote and the master exchange is `drover_proto::zygote`; the FastCGI
+//! codec is `drover_fastcgi`, the scoreboard `drover_scoreboard`.
+
+pub mod serve;
+pub mod socket;
+pub mod zygote;

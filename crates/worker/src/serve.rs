@@ -1,0 +1,366 @@
+//! One worker, forked by its zygote: it accepts FastCGI connections on fd 0 and serves
+//! them through its runtime's [`Handler`], one request at a time, in a plain blocking loop.
+//!
+//! It stops after `max_requests`, on SIGTERM (after finishing the request in hand: the
+//! handler only sets a flag and interrupts a blocked accept), above `max_memory`, when the
+//! master sets its slot's retire flag, or when the master shuts the listener down (accept
+//! fails: the pool is stopping). Around each request it writes its scoreboard slot, which
+//! is how the master sees it busy or idle.
+
+use std::cell::RefCell;
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
+use drover_proto::zygote::retiring_line;
+use drover_scoreboard::{Slot, State, now_us};
+
+use crate::socket::{NextRequest, Socket, accept};
+
+/// What the zygote decided for this worker before forking it.
+pub struct WorkerConfig {
+    /// What the scoreboard shows as the script when the handler names none
+    /// ([`Handler::script`]; Python: the app spec).
+    pub label: String,
+    /// Requests before the worker exits (its own draw of the jitter); 0 = never.
+    pub max_requests: u32,
+    pub generation: u32,
+    /// max_memory: checked after every request, so a leak is caught within one request
+    /// (the master's 100 ms sampling can miss many fast ones).
+    pub max_memory: Option<u64>,
+    /// How long reads may wait, in all, for a request's params and body, from the accept
+    /// (or the first bytes of the request on a kept connection). None: no bound.
+    pub request_read_timeout: Option<Duration>,
+}
+
+/// How a request ended, for the worker loop.
+pub struct Outcome {
+    /// The connection can serve another request.
+    pub keep: bool,
+}
+
+/// A connection as the handler gets it: shared, so that the request's objects in the
+/// language runtime (Python's `wsgi.input`) can read the body from it.
+pub type Conn = Rc<RefCell<Connection<Socket>>>;
+
+/// What a runtime plugs into the worker loop: how it runs a request.
+pub trait Handler {
+    /// Runs once before the first accept, after [`run`] installed the SIGTERM handler and
+    /// claimed the slot (Python: imports the app when it was not preloaded). `Err(code)`
+    /// ends the worker with that exit code. Default: nothing to do.
+    fn start(&mut self) -> Result<(), i32> {
+        Ok(())
+    }
+
+    /// The scoreboard's script field for this request (PHP: SCRIPT_FILENAME; Python: the
+    /// app). Default: None → [`WorkerConfig::label`].
+    fn script(&self, _params: &Params) -> Option<String> {
+        None
+    }
+
+    /// Serves one request read from `conn`, writes the whole response, ends it
+    /// (END_REQUEST). Returns whether the connection may be kept.
+    fn handle(&mut self, conn: &Conn, request: Request) -> Outcome;
+
+    /// Runs a blocking wait (accept, the wait for the next request on a kept connection).
+    /// Python releases the GIL around it, which is why `f` must be `Send`. Default: f().
+    fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        f()
+    }
+}
+
+/// Set by SIGTERM, or by [`check_memory`]: finish the request in hand, then exit.
+static RETIRE: AtomicBool = AtomicBool::new(false);
+
+/// True once SIGTERM (or max_memory) asked this worker to stop; a runtime may poll it.
+pub fn retiring() -> bool {
+    RETIRE.load(Ordering::Relaxed)
+}
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    RETIRE.store(true, Ordering::Relaxed);
+}
+
+/// How long a kept-open connection may stay silent between two requests before the worker
+/// closes it and accepts another. Not `request_read_timeout`: nginx keeps idle upstream
+/// connections open on purpose (`keepalive`), and a worker waiting on one is idle, not
+/// reading a request.
+const KEPT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs a worker to its end (max_requests, SIGTERM after the request in hand, listener
+/// shut down); returns its exit code.
+///
+/// Installs the SIGTERM handler and `PR_SET_PDEATHSIG`, claims `slot` for this pid, accepts
+/// on fd 0, refuses clients outside `listen_allowed_clients` (`FCGI_WEB_SERVER_ADDRS`),
+/// writes the scoreboard phases, enforces `request_read_timeout`, checks `max_memory` after
+/// each request, and lingers on a connection left with body unread.
+pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, slot: Option<&Slot>) -> i32 {
+    install_signals();
+    CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
+    if let Some(slot) = slot {
+        slot.claim(nix::unistd::getpid(), config.generation);
+        slot.set_state(State::Idle);
+    }
+    if let Err(code) = handler.start() {
+        return code;
+    }
+    let allowed = allowed_clients();
+    let mut worker = Worker {
+        handler,
+        config,
+        slot,
+        served: 0,
+    };
+    while !worker.done() {
+        let socket = match worker.handler.blocking(accept) {
+            Ok(socket) => socket,
+            Err(err)
+                if err.raw_os_error() == Some(libc::EINTR)
+                    || err.raw_os_error() == Some(libc::ECONNABORTED) =>
+            {
+                continue;
+            }
+            // The master shut the listener down: the pool is stopping.
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => break,
+            Err(err) => {
+                eprintln!("accept failed: {err}");
+                if matches!(
+                    err.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                ) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                return 1;
+            }
+        };
+        if !allowed.is_empty() && !peer_allowed(&socket, &allowed) {
+            continue;
+        }
+        worker.serve_connection(socket);
+    }
+    0
+}
+
+/// The worker loop's state.
+struct Worker<'a, H> {
+    handler: &'a mut H,
+    config: WorkerConfig,
+    slot: Option<&'a Slot>,
+    /// Requests served so far, for `max_requests`.
+    served: u32,
+}
+
+impl<H: Handler> Worker<'_, H> {
+    /// The worker must stop once the request in hand is served.
+    fn done(&self) -> bool {
+        RETIRE.load(Ordering::Relaxed)
+            || (self.config.max_requests > 0 && self.served >= self.config.max_requests)
+            || self.slot.is_some_and(Slot::retire_requested)
+    }
+
+    /// Serves requests on one connection until it ends or the worker must stop.
+    fn serve_connection(&mut self, socket: Socket) {
+        let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
+        self.serve_requests(&conn);
+        // Closed explicitly: the runtime may still hold objects that share the connection
+        // (Python: an environ whose wsgi.input reads it).
+        let mut conn = conn.borrow_mut();
+        if conn.body_unread() {
+            if let Some(slot) = self.slot {
+                slot.set_state(State::Finishing);
+            }
+            let bound = self
+                .config
+                .request_read_timeout
+                .unwrap_or(KEPT_IDLE_TIMEOUT);
+            let max_bytes = Limits::default().max_unread_body;
+            conn.get_mut().linger_close(max_bytes, bound);
+        } else {
+            conn.get_mut().close();
+        }
+        if let Some(slot) = self.slot {
+            slot.end_reading(now_us());
+        }
+    }
+
+    fn serve_requests(&mut self, conn: &Conn) {
+        loop {
+            // From the accept, or from the first bytes of the next request on a kept
+            // connection: the worker is busy reading, and the request's clock runs.
+            let start_us = now_us();
+            if let Some(slot) = self.slot {
+                slot.begin_reading(start_us);
+            }
+            conn.borrow_mut()
+                .get_mut()
+                .start_request(self.config.request_read_timeout);
+            let next = conn.borrow_mut().next_request();
+            let request = match next {
+                Ok(Some(request)) => request,
+                Ok(None) => return,
+                Err(err) => {
+                    log_closed(&err, conn.borrow().get_ref(), &self.config);
+                    return;
+                }
+            };
+            if let Some(slot) = self.slot {
+                let p = &request.params;
+                let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
+                let script = self.handler.script(p);
+                slot.begin_request(
+                    start_us,
+                    &text("REQUEST_METHOD"),
+                    &text("DOCUMENT_URI"),
+                    &text("QUERY_STRING"),
+                    script.as_deref().unwrap_or(&self.config.label),
+                );
+            }
+            let id = request.id;
+            let outcome = self.handler.handle(conn, request);
+            if let Some(slot) = self.slot {
+                slot.end_request(now_us(), request_cpu());
+            }
+            self.served += 1;
+            let socket_timed_out = conn.borrow().get_ref().timed_out();
+            if socket_timed_out {
+                let received = conn.borrow().get_ref().received();
+                eprintln!(
+                    "dropped request {id}: its body did not arrive within request_read_timeout ({}); {received} bytes received",
+                    show(self.config.request_read_timeout)
+                );
+                return;
+            }
+            check_memory(&self.config);
+            if !outcome.keep || self.done() {
+                return;
+            }
+            // A kept connection: idle until the web server sends the next request on it.
+            loop {
+                let next = {
+                    let conn = conn.borrow();
+                    let socket = conn.get_ref();
+                    self.handler
+                        .blocking(|| socket.wait_next(KEPT_IDLE_TIMEOUT))
+                };
+                match next {
+                    Ok(NextRequest::Arrived) => break,
+                    Ok(NextRequest::Interrupted) if !self.done() => continue,
+                    Ok(_) | Err(_) => return,
+                }
+            }
+        }
+    }
+}
+
+/// The log line of a connection that ended on an error. A request whose params did not
+/// arrive within `request_read_timeout` is "dropped", with what was missing and how much
+/// had come.
+fn log_closed(err: &ProtocolError, socket: &Socket, config: &WorkerConfig) {
+    let ProtocolError::Timeout { phase } = err else {
+        eprintln!("closing a FastCGI connection: {err}");
+        return;
+    };
+    let missing = match phase {
+        Phase::Idle => "its first record (BEGIN_REQUEST)".to_string(),
+        Phase::Params(id) => format!("the params of request {id}"),
+        Phase::Stdin(id) => format!("the body of request {id}"),
+    };
+    eprintln!(
+        "dropped a connection: {missing} did not arrive within request_read_timeout ({}); {} bytes received",
+        show(config.request_read_timeout),
+        socket.received()
+    );
+}
+
+/// A timeout as a log line shows it.
+fn show(timeout: Option<Duration>) -> String {
+    match timeout {
+        Some(timeout) => format!("{timeout:?}"),
+        None => "off".to_string(),
+    }
+}
+
+/// max_memory: a worker above it retires after the request it just served.
+fn check_memory(config: &WorkerConfig) {
+    let Some(limit) = config.max_memory else {
+        return;
+    };
+    let Some(rss) = drover_proto::resident_memory(None).filter(|&rss| rss > limit) else {
+        return;
+    };
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    // One write, marked: the master logs it as the pool's retire line.
+    let line = retiring_line(&format!(
+        "resident memory {:.1} MiB, above max_memory ({:.1} MiB)",
+        mib(rss),
+        mib(limit)
+    ));
+    let _ = io::stderr().write_all(line.as_bytes());
+    RETIRE.store(true, Ordering::Relaxed);
+}
+
+/// `listen_allowed_clients`, as the master passes it to every runtime (libfcgi's and
+/// php-cgi's variable): empty = any client.
+fn allowed_clients() -> Vec<IpAddr> {
+    std::env::var("FCGI_WEB_SERVER_ADDRS")
+        .map(|list| parse_clients(&list))
+        .unwrap_or_default()
+}
+
+/// `FCGI_WEB_SERVER_ADDRS`'s comma-separated addresses; what does not parse is left out.
+fn parse_clients(list: &str) -> Vec<IpAddr> {
+    list.split(',')
+        .filter_map(|ip| ip.trim().parse().ok())
+        .collect()
+}
+
+/// A TCP client whose address is not allowed is refused (the connection is closed and the
+/// refusal logged); other sockets have no address to check.
+fn peer_allowed(socket: &Socket, allowed: &[IpAddr]) -> bool {
+    let Some(ip) = socket.peer_ip() else {
+        return true;
+    };
+    if allowed.contains(&ip) {
+        return true;
+    }
+    eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
+    false
+}
+
+/// The worker's CPU time when its previous request ended (or when it started).
+static CPU_MARK: AtomicU64 = AtomicU64::new(0);
+
+/// The CPU time of the request that just ended: since the previous one ended, so its
+/// accept and reads count too and the clock is read once per request, not twice.
+fn request_cpu() -> Duration {
+    let now = cpu_time().as_nanos() as u64;
+    let before = CPU_MARK.swap(now, Ordering::Relaxed);
+    Duration::from_nanos(now.saturating_sub(before))
+}
+
+/// CPU time this process has used so far.
+fn cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
+}
+
+fn install_signals() {
+    // SAFETY: the handler only stores to an atomic. No SA_RESTART: a blocked accept
+    // returns EINTR, so the worker notices at once.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+        // Die with the zygote (SIGTERM: finish the request first).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+//! A worker's side of one FastCGI connection: the socket [`accept`] takes from the pool's
+//! listener (fd 0), with a read budget for `request_read_timeout`, a non-waiting mode for
+//! shedding a body, and the lingering close of a connection left with body unread.
+
+use std::io::{self, Read, Write};
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// An accepted connection (unix or TCP: only read and write are needed). It can be
+/// closed while the connection object lives on (see [`Socket::close`]).
+pub struct Socket {
+    fd: Option<OwnedFd>,
+    /// How much longer reads may wait for the request being read (`request_read_timeout`
+    /// less the waits so far); a read that would wait past it fails with `TimedOut`.
+    /// None: no bound.
+    budget: Option<Duration>,
+    /// Reads take only what has arrived (`WouldBlock` when nothing has), to shed the rest
+    /// of a body without waiting for it.
+    wait: bool,
+    /// A read ran out of `budget`.
+    timed_out: bool,
+    /// Bytes read since the last [`Socket::start_request`], for the log of a dropped one.
+    received: u64,
+}
+
+impl From<OwnedFd> for Socket {
+    fn from(fd: OwnedFd) -> Socket {
+        Socket {
+            fd: Some(fd),
+            budget: None,
+            wait: true,
+            timed_out: false,
+            received: 0,
+        }
+    }
+}
+
+/// How a wait for the next request on a kept connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextRequest {
+    /// Bytes are there (or the web server closed: the read will tell).
+    Arrived,
+    Silent,
+    /// A signal came in: the worker may have to stop.
+    Interrupted,
+}
+
+impl Socket {
+    fn fd(&self) -> io::Result<&OwnedFd> {
+        self.fd
+            .as_ref()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+
+    /// A request starts arriving: reads may wait `budget` in all for its params and body.
+    pub fn start_request(&mut self, budget: Option<Duration>) {
+        self.budget = budget;
+        self.timed_out = false;
+        self.received = 0;
+    }
+
+    /// Whether reads wait for input (false: they take only what has arrived).
+    pub fn set_wait(&mut self, wait: bool) {
+        self.wait = wait;
+    }
+
+    /// A read ran out of `request_read_timeout` since the last request started.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// Bytes read since the last request started.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The client's address, for a TCP connection (None: a unix socket, or closed).
+    pub fn peer_ip(&self) -> Option<IpAddr> {
+        use nix::sys::socket::{SockaddrStorage, getpeername};
+        let peer = getpeername::<SockaddrStorage>(self.fd.as_ref()?.as_raw_fd()).ok()?;
+        match (peer.as_sockaddr_in(), peer.as_sockaddr_in6()) {
+            (Some(v4), _) => Some(v4.ip().into()),
+            (_, Some(v6)) => Some(v6.ip().into()),
+            _ => None,
+        }
+    }
+
+    /// Waits up to `timeout` for the first bytes of the next request on a kept connection.
+    pub fn wait_next(&self, timeout: Duration) -> io::Result<NextRequest> {
+        use nix::errno::Errno;
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let fd = self.fd()?;
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => Ok(NextRequest::Silent),
+            Ok(_) => Ok(NextRequest::Arrived),
+            Err(Errno::EINTR) => Ok(NextRequest::Interrupted),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Closes the socket now. The app may keep a request's objects that share the
+    /// connection (Python: an environ, whose `wsgi.input` reads it) until its runtime
+    /// collects them: the descriptor must not wait for that (nginx waits for the
+    /// connection to close before it ends the response). Reads and writes after this fail
+    /// with `NotConnected`.
+    pub fn close(&mut self) {
+        self.fd = None;
+    }
+
+    /// Closes a connection whose last request left body unread: shuts the sending side
+    /// down first, so that the web server sees the response end now, then reads and drops
+    /// what comes until the web server closes, `max_bytes` have come, or `bound` has passed
+    /// (closing with input unread would reset the connection, and the web server could
+    /// lose the end of the response).
+    pub fn linger_close(&mut self, max_bytes: usize, bound: Duration) {
+        if let Ok(fd) = self.fd() {
+            let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
+        }
+        self.start_request(Some(bound));
+        self.wait = true;
+        let mut buf = [0u8; 16 * 1024];
+        let mut dropped = 0;
+        while dropped <= max_bytes {
+            match self.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => dropped += n,
+            }
+        }
+        self.close();
+    }
+}
+
+/// Reads what is there without blocking, and waits (within the budget) only when nothing
+/// is: under load the request is already in the socket when it is accepted, so this costs
+/// one `recv` where a socket read timeout would cost a `setsockopt` per connection too.
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use nix::errno::Errno;
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use nix::sys::socket::{MsgFlags, recv};
+        loop {
+            let fd = self.fd()?;
+            match recv(fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => {
+                    self.received += n as u64;
+                    return Ok(n);
+                }
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN) if !self.wait => return Err(io::ErrorKind::WouldBlock.into()),
+                Err(Errno::EAGAIN) => {}
+                Err(err) => return Err(err.into()),
+            }
+            let timeout = match self.budget {
+                None => PollTimeout::NONE,
+                Some(left) if left.is_zero() => {
+                    self.timed_out = true;
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                // Rounded up to the next millisecond, so that the last wait does not end
+                // just short of the budget and spin.
+                Some(left) => PollTimeout::try_from(left + Duration::from_nanos(999_999))
+                    .unwrap_or(PollTimeout::MAX),
+            };
+            let waited = Instant::now();
+            let mut fds = [PollFd::new(self.fd()?.as_fd(), PollFlags::POLLIN)];
+            let polled = poll(&mut fds, timeout);
+            if let Some(left) = &mut self.budget {
+                *left = left.saturating_sub(waited.elapsed());
+            }
+            match polled {
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let fd = self.fd()?;
+        loop {
+            match nix::unistd::write(fd, buf) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => return other.map_err(io::Error::from),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Accepts the next connection on fd 0, the pool's listening socket. Blocks; a signal
+/// interrupts it (`EINTR`: the handler installed by [`crate::serve::run`] has no
+/// `SA_RESTART`), and it fails with `EINVAL` once the master shuts the listener down.
+pub fn accept() -> io::Result<Socket> {
+    // SAFETY: accept4 on fd 0, the pool's listening socket; null address pointers are
+    // allowed. The returned descriptor is new and owned by us.
+    let fd = unsafe {
+        libc::accept4(
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 succeeded, so `fd` is a new descriptor that nothing else owns.
+    Ok(Socket::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+
+    /// A worker's socket and the web server's end of it.
+    fn pair() -> (Socket, std::os::unix::net::UnixStream) {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        (Socket::from(ours), theirs.into())
+    }
+
+    #[test]
+    fn a_read_past_the_budget_times_out_and_says_how_much_came() {
+        let (mut socket, mut server) = pair();
+        socket.start_request(Some(Duration::from_millis(30)));
+        server.write_all(b"abc").unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(socket.read(&mut buf).unwrap(), 3);
+        let started = Instant::now();
+        let err = socket.read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(25));
+        assert!(socket.timed_out());
+        assert_eq!(socket.received(), 3);
+        // The next request starts with a fresh budget and count.
+        socket.start_request(None);
+        assert!(!socket.timed_out());
+        assert_eq!(socket.received(), 0);
+    }
+
+    #[test]
+    fn without_waiting_a_read_takes_what_came_then_would_block() {
+        let (mut socket, mut server) = pair();
+        socket.set_wait(false);
+        server.write_all(b"body").unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(socket.read(&mut buf).unwrap(), 4);
+        let err = socket.read(&mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        assert!(!socket.timed_out());
+    }
+
+    #[test]
+    fn the_wait_for_a_next_request_tells_silence_from_arrival() {
+        let (socket, mut server) = pair();
+        assert_eq!(
+            socket.wait_next(Duration::from_millis(10)).unwrap(),
+            NextRequest::Silent
+        );
+        server.write_all(b"x").unwrap();
+        assert_eq!(
+            socket.wait_next(Duration::from_secs(5)).unwrap(),
+            NextRequest::Arrived
+        );
+    }
+
+    #[test]
+    fn a_closed_socket_refuses_reads_and_writes() {
+        let (mut socket, mut server) = pair();
+        socket.close();
+        assert_eq!(
+            socket.read(&mut [0u8; 4]).unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
+        assert_eq!(
+            socket.write(b"x").unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
+        // The web server sees the end of the stream.
+        assert_eq!(server.read(&mut [0u8; 4]).unwrap(), 0);
+        assert_eq!(socket.peer_ip(), None);
+    }
+
+    #[test]
+    fn a_lingering_close_ends_the_response_then_drops_the_unread_body() {
+        let (mut socket, mut server) = pair();
+        server.write_all(&[7u8; 1000]).unwrap();
+        let web_server = std::thread::spawn(move || {
+            // The worker's shutdown reaches us first: the response is complete...
+            let mut response = Vec::new();
+            server.read_to_end(&mut response).unwrap();
+            // ...and the rest of the body is still taken in, then we close.
+            server.write_all(&[8u8; 1000]).unwrap();
+            response
+        });
+        socket.linger_close(64 * 1024, Duration::from_secs(5));
+        assert!(socket.fd.is_none());
+        assert!(web_server.join().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_lingering_close_gives_up_after_its_bound() {
+        let (mut socket, _server) = pair();
+        let started = Instant::now();
+        socket.linger_close(64 * 1024, Duration::from_millis(30));
+        assert!(started.elapsed() >= Duration::from_millis(25));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(socket.fd.is_none());
+    }
+}

@@ -1,0 +1,346 @@
+//! The zygote's fork loop, for every forked-worker runtime: it keeps `--workers` workers
+//! running (then as many as the master's [`target_signal`] says), forks each through the
+//! runtime's [`Runtime::fork_worker`], gives it a scoreboard slot and its draw of
+//! `max_requests`, and reports every start and exit to the master ([`Report`]).
+//!
+//! The zygote runs no threads of its own, so that it may fork. Signals are blocked
+//! ([`block_signals`], before the language runtime starts) and taken synchronously with
+//! `sigtimedwait`: CHLD reaps; TERM, INT and QUIT pass TERM on to the workers (each
+//! finishes its request) and exit. The master's graceful stop SIGKILLs the zygote instead
+//! and lets the workers drain on their own.
+
+use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use drover_proto::zygote::{EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, target_signal};
+use drover_proto::{Backoff, Respawn};
+use drover_scoreboard::{Scoreboard, Slot};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use crate::serve::WorkerConfig;
+
+/// What a runtime plugs into the fork loop: how it forks a worker.
+pub trait Runtime {
+    /// Forks one worker. The implementation does the fork (Python brackets it with
+    /// `PyOS_BeforeFork` / `PyOS_AfterFork_*`), and in the worker restores `mask` (the
+    /// signal mask the zygote had before blocking), runs the worker (typically
+    /// [`crate::serve::run`]), flushes what it must and `_exit`s with its code:
+    /// [`become_worker`] does all but the flush. Returns the worker's pid in the zygote.
+    fn fork_worker(
+        &mut self,
+        config: WorkerConfig,
+        slot: Option<&Slot>,
+        mask: &SigSet,
+    ) -> nix::Result<Pid>;
+
+    /// Runs the zygote's blocking signal wait (Python releases the GIL around it, which is
+    /// why `f` must be `Send`). Default: f().
+    fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        f()
+    }
+}
+
+/// The signals the zygote takes synchronously (blocked, so that none interrupts a fork).
+/// [`target_signal`] carries a new worker count from the master.
+fn handled() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGHUP,
+    ] {
+        set.add(signal);
+    }
+    let mut raw: libc::sigset_t = *set.as_ref();
+    // SAFETY: adds a valid real-time signal number to an initialised set, which then holds
+    // only valid signals.
+    unsafe {
+        libc::sigaddset(&mut raw, target_signal());
+        SigSet::from_sigset_t_unchecked(raw)
+    }
+}
+
+/// Blocks the zygote's signals; call first thing in main, before starting the language
+/// runtime (its threads, if any, inherit the mask). Also asks for SIGTERM when the master
+/// dies, which [`serve`] passes on to the workers. Returns the original mask, for
+/// [`serve`] to hand to each worker.
+pub fn block_signals() -> nix::Result<SigSet> {
+    let mut original = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled()), Some(&mut original))?;
+    // SAFETY: prctl with constant arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    Ok(original)
+}
+
+/// The worker's side of [`Runtime::fork_worker`], after the runtime's own after-fork
+/// hooks: restores `mask`, runs `worker` (which flushes what it must before it returns)
+/// and ends the process with its exit code, without the zygote's destructors and exit
+/// handlers (the zygote's state is not the worker's to tear down).
+pub fn become_worker(mask: &SigSet, worker: impl FnOnce() -> i32) -> ! {
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
+    let code = worker();
+    // SAFETY: ends the forked worker without running the zygote's destructors.
+    unsafe { libc::_exit(code) }
+}
+
+/// How long the zygote waits before it looks again for a free scoreboard slot.
+const SLOT_WAIT: Duration = Duration::from_millis(50);
+
+/// Keeps `args.workers` workers (then what the master's target signal says), forks through
+/// `runtime`, draws each worker's `max_requests`, claims and releases scoreboard slots (the
+/// scoreboard at `args.scoreboard_fd`, taken over: call this once), reports starts and
+/// exits, backs off, and returns the zygote's exit code: 0 on TERM, INT or QUIT after
+/// passing TERM to the workers, [`EXIT_APP_LOAD`] when a worker exits with it. `label`
+/// fills [`WorkerConfig::label`]; `mask` is what [`block_signals`] returned.
+pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: SigSet) -> u8 {
+    let scoreboard = args.scoreboard_fd.and_then(|fd| {
+        // SAFETY: the master put the pool's scoreboard at this descriptor for us alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Scoreboard::from_fd(fd)
+            .map_err(|err| eprintln!("{}: no scoreboard: {err}", program()))
+            .ok()
+    });
+    Zygote {
+        runtime,
+        args,
+        label,
+        mask,
+        workers: Default::default(),
+        backoff: Backoff::default(),
+        target: args.workers,
+        scoreboard,
+        generation: 0,
+    }
+    .serve()
+}
+
+/// What woke the zygote.
+enum Wake {
+    Timeout,
+    Child,
+    Stop,
+    Target(u32),
+}
+
+struct Live {
+    started: Instant,
+    /// Its scoreboard slot, released when it is reaped.
+    slot: Option<usize>,
+}
+
+struct Zygote<'a, R> {
+    runtime: &'a mut R,
+    args: &'a ZygoteArgs,
+    label: &'a str,
+    /// The signal mask workers restore after fork.
+    mask: SigSet,
+    workers: std::collections::BTreeMap<Pid, Live>,
+    backoff: Backoff,
+    /// How many workers to keep: `--workers` at start, then what the master says.
+    target: u32,
+    scoreboard: Option<Scoreboard>,
+    /// Counts forks, so that a slot's generation tells its successive workers apart.
+    generation: u32,
+}
+
+impl<R: Runtime> Zygote<'_, R> {
+    fn serve(mut self) -> u8 {
+        let mut hold_until: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if hold_until.is_none_or(|until| now >= until) {
+                hold_until = None;
+                while self.workers.len() < self.target as usize {
+                    let slot = self.scoreboard.as_ref().and_then(Scoreboard::free_slot);
+                    if self.scoreboard.is_some() && slot.is_none() {
+                        // A worker without a slot would be invisible to the master (never
+                        // busy, never counted, never killed): wait for one to free up (the
+                        // master frees those of a dead zygote's workers as it reaps them).
+                        hold_until = Some(now + SLOT_WAIT);
+                        break;
+                    }
+                    self.generation = self.generation.wrapping_add(1);
+                    match self.fork_worker(slot) {
+                        Ok(pid) => {
+                            if let (Some(board), Some(slot)) = (&self.scoreboard, slot) {
+                                board.slot(slot).claim(pid, self.generation);
+                            }
+                            self.workers.insert(
+                                pid,
+                                Live {
+                                    started: Instant::now(),
+                                    slot,
+                                },
+                            );
+                            report(Report::Started { pid });
+                        }
+                        Err(err) => {
+                            eprintln!("{}: fork failed: {err}", program());
+                            hold_until = Some(now + Duration::from_secs(1));
+                            break;
+                        }
+                    }
+                }
+            }
+            let timeout = hold_until.map(|until| until.saturating_duration_since(now));
+            match self.runtime.blocking(|| wait_signal(timeout)) {
+                Wake::Child | Wake::Timeout => {}
+                Wake::Target(target) => self.target = target,
+                Wake::Stop => {
+                    self.terminate_workers();
+                    return 0;
+                }
+            }
+            match self.reap() {
+                Reaped::AppFailed => {
+                    self.terminate_workers();
+                    return EXIT_APP_LOAD;
+                }
+                Reaped::Hold(delay) => hold_until = Some(Instant::now() + delay),
+                Reaped::Fine => {}
+            }
+        }
+    }
+
+    fn terminate_workers(&self) {
+        for &pid in self.workers.keys() {
+            let _ = kill(pid, Signal::SIGTERM);
+        }
+    }
+
+    fn reap(&mut self) -> Reaped {
+        let mut outcome = Reaped::Fine;
+        loop {
+            let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return outcome,
+                Ok(status) => status,
+            };
+            let Some(pid) = status.pid() else { continue };
+            let Some(live) = self.workers.remove(&pid) else {
+                continue;
+            };
+            if let (Some(board), Some(slot)) = (&self.scoreboard, live.slot) {
+                board.slot(slot).release();
+            }
+            let lived = live.started.elapsed();
+            if let Some(exit) = WorkerExit::from_status(status) {
+                report(Report::Exited { pid, exit, lived });
+            }
+            if matches!(status, WaitStatus::Exited(_, code) if code == i32::from(EXIT_APP_LOAD)) {
+                return Reaped::AppFailed;
+            }
+            // A worker that exits 0 was done (max_requests, SIGTERM, listener closed): not a
+            // failed start, however short its life.
+            let clean = matches!(status, WaitStatus::Exited(_, 0));
+            if let Respawn::After { delay, .. } = self.backoff.on_exit(lived, clean) {
+                outcome = Reaped::Hold(delay);
+            }
+        }
+    }
+
+    fn fork_worker(&mut self, slot: Option<usize>) -> nix::Result<Pid> {
+        let limit = drover_proto::max_requests(
+            self.args.max_requests,
+            self.args.max_requests_jitter,
+            |jitter| rand::random_range(0..=jitter),
+        );
+        let config = WorkerConfig {
+            label: self.label.to_string(),
+            max_requests: limit,
+            generation: self.generation,
+            max_memory: self.args.max_memory,
+            request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
+        };
+        let slot = self
+            .scoreboard
+            .as_ref()
+            .zip(slot)
+            .map(|(board, i)| board.slot(i));
+        self.runtime.fork_worker(config, slot, &self.mask)
+    }
+}
+
+enum Reaped {
+    Fine,
+    /// Workers die at start-up: wait before forking again.
+    Hold(Duration),
+    /// A worker could not load the app (Python's `--no-preload`): stop the pool.
+    AppFailed,
+}
+
+/// Waits for one of [`handled`], up to `timeout` (forever when `None`).
+fn wait_signal(timeout: Option<Duration>) -> Wake {
+    let set = handled();
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid signal set, out-parameter and optional timespec.
+    let signo = unsafe { libc::sigtimedwait(set.as_ref(), &mut info, ts_ptr) };
+    match signo {
+        n if n < 0 => Wake::Timeout,
+        libc::SIGCHLD => Wake::Child,
+        n if n == target_signal() => {
+            // SAFETY: the signal was sent with sigqueue, so si_value is set.
+            Wake::Target(unsafe { info.si_value() }.sival_ptr as usize as u32)
+        }
+        _ => Wake::Stop,
+    }
+}
+
+fn report(report: Report) {
+    // One write per report, so that lines never interleave with a worker's output.
+    let _ = std::io::stderr().write_all(report.encode().as_bytes());
+}
+
+/// The zygote's program name (`drover-python`, `drover-php`), for its own log lines.
+fn program() -> String {
+    std::env::args_os()
+        .next()
+        .as_deref()
+        .and_then(|arg0| std::path::Path::new(arg0).file_name())
+        .map_or_else(
+            || "drover zygote".to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_zygote_takes_its_stop_signals_and_the_target_signal() {
+        let set = handled();
+        for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGQUIT] {
+            assert!(set.contains(signal), "{signal}");
+        }
+        // SAFETY: reads a membership bit of an initialised set.
+        let target = unsafe { libc::sigismember(set.as_ref(), target_signal()) };
+        assert_eq!(target, 1);
+        assert!(
+            !set.contains(Signal::SIGUSR2),
+            "the slowlog's signal is a worker's"
+        );
+    }
+
+    #[test]
+    fn a_wait_without_a_signal_times_out() {
+        let started = Instant::now();
+        assert!(matches!(
+            wait_signal(Some(Duration::from_millis(20))),
+            Wake::Timeout
+        ));
+        assert!(started.elapsed() >= Duration::from_millis(15));
+    }
+}
