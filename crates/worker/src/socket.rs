@@ -218,12 +218,12 @@ pub fn accept() -> io::Result<Socket> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
     /// A worker's socket and the web server's end of it.
-    fn pair() -> (Socket, std::os::unix::net::UnixStream) {
+    pub(crate) fn pair() -> (Socket, std::os::unix::net::UnixStream) {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::Stream,

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use drover_fastcgi::{BeginRequestBody, HEADER_LEN, Header, RecordType, Role, encode_pair};
 use drover_scoreboard::Scoreboard;
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::*;
 
@@ -76,15 +75,8 @@ fn serve(
     requests: Vec<u8>,
     then_close: bool,
 ) -> (u32, usize) {
-    let (ours, theirs) = socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .unwrap();
+    let (socket, mut server) = crate::socket::tests::pair();
     let web_server = std::thread::spawn(move || {
-        let mut server = UnixStream::from(theirs);
         server.write_all(&requests).unwrap();
         if then_close {
             server.shutdown(std::net::Shutdown::Write).unwrap();
@@ -97,7 +89,7 @@ fn serve(
         slot,
         served: 0,
     };
-    worker.serve_connection(Socket::from(ours));
+    worker.serve_connection(socket);
     (worker.served, web_server.join().unwrap())
 }
 
