@@ -1,8 +1,9 @@
 //! What the drover master and the runtime processes it execs share, so that neither side
 //! depends on the other:
 //!
-//! - [`zygote`]: the protocol between the master and a Python zygote: its command line,
-//!   the scoreboard's fd number, its report lines and its exit codes.
+//! - [`zygote`]: the protocol between the master and a zygote (`drover-python`,
+//!   `drover-php`): its command line, the scoreboard's fd number, its report lines, a PHP
+//!   worker's stack lines and its exit codes.
 //! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn. The
 //!   master applies them to the processes it execs, a zygote to the workers it forks.
 //! - [`max_requests`]: the request limit a worker is given.

@@ -11,6 +11,9 @@
 //!   reports only from the zygote's pid.
 //! - The master tells the zygote how many workers to keep with [`target_signal`], the count
 //!   as the signal's value.
+//! - A `drover-php` worker sent SIGUSR2 writes its PHP stack on its stderr for the slowlog,
+//!   one [`frame_line`] per frame, innermost first, then [`FRAME_END`]; the master reads them
+//!   with [`parse_frame`].
 //! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
 
 use std::path::PathBuf;
@@ -18,7 +21,7 @@ use std::time::Duration;
 
 use nix::unistd::Pid;
 
-/// The descriptor number a Python zygote finds its pool's scoreboard at.
+/// The descriptor number a zygote finds its pool's scoreboard at.
 pub const SCOREBOARD_FD: i32 = 3;
 
 /// The zygote's exit code when the app cannot be imported: the master stops the pool
@@ -190,6 +193,37 @@ pub fn parse_retiring(line: &str) -> Option<&str> {
     line.strip_prefix(REPORT_MARK)?.strip_prefix("retiring ")
 }
 
+/// The line that closes a PHP worker's stack dump.
+pub const FRAME_END: &str = "\u{1e}frame-end\n";
+
+/// One line of a PHP worker's stack dump: `MARK frame FUNCTION() FILE:LINE`. `frame` is
+/// one line; a line break in it (a file name may hold one) is written as a space, so that
+/// the master never reads half a frame as ordinary output.
+pub fn frame_line(frame: &str) -> String {
+    let frame = frame.replace(['\n', '\r'], " ");
+    format!("{REPORT_MARK}frame {frame}\n")
+}
+
+/// A line of a stack dump, as [`parse_frame`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackLine<'a> {
+    /// One frame, `FUNCTION() FILE:LINE`, innermost first.
+    Frame(&'a str),
+    /// [`FRAME_END`]: the dump is complete.
+    End,
+}
+
+/// The frame or end in a [`frame_line`] or [`FRAME_END`] (its line break optional); `None`
+/// for any other line.
+pub fn parse_frame(line: &str) -> Option<StackLine<'_>> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let rest = line.strip_prefix(REPORT_MARK)?;
+    if rest == "frame-end" {
+        return Some(StackLine::End);
+    }
+    rest.strip_prefix("frame ").map(StackLine::Frame)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +269,44 @@ mod tests {
         );
         assert_eq!(Report::parse(line.trim_end()), None);
         assert_eq!(parse_retiring("retiring x"), None);
+    }
+
+    #[test]
+    fn frame_lines_round_trip_and_are_not_reports() {
+        let line = frame_line("level3() /var/www/slow.php:2");
+        assert_eq!(line, "\u{1e}frame level3() /var/www/slow.php:2\n");
+        assert_eq!(
+            parse_frame(&line),
+            Some(StackLine::Frame("level3() /var/www/slow.php:2"))
+        );
+        assert_eq!(
+            parse_frame(line.trim_end()),
+            Some(StackLine::Frame("level3() /var/www/slow.php:2"))
+        );
+        assert_eq!(parse_frame(FRAME_END), Some(StackLine::End));
+        assert_eq!(parse_frame(FRAME_END.trim_end()), Some(StackLine::End));
+        for line in [line.trim_end(), FRAME_END.trim_end()] {
+            assert_eq!(Report::parse(line), None);
+            assert_eq!(parse_retiring(line), None);
+        }
+    }
+
+    #[test]
+    fn a_frame_stays_on_one_line() {
+        let line = frame_line("f() /srv/a\nb.php:3");
+        assert_eq!(line.lines().count(), 1);
+        assert_eq!(
+            parse_frame(&line),
+            Some(StackLine::Frame("f() /srv/a b.php:3"))
+        );
+    }
+
+    #[test]
+    fn other_lines_are_not_frames() {
+        assert_eq!(parse_frame("frame f() a.php:1"), None);
+        assert_eq!(parse_frame("\u{1e}frames"), None);
+        assert_eq!(parse_frame("\u{1e}frame-ended"), None);
+        assert_eq!(parse_frame("\u{1e}started 42"), None);
+        assert_eq!(parse_frame(&retiring_line("x")), None);
     }
 }
