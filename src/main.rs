@@ -58,6 +58,9 @@ fn main() -> ExitCode {
     }
     if args.test {
         print!("{}", config.render());
+        if let Some(note) = drover::runtime::php::embed::fallback_note() {
+            eprintln!("drover: {note}");
+        }
         eprintln!("drover: configuration {} is valid", args.config.display());
         return ExitCode::SUCCESS;
     }

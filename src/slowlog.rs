@@ -1,7 +1,9 @@
 //! Slow-request entries: a header naming the request (time, pool, pid, method, URI and
 //! query, script, elapsed) and its stack, innermost frame first, as php-fpm's text or as one
 //! JSON object per line (`slowlog_format = "json"`). Pure formatting plus an append; the
-//! master decides when a request is slow and gets the stack from either runtime.
+//! master decides when a request is slow and gets the stack from the runtime: php-cgi's
+//! memory, Python's faulthandler (turned into frames here), or drover-php's frame lines,
+//! which are frames as they come.
 
 use std::io::Write;
 use std::path::Path;

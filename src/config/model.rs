@@ -139,10 +139,42 @@ pub enum Runtime {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Php {
-    /// Resolved to an existing executable (searched on PATH when not a path).
-    pub binary: PathBuf,
-    /// php.ini settings, each passed as `-d key=value`.
+    /// Which program runs PHP, with the settings only it can enforce.
+    pub runtime: PhpRuntime,
+    /// `ini_file`: the php.ini PHP loads (drover-php's `--ini-file`, php-cgi's `-c`); `None`:
+    /// PHP's own search.
+    pub ini_file: Option<PathBuf>,
+    /// `[php.ini]`, php-fpm's `php_value`: drover-php's `--ini name=value`, php-cgi's
+    /// `-d name=value`. A script may change them with `ini_set`.
     pub ini: BTreeMap<String, String>,
+}
+
+/// `[php] runtime`: the program that runs a PHP pool's scripts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhpRuntime {
+    /// `"embed"`: `drover-php`, which links libphp, as the pool's zygote in every pm mode.
+    Embed {
+        /// `[php.admin_ini]`, php-fpm's `php_admin_value`: values a script cannot change.
+        admin_ini: BTreeMap<String, String>,
+        /// `limit_extensions`, php-fpm's `security.limit_extensions`: the suffixes of the
+        /// scripts PHP runs; empty: any file.
+        limit_extensions: Vec<String>,
+    },
+    /// `"cgi"`: php-cgi.
+    Cgi {
+        /// `binary`, resolved to an existing executable (searched on PATH when not a path).
+        binary: PathBuf,
+    },
+}
+
+impl PhpRuntime {
+    /// The value of `runtime` that selects it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PhpRuntime::Embed { .. } => "embed",
+            PhpRuntime::Cgi { .. } => "cgi",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

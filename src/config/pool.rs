@@ -9,7 +9,7 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::listen::{Claim, parse_listen};
-use super::model::{ListenAddr, Pool};
+use super::model::{ListenAddr, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, resolve};
 use super::{pm, runtime};
 
@@ -110,7 +110,7 @@ pub(super) fn parse(
         .map(|d| Some(d).filter(|d| !d.is_zero()));
     let env = env(root);
     let runtime = runtime::parse(root, base);
-    enforceable_clients(root, listen.as_ref());
+    enforceable_clients(root, listen.as_ref(), runtime.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -178,16 +178,30 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
 
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
-fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
+fn enforceable_clients(
+    root: &Table<'_, '_>,
+    listen: Option<&ListenAddr>,
+    runtime: Option<&Runtime>,
+) {
     if !root.contains("listen_allowed_clients") {
         return;
     }
     if root.contains("php") {
+        let why = match runtime {
+            Some(Runtime::Php(php)) if matches!(php.runtime, PhpRuntime::Embed { .. }) => {
+                "drover-php does not enforce it: drover does not give it FCGI_WEB_SERVER_ADDRS"
+            }
+            _ => {
+                "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket \
+                 it binds itself, and drover hands it the pool's socket"
+            }
+        };
         root.fail(
             "listen_allowed_clients",
-            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
-             binds itself, and drover hands it the pool's socket; limit who connects with a \
-             unix socket (listen_owner, listen_group, listen_mode) or a firewall rule",
+            format!(
+                "{why}; limit who connects with a unix socket (listen_owner, listen_group, \
+                 listen_mode) or a firewall rule"
+            ),
         );
     } else if root.contains("command") && matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
     {

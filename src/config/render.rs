@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::model::{
-    Command, Config, Global, ListenAddr, LogLevel, LogTarget, Php, PmMode, Pool, Python, Runtime,
+    Command, Config, Global, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime, PmMode, Pool,
+    Python, Runtime,
 };
 use super::value::toml_key;
 
@@ -135,10 +136,34 @@ fn pool(out: &mut Out, p: &Pool) {
 
 fn php(out: &mut Out, php: &Php) {
     out.table("php");
-    out.path("binary", &php.binary);
+    out.string("runtime", php.runtime.name());
+    let embed_only = "runtime = \"embed\" only";
+    match &php.runtime {
+        PhpRuntime::Cgi { binary } => out.path("binary", binary),
+        PhpRuntime::Embed { .. } => out.unset("binary", "runtime = \"cgi\" only"),
+    }
+    out.optional_path("ini_file", php.ini_file.as_deref());
+    match &php.runtime {
+        PhpRuntime::Embed {
+            limit_extensions, ..
+        } => out.strings("limit_extensions", limit_extensions),
+        PhpRuntime::Cgi { .. } => out.unset("limit_extensions", embed_only),
+    }
     out.table("php.ini");
     for (name, value) in &php.ini {
         out.string(&toml_key(name), value);
+    }
+    match &php.runtime {
+        PhpRuntime::Embed { admin_ini, .. } => {
+            out.table("php.admin_ini");
+            for (name, value) in admin_ini {
+                out.string(&toml_key(name), value);
+            }
+        }
+        PhpRuntime::Cgi { .. } => {
+            out.blank();
+            out.comment(&format!("[php.admin_ini] ({embed_only})"));
+        }
     }
 }
 
@@ -276,8 +301,12 @@ mod tests {
         "max_memory",
         "[env]",
         "[php]",
+        "runtime",
         "binary",
+        "ini_file",
+        "limit_extensions",
         "[php.ini]",
+        "[php.admin_ini]",
     ];
 
     #[test]
@@ -288,7 +317,7 @@ mod tests {
         for key in POOL_KEYS {
             let shown = pool.lines().any(|l| {
                 let l = l.trim_start_matches("# ");
-                l == *key || l.starts_with(&format!("{key} = "))
+                l == *key || l.starts_with(&format!("{key} "))
             });
             assert!(shown, "{key} missing from:\n{text}");
         }

@@ -1,4 +1,8 @@
 //! The runtime tables of a pool: exactly one of `[php]`, `[python]`, `[command]`.
+//!
+//! A `[php]` table's default runtime depends on the machine: drover-php when it can run PHP
+//! here, else php-cgi. That one fact is asked of `runtime::php::embed`, which knows how to
+//! ask drover-php; every other rule here reads only the files (and the programs they name).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -6,11 +10,22 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
 
-use super::model::{Command, Php, Python, Runtime};
+use super::model::{Command, Php, PhpRuntime, Python, Runtime};
 use super::value::{Got, Table, resolve};
+use crate::runtime::php::embed;
 
 const RUNTIMES: &[&str] = &["php", "python", "command"];
-const PHP_KEYS: &[&str] = &["binary", "ini"];
+const PHP_KEYS: &[&str] = &[
+    "runtime",
+    "binary",
+    "ini_file",
+    "limit_extensions",
+    "ini",
+    "admin_ini",
+];
+
+/// php-fpm's default `security.limit_extensions`.
+pub const DEFAULT_LIMIT_EXTENSIONS: [&str; 1] = [".php"];
 const PYTHON_KEYS: &[&str] = &[
     "app",
     "python_path",
@@ -62,23 +77,154 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
 
 fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
     t.check_keys(PHP_KEYS);
-    let binary = t.string("binary").or("php-cgi").and_then(|name| {
-        find_executable(base, name)
-            .map_err(|why| t.fail("binary", format!("php binary not found: {why}")))
-            .ok()
-    });
-    let ini = match t.table("ini") {
-        Got::Absent => Some(BTreeMap::new()),
-        Got::Invalid => None,
-        Got::Valid(ini) => php_ini(&ini),
+    let ini_file = t.parse("ini_file", |s| ini_file(base, s)).optional();
+    let ini = ini_table(t, "ini");
+    let admin_ini = ini_table(t, "admin_ini");
+    let limit_extensions = limit_extensions(t);
+    let runtime = match php_runtime(t)? {
+        Choice::Embed => {
+            if t.contains("binary") {
+                t.fail(
+                    "binary",
+                    "only for runtime = \"cgi\" (php-cgi): drover-php links PHP itself; \
+                     remove binary, or set runtime = \"cgi\"",
+                );
+            }
+            PhpRuntime::Embed {
+                admin_ini: admin_ini?,
+                limit_extensions: limit_extensions?
+                    .unwrap_or_else(|| DEFAULT_LIMIT_EXTENSIONS.map(str::to_owned).into()),
+            }
+        }
+        Choice::Cgi(why) => {
+            let needs_embed = |key: &str, what: &str| {
+                t.fail(
+                    key,
+                    format!(
+                        "php-cgi cannot enforce it ({what}); it needs runtime = \"embed\" \
+                         (drover-php){why}"
+                    ),
+                );
+            };
+            if admin_ini.as_ref().is_some_and(|ini| !ini.is_empty()) {
+                needs_embed("admin_ini", "a script may change any value with ini_set");
+            }
+            if let Some(Some(written)) = &limit_extensions
+                && written
+                    .iter()
+                    .map(String::as_str)
+                    .ne(DEFAULT_LIMIT_EXTENSIONS)
+            {
+                needs_embed(
+                    "limit_extensions",
+                    "it runs whichever script the web server names",
+                );
+            }
+            let binary = t.string("binary").or("php-cgi").and_then(|name| {
+                find_executable(base, name)
+                    .map_err(|why| t.fail("binary", format!("php binary not found: {why}")))
+                    .ok()
+            });
+            PhpRuntime::Cgi { binary: binary? }
+        }
     };
     Some(Php {
-        binary: binary?,
+        runtime,
+        ini_file: ini_file?,
         ini: ini?,
     })
 }
 
-/// Every value becomes the string php-cgi's `-d key=value` takes. A dotted key left
+/// The runtime a `[php]` table asks for or defaults to.
+enum Choice {
+    Embed,
+    /// php-cgi, and why when it was not asked for by name (for the messages that refuse
+    /// what only drover-php enforces): `" (this pool runs php-cgi because ...)"`.
+    Cgi(String),
+}
+
+/// `runtime`: as written, else php-cgi for a pool that names its `binary` (a file written
+/// for php-cgi keeps running it), else drover-php when it can run PHP here, else php-cgi.
+/// drover-php is asked only when it matters ([`embed::usable`], once per process).
+fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
+    let written = t
+        .parse("runtime", |s| match s {
+            "embed" => Ok(true),
+            "cgi" => Ok(false),
+            _ => Err("must be \"embed\" (drover-php) or \"cgi\" (php-cgi)".into()),
+        })
+        .optional()?;
+    Some(match written {
+        Some(true) => {
+            if let Err(why) = embed::usable() {
+                t.fail("runtime", format!("drover-php is not usable here: {why}"));
+            }
+            Choice::Embed
+        }
+        Some(false) => Choice::Cgi(String::new()),
+        None if t.contains("binary") => {
+            Choice::Cgi(" (this pool runs php-cgi because it names a binary)".into())
+        }
+        None => match embed::usable() {
+            Ok(_) => Choice::Embed,
+            Err(why) => Choice::Cgi(format!(
+                " (this pool runs php-cgi because drover-php is not usable here: {why})"
+            )),
+        },
+    })
+}
+
+/// `ini_file`: an existing file, so that a typo is not PHP quietly running without one.
+fn ini_file(base: &Path, s: &str) -> Result<PathBuf, String> {
+    let path = resolve(base, s)?;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => Ok(path),
+        Ok(_) => Err(format!("{} is not a file", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// `[php.ini]` or `[php.admin_ini]`: empty when absent, `None` when invalid.
+fn ini_table(t: &Table<'_, '_>, key: &str) -> Option<BTreeMap<String, String>> {
+    match t.table(key) {
+        Got::Absent => Some(BTreeMap::new()),
+        Got::Invalid => None,
+        Got::Valid(ini) => php_ini(&ini),
+    }
+}
+
+/// `limit_extensions`: `Some(None)` when absent, `None` when invalid. Each entry is a
+/// suffix with its dot (php-fpm compares the end of the script's name, so `"php"` would
+/// also let `x.notphp` run), passed on space-separated.
+fn limit_extensions(t: &Table<'_, '_>) -> Option<Option<Vec<String>>> {
+    let items = t.strings("limit_extensions").optional()?;
+    let Some(items) = items else {
+        return Some(None);
+    };
+    let mut valid = true;
+    let mut out = Vec::with_capacity(items.len());
+    for (s, span) in items {
+        let good = s.len() > 1
+            && s.starts_with('.')
+            && !s
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '/');
+        if good {
+            out.push(s.to_owned());
+        } else {
+            t.fail_at(
+                "limit_extensions",
+                span,
+                "an extension with its dot and no space or slash, like \".php\"",
+            );
+            valid = false;
+        }
+    }
+    valid.then_some(Some(out))
+}
+
+/// Every value becomes the string of php-cgi's `-d name=value` or drover-php's
+/// `--ini name=value`. A dotted key left
 /// unquoted (`opcache.enable = 1`) parses as a nested table; it is flattened back to the
 /// php.ini name rather than refused.
 fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
@@ -111,7 +257,7 @@ fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
                     continue;
                 }
             };
-            // php-cgi gets it as one argument, `-d name=text`.
+            // The runtime gets it as one argument, `name=text`.
             if let Some(rule) = super::pool::exec_string_rule(name.len() + 1 + text.len()) {
                 table.fail(key.get_ref(), rule);
                 valid = false;

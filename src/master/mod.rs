@@ -68,6 +68,7 @@ enum Phase {
 pub fn run(config: Config) -> anyhow::Result<()> {
     let log = logging::init(&config.global.error_log, config.global.log_level)
         .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
+    crate::runtime::php::embed::log_if_unusable();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -17,6 +17,7 @@ impl Master {
     pub(super) fn reload(&mut self, only: Option<&str>) -> Result<String, String> {
         tracing::info!("reload: reading {}", self.config.path.display());
         let mut new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
+        runtime::php::embed::log_if_unusable();
         let problems = runtime::check(&new);
         if !problems.is_empty() {
             return Err(problems.join("\n"));

@@ -4,14 +4,14 @@
 //!
 //! Adding a runtime means adding a variant to [`Kind`], naming it in [`Kind::of`], and
 //! answering each method below for it (the compiler points at every `match` to complete),
-//! plus its launch plan in its own module ([`super::launch`]). An embedded-PHP zygote, for
-//! one, would answer like [`Kind::PythonZygote`]: a parent that reports its workers, a
-//! scoreboard, SIGTERM that waits for the request.
+//! plus its launch plan in its own module ([`super::launch`]). The embedded-PHP zygote
+//! ([`Kind::PhpZygote`]) answers like [`Kind::PythonZygote`] (a parent that reports its
+//! workers, a scoreboard, SIGTERM that waits for the request) but for its slowlog stack.
 
 use drover_proto::zygote::{EXIT_APP_LOAD, target_signal};
 use nix::unistd::Pid;
 
-use crate::config::{PmMode, Pool, Runtime};
+use crate::config::{PhpRuntime, PmMode, Pool, Runtime};
 
 /// How a pool's processes run, as the master sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,10 @@ pub enum Kind {
     /// A Python pool: the `drover-python` zygote loads the app once and forks the workers;
     /// it reports their starts and exits on its output, and the workers write a scoreboard.
     PythonZygote,
+    /// A PHP pool with `runtime = "embed"`, every pm mode: the `drover-php` zygote starts
+    /// PHP once and forks the workers, which share its OPcache; the same protocol as
+    /// [`Kind::PythonZygote`].
+    PhpZygote,
 }
 
 /// Who decides how many workers run.
@@ -59,9 +63,12 @@ pub enum Probe {
 /// Where the stack of a slow request comes from, for the slowlog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlowStack {
-    /// SIGUSR2 makes the worker write it to its stderr (Python's faulthandler); the
-    /// master collects the lines tagged with its pid.
-    Signal,
+    /// SIGUSR2 makes the worker write it to its stderr with Python's faulthandler; the
+    /// master collects the lines tagged with its pid until they stop coming.
+    Faulthandler,
+    /// SIGUSR2 makes the worker write it to its stderr as `drover_proto::zygote::frame_line`s,
+    /// closed by `FRAME_END` (drover-php).
+    FrameLines,
     /// The master reads it from the worker's memory (php-cgi).
     Memory,
     /// No stack: the entry has the request only.
@@ -72,8 +79,12 @@ impl Kind {
     /// The kind of `pool`'s runtime.
     pub fn of(pool: &Pool) -> Kind {
         match (&pool.runtime, pool.pm.mode) {
-            // A static pool shares one OPcache through one parent; dynamic and ondemand
-            // pools are resized one worker at a time, which php-cgi's fixed
+            // drover-php forks every worker from one zygote, whatever the mode.
+            (Runtime::Php(php), _) if matches!(php.runtime, PhpRuntime::Embed { .. }) => {
+                Kind::PhpZygote
+            }
+            // php-cgi: a static pool shares one OPcache through one parent; dynamic and
+            // ondemand pools are resized one worker at a time, which php-cgi's fixed
             // PHP_FCGI_CHILDREN cannot do.
             (Runtime::Php(_), PmMode::Static) => Kind::PhpParent,
             (Runtime::Php(_), PmMode::Dynamic | PmMode::Ondemand) => Kind::PhpWorkers,
@@ -86,7 +97,7 @@ impl Kind {
     /// master execs is a worker).
     pub fn has_parent(self) -> bool {
         match self {
-            Kind::PhpParent | Kind::PythonZygote => true,
+            Kind::PhpParent | Kind::PythonZygote | Kind::PhpZygote => true,
             Kind::PhpWorkers | Kind::Command => false,
         }
     }
@@ -96,6 +107,7 @@ impl Kind {
         match self {
             Kind::PhpParent => "php-cgi parent",
             Kind::PythonZygote => "python zygote",
+            Kind::PhpZygote => "php zygote",
             Kind::PhpWorkers | Kind::Command => "worker",
         }
     }
@@ -105,7 +117,7 @@ impl Kind {
     /// does not is watched instead ([`Kind::watches_parent`]).
     pub fn parent_reports(self) -> bool {
         match self {
-            Kind::PythonZygote => true,
+            Kind::PythonZygote | Kind::PhpZygote => true,
             Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
         }
     }
@@ -115,7 +127,7 @@ impl Kind {
     pub fn watches_parent(self) -> bool {
         match self {
             Kind::PhpParent => true,
-            Kind::PythonZygote | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PythonZygote | Kind::PhpZygote | Kind::PhpWorkers | Kind::Command => false,
         }
     }
 
@@ -125,7 +137,7 @@ impl Kind {
     pub fn limit_per_parent(self) -> bool {
         match self {
             Kind::PhpParent => true,
-            Kind::PythonZygote | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PythonZygote | Kind::PhpZygote | Kind::PhpWorkers | Kind::Command => false,
         }
     }
 
@@ -133,7 +145,7 @@ impl Kind {
     /// for a reload instead of restarting it in a loop.
     pub fn app_failed(self, code: i32) -> bool {
         match self {
-            Kind::PythonZygote => code == i32::from(EXIT_APP_LOAD),
+            Kind::PythonZygote | Kind::PhpZygote => code == i32::from(EXIT_APP_LOAD),
             Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
         }
     }
@@ -142,8 +154,8 @@ impl Kind {
     pub fn sizing(self, mode: PmMode) -> Sizing {
         match self {
             Kind::PhpParent => Sizing::Parent,
-            Kind::PythonZygote if mode == PmMode::Static => Sizing::Parent,
-            Kind::PythonZygote => Sizing::Target,
+            Kind::PythonZygote | Kind::PhpZygote if mode == PmMode::Static => Sizing::Parent,
+            Kind::PythonZygote | Kind::PhpZygote => Sizing::Target,
             Kind::PhpWorkers | Kind::Command => Sizing::Master,
         }
     }
@@ -153,32 +165,33 @@ impl Kind {
         match self {
             // Twice max_children: when a zygote dies, its workers keep their slots until
             // they finish their requests, and its successor's workers need slots meanwhile.
-            Kind::PythonZygote => Some(2 * max_children as usize),
+            Kind::PythonZygote | Kind::PhpZygote => Some(2 * max_children as usize),
             Kind::PhpParent | Kind::PhpWorkers | Kind::Command => None,
         }
     }
 
     pub fn probe(self) -> Probe {
         match self {
-            Kind::PythonZygote => Probe::Scoreboard,
+            Kind::PythonZygote | Kind::PhpZygote => Probe::Scoreboard,
             Kind::PhpParent | Kind::PhpWorkers => Probe::PhpMemory,
             Kind::Command => Probe::Syscall,
         }
     }
 
-    /// Whether SIGTERM lets a busy worker finish its request (a Python worker), so that it
-    /// can be retired at any time. php-cgi's SIGTERM cuts sleep() and I/O short, and a
+    /// Whether SIGTERM lets a busy worker finish its request (a zygote's worker), so that
+    /// it can be retired at any time. php-cgi's SIGTERM cuts sleep() and I/O short, and a
     /// command's is unknown: those get it only once seen idle.
     pub fn sigterm_waits_for_request(self) -> bool {
         match self {
-            Kind::PythonZygote => true,
+            Kind::PythonZygote | Kind::PhpZygote => true,
             Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
         }
     }
 
     pub fn slow_stack(self) -> SlowStack {
         match self {
-            Kind::PythonZygote => SlowStack::Signal,
+            Kind::PythonZygote => SlowStack::Faulthandler,
+            Kind::PhpZygote => SlowStack::FrameLines,
             Kind::PhpParent | Kind::PhpWorkers => SlowStack::Memory,
             Kind::Command => SlowStack::None,
         }
@@ -205,11 +218,12 @@ pub fn set_target(parent: Pid, workers: u32) -> nix::Result<()> {
 mod tests {
     use super::*;
 
-    const ALL: [Kind; 4] = [
+    const ALL: [Kind; 5] = [
         Kind::PhpParent,
         Kind::PhpWorkers,
         Kind::Command,
         Kind::PythonZygote,
+        Kind::PhpZygote,
     ];
 
     #[test]
@@ -232,8 +246,11 @@ mod tests {
                 assert_eq!(by_master, !kind.has_parent(), "{kind:?} {mode:?}");
             }
         }
-        assert_eq!(Kind::PythonZygote.sizing(PmMode::Static), Sizing::Parent);
-        assert_eq!(Kind::PythonZygote.sizing(PmMode::Ondemand), Sizing::Target);
+        for zygote in [Kind::PythonZygote, Kind::PhpZygote] {
+            assert_eq!(zygote.sizing(PmMode::Static), Sizing::Parent);
+            assert_eq!(zygote.sizing(PmMode::Dynamic), Sizing::Target);
+            assert_eq!(zygote.sizing(PmMode::Ondemand), Sizing::Target);
+        }
     }
 
     #[test]
@@ -258,5 +275,20 @@ mod tests {
             );
         }
         assert_eq!(Kind::PythonZygote.scoreboard_slots(4), Some(8));
+        assert_eq!(Kind::PhpZygote.scoreboard_slots(4), Some(8));
+    }
+
+    #[test]
+    fn a_stack_asked_with_a_signal_comes_from_a_zygote_worker() {
+        for kind in ALL {
+            let by_signal = matches!(
+                kind.slow_stack(),
+                SlowStack::Faulthandler | SlowStack::FrameLines
+            );
+            assert_eq!(by_signal, kind.parent_reports(), "{kind:?}");
+        }
+        assert_eq!(Kind::PhpZygote.slow_stack(), SlowStack::FrameLines);
+        assert_eq!(Kind::PhpZygote.process_role(), "php zygote");
+        assert!(Kind::PhpZygote.sigterm_waits_for_request());
     }
 }

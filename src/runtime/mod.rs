@@ -3,22 +3,25 @@
 //! launches, reports, is observed and retires) and the [`ProcessSpec`] the master execs.
 //!
 //! - [`kind`]: the runtime interface the master's pool code asks, in one place.
-//! - [`php`]: one php-cgi parent per pool that forks its own workers (shared OPcache).
+//! - [`php`]: a `drover-php` zygote per pool ([`php::embed`]), or php-cgi: one parent per
+//!   static pool that forks its own workers (shared OPcache), one process per worker else.
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
 //! - [`python`]: a zygote per pool (`drover-python`, its own crate) that loads the app once
 //!   and forks workers; here is how the master starts it.
+//! - [`zygote`]: the command-line flags every zygote gets.
 
 pub mod command;
 pub mod credentials;
 pub mod kind;
 pub mod php;
 pub mod python;
+pub mod zygote;
 
 use std::borrow::Cow;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::config::{Pool, Runtime};
+use crate::config::{PhpRuntime, Pool, Runtime};
 pub use credentials::Credentials;
 /// Used by the master for every worker, and by a Python worker for itself.
 pub use drover_proto::resident_memory;
@@ -45,8 +48,8 @@ pub struct Launch {
     pub kind: Kind,
     pub spec: ProcessSpec,
     /// The entry of `spec.env` that carries the `max_requests` drawn for each process:
-    /// php-cgi's `PHP_FCGI_MAX_REQUESTS`. `None` for the other runtimes (a Python zygote
-    /// draws each worker's limit itself; a command has none).
+    /// php-cgi's `PHP_FCGI_MAX_REQUESTS`. `None` for the other runtimes (a zygote draws each
+    /// worker's limit itself; a command has none).
     max_requests_env: Option<usize>,
 }
 
@@ -78,17 +81,23 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
         .iter()
         .filter_map(|pool| {
             let (key, problem) = match launch(pool, 0) {
-                Ok(launch) => match &pool.runtime {
-                    Runtime::Python(_) if !launch.spec.program.is_file() => (
-                        "python",
-                        format!(
-                            "the Python runtime {} is missing; install {} beside drover",
-                            launch.spec.program.display(),
-                            python::PROGRAM
-                        ),
-                    ),
-                    _ => return None,
-                },
+                Ok(launch) => {
+                    let (key, what, program) = match &pool.runtime {
+                        Runtime::Python(_) => ("python", "Python", python::PROGRAM),
+                        Runtime::Php(php) if matches!(php.runtime, PhpRuntime::Embed { .. }) => {
+                            ("php.runtime", "PHP", php::embed::PROGRAM)
+                        }
+                        _ => return None,
+                    };
+                    if launch.spec.program.is_file() {
+                        return None;
+                    }
+                    let problem = format!(
+                        "the {what} runtime {} is missing; install {program} beside drover",
+                        launch.spec.program.display(),
+                    );
+                    (key, problem)
+                }
                 Err(RuntimeError::Credentials(
                     e @ credentials::CredentialsError::NoSuchGroup(_),
                 )) => ("group", e.to_string()),
@@ -106,7 +115,13 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
     let kind = Kind::of(pool);
     let (program, args, runtime_env) = match &pool.runtime {
-        Runtime::Php(php) => php::plan(kind, pool, php, max_requests),
+        Runtime::Php(php) => match &php.runtime {
+            PhpRuntime::Embed {
+                admin_ini,
+                limit_extensions,
+            } => php::embed::plan(pool, php, admin_ini, limit_extensions),
+            PhpRuntime::Cgi { binary } => php::plan(kind, pool, php, binary, max_requests),
+        },
         Runtime::Command(command) => command::plan(pool, command),
         Runtime::Python(python) => python::plan(pool, python),
     };
@@ -114,9 +129,11 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     env.extend(runtime_env);
     // The runtime's entry comes last: a variable of the same name in `[env]` is overridden.
-    let max_requests_env = match &pool.runtime {
-        Runtime::Php(_) => env.iter().rposition(|(k, _)| k == php::MAX_REQUESTS_ENV),
-        Runtime::Command(_) | Runtime::Python(_) => None,
+    let max_requests_env = match kind {
+        Kind::PhpParent | Kind::PhpWorkers => {
+            env.iter().rposition(|(k, _)| k == php::MAX_REQUESTS_ENV)
+        }
+        Kind::PhpZygote | Kind::PythonZygote | Kind::Command => None,
     };
     Ok(Launch {
         kind,
@@ -182,5 +199,84 @@ mod tests {
         let command = pool(&format!("{POOL}[command]\nargv = [\"/bin/sh\"]\n"));
         let planned = launch(&command, 0).unwrap();
         assert_eq!(*planned.spec(42), planned.spec);
+    }
+
+    /// A zygote's command line as the zygote reads it (`clap`, as `drover-php` and
+    /// `drover-python` do), with the program name in front.
+    fn parsed<T: clap::Args>(spec: &ProcessSpec) -> T {
+        #[derive(clap::Parser)]
+        struct Cli<T: clap::Args> {
+            #[command(flatten)]
+            args: T,
+        }
+        let argv = std::iter::once(spec.program.clone().into_os_string()).chain(spec.args.clone());
+        <Cli<T> as clap::Parser>::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", spec.args))
+            .args
+    }
+
+    #[test]
+    fn an_embed_pool_runs_drover_php_with_its_command_line() {
+        use drover_proto::zygote::{PhpArgs, ZygoteArgs};
+        php::embed::assume(Ok("PHP 8.2.36 (embed)"));
+        let text = format!(
+            "request_read_timeout = \"5s\"\n{POOL}max_requests = 100\nmax_memory = \"64MiB\"\n\
+             [php]\nlimit_extensions = [\".php\", \".phar\"]\n[php.ini]\nmemory_limit = \"64M\"\n\
+             [php.admin_ini]\ndisable_functions = \"exec\"\n"
+        );
+        let planned = launch(&pool(&text), 0).unwrap();
+        assert_eq!(planned.kind, Kind::PhpZygote);
+        assert!(planned.spec.program.ends_with(php::embed::PROGRAM));
+        assert!(planned.spec.env.is_empty(), "{:?}", planned.spec.env);
+        // The zygote draws each worker's request limit itself.
+        assert_eq!(*planned.spec(42), planned.spec);
+        let expected = PhpArgs {
+            zygote: ZygoteArgs {
+                pool: "www".into(),
+                workers: 1,
+                max_requests: 100,
+                max_requests_jitter: 0,
+                scoreboard_fd: Some(drover_proto::zygote::SCOREBOARD_FD),
+                max_memory: Some(64 << 20),
+                request_read_timeout_ms: Some(5000),
+            },
+            ini_file: None,
+            ini: vec!["memory_limit=64M".into()],
+            admin_ini: vec!["disable_functions=exec".into()],
+            limit_extensions: ".php .phar".into(),
+        };
+        assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
+
+        // [] is any file: an empty argument, not the flag's default.
+        let any = pool(&format!("{POOL}[php]\nlimit_extensions = []\n"));
+        let args = parsed::<PhpArgs>(&launch(&any, 0).unwrap().spec);
+        assert_eq!(args.limit_extensions, "");
+    }
+
+    #[test]
+    fn php_cgi_gets_the_ini_file_with_c() {
+        let text = format!("{POOL}[php]\nbinary = \"/bin/sh\"\nini_file = \"/etc/passwd\"\n");
+        let planned = launch(&pool(&text), 0).unwrap();
+        assert_eq!(planned.kind, Kind::PhpWorkers);
+        assert_eq!(planned.spec.args[..2], ["-c", "/etc/passwd"]);
+    }
+
+    #[test]
+    fn a_python_pool_runs_drover_python_with_its_command_line() {
+        use drover_proto::zygote::PythonArgs;
+        let text = format!("{POOL}[python]\napp = \"myapp.wsgi:app\"\nmount = \"/app\"\n");
+        let planned = launch(&pool(&text), 0).unwrap();
+        assert_eq!(planned.kind, Kind::PythonZygote);
+        let args = parsed::<PythonArgs>(&planned.spec);
+        assert_eq!(
+            (
+                args.zygote.pool.as_str(),
+                args.zygote.workers,
+                args.app.as_str()
+            ),
+            ("www", 1, "myapp.wsgi:app")
+        );
+        assert_eq!((args.mount.as_str(), args.no_preload), ("/app", false));
+        assert_eq!(args.zygote.request_read_timeout_ms, Some(30_000));
     }
 }

@@ -15,6 +15,9 @@
 //!   one [`frame_line`] per frame, innermost first, then [`FRAME_END`]; the master reads them
 //!   with [`parse_frame`].
 //! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
+//! - `drover-php` [`PHP_PROBE`] says whether it can run PHP here (the master asks once, to
+//!   pick a PHP pool's default runtime): exit 0 and one line naming PHP
+//!   (`PHP 8.2.36 (embed)`), or [`EXIT_NO_PHP`] and one line saying why.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +30,14 @@ pub const SCOREBOARD_FD: i32 = 3;
 /// The zygote's exit code when the app cannot be imported: the master stops the pool
 /// instead of restarting it in a loop (gunicorn's "app failed to load" is 4 too).
 pub const EXIT_APP_LOAD: u8 = 4;
+
+/// The argument that asks `drover-php` whether it can run PHP: it starts no zygote, prints
+/// one line on its stdout and exits, 0 when it can.
+pub const PHP_PROBE: &str = "--probe";
+
+/// `drover-php --probe`'s exit code when it cannot run PHP (built without PHP's headers, or
+/// libphp missing); its line says why.
+pub const EXIT_NO_PHP: u8 = 3;
 
 /// The real-time signal whose value is the number of workers the master wants.
 pub fn target_signal() -> libc::c_int {

@@ -9,6 +9,7 @@ use tempfile::TempDir;
 use super::*;
 
 mod errors;
+mod php;
 
 /// A valid php pool with only the required keys (and a binary that exists everywhere).
 pub(super) const MINIMAL: &str = r#"listen = "/run/drover/www.sock"
@@ -104,7 +105,10 @@ fn a_minimal_php_pool_gets_php_fpm_defaults() {
     );
     assert!(pool.env.is_empty());
     let php = Php {
-        binary: "/bin/sh".into(),
+        runtime: PhpRuntime::Cgi {
+            binary: "/bin/sh".into(),
+        },
+        ini_file: None,
         ini: Default::default(),
     };
     assert_eq!(pool.runtime, Runtime::Php(php));

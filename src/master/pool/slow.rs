@@ -1,14 +1,17 @@
 //! The slowlog: a request running longer than `request_slowlog_timeout` gets one entry,
-//! header and stack. A php-cgi worker's PHP stack is read from its memory at once; a Python
-//! worker is asked for its stack with SIGUSR2 (faulthandler, registered in every worker,
-//! writes it to the worker's stderr), and the lines that come back tagged with its pid are
-//! collected into the entry instead of the error log.
+//! header and stack. A php-cgi worker's PHP stack is read from its memory at once; a
+//! zygote's worker is asked for its stack with SIGUSR2, and the lines that come back tagged
+//! with its pid are collected into the entry instead of the error log: a Python worker's
+//! faulthandler dump, complete once the worker is quiet, or a drover-php worker's frame
+//! lines, complete at their end line.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+use drover_proto::zygote::{StackLine, parse_frame};
 
 use super::PoolRun;
 use crate::runtime::kind::SlowStack;
@@ -17,16 +20,22 @@ use crate::slowlog::{self, Entry};
 /// A Python stack dump is complete when its worker has been quiet this long.
 const DUMP_QUIET: Duration = Duration::from_millis(150);
 
+/// A drover-php dump ends with its end line; one that has not ended after this long without
+/// a line (a worker that cannot answer) is written with the frames it has.
+const FRAMES_QUIET: Duration = Duration::from_secs(1);
+
 #[derive(Default)]
 pub struct SlowRequests {
     /// The request (by its start) already logged for each worker: one entry per request.
     logged: HashMap<Pid, Instant>,
-    /// Python dumps being received: the entry and when its last line came.
+    /// Stack dumps being received: the entry and when its last line came (or the signal
+    /// was sent).
     dumps: HashMap<Pid, (Entry, Instant)>,
 }
 
 impl PoolRun {
-    /// Finds requests that just became slow and logs them; finishes Python dumps.
+    /// Finds requests that just became slow and logs them; finishes the dumps that went
+    /// quiet.
     pub fn check_slow(&mut self, now: Instant) {
         let (Some(limit), Some(_)) = (self.config.request_slowlog_timeout, &self.config.slowlog)
         else {
@@ -65,7 +74,7 @@ impl PoolRun {
             }
             self.counters.slow_requests += 1;
             match self.launch.kind.slow_stack() {
-                SlowStack::Signal => {
+                SlowStack::Faulthandler | SlowStack::FrameLines => {
                     if kill(pid, Signal::SIGUSR2).is_ok() {
                         self.slow.dumps.insert(pid, (entry, now));
                     }
@@ -80,11 +89,15 @@ impl PoolRun {
                 SlowStack::None => self.write_slow(&entry),
             }
         }
+        let quiet = match self.launch.kind.slow_stack() {
+            SlowStack::FrameLines => FRAMES_QUIET,
+            _ => DUMP_QUIET,
+        };
         let done: Vec<Pid> = self
             .slow
             .dumps
             .iter()
-            .filter(|(_, (_, last))| now.saturating_duration_since(*last) >= DUMP_QUIET)
+            .filter(|(_, (_, last))| now.saturating_duration_since(*last) >= quiet)
             .map(|(&pid, _)| pid)
             .collect();
         for pid in done {
@@ -97,6 +110,14 @@ impl PoolRun {
     /// A line from a worker whose stack dump is awaited: kept for the slowlog (true), or
     /// not part of a dump (false: log it as usual).
     pub fn on_dump_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
+        match self.launch.kind.slow_stack() {
+            SlowStack::Faulthandler => self.on_faulthandler_line(pid, line, now),
+            SlowStack::FrameLines => self.on_frame_line(pid, line, now),
+            SlowStack::Memory | SlowStack::None => false,
+        }
+    }
+
+    fn on_faulthandler_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
         let depth = self.config.request_slowlog_trace_depth as usize;
         let Some((entry, last)) = self.slow.dumps.get_mut(&pid) else {
             return false;
@@ -109,6 +130,34 @@ impl PoolRun {
             && entry.frames.len() < depth
         {
             entry.frames.push(frame);
+        }
+        true
+    }
+
+    /// A drover-php frame line is never ordinary output: one that comes after its entry was
+    /// written (the worker answered too late) is dropped.
+    fn on_frame_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
+        let Some(frame) = parse_frame(line) else {
+            return false;
+        };
+        let depth = self.config.request_slowlog_trace_depth as usize;
+        match (frame, self.slow.dumps.get_mut(&pid)) {
+            (StackLine::Frame(frame), Some((entry, last))) => {
+                *last = now;
+                if entry.frames.len() < depth {
+                    entry.frames.push(frame.to_owned());
+                }
+            }
+            (StackLine::End, Some(_)) => {
+                if let Some((entry, _)) = self.slow.dumps.remove(&pid) {
+                    self.write_slow(&entry);
+                }
+            }
+            (_, None) => tracing::debug!(
+                "pool {}: worker {pid}: a stack line after its slowlog entry: {}",
+                self.config.name,
+                line.trim_start_matches(drover_proto::zygote::REPORT_MARK)
+            ),
         }
         true
     }

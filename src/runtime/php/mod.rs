@@ -1,4 +1,8 @@
-//! PHP pools: php-cgi, given the pool's listening socket as fd 0.
+//! PHP pools. Two runtimes run them (`[php] runtime`):
+//!
+//! - [`embed`]: `drover-php`, a zygote that links libphp, in every pm mode.
+//! - php-cgi (`runtime = "cgi"`, here), for PHP builds drover-php was not built against,
+//!   given the pool's listening socket as fd 0, and read from outside by [`sample`].
 //!
 //! A static pool runs one php-cgi *parent* with `PHP_FCGI_CHILDREN = max_children`:
 //! php-cgi starts PHP once, then forks that many workers that accept on fd 0 and share its
@@ -11,10 +15,11 @@
 //! forked from the warm parent, so workers recycling together cost a fork each, not a
 //! cold start.
 
+pub mod embed;
 pub mod sample;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::Kind;
 use crate::config::{Php, Pool};
@@ -22,15 +27,20 @@ use crate::config::{Php, Pool};
 /// Where php-cgi reads how many requests each of its workers serves.
 pub const MAX_REQUESTS_ENV: &str = "PHP_FCGI_MAX_REQUESTS";
 
-/// The program, arguments and environment of a php-cgi parent ([`Kind::PhpParent`]) or of
-/// one php-cgi worker ([`Kind::PhpWorkers`]).
+/// The program (`binary`), arguments and environment of a php-cgi parent
+/// ([`Kind::PhpParent`]) or of one php-cgi worker ([`Kind::PhpWorkers`]).
 pub fn plan(
     kind: Kind,
     pool: &Pool,
     php: &Php,
+    binary: &Path,
     max_requests: u32,
 ) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let mut args = Vec::with_capacity(php.ini.len() * 2);
+    let mut args = Vec::with_capacity(php.ini.len() * 2 + 2);
+    if let Some(path) = &php.ini_file {
+        args.push("-c".into());
+        args.push(path.into());
+    }
     for (key, value) in &php.ini {
         args.push("-d".into());
         args.push(format!("{key}={value}").into());
@@ -49,5 +59,5 @@ pub fn plan(
         ("PHP_FCGI_CHILDREN".into(), children.to_string().into()),
         (MAX_REQUESTS_ENV.into(), max_requests.to_string().into()),
     ];
-    (php.binary.clone(), args, env)
+    (binary.to_path_buf(), args, env)
 }

@@ -1,0 +1,268 @@
+//! PHP pools' two runtimes: which one a pool runs (drover-php where it can run PHP, unless
+//! the pool says otherwise), the keys each reads, and what php-cgi cannot enforce.
+
+use super::*;
+use crate::runtime::php::embed::assume;
+
+/// MINIMAL's `[php]` table replaced with `php`.
+fn with_php(php: &str) -> String {
+    MINIMAL.replace("[php]\nbinary = \"/bin/sh\"\n", php)
+}
+
+/// drover-php's answer to `--probe` where it can run PHP.
+const USABLE: Result<&str, &str> = Ok("PHP 8.2.36 (embed)");
+
+#[test]
+fn a_php_pool_runs_drover_php_by_default_where_it_can_run_php() {
+    assume(USABLE);
+    let (_dir, config) = loaded(&[("www", &with_php("[php]\n"))]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    let embed = PhpRuntime::Embed {
+        admin_ini: Default::default(),
+        limit_extensions: vec![".php".into()],
+    };
+    assert_eq!(php.runtime, embed);
+
+    // A pool written for php-cgi keeps running it.
+    let (_dir, config) = loaded(&[("www", MINIMAL)]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert_eq!(php.runtime.name(), "cgi");
+}
+
+#[test]
+fn a_php_pool_runs_php_cgi_where_drover_php_cannot_run_php() {
+    assume(Err("built without PHP's headers"));
+    let (_dir, config) = loaded(&[("www", &with_php("[php]\nbinary = \"/bin/sh\"\n"))]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert_eq!(php.runtime.name(), "cgi");
+    // Without a binary, php-cgi is looked up on PATH: found or not, the pool is not embed.
+    let dir = setup("", &[("www", &with_php("[php]\n"))]);
+    if let Ok(config) = load_dir(&dir) {
+        let Runtime::Php(php) = &config.pools[0].runtime else {
+            panic!("php")
+        };
+        assert!(matches!(php.runtime, PhpRuntime::Cgi { .. }));
+    }
+}
+
+#[test]
+fn every_embed_key_is_read() {
+    assume(USABLE);
+    let dir = setup("", &[]);
+    std::fs::write(dir.path().join("php.ini"), "").unwrap();
+    let php = r#"[php]
+runtime = "embed"
+ini_file = "php.ini"
+limit_extensions = [".php", ".phar"]
+[php.ini]
+memory_limit = "128M"
+[php.admin_ini]
+disable_functions = "exec,system"
+opcache.validate_timestamps = false
+"#;
+    std::fs::write(dir.path().join("pools.d/www.toml"), with_php(php)).unwrap();
+    let config = load_dir(&dir).unwrap();
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert_eq!(php.ini_file, Some(dir.path().join("php.ini")));
+    assert_eq!(php.ini["memory_limit"], "128M");
+    let PhpRuntime::Embed {
+        admin_ini,
+        limit_extensions,
+    } = &php.runtime
+    else {
+        panic!("embed: {:?}", php.runtime)
+    };
+    assert_eq!(limit_extensions, &[".php", ".phar"]);
+    assert_eq!(admin_ini["disable_functions"], "exec,system");
+    assert_eq!(admin_ini["opcache.validate_timestamps"], "0");
+
+    // [] lets any file run, as php-fpm's empty security.limit_extensions.
+    let any = with_php("[php]\nruntime = \"embed\"\nlimit_extensions = []\n");
+    let (_dir, config) = loaded(&[("www", &any)]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert!(
+        matches!(&php.runtime, PhpRuntime::Embed { limit_extensions, .. } if limit_extensions.is_empty())
+    );
+}
+
+#[test]
+fn php_cgi_takes_the_ini_file_and_the_default_limit_extensions() {
+    let dir = setup("", &[]);
+    std::fs::write(dir.path().join("php.ini"), "").unwrap();
+    let php = "[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\nini_file = \"php.ini\"\n\
+               limit_extensions = [\".php\"]\n[php.admin_ini]\n";
+    std::fs::write(dir.path().join("pools.d/www.toml"), with_php(php)).unwrap();
+    let config = load_dir(&dir).unwrap();
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert_eq!(php.ini_file, Some(dir.path().join("php.ini")));
+    assert_eq!(php.runtime.name(), "cgi");
+}
+
+#[test]
+fn runtime_is_embed_or_cgi() {
+    let e = only_error(&with_php("[php]\nruntime = \"fpm\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "php.runtime",
+        "must be \"embed\" (drover-php) or \"cgi\"",
+    );
+}
+
+#[test]
+fn embed_where_drover_php_cannot_run_php_is_refused() {
+    assume(Err("/usr/sbin/drover-php is missing"));
+    let e = only_error(&with_php("[php]\nruntime = \"embed\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "php.runtime",
+        "drover-php is not usable here: /usr/sbin/drover-php is missing",
+    );
+}
+
+#[test]
+fn a_binary_is_for_php_cgi_only() {
+    assume(USABLE);
+    let e = only_error(&with_php(
+        "[php]\nruntime = \"embed\"\nbinary = \"/bin/sh\"\n",
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "php.binary",
+        "only for runtime = \"cgi\"",
+    );
+}
+
+#[test]
+fn what_php_cgi_cannot_enforce_is_refused() {
+    let cgi = "[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\n";
+    let e = only_error(&with_php(&format!(
+        "{cgi}[php.admin_ini]\nallow_url_fopen = false\n"
+    )));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "php.admin_ini",
+        "php-cgi cannot enforce it",
+    );
+    assert!(
+        e.rule.contains("ini_set") && e.rule.contains("runtime = \"embed\""),
+        "{e}"
+    );
+    let e = only_error(&with_php(&format!(
+        "{cgi}limit_extensions = [\".php\", \".phar\"]\n"
+    )));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "php.limit_extensions",
+        "php-cgi cannot enforce it",
+    );
+    let e = only_error(&with_php(&format!("{cgi}limit_extensions = []\n")));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "php.limit_extensions",
+        "php-cgi cannot enforce it",
+    );
+}
+
+#[test]
+fn a_refusal_says_why_the_pool_runs_php_cgi() {
+    assume(Err("built without PHP's headers"));
+    let errors = pool_errors(&with_php(
+        "[php]\n[php.admin_ini]\nallow_url_fopen = false\n",
+    ));
+    let e = errors
+        .iter()
+        .find(|e| e.key == "php.admin_ini")
+        .unwrap_or_else(|| panic!("{}", ConfigErrors(errors.clone())));
+    assert!(
+        e.rule.ends_with("(this pool runs php-cgi because drover-php is not usable here: built without PHP's headers)"),
+        "{e}"
+    );
+    assume(USABLE);
+    let e = only_error(&with_php(
+        "[php]\nbinary = \"/bin/sh\"\n[php.admin_ini]\nx = 1\n",
+    ));
+    assert!(
+        e.rule
+            .ends_with("(this pool runs php-cgi because it names a binary)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn limit_extensions_are_suffixes_with_their_dot() {
+    assume(USABLE);
+    let errors = pool_errors(&with_php(
+        "[php]\nruntime = \"embed\"\nlimit_extensions = [\".php\", \"php\", \".p hp\", \".\"]\n",
+    ));
+    let values: Vec<_> = errors
+        .iter()
+        .map(|e| (e.key.as_str(), e.value.as_deref()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            ("php.limit_extensions", Some("\"php\"")),
+            ("php.limit_extensions", Some("\".p hp\"")),
+            ("php.limit_extensions", Some("\".\"")),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+    assert!(errors[0].rule.contains("like \".php\""));
+}
+
+#[test]
+fn a_missing_ini_file_is_refused() {
+    let e = only_error(&MINIMAL.replace("[php]\n", "[php]\nini_file = \"/nonexistent/php.ini\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "php.ini_file",
+        "/nonexistent/php.ini",
+    );
+    let e = only_error(&MINIMAL.replace("[php]\n", "[php]\nini_file = \"/\"\n"));
+    assert_at(&e, "pools.d/www.toml", 8, "php.ini_file", "is not a file");
+}
+
+#[test]
+fn an_embed_pool_renders_and_loads_back_the_same() {
+    assume(USABLE);
+    let php = "[php]\nlimit_extensions = [\".php\", \".phar\"]\n[php.ini]\nmemory_limit = \"64M\"\n\
+               [php.admin_ini]\n\"opcache.enable\" = 1\n";
+    let (_dir, config) = loaded(&[("www", &with_php(php))]);
+    let text = config.render();
+    let block = text.split("# pool www (").nth(1).unwrap();
+    assert!(
+        block.contains("runtime = \"embed\"\n# binary = (runtime = \"cgi\" only)\n"),
+        "{block}"
+    );
+    let (_dir2, again) = loaded(&[("www", block.split_once('\n').unwrap().1)]);
+    let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
+    a.file = b.file.clone();
+    assert_eq!(a, b, "rendered:\n{text}");
+}

@@ -1,0 +1,261 @@
+//! Embedded-PHP pools (`runtime = "embed"`), the master's side: the master execs
+//! `drover-php` (the [`PROGRAM`] beside `drover`, built from the `drover-php` crate, the only
+//! one that links libphp) as the pool's zygote, in every pm mode. The zygote starts PHP once,
+//! OPcache's shared memory included, then forks the workers, which share it: one OPcache per
+//! pool in dynamic and ondemand pools too, where php-cgi runs one process per worker. It
+//! speaks drover-python's protocol (`drover_proto::zygote`); its command line is
+//! `drover_proto::zygote::PhpArgs`, built here ([`plan`]).
+//!
+//! A `drover-php` built where PHP's headers were missing exists but cannot run PHP. Whether
+//! it can picks a PHP pool's default runtime, so the configuration loader asks [`usable`],
+//! which runs `drover-php --probe` at most once per process and only when a pool needs the
+//! answer.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use drover_proto::zygote::{EXIT_NO_PHP, PHP_PROBE};
+
+use crate::config::{Php, Pool};
+use crate::runtime::zygote;
+
+/// The embedded-PHP runtime's binary, installed beside `drover`.
+pub const PROGRAM: &str = "drover-php";
+
+/// How long `drover-php --probe` may take: it only loads libphp and prints a line, but the
+/// loader waits for it, and a configuration must load whatever the program does.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the master finds [`PROGRAM`]: beside the running `drover`.
+pub fn program() -> PathBuf {
+    zygote::beside_drover(PROGRAM)
+}
+
+/// The master's plan for an embedded-PHP pool: one zygote, with every zygote's flags
+/// ([`zygote::args`]) and `PhpArgs`' own: `--ini-file`, `--ini` and `--admin-ini` (one per
+/// value), `--limit-extensions` (space-separated, empty for any file).
+pub fn plan(
+    pool: &Pool,
+    php: &Php,
+    admin_ini: &BTreeMap<String, String>,
+    limit_extensions: &[String],
+) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
+    let mut args = zygote::args(pool);
+    if let Some(path) = &php.ini_file {
+        args.push("--ini-file".into());
+        args.push(path.into());
+    }
+    for (flag, ini) in [("--ini", &php.ini), ("--admin-ini", admin_ini)] {
+        for (name, value) in ini {
+            args.push(flag.into());
+            args.push(format!("{name}={value}").into());
+        }
+    }
+    args.push("--limit-extensions".into());
+    args.push(limit_extensions.join(" ").into());
+    // No FCGI_WEB_SERVER_ADDRS: the loader refuses listen_allowed_clients in a PHP pool.
+    (program(), args, Vec::new())
+}
+
+/// Whether drover-php can run PHP here: `Ok` with the line naming PHP (`PHP 8.2.36
+/// (embed)`), or why not. Asked of [`program`] once per process; the answer holds until
+/// drover restarts (a reload does not ask again).
+pub fn usable() -> Result<&'static str, &'static str> {
+    #[cfg(test)]
+    {
+        // Unit tests run no drover-php: each says what it assumes ([`assume`]).
+        ASSUMED
+            .get()
+            .unwrap_or(Err("drover-php is not asked in unit tests"))
+    }
+    #[cfg(not(test))]
+    {
+        ANSWER
+            .get_or_init(|| probe(&program()))
+            .as_deref()
+            .map_err(String::as_str)
+    }
+}
+
+/// The answer of the one probe this process ran.
+static ANSWER: OnceLock<Result<String, String>> = OnceLock::new();
+
+/// Why PHP pools without `runtime` run on php-cgi, if drover-php was asked (a pool needed
+/// to know) and cannot run PHP here.
+pub fn fallback_note() -> Option<String> {
+    let why = ANSWER.get()?.as_ref().err()?;
+    Some(format!(
+        "PHP pools without a runtime run on php-cgi: drover-php is not usable here: {why}"
+    ))
+}
+
+/// Logs the [`fallback_note`] once per process. Called once logging is up, since the first
+/// configuration is loaded before it is.
+pub fn log_if_unusable() {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if let Some(note) = fallback_note()
+        && !LOGGED.swap(true, Ordering::Relaxed)
+    {
+        tracing::info!("{note}");
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    static ASSUMED: std::cell::Cell<Option<Result<&'static str, &'static str>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// What [`usable`] answers in this unit test's thread.
+#[cfg(test)]
+pub fn assume(answer: Result<&'static str, &'static str>) {
+    ASSUMED.set(Some(answer));
+}
+
+/// Runs `program --probe` and reads its answer: `Ok` with the line naming PHP, or why it
+/// cannot run PHP (missing, failed, silent, too slow).
+pub fn probe(program: &Path) -> Result<String, String> {
+    let shown = program.display();
+    let mut child = Command::new(program)
+        .arg(PHP_PROBE)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{shown} is missing"),
+            _ => format!("cannot run {shown}: {e}"),
+        })?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Read and reaped on a thread, so that a probe that hangs (or never closes its output)
+    // is bounded by PROBE_TIMEOUT.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+    std::thread::spawn(move || {
+        let mut out = (String::new(), String::new());
+        if let Some(pipe) = stdout.as_mut() {
+            let _ = pipe.take(64 * 1024).read_to_string(&mut out.0);
+        }
+        if let Some(pipe) = stderr.as_mut() {
+            let _ = pipe.take(64 * 1024).read_to_string(&mut out.1);
+        }
+        let _ = tx.send((child.wait(), out));
+    });
+    match rx.recv_timeout(PROBE_TIMEOUT) {
+        Ok((Ok(status), (stdout, stderr))) => answer(status, &stdout, &stderr),
+        Ok((Err(e), _)) => Err(format!("cannot wait for {shown}: {e}")),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            // Let the thread reap it, rather than leave a zombie the master would find.
+            let _ = rx.recv_timeout(Duration::from_secs(1));
+            Err(format!(
+                "{shown} {PHP_PROBE} did not answer within {}s",
+                PROBE_TIMEOUT.as_secs()
+            ))
+        }
+    }
+}
+
+/// What `drover-php --probe` said: exit 0 and a line naming PHP, or [`EXIT_NO_PHP`] and a
+/// line saying why not (on stdout, else stderr); anything else is a failure of its own.
+fn answer(status: ExitStatus, stdout: &str, stderr: &str) -> Result<String, String> {
+    use std::os::unix::process::ExitStatusExt;
+    let first_line = |text: &str| {
+        text.lines()
+            .map(str::trim)
+            .find(|line| !line.is_empty())
+            .map(str::to_owned)
+    };
+    let said = || first_line(stdout).or_else(|| first_line(stderr));
+    match status.code() {
+        Some(0) => {
+            first_line(stdout).ok_or_else(|| format!("{PROGRAM} {PHP_PROBE} printed nothing"))
+        }
+        Some(code) if code == i32::from(EXIT_NO_PHP) => Err(said().unwrap_or_else(|| {
+            format!("{PROGRAM} {PHP_PROBE} exited with code {code} without saying why")
+        })),
+        Some(code) => Err(format!(
+            "{PROGRAM} {PHP_PROBE} exited with code {code}{}",
+            said().map(|s| format!(": {s}")).unwrap_or_default()
+        )),
+        None => Err(format!(
+            "{PROGRAM} {PHP_PROBE} was killed by signal {}",
+            status.signal().unwrap_or(0)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    /// The wait status of an exit with `code`.
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn a_probe_that_names_php_says_it_is_usable() {
+        assert_eq!(
+            answer(exited(0), "PHP 8.2.36 (embed)\n", ""),
+            Ok("PHP 8.2.36 (embed)".to_owned())
+        );
+        assert_eq!(
+            answer(exited(0), "\n  PHP 8.3.1 (embed)  \nmore\n", "a warning\n"),
+            Ok("PHP 8.3.1 (embed)".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_probe_that_cannot_run_php_says_why() {
+        let why = "built without PHP's headers (php-config8.2 not found)";
+        assert_eq!(answer(exited(3), &format!("{why}\n"), ""), Err(why.into()));
+        assert_eq!(answer(exited(3), "", &format!("{why}\n")), Err(why.into()));
+        assert!(answer(exited(3), "", "").unwrap_err().contains("code 3"));
+    }
+
+    #[test]
+    fn any_other_answer_is_a_failure() {
+        assert!(
+            answer(exited(0), "", "")
+                .unwrap_err()
+                .contains("printed nothing")
+        );
+        // A line on stderr alone is no answer: the version goes to stdout.
+        assert!(answer(exited(0), "", "PHP 8.2").is_err());
+        let e = answer(
+            exited(127),
+            "",
+            "libphp8.2.so: cannot open shared object file\n",
+        );
+        assert!(
+            e.as_ref()
+                .unwrap_err()
+                .ends_with("code 127: libphp8.2.so: cannot open shared object file"),
+            "{e:?}"
+        );
+        let killed = answer(ExitStatus::from_raw(11), "", "").unwrap_err();
+        assert!(killed.contains("signal 11"), "{killed}");
+    }
+
+    #[test]
+    fn a_missing_drover_php_is_not_usable() {
+        let e = probe(Path::new("/nonexistent/drover-php")).unwrap_err();
+        assert_eq!(e, "/nonexistent/drover-php is missing");
+    }
+
+    #[test]
+    fn a_program_that_fails_the_probe_is_not_usable() {
+        // /bin/false takes any arguments and exits 1.
+        let e = probe(Path::new("/bin/false")).unwrap_err();
+        assert!(e.contains("exited with code 1"), "{e}");
+    }
+}

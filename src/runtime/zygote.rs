@@ -1,0 +1,47 @@
+//! What the master tells every zygote it execs (`drover-python`, `drover-php`) on its
+//! command line: the flags of `drover_proto::zygote::ZygoteArgs`, built here once for both
+//! runtimes' plans ([`super::python`], [`super::php::embed`]), which add their own.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use drover_proto::zygote::SCOREBOARD_FD;
+
+use crate::config::Pool;
+use crate::pm;
+
+/// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
+/// and when set `--max-memory` and `--request-read-timeout-ms`.
+pub fn args(pool: &Pool) -> Vec<OsString> {
+    let workers = pm::initial_workers(&pool.pm);
+    let mut args: Vec<OsString> = vec![
+        "--pool".into(),
+        pool.name.clone().into(),
+        "--workers".into(),
+        workers.to_string().into(),
+        "--max-requests".into(),
+        pool.pm.max_requests.to_string().into(),
+        "--max-requests-jitter".into(),
+        pool.pm.max_requests_jitter.to_string().into(),
+        "--scoreboard-fd".into(),
+        SCOREBOARD_FD.to_string().into(),
+    ];
+    if let Some(limit) = pool.pm.max_memory {
+        args.push("--max-memory".into());
+        args.push(limit.to_string().into());
+    }
+    if let Some(timeout) = pool.request_read_timeout {
+        args.push("--request-read-timeout-ms".into());
+        args.push(timeout.as_millis().to_string().into());
+    }
+    args
+}
+
+/// Where the master finds a runtime's `program`: beside the running `drover`, so that the
+/// zygote is the same version as the master.
+pub fn beside_drover(program: &str) -> PathBuf {
+    match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name(program),
+        Err(_) => PathBuf::from(program),
+    }
+}
