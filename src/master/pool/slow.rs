@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use drover_proto::zygote::{StackLine, parse_frame};
+use drover_proto::zygote::{REPORT_MARK, StackLine, parse_frame};
 
 use super::PoolRun;
 use crate::runtime::kind::SlowStack;
@@ -76,7 +76,7 @@ impl PoolRun {
             match self.launch.kind.slow_stack() {
                 SlowStack::Faulthandler | SlowStack::FrameLines => {
                     if kill(pid, Signal::SIGUSR2).is_ok() {
-                        self.slow.dumps.insert(pid, (entry, now));
+                        self.slow.asked(pid, entry, now);
                     }
                 }
                 SlowStack::Memory => {
@@ -89,77 +89,34 @@ impl PoolRun {
                 SlowStack::None => self.write_slow(&entry),
             }
         }
-        let quiet = match self.launch.kind.slow_stack() {
-            SlowStack::FrameLines => FRAMES_QUIET,
-            _ => DUMP_QUIET,
-        };
-        let done: Vec<Pid> = self
-            .slow
-            .dumps
-            .iter()
-            .filter(|(_, (_, last))| now.saturating_duration_since(*last) >= quiet)
-            .map(|(&pid, _)| pid)
-            .collect();
-        for pid in done {
-            if let Some((entry, _)) = self.slow.dumps.remove(&pid) {
-                self.write_slow(&entry);
-            }
+        for entry in self.slow.quiet(self.launch.kind.slow_stack(), now) {
+            self.write_slow(&entry);
         }
     }
 
     /// A line from a worker whose stack dump is awaited: kept for the slowlog (true), or
     /// not part of a dump (false: log it as usual).
     pub fn on_dump_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
-        match self.launch.kind.slow_stack() {
-            SlowStack::Faulthandler => self.on_faulthandler_line(pid, line, now),
-            SlowStack::FrameLines => self.on_frame_line(pid, line, now),
-            SlowStack::Memory | SlowStack::None => false,
-        }
-    }
-
-    fn on_faulthandler_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
         let depth = self.config.request_slowlog_trace_depth as usize;
-        let Some((entry, last)) = self.slow.dumps.get_mut(&pid) else {
-            return false;
-        };
-        if !slowlog::is_faulthandler_line(line) {
-            return false;
-        }
-        *last = now;
-        if let Some(frame) = slowlog::python_frame(line)
-            && entry.frames.len() < depth
+        match self
+            .slow
+            .take_line(self.launch.kind.slow_stack(), pid, line, depth, now)
         {
-            entry.frames.push(frame);
-        }
-        true
-    }
-
-    /// A drover-php frame line is never ordinary output: one that comes after its entry was
-    /// written (the worker answered too late) is dropped.
-    fn on_frame_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
-        let Some(frame) = parse_frame(line) else {
-            return false;
-        };
-        let depth = self.config.request_slowlog_trace_depth as usize;
-        match (frame, self.slow.dumps.get_mut(&pid)) {
-            (StackLine::Frame(frame), Some((entry, last))) => {
-                *last = now;
-                if entry.frames.len() < depth {
-                    entry.frames.push(frame.to_owned());
-                }
+            DumpLine::Output => false,
+            DumpLine::Taken => true,
+            DumpLine::Late => {
+                tracing::debug!(
+                    "pool {}: worker {pid}: a stack line after its slowlog entry: {}",
+                    self.config.name,
+                    line.trim_start_matches(REPORT_MARK)
+                );
+                true
             }
-            (StackLine::End, Some(_)) => {
-                if let Some((entry, _)) = self.slow.dumps.remove(&pid) {
-                    self.write_slow(&entry);
-                }
+            DumpLine::Done(entry) => {
+                self.write_slow(&entry);
+                true
             }
-            (_, None) => tracing::debug!(
-                "pool {}: worker {pid}: a stack line after its slowlog entry: {}",
-                self.config.name,
-                line.trim_start_matches(drover_proto::zygote::REPORT_MARK)
-            ),
         }
-        true
     }
 
     fn write_slow(&self, entry: &Entry) {
@@ -182,5 +139,170 @@ impl PoolRun {
                 path.display()
             );
         }
+    }
+}
+
+/// What a worker's line meant for its stack dump.
+#[derive(Debug, PartialEq)]
+enum DumpLine {
+    /// Not part of a dump: ordinary output, for the error log.
+    Output,
+    /// Part of the dump being received.
+    Taken,
+    /// A drover-php frame line for a dump already written (the worker answered too late):
+    /// never ordinary output, but not kept.
+    Late,
+    /// The dump's end: its entry is complete.
+    Done(Entry),
+}
+
+impl SlowRequests {
+    /// `pid` was sent SIGUSR2 for `entry`'s stack at `now`.
+    fn asked(&mut self, pid: Pid, entry: Entry, now: Instant) {
+        self.dumps.insert(pid, (entry, now));
+    }
+
+    /// Takes a line of `pid`'s output into its dump, keeping at most `depth` frames.
+    fn take_line(
+        &mut self,
+        stack: SlowStack,
+        pid: Pid,
+        line: &str,
+        depth: usize,
+        now: Instant,
+    ) -> DumpLine {
+        match stack {
+            SlowStack::Faulthandler => {
+                let Some((entry, last)) = self.dumps.get_mut(&pid) else {
+                    return DumpLine::Output;
+                };
+                if !slowlog::is_faulthandler_line(line) {
+                    return DumpLine::Output;
+                }
+                *last = now;
+                if let Some(frame) = slowlog::python_frame(line)
+                    && entry.frames.len() < depth
+                {
+                    entry.frames.push(frame);
+                }
+                DumpLine::Taken
+            }
+            SlowStack::FrameLines => match (parse_frame(line), self.dumps.get_mut(&pid)) {
+                (None, _) => DumpLine::Output,
+                (Some(_), None) => DumpLine::Late,
+                (Some(StackLine::Frame(frame)), Some((entry, last))) => {
+                    *last = now;
+                    if entry.frames.len() < depth {
+                        entry.frames.push(frame.to_owned());
+                    }
+                    DumpLine::Taken
+                }
+                (Some(StackLine::End), Some(_)) => match self.dumps.remove(&pid) {
+                    Some((entry, _)) => DumpLine::Done(entry),
+                    None => DumpLine::Late,
+                },
+            },
+            SlowStack::Memory | SlowStack::None => DumpLine::Output,
+        }
+    }
+
+    /// The dumps complete by silence at `now`: a faulthandler dump once its worker is quiet,
+    /// a drover-php dump that never ended once its worker is quiet for longer.
+    fn quiet(&mut self, stack: SlowStack, now: Instant) -> Vec<Entry> {
+        let quiet = match stack {
+            SlowStack::FrameLines => FRAMES_QUIET,
+            _ => DUMP_QUIET,
+        };
+        let done: Vec<Pid> = self
+            .dumps
+            .iter()
+            .filter(|(_, (_, last))| now.saturating_duration_since(*last) >= quiet)
+            .map(|(&pid, _)| pid)
+            .collect();
+        done.into_iter()
+            .filter_map(|pid| self.dumps.remove(&pid))
+            .map(|(entry, _)| entry)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_proto::zygote::{FRAME_END, frame_line};
+
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            time: SystemTime::UNIX_EPOCH,
+            pool: "www".into(),
+            pid: 42,
+            method: "GET".into(),
+            uri: "/slow.php".into(),
+            query: String::new(),
+            script: "/srv/slow.php".into(),
+            elapsed: Duration::from_secs(3),
+            frames: Vec::new(),
+        }
+    }
+
+    const PID: Pid = Pid::from_raw(42);
+
+    #[test]
+    fn a_php_dump_is_complete_at_its_end_line() {
+        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        slow.asked(PID, entry(), t0);
+        let take = |slow: &mut SlowRequests, line: &str| {
+            slow.take_line(SlowStack::FrameLines, PID, line, 2, t0)
+        };
+        assert_eq!(take(&mut slow, "a notice from the app"), DumpLine::Output);
+        for frame in [
+            "usleep() (internal)",
+            "level3() /srv/slow.php:2",
+            "{main}() /srv/slow.php:5",
+        ] {
+            assert_eq!(
+                take(&mut slow, frame_line(frame).trim_end()),
+                DumpLine::Taken
+            );
+        }
+        let DumpLine::Done(done) = take(&mut slow, FRAME_END.trim_end()) else {
+            panic!("not done")
+        };
+        // request_slowlog_trace_depth frames, innermost first.
+        assert_eq!(
+            done.frames,
+            ["usleep() (internal)", "level3() /srv/slow.php:2"]
+        );
+        // Once written, its lines are neither kept nor logged.
+        assert_eq!(take(&mut slow, FRAME_END.trim_end()), DumpLine::Late);
+        assert_eq!(take(&mut slow, "after"), DumpLine::Output);
+    }
+
+    #[test]
+    fn a_php_dump_that_never_ends_is_written_after_a_quiet_second() {
+        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        slow.asked(PID, entry(), t0);
+        let line = frame_line("level3() /srv/slow.php:2");
+        slow.take_line(SlowStack::FrameLines, PID, &line, 20, t0);
+        let stack = SlowStack::FrameLines;
+        assert!(slow.quiet(stack, t0 + DUMP_QUIET).is_empty());
+        let done = slow.quiet(stack, t0 + FRAMES_QUIET);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].frames, ["level3() /srv/slow.php:2"]);
+    }
+
+    #[test]
+    fn a_python_dump_is_complete_once_quiet() {
+        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        slow.asked(PID, entry(), t0);
+        let stack = SlowStack::Faulthandler;
+        let line = "  File \"/app/slow.py\", line 12 in level3";
+        assert_eq!(slow.take_line(stack, PID, line, 20, t0), DumpLine::Taken);
+        // A frame line is not faulthandler's.
+        let frame = frame_line("f() a.php:1");
+        assert_eq!(slow.take_line(stack, PID, &frame, 20, t0), DumpLine::Output);
+        let done = slow.quiet(stack, t0 + DUMP_QUIET);
+        assert_eq!(done[0].frames, ["level3() /app/slow.py:12"]);
     }
 }
