@@ -17,36 +17,93 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
 /// folder, so that a targeted `cargo test --test scenarios` never runs a stale one.
 pub fn python_runtime() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let bin = Path::new(BIN);
-        let profile_dir = bin.parent().expect("drover's folder");
-        let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
-            Some("debug") => "dev",
-            Some(profile) => profile,
-            None => panic!("no profile folder in {BIN}"),
-        };
-        let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
-            .args([
-                "build",
-                "--quiet",
-                "--package",
-                "drover-python",
-                "--profile",
-                profile,
-            ])
-            .arg("--target-dir")
-            .arg(profile_dir.parent().expect("the target folder"))
-            .arg("--manifest-path")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-            .stdin(Stdio::null())
-            .status()
-            .expect("run cargo build");
-        assert!(
-            status.success(),
-            "cargo build --package drover-python: {status}"
-        );
-        bin.with_file_name("drover-python")
+    BUILT.get_or_init(|| build_beside_drover("drover-python"))
+}
+
+/// `drover-php`, beside [`BIN`], built like [`python_runtime`] once its crate exists
+/// (`crates/php`); `None` before. The master runs it for `runtime = "embed"` pools, and asks
+/// it (`--probe`) whether PHP pools without a runtime default to it.
+pub fn php_runtime() -> Option<&'static Path> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/php/Cargo.toml");
+            manifest
+                .is_file()
+                .then(|| build_beside_drover("drover-php"))
+        })
+        .as_deref()
+}
+
+/// Builds the workspace's `package` with drover's profile and target folder, and returns
+/// its binary (named like the package) beside [`BIN`].
+fn build_beside_drover(package: &str) -> PathBuf {
+    let bin = Path::new(BIN);
+    let profile_dir = bin.parent().expect("drover's folder");
+    let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") => "dev",
+        Some(profile) => profile,
+        None => panic!("no profile folder in {BIN}"),
+    };
+    let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
+        .args([
+            "build",
+            "--quiet",
+            "--package",
+            package,
+            "--profile",
+            profile,
+        ])
+        .arg("--target-dir")
+        .arg(profile_dir.parent().expect("the target folder"))
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .stdin(Stdio::null())
+        .status()
+        .expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build --package {package}: {status}"
+    );
+    bin.with_file_name(package)
+}
+
+/// Builds what drover runs beside itself before a test starts it.
+fn runtimes() {
+    python_runtime();
+    php_runtime();
+}
+
+/// The PHP runtime of a pool that does not choose one ([`PhpPool::runtime`]): the
+/// environment's `DROVER_TEST_PHP_RUNTIME` (`"embed"` or `"cgi"`), else `"cgi"`.
+pub fn default_php_runtime() -> &'static str {
+    static CHOSEN: OnceLock<&'static str> = OnceLock::new();
+    CHOSEN.get_or_init(|| match std::env::var("DROVER_TEST_PHP_RUNTIME") {
+        Err(_) => "cgi",
+        Ok(value) => match value.as_str() {
+            "embed" => "embed",
+            "cgi" => "cgi",
+            other => panic!("DROVER_TEST_PHP_RUNTIME={other:?}: expected \"embed\" or \"cgi\""),
+        },
     })
+}
+
+/// The `[php]` table of a pool on `runtime` (`"embed"`: drover-php; `"cgi"`: php-cgi from
+/// PATH), with a line break before the next table.
+pub fn php_table(runtime: &str) -> String {
+    match runtime {
+        "embed" => "[php]\nruntime = \"embed\"\n".to_owned(),
+        "cgi" => "[php]\nruntime = \"cgi\"\nbinary = \"php-cgi\"\n".to_owned(),
+        other => panic!("PHP runtime {other:?}: expected \"embed\" or \"cgi\""),
+    }
+}
+
+/// The process name (`comm`) of the workers of a PHP pool on `runtime`.
+pub fn php_worker_comm(runtime: &str) -> &'static str {
+    match runtime {
+        "embed" => "drover-php",
+        _ => "php-cgi",
+    }
 }
 
 /// A pool file drover reads from `pools.d/NAME.toml`.
@@ -55,11 +112,14 @@ pub trait PoolFile {
     fn toml(&self, site: &Site) -> String;
 }
 
-/// A static `[php]` pool listening on `<site>/<name>.sock`.
+/// A static `[php]` pool listening on `<site>/<name>.sock`, on [`default_php_runtime`]
+/// unless [`PhpPool::runtime`] says otherwise.
 pub struct PhpPool {
     pub name: String,
     pub max_children: u32,
     pub max_requests: Option<u32>,
+    /// `"embed"` (drover-php) or `"cgi"` (php-cgi).
+    pub runtime: &'static str,
 }
 
 impl PhpPool {
@@ -68,7 +128,24 @@ impl PhpPool {
             name: name.to_string(),
             max_children: 2,
             max_requests: None,
+            runtime: default_php_runtime(),
         }
+    }
+
+    /// Runs the pool on `runtime`: `"embed"` (drover-php) or `"cgi"` (php-cgi), whatever
+    /// the process-wide default.
+    pub fn runtime(mut self, runtime: &'static str) -> PhpPool {
+        assert!(
+            matches!(runtime, "embed" | "cgi"),
+            "PHP runtime {runtime:?}: expected \"embed\" or \"cgi\""
+        );
+        self.runtime = runtime;
+        self
+    }
+
+    /// The process name of its workers: `drover-php` or `php-cgi`.
+    pub fn worker_comm(&self) -> &'static str {
+        php_worker_comm(self.runtime)
     }
 
     pub fn max_children(mut self, n: u32) -> PhpPool {
@@ -94,7 +171,7 @@ impl PoolFile for PhpPool {
         }
         pool_toml(
             &site.socket(&self.name),
-            &format!("[pm]\n{pm}\n[php]\nbinary = \"php-cgi\"\n"),
+            &format!("[pm]\n{pm}\n{}", php_table(self.runtime)),
         )
     }
 }
@@ -116,7 +193,7 @@ pub fn pool_toml(socket: &Path, tables: &str) -> String {
 
 /// `drover -t -c <site>/drover.toml`, bounded; drover.toml logs to stderr.
 pub fn check_config(site: &Site) -> Output {
-    python_runtime();
+    runtimes();
     run_bounded(
         Command::new(BIN)
             .arg("-t")
@@ -179,7 +256,7 @@ impl Drover {
 
     /// [`Drover::spawn`] with these variables added to drover's environment.
     pub fn spawn_with_env(site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
-        python_runtime();
+        runtimes();
         let mut child = Command::new(BIN)
             .envs(env.iter().copied())
             .arg("-c")
@@ -209,13 +286,14 @@ impl Drover {
         wait_until(timeout, "drover to exit", || child.try_wait().unwrap())
     }
 
-    /// Every process below drover (php-cgi pool parents and their workers).
+    /// Every process below drover (pool parents and their workers).
     pub fn descendants(&self) -> Vec<i32> {
         proc::descendants(self.pid())
     }
 
-    /// The running php-cgi processes below drover that have no children: the workers,
-    /// whether drover starts them directly or a php-cgi pool parent forks them.
+    /// The running php-cgi and drover-php processes below drover that have no children:
+    /// the PHP workers, whether drover starts them directly or a pool parent (a php-cgi
+    /// parent, a drover-php zygote) forks them.
     pub fn workers(&self) -> Vec<i32> {
         let below = self.descendants();
         let is_parent = |pid: i32| {
@@ -226,7 +304,11 @@ impl Drover {
         below
             .iter()
             .copied()
-            .filter(|&pid| proc::stat(pid).is_some_and(|s| s.comm == "php-cgi" && s.state != 'Z'))
+            .filter(|&pid| {
+                proc::stat(pid).is_some_and(|s| {
+                    ["php-cgi", "drover-php"].contains(&s.comm.as_str()) && s.state != 'Z'
+                })
+            })
             .filter(|&pid| !is_parent(pid))
             .collect()
     }

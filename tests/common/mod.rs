@@ -3,7 +3,9 @@
 //!
 //! - [`Site`]: the test's temp dir (0755, so nginx's worker can reach the socket) and docroot.
 //! - [`Drover`]: writes `drover.toml` and the pools ([`PhpPool`], [`PythonPool`]), runs the
-//!   binary, collects its log.
+//!   binary (with `drover-python`, and `drover-php` once its crate exists, built beside it),
+//!   collects its log. A PHP pool runs on php-cgi, or on drover-php with
+//!   `DROVER_TEST_PHP_RUNTIME=embed` ([`default_php_runtime`], [`PhpPool::runtime`]).
 //! - [`Nginx`]: nginx on a free loopback port, passing `*.php` (or a [`Location`] prefix) to a
 //!   pool's unix socket.
 //! - [`Stack`]: the three together, as an operator runs them.
@@ -37,7 +39,8 @@ mod watch;
 
 pub use ctl::{Ctl, start_with_control};
 pub use drover::{
-    BIN, Drover, PhpPool, PoolFile, check_config, pool_toml, python_runtime, run_bounded,
+    BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
+    pool_toml, python_runtime, run_bounded,
 };
 pub use log::Log;
 pub use nginx::{Location, Nginx};

@@ -2,9 +2,10 @@
 //! the line and the key; a good one is printed with its defaults; `drover -c` refuses to
 //! start on a bad one.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{BIN, Site, check_config, pool_toml, run_bounded};
+use crate::common::{BIN, Site, check_config, php_runtime, pool_toml, run_bounded};
 
 /// `[pm]` and `[php]` tables of a valid static pool, with `pm` lines added to `[pm]`.
 fn tables(pm: &str, php: &str) -> String {
@@ -362,4 +363,115 @@ fn listen_allowed_clients_on_a_php_pool_is_refused_with_what_to_do_instead() {
         error.contains("php-cgi does not enforce it") && error.contains("firewall"),
         "no rule in {error:?}"
     );
+}
+
+/// What `drover-php --probe` says here: `Ok` with its line, or why it cannot run PHP
+/// (missing while its crate is not in the workspace, or built without PHP's headers).
+fn drover_php_answer() -> Result<String, String> {
+    let Some(program) = php_runtime() else {
+        return Err(format!(
+            "{} is missing",
+            Path::new(BIN).with_file_name("drover-php").display()
+        ));
+    };
+    let out = run_bounded(Command::new(program).arg("--probe"));
+    let line = |bytes: &[u8]| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_owned()
+    };
+    match out.status.code() {
+        Some(0) => Ok(line(&out.stdout)),
+        _ => Err(line(&out.stdout)),
+    }
+}
+
+#[test]
+fn a_php_pool_without_a_runtime_runs_drover_php_only_where_it_can_run_php() {
+    let site = Site::new();
+    let text = pool_toml(
+        &site.socket("www"),
+        "[pm]\nmode = \"ondemand\"\nmax_children = 2\n\n[php]\n",
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let out = check_config(&site);
+
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    match drover_php_answer() {
+        Ok(_) => assert!(
+            stdout.contains("runtime = \"embed\"\n"),
+            "{}",
+            describe(&out)
+        ),
+        Err(why) => {
+            assert!(stdout.contains("runtime = \"cgi\"\n"), "{}", describe(&out));
+            assert!(
+                stderr.contains(&format!(
+                    "run on php-cgi: drover-php is not usable here: {why}"
+                )),
+                "{}",
+                describe(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn embed_where_drover_php_cannot_run_php_is_refused_with_why() {
+    let Err(why) = drover_php_answer() else {
+        return; // drover-php runs PHP here: nothing to refuse.
+    };
+    let site = Site::new();
+    let text = pool_toml(
+        &site.socket("www"),
+        "[pm]\nmode = \"static\"\nmax_children = 2\n\n[php]\nruntime = \"embed\"\n",
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "runtime"),
+        "php.runtime",
+    );
+    assert!(
+        error.contains(&format!("drover-php is not usable here: {why}")),
+        "no reason in {error:?}"
+    );
+}
+
+#[test]
+fn what_php_cgi_cannot_enforce_is_refused_at_its_key() {
+    let site = Site::new();
+    let text = pool_toml(
+        &site.socket("www"),
+        &tables(
+            "",
+            "runtime = \"cgi\"\nlimit_extensions = [\".php\", \".phar\"]\n\n[php.admin_ini]\ndisable_functions = \"exec\"\n",
+        ),
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    for (needle, key) in [
+        ("limit_extensions", "php.limit_extensions"),
+        ("[php.admin_ini]", "php.admin_ini"),
+    ] {
+        let error = located(&stderr, "pools.d/www.toml", line_of(&text, needle), key);
+        assert!(
+            error.contains("php-cgi cannot enforce it"),
+            "no rule in {error:?}"
+        );
+    }
 }

@@ -14,6 +14,8 @@ fn term_during_a_two_second_request_lets_it_finish() {
             started.display()
         ),
     );
-    let stack = Stack::start(site, PhpPool::new("www").max_children(2));
-    term_lets_the_request_finish(stack, "/slow.php", &started, "php-cgi");
+    let pool = PhpPool::new("www").max_children(2);
+    let comm = pool.worker_comm();
+    let stack = Stack::start(site, pool);
+    term_lets_the_request_finish(stack, "/slow.php", &started, comm);
 }

@@ -21,7 +21,8 @@ mod slowlog;
 mod status;
 
 use crate::common::{
-    Ctl, Location, Nginx, PoolFile, Site, Stack, http, pool_toml, start_with_control,
+    Ctl, Location, Nginx, PoolFile, Site, Stack, default_php_runtime, http, php_table, pool_toml,
+    start_with_control,
 };
 
 /// A pool file as an operator writes one: top-level keys, `[pm]` (static), `[env]` with
@@ -114,7 +115,7 @@ impl PoolFile for Pool {
             tables += &format!("\n[env]\nGREETING = \"{greeting}\"\n");
         }
         tables += &match &self.runtime {
-            Runtime::Php => "\n[php]\nbinary = \"php-cgi\"\n".to_string(),
+            Runtime::Php => format!("\n{}", php_table(default_php_runtime())),
             Runtime::Python { mount } => {
                 let apps = site.path().join("apps");
                 let mut python = format!(

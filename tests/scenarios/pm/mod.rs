@@ -21,7 +21,10 @@ mod terminate;
 use std::path::Path;
 
 use crate::common::python::started_pid;
-use crate::common::{Drover, Location, Log, Nginx, PoolFile, Site, Stack, http, pool_toml};
+use crate::common::{
+    Drover, Location, Log, Nginx, PoolFile, Site, Stack, default_php_runtime, http, php_table,
+    pool_toml,
+};
 
 /// The runtime table of a [`Pool`].
 enum Runtime {
@@ -66,7 +69,7 @@ impl PoolFile for Pool {
 
     fn toml(&self, site: &Site) -> String {
         let runtime = match self.runtime {
-            Runtime::Php => "[php]\nbinary = \"php-cgi\"\n".to_string(),
+            Runtime::Php => php_table(default_php_runtime()),
             Runtime::Python => format!(
                 "[python]\napp = \"pm_app:application\"\npython_path = [\"{}\"]\n",
                 site.path().join("apps").display()
