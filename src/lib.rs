@@ -4,9 +4,11 @@
 //!
 //! ```text
 //! drover (master)                  tokio current-thread; spawns only by exec, never forks itself
-//!  ├─ php-cgi (pool parent)        static php pool: one php-cgi per generation, the pool's
-//!  │   ├─ php-cgi  worker          listening socket as fd 0, PHP_FCGI_CHILDREN = max_children:
-//!  │   └─ php-cgi  worker          its workers fork from it and share one OPcache
+//!  ├─ drover-php (zygote)          php pool, runtime = "embed": the only binary that links
+//!  │   └─ drover-php  worker       libphp; starts PHP once, forks the workers (every pm mode)
+//!  ├─ php-cgi (pool parent)        static php pool, runtime = "cgi": one php-cgi per
+//!  │   ├─ php-cgi  worker          generation, the pool's listening socket as fd 0,
+//!  │   └─ php-cgi  worker          PHP_FCGI_CHILDREN = max_children; they share one OPcache
 //!  ├─ <command>    worker          any FastCGI app that accepts on fd 0 (fcgiwrap, ...)
 //!  └─ drover-python (zygote)       python pool: the only binary that links libpython; loads
 //!      └─ drover-python  worker    CPython + the app once, forks the workers
@@ -23,6 +25,8 @@
 //!
 //! - `crates/python` (`drover-python`): the Python runtime's binary, zygote and workers; the
 //!   only crate that links libpython.
+//! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
+//!   only crate that links libphp.
 //! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by the Python workers.
 //! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
 //!   written by the workers; re-exported as [`scoreboard`].
@@ -52,8 +56,8 @@
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
 //! - [`runtime`]: the runtime interface the master asks ([`runtime::Kind`]: launch, reports,
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
-//!   command, python); the Python runtime runs in its own binary, `drover-python`
-//!   (crates/python).
+//!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
+//!   `drover-python` (crates/python) and `drover-php` (crates/php).
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file).
