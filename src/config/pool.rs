@@ -9,7 +9,7 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::listen::{Claim, parse_listen};
-use super::model::{ListenAddr, PhpRuntime, Pool, Runtime};
+use super::model::{ListenAddr, Php, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, resolve};
 use super::{pm, runtime};
 
@@ -178,6 +178,7 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
 
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
+/// drover-php and drover-python check it in their shared accept loop (`drover-worker`).
 fn enforceable_clients(
     root: &Table<'_, '_>,
     listen: Option<&ListenAddr>,
@@ -186,22 +187,15 @@ fn enforceable_clients(
     if !root.contains("listen_allowed_clients") {
         return;
     }
-    if root.contains("php") {
-        let why = match runtime {
-            Some(Runtime::Php(php)) if matches!(php.runtime, PhpRuntime::Embed { .. }) => {
-                "drover-php does not enforce it: drover does not give it FCGI_WEB_SERVER_ADDRS"
-            }
-            _ => {
-                "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket \
-                 it binds itself, and drover hands it the pool's socket"
-            }
-        };
+    let embed = |php: &Php| matches!(php.runtime, PhpRuntime::Embed { .. });
+    let on_drover_php = matches!(runtime, Some(Runtime::Php(php)) if embed(php));
+    if root.contains("php") && !on_drover_php {
         root.fail(
             "listen_allowed_clients",
-            format!(
-                "{why}; limit who connects with a unix socket (listen_owner, listen_group, \
-                 listen_mode) or a firewall rule"
-            ),
+            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
+             binds itself, and drover hands it the pool's socket; limit who connects with a \
+             unix socket (listen_owner, listen_group, listen_mode) or a firewall rule, or run \
+             the pool on drover-php (runtime = \"embed\"), which checks it",
         );
     } else if root.contains("command") && matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
     {

@@ -227,6 +227,7 @@ mod tests {
         let planned = launch(&pool(&text), 0).unwrap();
         assert_eq!(planned.kind, Kind::PhpZygote);
         assert!(planned.spec.program.ends_with(php::embed::PROGRAM));
+        // No php-cgi variables; no FCGI_WEB_SERVER_ADDRS without listen_allowed_clients.
         assert!(planned.spec.env.is_empty(), "{:?}", planned.spec.env);
         // The zygote draws each worker's request limit itself.
         assert_eq!(*planned.spec(42), planned.spec);
@@ -246,6 +247,15 @@ mod tests {
             limit_extensions: ".php .phar".into(),
         };
         assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
+
+        // Its workers check listen_allowed_clients, as drover-python's do.
+        let tcp = text.replace(
+            "listen = \"/run/drover/www.sock\"",
+            "listen = \"127.0.0.1:9000\"\nlisten_allowed_clients = [\"127.0.0.1\", \"::1\"]",
+        );
+        let planned = launch(&pool(&tcp), 0).unwrap();
+        let allowed = ("FCGI_WEB_SERVER_ADDRS".into(), "127.0.0.1,::1".into());
+        assert_eq!(planned.spec.env, [allowed]);
 
         // [] is any file: an empty argument, not the flag's default.
         let any = pool(&format!("{POOL}[php]\nlimit_extensions = []\n"));

@@ -266,3 +266,25 @@ fn an_embed_pool_renders_and_loads_back_the_same() {
     a.file = b.file.clone();
     assert_eq!(a, b, "rendered:\n{text}");
 }
+
+#[test]
+fn drover_php_takes_listen_allowed_clients_and_php_cgi_does_not() {
+    assume(USABLE);
+    let tcp = |php: &str| {
+        with_php(php).replace(
+            "listen = \"/run/drover/www.sock\"",
+            "listen = \"127.0.0.1:9000\"\nlisten_allowed_clients = [\"127.0.0.1\"]",
+        )
+    };
+    let (_dir, config) = loaded(&[("www", &tcp("[php]\n"))]);
+    assert_eq!(config.pools[0].listen_allowed_clients.len(), 1);
+    let e = only_error(&tcp("[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "listen_allowed_clients",
+        "php-cgi does not enforce it",
+    );
+    assert!(e.rule.contains("runtime = \"embed\""), "{e}");
+}

@@ -23,7 +23,7 @@ use std::time::Duration;
 use drover_proto::zygote::{EXIT_NO_PHP, PHP_PROBE};
 
 use crate::config::{Php, Pool};
-use crate::runtime::zygote;
+use crate::runtime::{allowed_clients_env, zygote};
 
 /// The embedded-PHP runtime's binary, installed beside `drover`.
 pub const PROGRAM: &str = "drover-php";
@@ -59,8 +59,9 @@ pub fn plan(
     }
     args.push("--limit-extensions".into());
     args.push(limit_extensions.join(" ").into());
-    // No FCGI_WEB_SERVER_ADDRS: the loader refuses listen_allowed_clients in a PHP pool.
-    (program(), args, Vec::new())
+    // Checked by drover-php's workers on every accept, as drover-python's.
+    let env = allowed_clients_env(pool).into_iter().collect();
+    (program(), args, env)
 }
 
 /// Whether drover-php can run PHP here: `Ok` with the line naming PHP (`PHP 8.2.36
