@@ -62,6 +62,15 @@ pub fn try_get(url: &str) -> Result<Reply, String> {
     try_reply(url, agent().get(url).call())
 }
 
+/// GET with request headers.
+pub fn get_with(url: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = agent().get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    reply(url, request.call())
+}
+
 pub fn post(url: &str, content_type: &str, body: &[u8]) -> Reply {
     reply(
         url,

@@ -22,6 +22,8 @@ pub struct Location {
     pub socket: PathBuf,
     /// `fastcgi_keep_conn on`, through an upstream that keeps idle connections open.
     pub keep_conn: bool,
+    /// More directives for the location, such as `fastcgi_param PHP_VALUE "...";`.
+    pub extra: String,
 }
 
 impl Location {
@@ -31,6 +33,7 @@ impl Location {
             pattern: r"~ \.php$".to_string(),
             socket: socket.to_path_buf(),
             keep_conn: false,
+            extra: String::new(),
         }
     }
 
@@ -40,6 +43,7 @@ impl Location {
             pattern: prefix.to_string(),
             socket: socket.to_path_buf(),
             keep_conn: false,
+            extra: String::new(),
         }
     }
 
@@ -47,6 +51,12 @@ impl Location {
     /// the pool open and sends further requests on them.
     pub fn keep_conn(mut self) -> Location {
         self.keep_conn = true;
+        self
+    }
+
+    /// This location with more directives (each ending in `;`).
+    pub fn with(mut self, directives: &str) -> Location {
+        self.extra.push_str(directives);
         self
     }
 }
@@ -147,8 +157,8 @@ fn config(site: &Site, locations: &[Location], port: u16, worker_connections: u3
                 format!("fastcgi_pass unix:{};", l.socket.display())
             };
             format!(
-                "        location {} {{\n            include /etc/nginx/fastcgi.conf;\n            {pass}\n        }}\n",
-                l.pattern,
+                "        location {} {{\n            include /etc/nginx/fastcgi.conf;\n            {pass}\n            {}\n        }}\n",
+                l.pattern, l.extra,
             )
         })
         .collect();

@@ -1,0 +1,50 @@
+//! The C side of the SAPI (`sapi.c`), as Rust sees it. The layouts here mirror the structs
+//! there field for field; the functions Rust exports to it are in [`super::request`].
+
+use std::ffi::{c_char, c_double, c_int, c_longlong};
+
+/// One FastCGI param, name and value NUL-terminated.
+#[repr(C)]
+pub struct Param {
+    pub name: *const c_char,
+    pub name_len: usize,
+    pub value: *const c_char,
+    pub value_len: usize,
+}
+
+/// A request as `drover_php_run` takes it; every string NUL-terminated or null.
+#[repr(C)]
+pub struct Request {
+    pub params: *const Param,
+    pub params_len: usize,
+    pub method: *const c_char,
+    pub query: *const c_char,
+    pub request_uri: *const c_char,
+    pub content_type: *const c_char,
+    pub content_length: c_longlong,
+    pub cookie: *const c_char,
+    pub authorization: *const c_char,
+    pub protocol: *const c_char,
+    pub script_filename: *const c_char,
+    pub script_name: *const c_char,
+    pub path_info: *const c_char,
+    pub path_translated: *const c_char,
+    pub php_self: *const c_char,
+    pub php_value: *const c_char,
+    pub php_admin_value: *const c_char,
+}
+
+unsafe extern "C" {
+    /// Starts PHP once (module startup): 0 on success.
+    pub fn drover_php_startup(ini_path: *const c_char, ini_entries: *const c_char) -> c_int;
+    /// Sets and locks one `[php.admin_ini]` value: 0, or -1 for an unknown name or a value
+    /// the entry refuses.
+    pub fn drover_php_admin_ini(name: *const c_char, value: *const c_char) -> c_int;
+    /// Runs one request; the HTTP status it answered, or -1 if PHP could not start it.
+    pub fn drover_php_run(request: *const Request, now: c_double) -> c_int;
+    /// Peak memory of the request that just ended, in bytes.
+    pub fn drover_php_peak_memory() -> usize;
+    pub fn drover_php_version() -> *const c_char;
+    /// SIGUSR2 writes the running script's stack to stderr as frame lines.
+    pub fn drover_php_install_stack_dump();
+}

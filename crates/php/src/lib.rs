@@ -1,0 +1,27 @@
+//! The PHP runtime, run as the binary `drover-php`: the master execs it once per PHP pool
+//! (`[php] runtime = "embed"`) as that pool's zygote; the zygote starts PHP once and forks
+//! the workers, which serve FastCGI through drover's own SAPI.
+//!
+//! This is the only crate that links the PHP embed library (libphp, NTS). Its `build.rs`
+//! finds it with `php-config`; without it the crate builds with cfg `no_php`, and
+//! `drover-php --probe` says why it cannot run PHP, so the master falls back to php-cgi.
+//!
+//! - [`zygote`]: PHP's module startup, `[php.admin_ini]`, then the fork loop
+//!   (`drover_worker::zygote`).
+//! - [`request`]: one request: the script, the 404/403 answers, PHP's callbacks.
+//! - [`script`]: which script a request runs (php-fpm's `cgi.fix_pathinfo`, Apache's
+//!   `proxy:fcgi://`, `security.limit_extensions`): pure policy.
+//! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are.
+//!
+//! docs/ARCHITECTURE.md, "Embedded PHP", has the process tree and the reasons.
+
+#[cfg(not(no_php))]
+mod ffi;
+#[cfg(not(no_php))]
+pub mod request;
+pub mod script;
+#[cfg(not(no_php))]
+pub mod zygote;
+
+/// The exit code of `drover-php` built without PHP.
+pub const EXIT_NO_PHP: u8 = 3;

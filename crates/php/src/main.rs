@@ -1,0 +1,53 @@
+//! `drover-php`: the PHP runtime, a binary of its own so that only PHP pools load libphp.
+//! The master execs it once per PHP pool as that pool's zygote (see
+//! [`drover_php::zygote`]); operators never run it by hand, except `drover-php --probe`.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use drover_proto::zygote::PhpArgs;
+
+/// The zygote of one PHP pool (started by the drover master, not by hand).
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    #[command(flatten)]
+    php: PhpArgs,
+}
+
+/// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
+/// run PHP and exits [`drover_php::EXIT_NO_PHP`]: the master asks it before it picks a PHP
+/// pool's runtime.
+fn main() -> ExitCode {
+    let code = if std::env::args().nth(1).as_deref() == Some("--probe") {
+        probe()
+    } else {
+        run(Args::parse())
+    };
+    ExitCode::from(code)
+}
+
+#[cfg(not(no_php))]
+fn probe() -> u8 {
+    println!("{}", drover_php::zygote::version());
+    0
+}
+
+#[cfg(not(no_php))]
+fn run(args: Args) -> u8 {
+    drover_php::zygote::run(args.php)
+}
+
+#[cfg(no_php)]
+fn run(_: Args) -> u8 {
+    probe()
+}
+
+#[cfg(no_php)]
+fn probe() -> u8 {
+    println!(
+        "drover-php was built without PHP (no php-config and libphp at build time): run PHP pools with runtime = \"cgi\""
+    );
+    drover_php::EXIT_NO_PHP
+}

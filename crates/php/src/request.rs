@@ -1,0 +1,330 @@
+//! One request through PHP: the worker loop (`drover_worker::serve`) hands each FastCGI
+//! request to [`Php::handle`], which decides the script ([`super::script`]), answers 404
+//! or 403 itself as php-fpm does, or runs it in PHP (`sapi.c`). While PHP runs, the
+//! connection sits in [`CURRENT`], where the `drover_php_rs_*` callbacks that `sapi.c`
+//! calls find it.
+//!
+//! The callbacks only move bytes and return a status, and never panic: PHP's errors are
+//! longjmps, handled in C, which must never cross a Rust frame.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char, c_int};
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use drover_fastcgi::{Params, Request};
+use drover_worker::serve::{Conn, Handler, Outcome};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+
+use super::ffi;
+use super::script::{self, Target};
+
+/// The request PHP is running, for the callbacks.
+struct Current {
+    conn: Conn,
+    /// `fastcgi_finish_request()` ended the FastCGI request; output is dropped.
+    finished: bool,
+    /// Whether the connection stays open (the web server asked to keep it, and the finish
+    /// went through).
+    keep: bool,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// The PHP runtime's request handler, one per worker.
+pub struct Php {
+    /// `security.limit_extensions`; empty: any file.
+    pub limit_extensions: Vec<String>,
+}
+
+impl Handler for Php {
+    fn script(&self, params: &Params) -> Option<String> {
+        params
+            .get("SCRIPT_FILENAME")
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+    }
+
+    fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
+        let params = &request.params;
+        let text = |name: &str| params.get(name).and_then(|v| std::str::from_utf8(v).ok());
+        let target = script::resolve(text, &self.limit_extensions, |path| {
+            std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        });
+        match target {
+            Target::Script(found) => self.run(conn, &request, &found),
+            Target::NotFound { .. } => {
+                // php-fpm's answer, and its line in the web server's error log.
+                let mut c = conn.borrow_mut();
+                let _ = c.write_stderr(b"Primary script unknown");
+                answer(&mut c, "404 Not Found", "File not found.\n")
+            }
+            Target::Denied { filename } => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "access to the script '{filename}' has been denied (see security.limit_extensions)"
+                );
+                answer(&mut conn.borrow_mut(), "403 Forbidden", "Access denied.\n")
+            }
+        }
+    }
+}
+
+/// A response drover writes without PHP, and the end of the request.
+fn answer(
+    conn: &mut drover_fastcgi::Connection<drover_worker::socket::Socket>,
+    status: &str,
+    body: &str,
+) -> Outcome {
+    let head = format!("Status: {status}\r\nContent-type: text/html; charset=UTF-8\r\n\r\n");
+    let keep = conn.write_stdout(head.as_bytes()).is_ok()
+        && conn.write_stdout(body.as_bytes()).is_ok()
+        && conn.finish(0).unwrap_or(false);
+    Outcome { keep }
+}
+
+/// The C strings of one request, alive until PHP is done with it.
+struct Strings {
+    /// Names and values, in param order.
+    pairs: Vec<(CString, CString)>,
+    extra: Vec<CString>,
+}
+
+impl Strings {
+    fn keep(&mut self, value: Option<&[u8]>) -> *const c_char {
+        let Some(value) = value else {
+            return std::ptr::null();
+        };
+        let value = CString::new(strip_nul(value)).unwrap_or_default();
+        // The CString's heap buffer does not move when the CString itself moves into
+        // the vector.
+        let ptr = value.as_ptr();
+        self.extra.push(value);
+        ptr
+    }
+}
+
+/// A param value is cut at its first NUL: C strings end there.
+fn strip_nul(value: &[u8]) -> Vec<u8> {
+    let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+    value[..end].to_vec()
+}
+
+impl Php {
+    fn run(&mut self, conn: &Conn, request: &Request, found: &script::Script) -> Outcome {
+        let params = &request.params;
+        let mut strings = Strings {
+            pairs: params
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some((CString::new(name).ok()?, CString::new(strip_nul(value)).ok()?))
+                })
+                .collect(),
+            extra: Vec::new(),
+        };
+        let ffi_params: Vec<ffi::Param> = strings
+            .pairs
+            .iter()
+            .map(|(name, value)| ffi::Param {
+                name: name.as_ptr(),
+                name_len: name.as_bytes().len(),
+                value: value.as_ptr(),
+                value_len: value.as_bytes().len(),
+            })
+            .collect();
+        let get = |name: &str| params.get(name);
+        let content_length = get("CONTENT_LENGTH")
+            .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
+            .unwrap_or(0);
+        let method = get("REQUEST_METHOD").or(Some(b"GET"));
+        let req = ffi::Request {
+            params: ffi_params.as_ptr(),
+            params_len: ffi_params.len(),
+            method: strings.keep(method),
+            query: strings.keep(get("QUERY_STRING").or(Some(b""))),
+            request_uri: strings.keep(get("REQUEST_URI")),
+            content_type: strings.keep(get("CONTENT_TYPE")),
+            content_length,
+            cookie: strings.keep(get("HTTP_COOKIE")),
+            authorization: strings.keep(get("HTTP_AUTHORIZATION")),
+            protocol: strings.keep(get("SERVER_PROTOCOL")),
+            script_filename: strings.keep(Some(found.filename.as_bytes())),
+            script_name: strings.keep(found.script_name.as_deref().map(str::as_bytes)),
+            path_info: strings.keep(found.path_info.as_deref().map(str::as_bytes)),
+            path_translated: strings.keep(found.path_translated.as_deref().map(str::as_bytes)),
+            php_self: strings.keep(Some(found.php_self.as_bytes())),
+            php_value: strings.keep(get("PHP_VALUE")),
+            php_admin_value: strings.keep(get("PHP_ADMIN_VALUE")),
+        };
+        CURRENT.with(|current| {
+            *current.borrow_mut() = Some(Current {
+                conn: conn.clone(),
+                finished: false,
+                keep: false,
+            });
+        });
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        // SIGTERM (retire) waits until the script is done: delivered during it, it would
+        // cut a sleep() or a blocking read short. It is taken when the mask is restored.
+        let mut term = SigSet::empty();
+        term.add(Signal::SIGTERM);
+        let mut before = SigSet::empty();
+        let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut before));
+        // SAFETY: every pointer in `req` points into `strings` or `ffi_params`, which
+        // outlive the call; the C side keeps none of them after it returns.
+        let status = unsafe { ffi::drover_php_run(&req, now) };
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+        drop(ffi_params);
+        drop(strings);
+        let current = CURRENT.with(|current| current.borrow_mut().take());
+        let Some(current) = current else {
+            return Outcome { keep: false };
+        };
+        if current.finished {
+            return Outcome { keep: current.keep };
+        }
+        let mut c = conn.borrow_mut();
+        if status < 0 {
+            let _ = writeln!(std::io::stderr(), "PHP could not start the request");
+            return answer(&mut c, "500 Internal Server Error", "");
+        }
+        Outcome {
+            keep: c.finish(0).unwrap_or(false),
+        }
+    }
+}
+
+/// Runs `f` on the current request's connection, unless `fastcgi_finish_request()` ended
+/// it; `None` outside a request.
+fn with_open<T>(f: impl FnOnce(&mut Current) -> T) -> Option<T> {
+    CURRENT.with(|current| {
+        let mut current = current.try_borrow_mut().ok()?;
+        current.as_mut().filter(|c| !c.finished).map(f)
+    })
+}
+
+fn status(result: Option<std::io::Result<()>>) -> c_int {
+    match result {
+        Some(Ok(())) | None => 0,
+        Some(Err(_)) => -1,
+    }
+}
+
+/// PHP's output (headers and body) for the client.
+#[unsafe(no_mangle)]
+pub extern "C" fn drover_php_rs_write(data: *const c_char, len: usize) -> c_int {
+    if data.is_null() || len == 0 {
+        return 0;
+    }
+    // SAFETY: PHP passes a buffer of `len` readable bytes, valid for this call.
+    let data = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    status(with_open(|c| {
+        c.conn
+            .try_borrow_mut()
+            .map_err(|_| std::io::ErrorKind::WouldBlock.into())
+            .and_then(|mut conn| conn.write_stdout(data))
+    }))
+}
+
+/// `flush()`: what PHP wrote so far goes to the client now.
+#[unsafe(no_mangle)]
+pub extern "C" fn drover_php_rs_flush() -> c_int {
+    status(with_open(|c| {
+        c.conn
+            .try_borrow_mut()
+            .map_err(|_| std::io::ErrorKind::WouldBlock.into())
+            .and_then(|mut conn| conn.flush())
+    }))
+}
+
+/// The request body, for `$_POST`, `$_FILES` and `php://input`; 0 at its end (or when the
+/// client is gone or too slow: the worker loop logs that once PHP is done).
+#[unsafe(no_mangle)]
+pub extern "C" fn drover_php_rs_read_body(buf: *mut c_char, len: usize) -> usize {
+    if buf.is_null() || len == 0 {
+        return 0;
+    }
+    // SAFETY: PHP passes a writable buffer of `len` bytes, valid for this call.
+    let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
+    with_open(|c| {
+        c.conn
+            .try_borrow_mut()
+            .ok()
+            .and_then(|mut conn| conn.read_stdin(buf).ok())
+            .unwrap_or(0)
+    })
+    .unwrap_or(0)
+}
+
+/// `fastcgi_finish_request()`: ends the FastCGI request now (END_REQUEST, and the
+/// connection closed unless the web server keeps it), while the script runs on.
+#[unsafe(no_mangle)]
+pub extern "C" fn drover_php_rs_finish() -> c_int {
+    CURRENT.with(|current| {
+        let Ok(mut current) = current.try_borrow_mut() else {
+            return -1;
+        };
+        let Some(current) = current.as_mut().filter(|c| !c.finished) else {
+            return -1;
+        };
+        current.finished = true;
+        let Ok(mut conn) = current.conn.try_borrow_mut() else {
+            return -1;
+        };
+        match conn.finish(0) {
+            Ok(keep) => {
+                current.keep = keep;
+                if !keep {
+                    // The web server ends the response when the connection closes.
+                    close_now(&mut conn);
+                }
+                0
+            }
+            Err(_) => {
+                close_now(&mut conn);
+                -1
+            }
+        }
+    })
+}
+
+/// Closes the connection of a request that `fastcgi_finish_request()` ended, so that the
+/// web server ends the response now; a body the script left unread is shed first, as the
+/// worker loop does (`drover_fastcgi`'s crate doc says why).
+fn close_now(conn: &mut drover_fastcgi::Connection<drover_worker::socket::Socket>) {
+    if conn.body_unread() {
+        let max = drover_fastcgi::Limits::default().max_unread_body;
+        conn.get_mut().linger_close(max, LINGER_BOUND);
+    } else {
+        conn.get_mut().close();
+    }
+}
+
+/// How long a close after `fastcgi_finish_request()` waits for the web server to take
+/// the rest of an unread body (it stops sending once it has the response, and closes).
+const LINGER_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// PHP's log messages: into the web server's error log during a request (php-fpm's
+/// `fastcgi.logging`), and into drover's log.
+#[unsafe(no_mangle)]
+pub extern "C" fn drover_php_rs_log(message: *const c_char, len: usize) {
+    if message.is_null() {
+        return;
+    }
+    // SAFETY: PHP passes `len` readable bytes, valid for this call.
+    let message = unsafe { std::slice::from_raw_parts(message.cast::<u8>(), len) };
+    let mut line = Vec::with_capacity(len + 14);
+    line.extend_from_slice(b"PHP message: ");
+    line.extend_from_slice(message);
+    with_open(|c| {
+        if let Ok(mut conn) = c.conn.try_borrow_mut() {
+            let _ = conn.write_stderr(&line);
+        }
+    });
+    line.push(b'\n');
+    // One write, so that the line reaches drover's log whole.
+    let _ = std::io::stderr().write_all(&line);
+}

@@ -1,0 +1,638 @@
+/*
+ * drover-php's SAPI: the part of the PHP runtime that must be C, because PHP's API is
+ * mostly macros over its globals (SG(), EG(), PG(), zend_string) and because PHP's error
+ * handling (zend_bailout) is a longjmp that must never cross a Rust frame.
+ *
+ * The boundary (crates/php/src/ffi.rs declares the same):
+ * - Rust calls drover_php_startup() once in the zygote, drover_php_admin_ini() for each
+ *   [php.admin_ini] value, then drover_php_run() once per request in a worker.
+ * - PHP calls this file's SAPI callbacks; they call the drover_php_rs_* functions that Rust
+ *   exports (write, flush, read the body, end the request, log). Those only move bytes and
+ *   return a status: every PHP call that may bail out (php_handle_aborted_connection) is
+ *   made here, after the Rust function has returned.
+ *
+ * Semantics follow php-fpm (sapi/fpm/fpm/fpm_main.c): the SAPI is named "fpm-fcgi" (OPcache
+ * runs only under names it knows), fastcgi_finish_request() and getallheaders() exist,
+ * "Status:" is sent when the code is not 200, PHP_VALUE and PHP_ADMIN_VALUE apply ini
+ * values. Where drover differs from php-fpm on purpose, the comment says so.
+ */
+
+#include <php.h>
+#include <SAPI.h>
+#include <php_main.h>
+#include <php_variables.h>
+#include <php_ini.h>
+#include <php_output.h>
+#include <zend_ini.h>
+#include <zend_ini_scanner.h>
+#include <zend_smart_str.h>
+#include <zend_exceptions.h>
+#include <ext/standard/head.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One FastCGI param, name and value NUL-terminated (Rust keeps them until the request
+ * ends). */
+struct drover_param {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+/* What a request gives PHP; every string is NUL-terminated, NULL when absent. */
+struct drover_request {
+	const struct drover_param *params;
+	size_t params_len;
+	const char *method;
+	const char *query;
+	const char *request_uri;
+	const char *content_type;
+	long long content_length;
+	const char *cookie;
+	const char *authorization;
+	const char *protocol;
+	/* As drover computed them (cgi.fix_pathinfo, proxy:fcgi://): they override the
+	 * params of the same name in $_SERVER. */
+	const char *script_filename;
+	const char *script_name;
+	const char *path_info;
+	const char *path_translated;
+	const char *php_self;
+	const char *php_value;
+	const char *php_admin_value;
+};
+
+/* Exported by Rust (crates/php/src/request.rs). Each returns 0 on success, -1 when the
+ * client is gone. */
+extern int drover_php_rs_write(const char *data, size_t len);
+extern int drover_php_rs_flush(void);
+extern size_t drover_php_rs_read_body(char *buf, size_t len);
+extern int drover_php_rs_finish(void);
+extern void drover_php_rs_log(const char *message, size_t len);
+
+static const struct drover_request *current;
+/* fastcgi_finish_request() has ended the FastCGI request: output from now on is dropped. */
+static int finished;
+
+/* ---------------------------------------------------------------- SAPI callbacks */
+
+static int drover_startup(sapi_module_struct *module)
+{
+	return php_module_startup(module, NULL);
+}
+
+static size_t drover_ub_write(const char *str, size_t len)
+{
+	if (finished) {
+		/* php-fpm ends the script here unless ignore_user_abort is on; drover drops the
+		 * output, which is what code that calls fastcgi_finish_request() expects. */
+		return len;
+	}
+	if (drover_php_rs_write(str, len) != 0) {
+		php_handle_aborted_connection();
+		return 0;
+	}
+	return len;
+}
+
+static void drover_flush(void *server_context)
+{
+	(void) server_context;
+	if (!finished && current && drover_php_rs_flush() != 0) {
+		php_handle_aborted_connection();
+	}
+}
+
+static const char *reason_phrase(int code)
+{
+	switch (code) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 203: return "Non-Authoritative Information";
+	case 204: return "No Content";
+	case 205: return "Reset Content";
+	case 206: return "Partial Content";
+	case 300: return "Multiple Choices";
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 402: return "Payment Required";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 410: return "Gone";
+	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Range Not Satisfiable";
+	case 417: return "Expectation Failed";
+	case 418: return "I'm a teapot";
+	case 422: return "Unprocessable Content";
+	case 425: return "Too Early";
+	case 426: return "Upgrade Required";
+	case 428: return "Precondition Required";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 451: return "Unavailable For Legal Reasons";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	default: return "Unknown";
+	}
+}
+
+/* The CGI header block: "Status:" first unless the code is 200 or the script sent one,
+ * then every header, then the blank line. */
+static int drover_send_headers(sapi_headers_struct *headers)
+{
+	smart_str out = {0};
+	zend_llist_position pos;
+	sapi_header_struct *h;
+	int has_status = 0;
+
+	if (finished || !current) {
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	}
+	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
+	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
+		if (h->header_len >= 7 && strncasecmp(h->header, "Status:", 7) == 0) {
+			has_status = 1;
+		}
+	}
+	if (!has_status && headers->http_response_code != 200) {
+		int code = headers->http_response_code;
+		const char *line = headers->http_status_line;
+		/* header("HTTP/1.1 418 Short and stout") keeps its own reason. */
+		const char *reason = NULL;
+		if (line && strlen(line) > 12 && strncmp(line, "HTTP/", 5) == 0) {
+			reason = strchr(line, ' ');
+			if (reason) {
+				reason = strchr(reason + 1, ' ');
+			}
+			if (reason) {
+				reason++;
+			}
+		}
+		smart_str_append_printf(&out, "Status: %d %s\r\n", code,
+					reason && *reason ? reason : reason_phrase(code));
+	}
+	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
+	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
+		if (h->header_len) {
+			smart_str_appendl(&out, h->header, h->header_len);
+			smart_str_appendl(&out, "\r\n", 2);
+		}
+	}
+	smart_str_appendl(&out, "\r\n", 2);
+	smart_str_0(&out);
+	int failed = drover_php_rs_write(ZSTR_VAL(out.s), ZSTR_LEN(out.s)) != 0;
+	smart_str_free(&out);
+	if (failed) {
+		php_handle_aborted_connection();
+		return SAPI_HEADER_SEND_FAILED;
+	}
+	return SAPI_HEADER_SENT_SUCCESSFULLY;
+}
+
+static size_t drover_read_post(char *buffer, size_t count)
+{
+	size_t done = 0;
+	while (done < count) {
+		size_t n = drover_php_rs_read_body(buffer + done, count - done);
+		if (n == 0) {
+			break;
+		}
+		done += n;
+	}
+	return done;
+}
+
+static char *drover_read_cookies(void)
+{
+	return current ? (char *) current->cookie : NULL;
+}
+
+static char *drover_getenv(const char *name, size_t name_len)
+{
+	if (!current) {
+		return NULL;
+	}
+	for (size_t i = 0; i < current->params_len; i++) {
+		const struct drover_param *p = &current->params[i];
+		if (p->name_len == name_len && memcmp(p->name, name, name_len) == 0) {
+			return (char *) p->value;
+		}
+	}
+	return NULL;
+}
+
+static void register_one(const char *name, const char *value, size_t len, zval *array)
+{
+	size_t new_len;
+	char *filtered = estrndup(value, len);
+	if (sapi_module.input_filter(PARSE_SERVER, name, &filtered, len, &new_len)) {
+		php_register_variable_safe(name, filtered, new_len, array);
+	}
+	efree(filtered);
+}
+
+static void drover_register_variables(zval *array)
+{
+	if (!current) {
+		return;
+	}
+	for (size_t i = 0; i < current->params_len; i++) {
+		const struct drover_param *p = &current->params[i];
+		register_one(p->name, p->value, p->value_len, array);
+	}
+	/* php-fpm rewrites these from SCRIPT_FILENAME and cgi.fix_pathinfo. */
+	if (current->script_filename) {
+		register_one("SCRIPT_FILENAME", current->script_filename,
+			     strlen(current->script_filename), array);
+	}
+	if (current->script_name) {
+		register_one("SCRIPT_NAME", current->script_name, strlen(current->script_name), array);
+	}
+	if (current->path_info) {
+		register_one("PATH_INFO", current->path_info, strlen(current->path_info), array);
+	}
+	if (current->path_translated) {
+		register_one("PATH_TRANSLATED", current->path_translated,
+			     strlen(current->path_translated), array);
+	}
+	if (current->php_self) {
+		register_one("PHP_SELF", current->php_self, strlen(current->php_self), array);
+	}
+}
+
+/* PHP's log: "PHP message: ..." into the web server's error log (FCGI_STDERR, as php-fpm
+ * with fastcgi.logging) during a request, and into drover's log always. */
+static void drover_log_message(const char *message, int syslog_type)
+{
+	(void) syslog_type;
+	drover_php_rs_log(message, strlen(message));
+}
+
+static double request_time;
+
+static zend_result drover_get_request_time(double *out)
+{
+	*out = request_time;
+	return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- functions */
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_fastcgi_finish_request, 0, 0, _IS_BOOL, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_getallheaders, 0, 0, IS_ARRAY, 0)
+ZEND_END_ARG_INFO()
+
+/* Sends the response so far and ends the FastCGI request; the script runs on. */
+ZEND_FUNCTION(fastcgi_finish_request)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	if (finished || !current) {
+		RETURN_FALSE;
+	}
+	php_output_end_all();
+	php_header();
+	finished = 1;
+	if (drover_php_rs_finish() != 0) {
+		RETURN_FALSE;
+	}
+	RETURN_TRUE;
+}
+
+/* The request's headers, from the HTTP_* params: HTTP_X_FORWARDED_FOR is X-Forwarded-For. */
+ZEND_FUNCTION(getallheaders)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	array_init(return_value);
+	if (!current) {
+		return;
+	}
+	for (size_t i = 0; i < current->params_len; i++) {
+		const struct drover_param *p = &current->params[i];
+		const char *name = NULL;
+		size_t len = 0;
+		if (p->name_len > 5 && memcmp(p->name, "HTTP_", 5) == 0) {
+			name = p->name + 5;
+			len = p->name_len - 5;
+		} else if (strcmp(p->name, "CONTENT_TYPE") == 0 || strcmp(p->name, "CONTENT_LENGTH") == 0) {
+			name = p->name;
+			len = p->name_len;
+		} else {
+			continue;
+		}
+		char *header = estrndup(name, len);
+		int upper = 1;
+		for (size_t j = 0; j < len; j++) {
+			if (header[j] == '_') {
+				header[j] = '-';
+				upper = 1;
+			} else {
+				header[j] = upper ? toupper((unsigned char) header[j])
+						  : tolower((unsigned char) header[j]);
+				upper = 0;
+			}
+		}
+		add_assoc_stringl_ex(return_value, header, len, (char *) p->value, p->value_len);
+		efree(header);
+	}
+}
+
+static const zend_function_entry drover_functions[] = {
+	ZEND_FE(fastcgi_finish_request, arginfo_fastcgi_finish_request)
+	ZEND_FE(getallheaders, arginfo_getallheaders)
+	ZEND_FALIAS(apache_request_headers, getallheaders, arginfo_getallheaders)
+	ZEND_FE_END
+};
+
+/* ---------------------------------------------------------------- the module */
+
+static sapi_module_struct drover_sapi = {
+	"fpm-fcgi",			/* name: OPcache only runs under SAPI names it knows */
+	"drover (FastCGI, php-fpm compatible)",
+	drover_startup,
+	php_module_shutdown_wrapper,
+	NULL,				/* activate */
+	NULL,				/* deactivate */
+	drover_ub_write,
+	drover_flush,
+	NULL,				/* get_stat */
+	drover_getenv,
+	php_error,
+	NULL,				/* header_handler */
+	drover_send_headers,
+	NULL,				/* send_header */
+	drover_read_post,
+	drover_read_cookies,
+	drover_register_variables,
+	drover_log_message,
+	drover_get_request_time,
+	NULL,				/* terminate_process */
+	STANDARD_SAPI_MODULE_PROPERTIES
+};
+
+/* Starts PHP: php.ini from `ini_path` (NULL: PHP's own search), then `ini_entries`
+ * ("name=value\n" lines, php-fpm's php_value from the pool file). Returns 0 on success. */
+int drover_php_startup(const char *ini_path, const char *ini_entries)
+{
+#ifdef ZEND_SIGNALS
+	zend_signal_startup();
+#endif
+	sapi_startup(&drover_sapi);
+	if (ini_path) {
+		drover_sapi.php_ini_path_override = strdup(ini_path);
+	}
+	if (ini_entries && *ini_entries) {
+		drover_sapi.ini_entries = strdup(ini_entries);
+	}
+	drover_sapi.additional_functions = drover_functions;
+	if (drover_sapi.startup(&drover_sapi) == FAILURE) {
+		return -1;
+	}
+	return 0;
+}
+
+/* php_admin_value from the pool file: sets the value for good and makes it one that no
+ * script (ini_set) and no PHP_VALUE can change. Returns 0, or -1 for an unknown name or a
+ * value the entry refuses. */
+int drover_php_admin_ini(const char *name, const char *value)
+{
+	zend_ini_entry *entry = zend_hash_str_find_ptr(EG(ini_directives), name, strlen(name));
+	if (!entry) {
+		return -1;
+	}
+	zend_string *dup = zend_string_init(value, strlen(value), 1);
+	if (entry->on_modify &&
+	    entry->on_modify(entry, dup, entry->mh_arg1, entry->mh_arg2, entry->mh_arg3,
+			     ZEND_INI_STAGE_ACTIVATE) != SUCCESS) {
+		zend_string_release_ex(dup, 1);
+		return -1;
+	}
+	entry->value = dup;
+	entry->modifiable = ZEND_INI_SYSTEM;
+	return 0;
+}
+
+/* PHP_VALUE and PHP_ADMIN_VALUE: "name=value" lines, applied for this request only
+ * (php-fpm changes the worker's values for good, so one request's PHP_VALUE leaks into
+ * the next ones that worker serves; drover's are undone at the end of the request).
+ * PHP_VALUE may set what a .user.ini may (PHP_INI_PERDIR and PHP_INI_ALL entries) and not
+ * what [php.admin_ini] locked; PHP_ADMIN_VALUE may set any entry, and locks it. */
+static void apply_ini_line(zval *name, zval *value, zval *unused, int type, void *arg)
+{
+	(void) unused;
+	int admin = *(int *) arg;
+	if (type != ZEND_INI_PARSER_ENTRY || !name || !value || Z_TYPE_P(name) != IS_STRING) {
+		return;
+	}
+	zend_string *text = zval_get_string(value);
+	if (admin) {
+		zend_alter_ini_entry_chars_ex(Z_STR_P(name), ZSTR_VAL(text), ZSTR_LEN(text),
+					      ZEND_INI_SYSTEM, ZEND_INI_STAGE_ACTIVATE, 0);
+	} else {
+		zend_alter_ini_entry_chars_ex(Z_STR_P(name), ZSTR_VAL(text), ZSTR_LEN(text),
+					      ZEND_INI_PERDIR, ZEND_INI_STAGE_HTACCESS, 0);
+	}
+	zend_string_release(text);
+}
+
+static void apply_ini(const char *lines, int admin)
+{
+	if (!lines || !*lines) {
+		return;
+	}
+	size_t len = strlen(lines);
+	char *copy = emalloc(len + 2);
+	memcpy(copy, lines, len);
+	copy[len] = '\n';
+	copy[len + 1] = '\0';
+	zend_parse_ini_string(copy, 1, ZEND_INI_SCANNER_NORMAL, apply_ini_line, &admin);
+	efree(copy);
+}
+
+/* Runs one request's script. Returns the HTTP status PHP answered with, or -1 when PHP
+ * could not start the request. */
+int drover_php_run(const struct drover_request *req, double now)
+{
+	int status = 500;
+	current = req;
+	finished = 0;
+	request_time = now;
+
+	SG(server_context) = (void *) req;
+	SG(request_info).request_method = req->method;
+	SG(request_info).query_string = (char *) req->query;
+	SG(request_info).request_uri = (char *) req->request_uri;
+	SG(request_info).content_type = req->content_type;
+	SG(request_info).content_length = req->content_length;
+	SG(request_info).path_translated = (char *) req->script_filename;
+	SG(request_info).proto_num =
+		req->protocol && strcmp(req->protocol, "HTTP/1.0") == 0 ? 1000 : 1001;
+	SG(sapi_headers).http_response_code = 200;
+	php_handle_auth_data(req->authorization);
+
+	zend_first_try {
+		if (php_request_startup() == FAILURE) {
+			status = -1;
+		} else {
+			apply_ini(req->php_value, 0);
+			apply_ini(req->php_admin_value, 1);
+			zend_file_handle file;
+			zend_stream_init_filename(&file, req->script_filename);
+			php_execute_script(&file);
+			zend_destroy_file_handle(&file);
+		}
+	} zend_end_try();
+
+	if (status != -1) {
+		status = SG(sapi_headers).http_response_code;
+		php_request_shutdown(NULL);
+	}
+	SG(server_context) = NULL;
+	SG(request_info).request_method = NULL;
+	SG(request_info).query_string = NULL;
+	SG(request_info).request_uri = NULL;
+	SG(request_info).content_type = NULL;
+	SG(request_info).path_translated = NULL;
+	current = NULL;
+	return status;
+}
+
+/* Peak memory of the request that just ended (php-fpm's "last request memory"). */
+size_t drover_php_peak_memory(void)
+{
+	return zend_memory_peak_usage(1);
+}
+
+const char *drover_php_version(void)
+{
+	return PHP_VERSION;
+}
+
+/* ---------------------------------------------------------------- the stack, on SIGUSR2 */
+
+/* Appends without allocating: this runs in a signal handler. */
+struct out {
+	char buf[16384];
+	size_t len;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+	if (n > sizeof(o->buf) - o->len) {
+		n = sizeof(o->buf) - o->len;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+}
+
+static void put_str(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void put_uint(struct out *o, unsigned long v)
+{
+	char digits[24];
+	size_t n = 0;
+	do {
+		digits[sizeof(digits) - 1 - n++] = (char) ('0' + v % 10);
+		v /= 10;
+	} while (v && n < sizeof(digits));
+	put(o, digits + sizeof(digits) - n, n);
+}
+
+/* Writes the running script's stack to stderr as drover_proto's frame lines
+ * ("\x1e" "frame FUNCTION() FILE:LINE", innermost first, then "\x1e" "frame-end"), which
+ * the master turns into the slowlog entry. An internal function shows its caller's line,
+ * as php-fpm's slowlog does. The request goes on. */
+static void dump_stack(int signo)
+{
+	(void) signo;
+	int saved = errno;
+	static struct out o;
+	o.len = 0;
+	if (current) {
+		zend_execute_data *ex = EG(current_execute_data);
+		for (int depth = 0; ex && depth < 200; depth++, ex = ex->prev_execute_data) {
+			zend_function *fn = ex->func;
+			if (!fn) {
+				continue;
+			}
+			const zend_execute_data *user = ex;
+			while (user && (!user->func || !ZEND_USER_CODE(user->func->common.type))) {
+				user = user->prev_execute_data;
+			}
+			put_str(&o, "\x1e" "frame ");
+			if (fn->common.function_name) {
+				if (fn->common.scope && fn->common.scope->name) {
+					put(&o, ZSTR_VAL(fn->common.scope->name),
+					    ZSTR_LEN(fn->common.scope->name));
+					put_str(&o, "::");
+				}
+				put(&o, ZSTR_VAL(fn->common.function_name),
+				    ZSTR_LEN(fn->common.function_name));
+			} else {
+				put_str(&o, "{main}");
+			}
+			put_str(&o, "() ");
+			if (user) {
+				zend_string *file = user->func->op_array.filename;
+				put(&o, ZSTR_VAL(file), ZSTR_LEN(file));
+				put_str(&o, ":");
+				put_uint(&o, user->opline ? user->opline->lineno
+							  : user->func->op_array.line_start);
+			} else {
+				put_str(&o, "[internal]:0");
+			}
+			put_str(&o, "\n");
+		}
+	}
+	put_str(&o, "\x1e" "frame-end\n");
+	size_t off = 0;
+	while (off < o.len) {
+		ssize_t n = write(2, o.buf + off, o.len - off);
+		if (n <= 0) {
+			break;
+		}
+		off += (size_t) n;
+	}
+	errno = saved;
+}
+
+/* Installed in the zygote before PHP starts, so that PHP's signal layer (zend_signal)
+ * records it as the handler to call, deferred out of its critical sections. */
+void drover_php_install_stack_dump(void)
+{
+	struct sigaction action;
+	memset(&action, 0, sizeof(action));
+	action.sa_handler = dump_stack;
+	action.sa_flags = SA_RESTART;
+	sigemptyset(&action.sa_mask);
+	sigaction(SIGUSR2, &action, NULL);
+}

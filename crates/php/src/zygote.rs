@@ -1,0 +1,113 @@
+//! The zygote: one per PHP pool, exec'd by the master as `drover-php`. It starts PHP once
+//! (module startup: php.ini, the pool's `[php.ini]`, extensions, and OPcache's shared
+//! memory), locks the pool's `[php.admin_ini]` values, then forks the workers in every pm
+//! mode, so that a pool has one OPcache and one APCu, as php-fpm's children share their
+//! master's, and a worker forked later starts warm. The fork loop, its reports to the
+//! master and the worker's request loop are `drover_worker`'s, shared with drover-python.
+
+use std::ffi::CString;
+
+use drover_proto::zygote::{EXIT_APP_LOAD, PhpArgs};
+use drover_scoreboard::Slot;
+use drover_worker::serve::{self, WorkerConfig};
+use drover_worker::zygote::{self, Runtime};
+use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+use nix::unistd::Pid;
+
+use super::ffi;
+use super::request::Php;
+use super::script;
+
+struct Forker {
+    limit_extensions: Vec<String>,
+}
+
+impl Runtime for Forker {
+    fn fork_worker(
+        &mut self,
+        config: WorkerConfig,
+        slot: Option<&Slot>,
+        mask: &SigSet,
+    ) -> nix::Result<Pid> {
+        // SAFETY: the zygote runs no other thread (PHP is built without threads, NTS), so
+        // the child inherits no lock held elsewhere.
+        match unsafe { libc::fork() } {
+            -1 => Err(nix::Error::last()),
+            0 => {
+                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
+                let mut php = Php {
+                    limit_extensions: self.limit_extensions.clone(),
+                };
+                let code = serve::run(&mut php, config, slot);
+                // SAFETY: ends the worker without running the zygote's exit handlers (PHP's
+                // module shutdown belongs to the zygote's process, not to each worker).
+                unsafe { libc::_exit(code) }
+            }
+            pid => Ok(Pid::from_raw(pid)),
+        }
+    }
+}
+
+pub fn run(args: PhpArgs) -> u8 {
+    let mask = match zygote::block_signals() {
+        Ok(mask) => mask,
+        Err(err) => {
+            eprintln!("drover-php: cannot block signals: {err}");
+            return 1;
+        }
+    };
+    // SAFETY: installs a signal handler; PHP is not started yet.
+    unsafe { ffi::drover_php_install_stack_dump() };
+    if let Err(why) = start(&args) {
+        eprintln!("drover-php: {why}");
+        return EXIT_APP_LOAD;
+    }
+    let mut forker = Forker {
+        limit_extensions: script::parse_extensions(&args.limit_extensions),
+    };
+    zygote::serve(&mut forker, &args.zygote, "php", mask)
+}
+
+/// Module startup with the pool's php.ini and values, then the admin values.
+fn start(args: &PhpArgs) -> Result<(), String> {
+    let c = |s: &str, what: &str| CString::new(s).map_err(|_| format!("{what} holds a NUL byte"));
+    let ini_file = args
+        .ini_file
+        .as_ref()
+        .map(|path| c(&path.to_string_lossy(), "the ini file's path"))
+        .transpose()?;
+    let mut entries = String::new();
+    for line in &args.ini {
+        entries.push_str(line);
+        entries.push('\n');
+    }
+    let entries = c(&entries, "[php.ini]")?;
+    // SAFETY: both strings are NUL-terminated and outlive the call (PHP copies them).
+    let started = unsafe {
+        ffi::drover_php_startup(
+            ini_file.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()),
+            entries.as_ptr(),
+        )
+    };
+    if started != 0 {
+        return Err("PHP failed to start (see the lines above)".into());
+    }
+    for line in &args.admin_ini {
+        let (name, value) = line.split_once('=').unwrap_or((line, ""));
+        let (cname, cvalue) = (c(name, "[php.admin_ini]")?, c(value, "[php.admin_ini]")?);
+        // SAFETY: NUL-terminated strings; PHP is started and no request runs.
+        if unsafe { ffi::drover_php_admin_ini(cname.as_ptr(), cvalue.as_ptr()) } != 0 {
+            return Err(format!(
+                "[php.admin_ini] {name} = {value:?}: PHP has no such setting, or refuses the value"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One line for `drover-php --probe`: the PHP this binary runs.
+pub fn version() -> String {
+    // SAFETY: returns a pointer to a static NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(ffi::drover_php_version()) };
+    format!("PHP {} (embed)", version.to_string_lossy())
+}

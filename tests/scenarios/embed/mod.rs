@@ -1,0 +1,75 @@
+//! PHP pools on drover's own SAPI (`[php] runtime = "embed"`, the `drover-php` zygote),
+//! behind real nginx (and Apache httpd in [`apache`]): what php-fpm gives PHP apps that
+//! php-cgi does not.
+//!
+//! - [`sapi`]: `fastcgi_finish_request()`, `flush()`, `PHP_VALUE`, `[php.admin_ini]`,
+//!   `security.limit_extensions`, "File not found.", `php_sapi_name()`, uploads, sessions,
+//!   a worker that segfaults.
+//! - [`shared`]: a dynamic pool's workers share one OPcache and one APCu.
+//! - [`apache`]: Apache httpd with Debian's stock php-fpm wiring (`proxy:unix:…|fcgi://`).
+
+mod apache;
+mod sapi;
+mod shared;
+
+use crate::common::{PoolFile, Site, pool_toml};
+
+/// An embedded-PHP pool: `[pm]`, `[php]` with `runtime = "embed"`, `[php.ini]` and
+/// `[php.admin_ini]` lines as the test gives them.
+pub struct Embed {
+    pub name: String,
+    pub pm: String,
+    pub php: String,
+    pub ini: String,
+    pub admin: String,
+}
+
+impl Embed {
+    /// A static pool of `workers`.
+    pub fn new(name: &str, workers: u32) -> Embed {
+        Embed {
+            name: name.to_string(),
+            pm: format!("mode = \"static\"\nmax_children = {workers}\n"),
+            php: String::new(),
+            ini: String::new(),
+            admin: String::new(),
+        }
+    }
+
+    pub fn pm(mut self, lines: &str) -> Embed {
+        self.pm = lines.to_string();
+        self
+    }
+
+    pub fn php(mut self, lines: &str) -> Embed {
+        self.php = lines.to_string();
+        self
+    }
+
+    pub fn ini(mut self, lines: &str) -> Embed {
+        self.ini = lines.to_string();
+        self
+    }
+
+    pub fn admin(mut self, lines: &str) -> Embed {
+        self.admin = lines.to_string();
+        self
+    }
+}
+
+impl PoolFile for Embed {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        crate::common::php_runtime();
+        pool_toml(
+            &site.socket(&self.name),
+            &format!(
+                "[pm]\n{}\n[php]\nruntime = \"embed\"\n{}\n[php.ini]\n{}\n[php.admin_ini]\n{}\n",
+                self.pm, self.php, self.ini, self.admin
+            ),
+        )
+    }
+}

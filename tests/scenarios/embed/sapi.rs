@@ -1,0 +1,242 @@
+//! What php-fpm's SAPI gives a script, from drover-php behind nginx.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use super::Embed;
+use crate::common::{Drover, Location, Nginx, Site, Stack, TIMEOUT, http};
+
+const PID_PHP: &str = "<?php echo getmypid();";
+
+/// The client has the whole answer before the script's work after
+/// `fastcgi_finish_request()` ends, and the one worker then takes the next request.
+#[test]
+fn fastcgi_finish_request_answers_before_the_script_ends() {
+    let site = Site::new();
+    let marker = site.path().join("after.txt");
+    site.script(
+        "finish.php",
+        &format!(
+            "<?php echo \"answered\\n\"; var_export(fastcgi_finish_request()); sleep(2); file_put_contents({:?}, 'done');",
+            marker.display()
+        ),
+    );
+    site.script("pid.php", PID_PHP);
+    let stack = Stack::start(site, Embed::new("www", 1));
+
+    let started = Instant::now();
+    let reply = http::get(&stack.url("/finish.php"));
+    let answered = started.elapsed();
+
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.body, "answered\ntrue");
+    assert!(
+        answered < Duration::from_millis(1500),
+        "the answer took {answered:?}: it waited for the script's sleep(2)"
+    );
+    assert!(!marker.exists(), "the script's tail ran before the answer");
+    let next = http::get(&stack.url("/pid.php"));
+    assert_eq!(next.status, 200, "{next:?}");
+    assert!(
+        marker.exists(),
+        "the one worker answered the next request before its script ended"
+    );
+}
+
+/// `flush()` sends what the script wrote so far: the first bytes arrive before it ends.
+#[test]
+fn flush_streams_the_first_bytes_before_the_script_ends() {
+    let site = Site::new();
+    site.script(
+        "stream.php",
+        "<?php header('X-Accel-Buffering: no'); echo str_repeat('a', 100), \"\\n\"; flush(); sleep(2); echo \"end\\n\";",
+    );
+    let stack = Stack::start(site, Embed::new("www", 1));
+
+    let started = Instant::now();
+    let mut client = TcpStream::connect(("127.0.0.1", stack.nginx.port)).unwrap();
+    client.set_read_timeout(Some(TIMEOUT)).unwrap();
+    client
+        .write_all(b"GET /stream.php HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut first_body_at = None;
+    loop {
+        let n = client.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        received.extend_from_slice(&buf[..n]);
+        if first_body_at.is_none() && received.windows(4).any(|w| w == b"aaaa") {
+            first_body_at = Some(started.elapsed());
+        }
+    }
+    let total = started.elapsed();
+    let text = String::from_utf8_lossy(&received);
+
+    assert!(text.ends_with("end\n"), "{text}");
+    let first = first_body_at.expect("the flushed bytes");
+    assert!(
+        first < Duration::from_millis(1500) && total >= Duration::from_secs(2),
+        "first bytes after {first:?}, end after {total:?}"
+    );
+}
+
+/// `PHP_VALUE` from nginx holds for the requests it is sent with, and not for the next
+/// request the same worker serves; `[php.admin_ini]` beats both it and `ini_set()`.
+#[test]
+fn php_value_holds_for_its_request_and_admin_ini_for_good() {
+    let site = Site::new();
+    let show = "<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', var_export(ini_set('max_input_vars', '7'), true), ' ', ini_get('max_input_vars');";
+    site.script("ini.php", show);
+    site.script("pv.php", show);
+    let pool = Embed::new("www", 1).admin("max_input_vars = 1234\n");
+    let drover = Drover::start(&site, &[&pool]);
+    let socket = site.socket("www");
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location {
+                pattern: "= /pv.php".into(),
+                ..Location::php(&socket)
+            }
+            .with(r#"fastcgi_param PHP_VALUE "memory_limit=77M
+max_input_vars=55";"#),
+            Location::php(&socket),
+        ],
+    );
+
+    let before = http::get(&nginx.url("/ini.php")).body;
+    let during = http::get(&nginx.url("/pv.php")).body;
+    let after = http::get(&nginx.url("/ini.php")).body;
+
+    let default_limit = before.split(' ').next().unwrap().to_string();
+    assert_ne!(default_limit, "77M");
+    assert_eq!(
+        before,
+        format!("{default_limit} 1234 false 1234"),
+        "admin value, locked"
+    );
+    assert_eq!(
+        during, "77M 1234 false 1234",
+        "PHP_VALUE sets memory_limit, not the admin value"
+    );
+    assert_eq!(after, before, "PHP_VALUE leaked into the next request");
+    drop(drover);
+}
+
+/// `security.limit_extensions` refuses a `.txt` script with php-fpm's answer, and a
+/// missing script is php-fpm's 404.
+#[test]
+fn limit_extensions_and_missing_scripts_answer_as_php_fpm() {
+    let site = Site::new();
+    site.script("notes.txt", "<?php echo 'ran';");
+    let pool = Embed::new("www", 1);
+    let drover = Drover::start(&site, &[&pool]);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[Location {
+            pattern: r"~ \.(php|txt)$".into(),
+            ..Location::php(&site.socket("www"))
+        }],
+    );
+
+    let denied = http::get(&nginx.url("/notes.txt"));
+    let missing = http::get(&nginx.url("/missing.php"));
+
+    assert_eq!((denied.status, denied.body.as_str()), (403, "Access denied.\n"));
+    assert_eq!(
+        (missing.status, missing.body.as_str()),
+        (404, "File not found.\n")
+    );
+    drop(drover);
+}
+
+/// The SAPI is php-fpm's to the script: its name and its functions.
+#[test]
+fn scripts_see_php_fpm_s_sapi() {
+    let site = Site::new();
+    site.script(
+        "sapi.php",
+        "<?php echo php_sapi_name(), ' ', function_exists('fastcgi_finish_request') ? 'finish' : '-', ' ', getallheaders()['X-Probe'] ?? '-', ' ', $_SERVER['PHP_SELF'];",
+    );
+    let stack = Stack::start(site, Embed::new("www", 1));
+
+    let reply = http::get_with(&stack.url("/sapi.php"), &[("X-Probe", "p1")]);
+
+    assert_eq!(reply.body, "fpm-fcgi finish p1 /sapi.php");
+}
+
+/// A 10 MB upload reaches `$_FILES` whole, and a session lives across requests.
+#[test]
+fn uploads_and_sessions() {
+    let site = Site::new();
+    site.script(
+        "upload.php",
+        "<?php $f = $_FILES['f']; echo $f['error'] ? 'error ' . $f['error'] : $f['size'] . ' ' . md5_file($f['tmp_name']);",
+    );
+    site.script(
+        "count.php",
+        "<?php session_start(); $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1; echo $_SESSION['n'];",
+    );
+    let sessions = site.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let pool = Embed::new("www", 2).ini(&format!(
+        "upload_max_filesize = \"20M\"\npost_max_size = \"20M\"\n\"session.save_path\" = {:?}\n",
+        sessions.display()
+    ));
+    let stack = Stack::start(site, pool);
+
+    let payload: Vec<u8> = (0..10 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let boundary = "drover-boundary-7";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(&payload);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let reply = http::post(
+        &stack.url("/upload.php"),
+        &format!("multipart/form-data; boundary={boundary}"),
+        &body,
+    );
+    let digest = crate::common::bytes::digest(&stack.site, "md5sum", &payload);
+    assert_eq!(reply.body, format!("{} {digest}", payload.len()));
+
+    let first = http::get(&stack.url("/count.php"));
+    let cookie = first
+        .header("set-cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut counts = vec![first.body];
+    for _ in 0..3 {
+        counts.push(http::get_with(&stack.url("/count.php"), &[("Cookie", &cookie)]).body);
+    }
+    assert_eq!(counts, ["1", "2", "3", "4"]);
+}
+
+/// A worker that segfaults costs its request only; the master logs how it ended and the
+/// pool serves on.
+#[test]
+fn a_segfaulting_worker_costs_one_request() {
+    let site = Site::new();
+    site.script("crash.php", "<?php posix_kill(getmypid(), SIGSEGV); sleep(1); echo 'alive';");
+    site.script("pid.php", PID_PHP);
+    let stack = Stack::start(site, Embed::new("www", 2));
+
+    let crashed = http::get(&stack.url("/crash.php"));
+    assert_eq!(crashed.status, 502, "{crashed:?}");
+    stack
+        .drover
+        .log
+        .wait_for_line("SIGSEGV", TIMEOUT);
+    for _ in 0..10 {
+        assert_eq!(http::get(&stack.url("/pid.php")).status, 200);
+    }
+}
