@@ -11,7 +11,7 @@ use drover_proto::zygote::{EXIT_APP_LOAD, PhpArgs};
 use drover_scoreboard::Slot;
 use drover_worker::serve::{self, WorkerConfig};
 use drover_worker::zygote::{self, Runtime};
-use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+use nix::sys::signal::SigSet;
 use nix::unistd::Pid;
 
 use super::ffi;
@@ -33,16 +33,12 @@ impl Runtime for Forker {
         // the child inherits no lock held elsewhere.
         match unsafe { libc::fork() } {
             -1 => Err(nix::Error::last()),
-            0 => {
-                let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
+            0 => zygote::become_worker(mask, || {
                 let mut php = Php {
                     limit_extensions: self.limit_extensions.clone(),
                 };
-                let code = serve::run(&mut php, config, slot);
-                // SAFETY: ends the worker without running the zygote's exit handlers (PHP's
-                // module shutdown belongs to the zygote's process, not to each worker).
-                unsafe { libc::_exit(code) }
-            }
+                serve::run(&mut php, config, slot)
+            }),
             pid => Ok(Pid::from_raw(pid)),
         }
     }
