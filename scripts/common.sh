@@ -21,12 +21,21 @@ as_root() {
 }
 
 # ensure_packages "COMMAND:PACKAGE [PACKAGE...]" ...
-# Installs, with apt-get, the packages of every COMMAND that is not on PATH. Runs
+# Installs, with apt-get, the packages of every COMMAND that is not on PATH (a COMMAND
+# with a slash is a file that must exist, for packages that ship no command). Runs
 # apt-get update only when something must be installed; prints apt's log only on failure.
+have() {
+    if [[ $1 == */* ]]; then
+        [[ -e $1 ]]
+    else
+        command -v "$1" >/dev/null 2>&1
+    fi
+}
+
 ensure_packages() {
     local pair pkgs missing=()
     for pair in "$@"; do
-        if ! command -v "${pair%%:*}" >/dev/null 2>&1; then
+        if ! have "${pair%%:*}"; then
             read -ra pkgs <<<"${pair#*:}"
             missing+=("${pkgs[@]}")
         fi
@@ -54,6 +63,9 @@ ensure_packages() {
 # python3-config is the command it ships. php-dev: the PHP headers, against which a test
 # checks the struct offsets drover reads php-cgi workers with (php-config ships with it).
 # strace: a test watches which system calls the master makes while it spawns workers.
+# libphp-embed: drover-php links PHP's embed library (libphp8.2.so; php-dev has its
+# headers); php-apcu: a test shows one APCu shared by a pool's workers; apache2: a test
+# serves a pool through Apache's stock php-fpm wiring.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -63,6 +75,9 @@ DROVER_PACKAGES=(
     "python3-config:python3-dev"
     "php-config:php-dev"
     "strace:strace"
+    "/usr/lib/libphp8.2.so:libphp-embed"
+    "/usr/lib/php/20220829/apcu.so:php-apcu"
+    "apache2:apache2"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

@@ -240,3 +240,28 @@ fn a_segfaulting_worker_costs_one_request() {
         assert_eq!(http::get(&stack.url("/pid.php")).status, 200);
     }
 }
+
+/// An uncaught exception and a script past `max_execution_time` each end their request
+/// with php-fpm's 500 and a "PHP message" in the log; the one worker serves on.
+#[test]
+fn fatal_errors_end_the_request_and_the_worker_serves_on() {
+    let site = Site::new();
+    site.script("throw.php", "<?php throw new RuntimeException('boom from the app');");
+    site.script(
+        "spin.php",
+        "<?php set_time_limit(1); $x = 0; while (true) { $x++; }",
+    );
+    site.script("pid.php", PID_PHP);
+    let stack = Stack::start(site, Embed::new("www", 1));
+    let pid = http::get(&stack.url("/pid.php")).body;
+
+    let thrown = http::get(&stack.url("/throw.php"));
+    let spun = http::get(&stack.url("/spin.php"));
+
+    assert_eq!(thrown.status, 500, "{thrown:?}");
+    assert_eq!(spun.status, 500, "{spun:?}");
+    let log = &stack.drover.log;
+    log.wait_for_line("PHP message: PHP Fatal error:  Uncaught RuntimeException: boom from the app", TIMEOUT);
+    log.wait_for_line("Maximum execution time of 1 second exceeded", TIMEOUT);
+    assert_eq!(http::get(&stack.url("/pid.php")).body, pid, "the worker was replaced");
+}
