@@ -53,6 +53,8 @@ fn main() {
 }
 
 fn without_php(why: &str) {
-    println!("cargo:warning=drover-php is built without PHP: {why}; PHP pools will run on php-cgi (runtime = \"cgi\")");
+    println!(
+        "cargo:warning=drover-php is built without PHP: {why}; PHP pools will run on php-cgi (runtime = \"cgi\")"
+    );
     println!("cargo:rustc-cfg=no_php");
 }

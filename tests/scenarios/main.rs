@@ -11,6 +11,7 @@ mod common;
 
 mod config;
 mod control;
+mod embed;
 mod harness;
 mod hostile;
 mod pm;

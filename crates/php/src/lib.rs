@@ -22,6 +22,3 @@ pub mod request;
 pub mod script;
 #[cfg(not(no_php))]
 pub mod zygote;
-
-/// The exit code of `drover-php` built without PHP.
-pub const EXIT_NO_PHP: u8 = 3;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover_proto::zygote::PhpArgs;
+use drover_proto::zygote::{PHP_PROBE, PhpArgs};
 
 /// The zygote of one PHP pool (started by the drover master, not by hand).
 #[derive(Parser, Debug)]
@@ -17,10 +17,10 @@ struct Args {
 }
 
 /// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
-/// run PHP and exits [`drover_php::EXIT_NO_PHP`]: the master asks it before it picks a PHP
+/// run PHP and exits `EXIT_NO_PHP`: the master asks it before it picks a PHP
 /// pool's runtime.
 fn main() -> ExitCode {
-    let code = if std::env::args().nth(1).as_deref() == Some("--probe") {
+    let code = if std::env::args().nth(1).as_deref() == Some(PHP_PROBE) {
         probe()
     } else {
         run(Args::parse())
@@ -49,5 +49,5 @@ fn probe() -> u8 {
     println!(
         "drover-php was built without PHP (no php-config and libphp at build time): run PHP pools with runtime = \"cgi\""
     );
-    drover_php::EXIT_NO_PHP
+    drover_proto::zygote::EXIT_NO_PHP
 }

@@ -40,6 +40,17 @@ pub struct Php {
 }
 
 impl Handler for Php {
+    /// A worker dies of a segfault as php-fpm's children do: Rust's runtime handles
+    /// SIGSEGV and SIGBUS to report stack overflows, and returns from a SIGSEGV it did not
+    /// cause (one sent with kill), which would let a worker live on that was told to die.
+    fn start(&mut self) -> Result<(), i32> {
+        for signal in [libc::SIGSEGV, libc::SIGBUS] {
+            // SAFETY: restores the default action of a signal; no handler runs our code.
+            unsafe { libc::signal(signal, libc::SIG_DFL) };
+        }
+        Ok(())
+    }
+
     fn script(&self, params: &Params) -> Option<String> {
         params
             .get("SCRIPT_FILENAME")
@@ -118,7 +129,10 @@ impl Php {
             pairs: params
                 .iter()
                 .filter_map(|(name, value)| {
-                    Some((CString::new(name).ok()?, CString::new(strip_nul(value)).ok()?))
+                    Some((
+                        CString::new(name).ok()?,
+                        CString::new(strip_nul(value)).ok()?,
+                    ))
                 })
                 .collect(),
             extra: Vec::new(),

@@ -18,9 +18,13 @@ pub enum Target {
     Script(Script),
     /// No script file: php-fpm answers 404 "File not found." and logs "Primary script
     /// unknown".
-    NotFound { filename: String },
+    NotFound {
+        filename: String,
+    },
     /// The file's suffix is not in `security.limit_extensions`: 403 "Access denied.".
-    Denied { filename: String },
+    Denied {
+        filename: String,
+    },
 }
 
 /// The script and the variables derived from where it was found.
@@ -74,10 +78,11 @@ pub fn resolve<'a>(
             }
         }
         Some(info) => {
-            let name = script_name.strip_suffix(info.as_str()).unwrap_or(script_name);
-            let translated = param("DOCUMENT_ROOT").map(|root| {
-                format!("{}{info}", root.strip_suffix('/').unwrap_or(root))
-            });
+            let name = script_name
+                .strip_suffix(info.as_str())
+                .unwrap_or(script_name);
+            let translated = param("DOCUMENT_ROOT")
+                .map(|root| format!("{}{info}", root.strip_suffix('/').unwrap_or(root)));
             Script {
                 php_self: format!("{name}{info}"),
                 filename,
@@ -108,7 +113,10 @@ fn strip_proxy(filename: &str) -> &str {
 }
 
 /// The longest leading part of `path`, ending before a '/', that is a file, and the rest.
-fn split_path_info<'p>(path: &'p str, is_file: &impl Fn(&str) -> bool) -> Option<(&'p str, &'p str)> {
+fn split_path_info<'p>(
+    path: &'p str,
+    is_file: &impl Fn(&str) -> bool,
+) -> Option<(&'p str, &'p str)> {
     let mut end = path.len();
     while let Some(slash) = path[..end].rfind('/') {
         if slash == 0 {
@@ -123,7 +131,10 @@ fn split_path_info<'p>(path: &'p str, is_file: &impl Fn(&str) -> bool) -> Option
 }
 
 fn allowed(filename: &str, limit_extensions: &[String]) -> bool {
-    limit_extensions.is_empty() || limit_extensions.iter().any(|ext| filename.ends_with(ext.as_str()))
+    limit_extensions.is_empty()
+        || limit_extensions
+            .iter()
+            .any(|ext| filename.ends_with(ext.as_str()))
 }
 
 /// `security.limit_extensions` as php-fpm writes it: suffixes separated by spaces.
@@ -171,7 +182,10 @@ mod tests {
     fn apache_proxy_fcgi_filename_loses_scheme_host_and_query() {
         let s = script(run(
             &[
-                ("SCRIPT_FILENAME", "proxy:fcgi://localhost/var/www/html/index.php?x=1"),
+                (
+                    "SCRIPT_FILENAME",
+                    "proxy:fcgi://localhost/var/www/html/index.php?x=1",
+                ),
                 ("SCRIPT_NAME", "/index.php"),
             ],
             &["/var/www/html/index.php"],
@@ -188,7 +202,10 @@ mod tests {
     fn path_info_is_split_off_a_filename_that_is_not_a_file() {
         let s = script(run(
             &[
-                ("SCRIPT_FILENAME", "proxy:fcgi://localhost/var/www/index.php/users/7"),
+                (
+                    "SCRIPT_FILENAME",
+                    "proxy:fcgi://localhost/var/www/index.php/users/7",
+                ),
                 ("SCRIPT_NAME", "/index.php/users/7"),
                 ("DOCUMENT_ROOT", "/var/www/"),
             ],
@@ -226,7 +243,10 @@ mod tests {
                 filename: "/srv/notes.txt".into()
             }
         );
-        assert!(matches!(run(&params, &["/srv/notes.txt"], &[]), Target::Script(_)));
+        assert!(matches!(
+            run(&params, &["/srv/notes.txt"], &[]),
+            Target::Script(_)
+        ));
         assert!(matches!(
             run(&params, &["/srv/notes.txt"], &[".php", ".txt"]),
             Target::Script(_)

@@ -78,7 +78,9 @@ Listen 127.0.0.1:{port}
             if apache.child.try_wait().unwrap().is_some() {
                 return Some(false);
             }
-            TcpStream::connect(("127.0.0.1", port)).is_ok().then_some(true)
+            TcpStream::connect(("127.0.0.1", port))
+                .is_ok()
+                .then_some(true)
         });
         let log = std::fs::read_to_string(site.path().join("apache-error.log")).unwrap_or_default();
         assert!(up, "apache2 did not start: {log}");

@@ -41,11 +41,6 @@ impl Embed {
         self
     }
 
-    pub fn php(mut self, lines: &str) -> Embed {
-        self.php = lines.to_string();
-        self
-    }
-
     pub fn ini(mut self, lines: &str) -> Embed {
         self.ini = lines.to_string();
         self

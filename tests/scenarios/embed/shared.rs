@@ -2,12 +2,15 @@
 //! php-cgi, each worker of a dynamic pool is its own PHP with its own caches.)
 
 use super::Embed;
-use crate::common::{Stack, Site, http};
+use crate::common::{Site, Stack, http};
 
 #[test]
 fn a_dynamic_pool_shares_one_opcache_and_one_apcu() {
     let site = Site::new();
-    site.script("store.php", "<?php apcu_store('shared', 'from ' . getmypid()); echo getmypid();");
+    site.script(
+        "store.php",
+        "<?php apcu_store('shared', 'from ' . getmypid()); echo getmypid();",
+    );
     site.script("target.php", "<?php echo getmypid();");
     let target = site.docroot.join("target.php");
     site.script(
