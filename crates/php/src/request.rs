@@ -1,7 +1,7 @@
 //! One request through PHP: the worker loop (`drover_worker::serve`) hands each FastCGI
 //! request to [`Php::handle`], which decides the script ([`super::script`]), answers 404
 //! or 403 itself as php-fpm does, or runs it in PHP (`sapi.c`). While PHP runs, the
-//! connection sits in [`CURRENT`], where the `drover_php_rs_*` callbacks that `sapi.c`
+//! connection sits in `CURRENT`, where the `drover_php_rs_*` callbacks that `sapi.c`
 //! calls find it.
 //!
 //! The callbacks only move bytes and return a status, and never panic: PHP's errors are
