@@ -5,7 +5,9 @@
 # and curl are installed with apt-get (through sudo when not root) if their commands are
 # absent; a C toolchain too, which cargo needs to link; and Flask, with pip, for the python3
 # on PATH. Then: cargo test --workspace --release (every crate, the release profile).
-# Extra arguments go to cargo test, e.g. scripts/test.sh signals.
+# Then the scenario tests' PHP pools again on php-cgi (DROVER_TEST_PHP_RUNTIME=cgi; the
+# default is drover-php). Extra arguments go to cargo test, e.g. scripts/test.sh signals,
+# and skip that second pass.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -17,4 +19,10 @@ ensure_flask
 require_cargo
 cd "$repo"
 echo "==> cargo test --workspace --release${*:+ $*}"
-exec cargo test --workspace --release "$@"
+cargo test --workspace --release "$@"
+# PHP pools run on drover-php unless they say otherwise; the PHP scenario tests run a
+# second time on php-cgi, the runtime kept for PHP builds drover-php was not built against.
+if (($# == 0)); then
+    echo "==> DROVER_TEST_PHP_RUNTIME=cgi cargo test --release --test scenarios (PHP pools on php-cgi)"
+    DROVER_TEST_PHP_RUNTIME=cgi cargo test --release --test scenarios -- --skip python --skip embed
+fi

@@ -379,7 +379,10 @@ impl Master {
 
     fn check_ready(&mut self) {
         let current = || self.pools.live();
-        if (self.ready && !self.reloading) || !current().all(PoolRun::settled) {
+        // Up, and the old generations it replaces retired ([`Master::retire_replaced`]):
+        // the count then is of the pools as configured, not of two generations of one.
+        let done = |p: &PoolRun| p.settled() && p.replaces.is_none();
+        if (self.ready && !self.reloading) || !current().all(done) {
             return;
         }
         let workers: usize = current().map(PoolRun::workers).sum();

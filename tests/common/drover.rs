@@ -75,11 +75,12 @@ fn runtimes() {
 }
 
 /// The PHP runtime of a pool that does not choose one ([`PhpPool::runtime`]): the
-/// environment's `DROVER_TEST_PHP_RUNTIME` (`"embed"` or `"cgi"`), else `"cgi"`.
+/// environment's `DROVER_TEST_PHP_RUNTIME` (`"embed"` or `"cgi"`), else `"embed"` (drover's own default;
+/// scripts/test.sh runs the PHP scenario tests on both).
 pub fn default_php_runtime() -> &'static str {
     static CHOSEN: OnceLock<&'static str> = OnceLock::new();
     CHOSEN.get_or_init(|| match std::env::var("DROVER_TEST_PHP_RUNTIME") {
-        Err(_) => "cgi",
+        Err(_) => "embed",
         Ok(value) => match value.as_str() {
             "embed" => "embed",
             "cgi" => "cgi",

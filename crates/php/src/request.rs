@@ -190,24 +190,32 @@ impl Php {
         // SAFETY: every pointer in `req` points into `strings` or `ffi_params`, which
         // outlive the call; the C side keeps none of them after it returns.
         let status = unsafe { ffi::drover_php_run(&req, now) };
-        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
         drop(ffi_params);
         drop(strings);
-        let current = CURRENT.with(|current| current.borrow_mut().take());
-        let Some(current) = current else {
-            return Outcome { keep: false };
-        };
-        if current.finished {
-            return Outcome { keep: current.keep };
-        }
-        let mut c = conn.borrow_mut();
-        if status < 0 {
-            let _ = writeln!(std::io::stderr(), "PHP could not start the request");
-            return answer(&mut c, "500 Internal Server Error", "");
-        }
-        Outcome {
-            keep: c.finish(0).unwrap_or(false),
-        }
+        let outcome = end(conn, status);
+        // A SIGTERM that came meanwhile is taken now, once the response is complete.
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+        outcome
+    }
+}
+
+/// Ends the request PHP ran (unless `fastcgi_finish_request()` did): END_REQUEST, or a 500
+/// if PHP could not start it.
+fn end(conn: &Conn, status: c_int) -> Outcome {
+    let current = CURRENT.with(|current| current.borrow_mut().take());
+    let Some(current) = current else {
+        return Outcome { keep: false };
+    };
+    if current.finished {
+        return Outcome { keep: current.keep };
+    }
+    let mut c = conn.borrow_mut();
+    if status < 0 {
+        let _ = writeln!(std::io::stderr(), "PHP could not start the request");
+        return answer(&mut c, "500 Internal Server Error", "");
+    }
+    Outcome {
+        keep: c.finish(0).unwrap_or(false),
     }
 }
 

@@ -52,6 +52,10 @@ pub fn run(args: PhpArgs) -> u8 {
             return 1;
         }
     };
+    // Before PHP starts: PHP records the handlers present at its startup and calls them
+    // from its own (zend_signal); one recorded as the default action would end a worker
+    // that SIGTERM asks to retire, mid-response.
+    serve::install_signals();
     // SAFETY: installs a signal handler; PHP is not started yet.
     unsafe { ffi::drover_php_install_stack_dump() };
     if let Err(why) = start(&args) {

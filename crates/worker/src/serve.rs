@@ -349,7 +349,13 @@ fn cpu_time() -> Duration {
         .unwrap_or_default()
 }
 
-fn install_signals() {
+/// The worker's SIGTERM handler (retire after the request in hand) and its death signal.
+/// [`run`] installs them; a runtime whose language records the handlers present when it
+/// starts (PHP's `zend_signal`, which calls them from its own, deferred out of critical
+/// sections) installs them in the zygote before it starts the language, so that the record
+/// its workers inherit is this handler and not the default action, which would kill a
+/// worker at once.
+pub fn install_signals() {
     // SAFETY: the handler only stores to an atomic. No SA_RESTART: a blocked accept
     // returns EINTR, so the worker notices at once.
     unsafe {

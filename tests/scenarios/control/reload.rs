@@ -439,7 +439,11 @@ fn a_reload_applies_the_global_keys_and_status_listen() {
         (parents.len() == 1 && parents[0] != first).then(|| parents[0])
     });
     proc::signal(parent, Signal::SIGKILL);
-    let killed = format!("pool www: php-cgi parent {parent} exited on SIGKILL");
+    let role = match crate::common::default_php_runtime() {
+        "embed" => "php zygote",
+        _ => "php-cgi parent",
+    };
+    let killed = format!("pool www: {role} {parent} exited on SIGKILL");
     wait_until(TIMEOUT, "the warning in the new error_log", || {
         fs::read_to_string(&file)
             .unwrap()

@@ -219,8 +219,14 @@ fn php_slowlog(format: Format, depth: Option<usize>) {
     let (pid, entries) = slow_request(&setup, "www", &format!("/slow.php?{query}"), format);
 
     let script = setup.stack.site.docroot.join("slow.php");
+    // An internal function's frame: drover-php writes its caller's line, as php-fpm's
+    // slowlog does; the php-cgi sampler has no line for it.
+    let sleep = match crate::common::default_php_runtime() {
+        "embed" => frame("sleep", &script, SLOW_PHP, "    sleep(3);"),
+        _ => "sleep() (internal)".to_string(),
+    };
     let mut frames = vec![
-        "sleep() (internal)".to_string(),
+        sleep,
         frame("level3", &script, SLOW_PHP, "    sleep(3);"),
         frame("level2", &script, SLOW_PHP, "    level3();"),
         frame("level1", &script, SLOW_PHP, "    level2();"),

@@ -20,9 +20,21 @@ fn children(pid: i32) -> Vec<i32> {
 
 #[test]
 fn a_killed_php_cgi_parents_workers_are_replaced_and_none_is_left_untracked() {
+    killed_parent("cgi", "php-cgi parent");
+}
+
+#[test]
+fn a_killed_php_zygotes_workers_are_replaced_and_none_is_left_untracked() {
+    killed_parent("embed", "php zygote");
+}
+
+/// SIGKILL to a static PHP pool's parent (`role`, on `runtime`): requests keep being
+/// answered, its workers go and a new parent's replace them, all tracked.
+fn killed_parent(runtime: &'static str, role: &str) {
     let site = Site::new();
     site.script("pid.php", "<?php echo getmypid();");
-    let (drover, ctl) = start_with_control(&site, &[&PhpPool::new("www").max_children(3)]);
+    let pool = PhpPool::new("www").max_children(3).runtime(runtime);
+    let (drover, ctl) = start_with_control(&site, &[&pool]);
     let nginx = Nginx::start(&site, &site.socket("www"));
     let url = format!("http://127.0.0.1:{}/pid.php", nginx.port);
     let old: BTreeSet<i32> = wait_until(TIMEOUT, "3 workers", || {
@@ -31,12 +43,12 @@ fn a_killed_php_cgi_parents_workers_are_replaced_and_none_is_left_untracked() {
     });
     let parent = match children(drover.pid()).as_slice() {
         [parent] => *parent,
-        other => panic!("expected one php-cgi parent under drover, saw {other:?}"),
+        other => panic!("expected one {role} under drover, saw {other:?}"),
     };
 
     proc::signal(parent, Signal::SIGKILL);
     drover.log.wait_for_line(
-        &format!("pool www: php-cgi parent {parent} exited on SIGKILL"),
+        &format!("pool www: {role} {parent} exited on SIGKILL"),
         TIMEOUT,
     );
 

@@ -28,7 +28,8 @@ use crate::common::{
 
 /// The runtime table of a [`Pool`].
 enum Runtime {
-    Php,
+    /// On "embed" (drover-php) or "cgi" (php-cgi).
+    Php(&'static str),
     /// `pm_app:application` from `<site>/apps`.
     Python,
 }
@@ -50,8 +51,14 @@ impl Pool {
             name: name.to_string(),
             top: top.to_string(),
             pm: pm.to_string(),
-            runtime: Runtime::Php,
+            runtime: Runtime::Php(default_php_runtime()),
         }
+    }
+
+    /// This PHP pool on `runtime` whatever the tests' default.
+    fn php_runtime(mut self, runtime: &'static str) -> Pool {
+        self.runtime = Runtime::Php(runtime);
+        self
     }
 
     fn python(name: &str, top: &str, pm: &str) -> Pool {
@@ -69,7 +76,7 @@ impl PoolFile for Pool {
 
     fn toml(&self, site: &Site) -> String {
         let runtime = match self.runtime {
-            Runtime::Php => php_table(default_php_runtime()),
+            Runtime::Php(runtime) => php_table(runtime),
             Runtime::Python => format!(
                 "[python]\napp = \"pm_app:application\"\npython_path = [\"{}\"]\n",
                 site.path().join("apps").display()

@@ -38,9 +38,10 @@ fn php_site() -> Site {
     site
 }
 
+/// On php-cgi, whose kill lines give the stack read from the worker's memory.
 fn php_pool(max_children: u32) -> Pool {
     let pm = format!("mode = \"static\"\nmax_children = {max_children}\n");
-    Pool::php("www", TOP, &pm)
+    Pool::php("www", TOP, &pm).php_runtime("cgi")
 }
 
 /// A `killing worker` line, taken apart.
