@@ -84,7 +84,7 @@ fn scoreboard_updates(c: &mut Criterion) {
                 "name=x",
                 "app:application",
             );
-            slot.end_request(now_us(), Duration::from_micros(20));
+            slot.end_request(now_us(), Duration::from_micros(20), None);
         })
     });
     c.bench_function("scoreboard snapshot of 4 slots", |b| {

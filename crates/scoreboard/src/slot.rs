@@ -142,6 +142,9 @@ pub struct Slot {
     requests: AtomicU64,
     last_duration_us: AtomicU64,
     last_cpu_us: AtomicU64,
+    /// Bytes: the peak memory of the last request as the runtime measures it (PHP: the
+    /// Zend allocator's peak, php-fpm's "last request memory"); 0 = unknown.
+    last_memory: AtomicU64,
     method: Text<{ METHOD_MAX / 8 }>,
     uri: Text<{ URI_MAX / 8 }>,
     query: Text<{ QUERY_MAX / 8 }>,
@@ -170,6 +173,9 @@ pub struct SlotView {
     pub requests: u64,
     pub last_duration: Duration,
     pub last_cpu: Duration,
+    /// The last request's peak memory in bytes; None when the runtime does not measure it
+    /// (Python) or before the first request.
+    pub last_memory: Option<u64>,
     pub retire_requested: bool,
     /// None: the owner rewrote it during every read attempt ("unknown" on the status page).
     pub request: Option<Request>,
@@ -195,6 +201,7 @@ struct Fields {
     requests: u64,
     last_duration_us: u64,
     last_cpu_us: u64,
+    last_memory: u64,
     text: [Vec<u8>; 4],
 }
 
@@ -251,14 +258,17 @@ impl Slot {
         });
     }
 
-    /// The response is sent: idle again, one more request served.
-    pub fn end_request(&self, now_us: u64, cpu: Duration) {
+    /// The response is sent: idle again, one more request served. `memory` is the
+    /// request's peak memory in bytes, when the runtime measures it (None is stored as 0,
+    /// unknown).
+    pub fn end_request(&self, now_us: u64, cpu: Duration, memory: Option<u64>) {
         self.write(|| {
             let started = self.since_us.load(Relaxed);
             self.last_duration_us
                 .store(now_us.saturating_sub(started), Relaxed);
             self.last_cpu_us
                 .store(u64::try_from(cpu.as_micros()).unwrap_or(u64::MAX), Relaxed);
+            self.last_memory.store(memory.unwrap_or(0), Relaxed);
             // load + store, not fetch_add: there is one writer, and a locked add costs more.
             self.requests
                 .store(self.requests.load(Relaxed) + 1, Relaxed);
@@ -295,6 +305,7 @@ impl Slot {
                 &self.requests,
                 &self.last_duration_us,
                 &self.last_cpu_us,
+                &self.last_memory,
             ] {
                 field.store(0, Relaxed);
             }
@@ -355,6 +366,7 @@ impl Slot {
             requests: copy.requests,
             last_duration: Duration::from_micros(copy.last_duration_us),
             last_cpu: Duration::from_micros(copy.last_cpu_us),
+            last_memory: Some(copy.last_memory).filter(|&bytes| bytes > 0),
             retire_requested: self.retire.load(Relaxed) == pid,
             request: whole.then(|| Request {
                 method: text(0),
@@ -386,6 +398,7 @@ impl Slot {
         copy.requests = self.requests.load(Relaxed);
         copy.last_duration_us = self.last_duration_us.load(Relaxed);
         copy.last_cpu_us = self.last_cpu_us.load(Relaxed);
+        copy.last_memory = self.last_memory.load(Relaxed);
         let [method, uri, query, script] = &mut copy.text;
         self.method.load(method);
         self.uri.load(uri);

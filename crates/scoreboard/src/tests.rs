@@ -82,7 +82,7 @@ fn a_request_cycle_updates_state_counters_and_text() {
     );
     assert_eq!(running.elapsed(1_500), Duration::from_micros(500));
 
-    slot.end_request(4_000, Duration::from_micros(1_200));
+    slot.end_request(4_000, Duration::from_micros(1_200), Some(21 << 20));
     let idle = &b.snapshot()[0];
     assert_eq!(
         (idle.state, idle.since_us, idle.requests),
@@ -92,6 +92,7 @@ fn a_request_cycle_updates_state_counters_and_text() {
         (idle.last_duration, idle.last_cpu),
         (Duration::from_micros(3_000), Duration::from_micros(1_200))
     );
+    assert_eq!(idle.last_memory, Some(21 << 20));
     assert_eq!(
         idle.request.as_ref().unwrap().uri,
         "/cart/add",
@@ -106,7 +107,7 @@ fn reading_starts_the_request_clock_at_the_accept() {
     let slot = b.slot(0);
     slot.claim(pid(100), 1);
     slot.begin_request(1_000, "GET", "/before", "", "");
-    slot.end_request(2_000, Duration::ZERO);
+    slot.end_request(2_000, Duration::ZERO, None);
 
     slot.begin_reading(5_000);
     let reading = &b.snapshot()[0];
@@ -128,7 +129,7 @@ fn reading_starts_the_request_clock_at_the_accept() {
 
     slot.begin_reading(5_000);
     slot.begin_request(5_000, "POST", "/slow-body", "", "");
-    slot.end_request(9_000, Duration::ZERO);
+    slot.end_request(9_000, Duration::ZERO, None);
     assert_eq!(
         b.snapshot()[0].last_duration,
         Duration::from_micros(4_000),
@@ -172,11 +173,40 @@ fn a_shorter_request_does_not_show_the_tail_of_a_longer_one() {
 }
 
 #[test]
+fn last_memory_is_the_last_requests_and_unknown_when_not_measured() {
+    let b = board(1);
+    let slot = b.slot(0);
+    slot.claim(pid(100), 1);
+    assert_eq!(b.snapshot()[0].last_memory, None, "no request yet");
+    slot.begin_request(0, "GET", "/big.php", "", "/big.php");
+    slot.end_request(10, Duration::ZERO, Some(22_000_000));
+    assert_eq!(b.snapshot()[0].last_memory, Some(22_000_000));
+    slot.begin_request(20, "GET", "/hello.php", "", "/hello.php");
+    assert_eq!(
+        b.snapshot()[0].last_memory,
+        Some(22_000_000),
+        "while running: still the last request's, as php-fpm shows it"
+    );
+    slot.end_request(30, Duration::ZERO, Some(400_000));
+    assert_eq!(b.snapshot()[0].last_memory, Some(400_000), "it drops");
+    slot.begin_request(40, "GET", "/missing.php", "", "");
+    slot.end_request(50, Duration::ZERO, None);
+    assert_eq!(
+        b.snapshot()[0].last_memory,
+        None,
+        "a request the runtime did not measure shows no older request's value"
+    );
+    slot.end_request(60, Duration::ZERO, Some(0));
+    assert_eq!(b.snapshot()[0].last_memory, None, "0 is unknown too");
+}
+
+#[test]
 fn release_frees_and_clears_the_slot() {
     let b = board(2);
     let slot = b.slot(0);
     slot.claim(pid(100), 3);
     slot.begin_request(10, "GET", "/x", "q", "/s");
+    slot.end_request(20, Duration::from_micros(5), Some(1 << 20));
     b.request_retire(0, pid(100));
     slot.release();
     assert!(b.snapshot().is_empty());
@@ -186,6 +216,11 @@ fn release_frees_and_clears_the_slot() {
     assert_eq!(
         (view.state, view.requests, view.since_us),
         (State::Starting, 0, 0)
+    );
+    assert_eq!(
+        (view.last_duration, view.last_cpu, view.last_memory),
+        (Duration::ZERO, Duration::ZERO, None),
+        "nothing of the last worker's requests"
     );
     assert_eq!(view.request, Some(Request::default()));
     assert!(!view.retire_requested && !slot.retire_requested());
@@ -249,7 +284,7 @@ fn a_reader_never_sees_a_torn_request_under_a_hammering_writer() {
             while !stop.load(Relaxed) {
                 let (uri, query, script) = numbered(n);
                 b.slot(0).begin_request(n, "GET", &uri, &query, &script);
-                b.slot(0).end_request(n + 1, Duration::ZERO);
+                b.slot(0).end_request(n + 1, Duration::ZERO, Some(n + 1));
                 n += 1;
             }
             n
@@ -277,6 +312,9 @@ fn a_reader_never_sees_a_torn_request_under_a_hammering_writer() {
             "since {} for request {n}",
             view.since_us
         );
+        // Ended: its own memory; running: the one before's (none before the first).
+        let memory = if view.since_us == n + 1 { n + 1 } else { n };
+        assert_eq!(view.last_memory, Some(memory).filter(|&m| m > 0), "torn read");
         whole += 1;
     }
     stop.store(true, Relaxed);
@@ -300,7 +338,7 @@ fn a_forked_worker_writes_a_slot_the_parent_reads() {
             slot.claim(getpid(), 9);
             slot.set_state(State::Idle);
             slot.begin_request(5, "PUT", "/from/child", "c=1", "/child.py");
-            slot.end_request(25, Duration::from_micros(7));
+            slot.end_request(25, Duration::from_micros(7), Some(4096));
             // SAFETY: ends the child at once, running none of the test harness.
             unsafe { libc::_exit(0) };
         }
@@ -319,6 +357,7 @@ fn a_forked_worker_writes_a_slot_the_parent_reads() {
                 (view.requests, view.last_duration, view.last_cpu),
                 (1, Duration::from_micros(20), Duration::from_micros(7))
             );
+            assert_eq!(view.last_memory, Some(4096));
             assert_eq!(view.request.unwrap().uri, "/from/child");
             b.slot(index).release();
             assert_eq!(b.free_slot(), Some(0));
@@ -391,7 +430,7 @@ fn begin_and_end_cost_tens_of_nanoseconds() {
             "page=2&sort=date",
             "/srv/app/wsgi.py",
         );
-        slot.end_request(u64::from(n) + 1, Duration::from_micros(3));
+        slot.end_request(u64::from(n) + 1, Duration::from_micros(3), Some(1 << 20));
     }
     let per_request = started.elapsed() / ROUNDS;
     eprintln!("scoreboard begin_request + end_request: {per_request:?} per request");

@@ -65,6 +65,13 @@ pub trait Handler {
     /// (END_REQUEST). Returns whether the connection may be kept.
     fn handle(&mut self, conn: &Conn, request: Request) -> Outcome;
 
+    /// The peak memory, in bytes, of the request [`Handler::handle`] just served, as the
+    /// runtime measures it; the scoreboard's "last request memory". Called once after each
+    /// request. Default: None (unknown; the process's RSS is no request's peak).
+    fn request_memory(&self) -> Option<u64> {
+        None
+    }
+
     /// Runs a blocking wait (accept, the wait for the next request on a kept connection).
     /// Python releases the GIL around it, which is why `f` must be `Send`. Default: f().
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
@@ -222,7 +229,7 @@ impl<H: Handler> Worker<'_, H> {
             let id = request.id;
             let outcome = self.handler.handle(conn, request);
             if let Some(slot) = self.slot {
-                slot.end_request(now_us(), request_cpu());
+                slot.end_request(now_us(), request_cpu(), self.handler.request_memory());
             }
             self.served += 1;
             let socket_timed_out = conn.borrow().get_ref().timed_out();

@@ -11,15 +11,21 @@ use drover_scoreboard::Scoreboard;
 
 use super::*;
 
-/// Answers every request with a small page, and names the script when told to.
+/// Answers every request with a small page, and names the script (and the request's
+/// memory) when told to.
 struct Answer {
     script: Option<String>,
+    memory: Option<u64>,
     handled: u32,
 }
 
 impl Handler for Answer {
     fn script(&self, _params: &Params) -> Option<String> {
         self.script.clone()
+    }
+
+    fn request_memory(&self) -> Option<u64> {
+        self.memory
     }
 
     fn handle(&mut self, conn: &Conn, _request: Request) -> Outcome {
@@ -115,6 +121,7 @@ fn ended_requests(server: &mut UnixStream) -> usize {
 fn answer(script: Option<&str>) -> Answer {
     Answer {
         script: script.map(str::to_string),
+        memory: None,
         handled: 0,
     }
 }
@@ -186,6 +193,24 @@ fn the_scoreboard_shows_the_handlers_script_or_else_the_label() {
         "/srv/www/index.php"
     );
     assert_eq!(board.snapshot()[0].requests, 2);
+}
+
+#[test]
+fn the_scoreboard_shows_the_memory_the_handler_measured_or_none() {
+    let board = Scoreboard::create("test", 1).unwrap();
+    let slot = board.slot(0);
+    slot.claim(nix::unistd::getpid(), 1);
+    let last_memory = |memory: Option<u64>| {
+        let mut handler = Answer {
+            memory,
+            ..answer(None)
+        };
+        let served = serve(&mut handler, config(), Some(slot), get(1, "/a", false), false);
+        assert_eq!(served, (1, 1));
+        board.snapshot().pop().unwrap().last_memory
+    };
+    assert_eq!(last_memory(Some(20 << 20)), Some(20 << 20));
+    assert_eq!(last_memory(None), None, "Python's: unknown, not the last one's");
 }
 
 #[test]
