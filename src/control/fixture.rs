@@ -62,6 +62,7 @@ pub fn busy() -> WorkerStatus {
         rss: Some(31_457_280),
         last_request_duration: Some(Duration::from_millis(200)),
         last_request_cpu: Some(Duration::from_millis(50)),
+        last_request_memory: Some(2_097_152),
     }
 }
 
@@ -80,6 +81,7 @@ pub fn idle() -> WorkerStatus {
         rss: Some(20_971_520),
         last_request_duration: Some(Duration::from_micros(12_345)),
         last_request_cpu: None,
+        last_request_memory: None,
     }
 }
 
@@ -127,6 +129,7 @@ pub fn blind() -> PoolStatus {
             rss: None,
             last_request_duration: None,
             last_request_cpu: None,
+            last_request_memory: None,
         }],
     }
 }

@@ -77,6 +77,9 @@ pub struct WorkerStatus {
     pub rss: Option<u64>,
     pub last_request_duration: Option<Duration>,
     pub last_request_cpu: Option<Duration>,
+    /// php-fpm's "last request memory": the peak memory of the last request, in bytes, as
+    /// the runtime measures it (embedded PHP: the Zend allocator's peak); None elsewhere.
+    pub last_request_memory: Option<u64>,
 }
 
 impl WorkerStatus {

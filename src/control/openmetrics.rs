@@ -238,6 +238,12 @@ impl Metrics<'_> {
             |w| w.last_request_duration.map(seconds),
         );
         self.worker(
+            Kind::Gauge,
+            "worker_last_request_memory_bytes",
+            "The peak memory of the worker's last request (embedded PHP only).",
+            |w| w.last_request_memory.map(int),
+        );
+        self.worker(
             Kind::Counter,
             "worker_requests",
             "Requests the worker has served.",

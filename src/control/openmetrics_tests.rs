@@ -45,6 +45,12 @@ fn drovers_own_metrics_limits_recycling_and_workers() {
     assert!(out.contains(r#"drover_workers_recycled_total{pool="www",cause="max_memory"} 1"#));
     assert!(out.contains(r#"drover_worker_rss_bytes{pool="www",pid="4242"} 31457280"#));
     assert!(out.contains(r#"drover_worker_requests_total{pool="www",pid="4243"} 3"#));
+    assert!(out.contains("# UNIT drover_worker_last_request_memory_bytes bytes\n"));
+    assert_eq!(
+        samples(&out, "drover_worker_last_request_memory_bytes"),
+        [r#"drover_worker_last_request_memory_bytes{pool="www",pid="4242"} 2097152"#],
+        "only where known"
+    );
     // Current request duration only for the busy worker.
     let current = samples(&out, "drover_worker_request_duration_seconds");
     assert_eq!(
@@ -112,6 +118,8 @@ assert families["drover_limit_max_memory_bytes"].unit == "bytes"
 assert value("drover_accepted_connections", "drover_accepted_connections_total", pool="www") == 1234
 assert value("drover_idle_processes", "drover_idle_processes", pool='a\\b"c\nd') == 0
 assert value("drover_worker_rss_bytes", "drover_worker_rss_bytes", pool="www", pid="4242") == 31457280
+assert families["drover_worker_last_request_memory_bytes"].unit == "bytes"
+assert value("drover_worker_last_request_memory_bytes", "drover_worker_last_request_memory_bytes", pool="www", pid="4242") == 2097152
 assert value("drover_workers_recycled", "drover_workers_recycled_total", pool="www", cause="idle") == 4
 print("OK", len(families))
 "#;

@@ -4,8 +4,10 @@
 //! php-fpm's fields come first under php-fpm's names and layouts, so that tools written for
 //! php-fpm's page keep working; drover's own fields follow under names of their own (the
 //! config keys for limits, `recycled ...`, `rss`). php-fpm fields drover does not track
-//! (content length, user, last request memory) are left out rather than shown as zero.
-//! An unknown value is `-` in text and `null` in JSON.
+//! (content length, user) are left out rather than shown as zero. An unknown value is `-`
+//! in text and `null` in JSON: "last request memory" is known for embedded PHP only.
+//! While a request runs, php-fpm shows 0 as the last request's cpu and memory; drover keeps
+//! showing the last request's.
 //!
 //! Text and JSON differ from php-fpm in one respect on purpose: php-fpm printed request URIs
 //! raw into JSON until php-src#11050 and still does into text. Here JSON strings are escaped
@@ -122,6 +124,7 @@ fn worker_text(out: &mut String, w: &WorkerStatus) {
         "last request cpu",
         OrDash(w.last_request_cpu_percent().map(|c| format!("{c:.2}"))),
     );
+    line(out, "last request memory", OrDash(w.last_request_memory));
     line(out, "rss", OrDash(w.rss));
     line(
         out,
@@ -297,6 +300,9 @@ struct WorkerJson<'a> {
     script: Option<&'a str>,
     #[serde(rename = "last request cpu")]
     last_request_cpu: Option<f64>,
+    /// Bytes, as php-fpm.
+    #[serde(rename = "last request memory")]
+    last_request_memory: Option<u64>,
     /// Bytes.
     rss: Option<u64>,
     #[serde(rename = "last request duration")]
@@ -377,6 +383,7 @@ impl<'a> WorkerJson<'a> {
             last_request_cpu: w
                 .last_request_cpu_percent()
                 .map(|c| (c * 100.0).round() / 100.0),
+            last_request_memory: w.last_request_memory,
             rss: w.rss,
             last_request_duration: w.last_request_duration.map(micros),
         }

@@ -47,6 +47,12 @@ fn text_full_adds_a_block_per_worker() {
     assert_eq!(value_of(&out, "state"), ["Running", "Idle"]);
     assert_eq!(value_of(&out, "request duration"), ["1500000", "12345"]);
     assert_eq!(value_of(&out, "last request cpu"), ["25.00", "-"]);
+    assert_eq!(value_of(&out, "last request memory"), ["2097152", "-"]);
+    let cpu = out.find("last request cpu:").unwrap();
+    assert!(
+        out[cpu..].starts_with("last request cpu:     25.00\nlast request memory:  2097152\n"),
+        "php-fpm's order and column:\n{out}"
+    );
     assert_eq!(value_of(&out, "rss"), ["31457280", "20971520"]);
     assert_eq!(value_of(&out, "last request duration"), ["200000", "12345"]);
 }
@@ -116,6 +122,8 @@ fn json_full_lists_processes_with_escaped_uris() {
     assert_eq!(busy["request method"], "POST");
     assert_eq!(busy["request uri"], "/a\"b\\c\nd?q=\"x\"");
     assert_eq!(busy["last request cpu"], 25.0);
+    assert_eq!(busy["last request memory"], 2_097_152);
+    assert!(v["processes"][1]["last request memory"].is_null());
     assert_eq!(busy["rss"], 31_457_280);
     assert_eq!(busy["last request duration"], 200_000);
     // The raw escapes, as a strict parser sees them.
@@ -142,6 +150,7 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
         "script",
         "rss",
         "last request cpu",
+        "last request memory",
     ] {
         assert!(worker[key].is_null(), "{key}");
     }

@@ -42,6 +42,9 @@ unsafe extern "C" {
     pub fn drover_php_admin_ini(name: *const c_char, value: *const c_char) -> c_int;
     /// Runs one request; the HTTP status it answered, or -1 if PHP could not start it.
     pub fn drover_php_run(request: *const Request, now: c_double) -> c_int;
+    /// The peak memory of the request `drover_php_run` ran last, in bytes; 0 when PHP did
+    /// not run it (it could not start the request).
+    pub fn drover_php_peak_memory() -> usize;
     pub fn drover_php_version() -> *const c_char;
     /// SIGUSR2 writes the running script's stack to stderr as frame lines.
     pub fn drover_php_install_stack_dump();

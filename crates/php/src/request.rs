@@ -36,7 +36,20 @@ thread_local! {
 /// The PHP runtime's request handler, one per worker.
 pub struct Php {
     /// `security.limit_extensions`; empty: any file.
-    pub limit_extensions: Vec<String>,
+    limit_extensions: Vec<String>,
+    /// The last request's peak memory, for the scoreboard: None when PHP did not run it
+    /// (drover answered 404 or 403 itself), so that no older request's peak shows.
+    memory: Option<u64>,
+}
+
+impl Php {
+    /// A worker's handler; `limit_extensions` empty: any file.
+    pub fn new(limit_extensions: Vec<String>) -> Php {
+        Php {
+            limit_extensions,
+            memory: None,
+        }
+    }
 }
 
 impl Handler for Php {
@@ -58,6 +71,7 @@ impl Handler for Php {
     }
 
     fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
+        self.memory = None;
         let params = &request.params;
         let text = |name: &str| params.get(name).and_then(|v| std::str::from_utf8(v).ok());
         let target = script::resolve(text, &self.limit_extensions, |path| {
@@ -79,6 +93,12 @@ impl Handler for Php {
                 answer(&mut conn.borrow_mut(), "403 Forbidden", "Access denied.\n")
             }
         }
+    }
+
+    /// php-fpm's "last request memory": the Zend allocator's peak during the request, as
+    /// `memory_get_peak_usage()` reads it at the script's end.
+    fn request_memory(&self) -> Option<u64> {
+        self.memory
     }
 }
 
@@ -190,6 +210,9 @@ impl Php {
         // SAFETY: every pointer in `req` points into `strings` or `ffi_params`, which
         // outlive the call; the C side keeps none of them after it returns.
         let status = unsafe { ffi::drover_php_run(&req, now) };
+        // SAFETY: reads a value drover_php_run left; no request runs.
+        let peak = unsafe { ffi::drover_php_peak_memory() };
+        self.memory = u64::try_from(peak).ok().filter(|&bytes| bytes > 0);
         drop(ffi_params);
         drop(strings);
         let outcome = end(conn, status);

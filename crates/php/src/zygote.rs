@@ -34,9 +34,7 @@ impl Runtime for Forker {
         match unsafe { libc::fork() } {
             -1 => Err(nix::Error::last()),
             0 => zygote::become_worker(mask, || {
-                let mut php = Php {
-                    limit_extensions: self.limit_extensions.clone(),
-                };
+                let mut php = Php::new(self.limit_extensions.clone());
                 serve::run(&mut php, config, slot)
             }),
             pid => Ok(Pid::from_raw(pid)),

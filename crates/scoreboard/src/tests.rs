@@ -314,7 +314,11 @@ fn a_reader_never_sees_a_torn_request_under_a_hammering_writer() {
         );
         // Ended: its own memory; running: the one before's (none before the first).
         let memory = if view.since_us == n + 1 { n + 1 } else { n };
-        assert_eq!(view.last_memory, Some(memory).filter(|&m| m > 0), "torn read");
+        assert_eq!(
+            view.last_memory,
+            Some(memory).filter(|&m| m > 0),
+            "torn read"
+        );
         whole += 1;
     }
     stop.store(true, Relaxed);

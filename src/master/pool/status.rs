@@ -60,6 +60,7 @@ impl PoolRun {
                     rss: crate::runtime::resident_memory(Some(pid)),
                     last_request_duration: slot.map(|s| s.last_duration),
                     last_request_cpu: slot.map(|s| s.last_cpu),
+                    last_request_memory: slot.and_then(|s| s.last_memory),
                 }
             })
             .collect();

@@ -6,9 +6,11 @@
 //!   `security.limit_extensions`, "File not found.", `php_sapi_name()`, uploads, sessions,
 //!   a worker that segfaults.
 //! - [`shared`]: a dynamic pool's workers share one OPcache and one APCu.
+//! - [`memory`]: the status shows each worker's last request memory, as php-fpm's does.
 //! - [`apache`]: Apache httpd with Debian's stock php-fpm wiring (`proxy:unix:…|fcgi://`).
 
 mod apache;
+mod memory;
 mod sapi;
 mod shared;
 

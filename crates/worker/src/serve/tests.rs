@@ -205,12 +205,22 @@ fn the_scoreboard_shows_the_memory_the_handler_measured_or_none() {
             memory,
             ..answer(None)
         };
-        let served = serve(&mut handler, config(), Some(slot), get(1, "/a", false), false);
+        let served = serve(
+            &mut handler,
+            config(),
+            Some(slot),
+            get(1, "/a", false),
+            false,
+        );
         assert_eq!(served, (1, 1));
         board.snapshot().pop().unwrap().last_memory
     };
     assert_eq!(last_memory(Some(20 << 20)), Some(20 << 20));
-    assert_eq!(last_memory(None), None, "Python's: unknown, not the last one's");
+    assert_eq!(
+        last_memory(None),
+        None,
+        "Python's: unknown, not the last one's"
+    );
 }
 
 #[test]
