@@ -283,3 +283,54 @@ fn fatal_errors_end_the_request_and_the_worker_serves_on() {
         "the worker was replaced"
     );
 }
+
+/// A client that goes away mid-response: the script's next writes fail and PHP marks the
+/// connection aborted. With `ignore_user_abort(true)` the script runs to its end and sees
+/// `connection_aborted()`; without, it ends at that write (its shutdown functions run).
+#[test]
+fn a_vanished_client_aborts_the_script_unless_it_ignores_user_abort() {
+    let site = Site::new();
+    for (name, ignore) in [("ignore", "true"), ("stop", "false")] {
+        let marker = site.path().join(format!("{name}.txt"));
+        site.script(
+            &format!("{name}.php"),
+            &format!(
+                r#"<?php
+ignore_user_abort({ignore});
+header('X-Accel-Buffering: no');
+$i = 0;
+register_shutdown_function(function () use (&$i) {{
+    file_put_contents({marker:?}, (connection_aborted() ? 'aborted' : 'connected') . " after $i");
+}});
+for (; $i < 100; $i++) {{ echo str_repeat('x', 8192), "\n"; flush(); usleep(20000); }}
+"#,
+                marker = marker.display()
+            ),
+        );
+    }
+    let stack = Stack::start(site, Embed::new("www", 2).ini("output_buffering = 0\n"));
+
+    for name in ["ignore", "stop"] {
+        let mut client = TcpStream::connect(("127.0.0.1", stack.nginx.port)).unwrap();
+        client.set_read_timeout(Some(TIMEOUT)).unwrap();
+        write!(client, "GET /{name}.php HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut buf = [0u8; 4096];
+        let n = client.read(&mut buf).unwrap();
+        assert!(n > 0);
+        drop(client);
+    }
+
+    let marker = |name: &str| {
+        crate::common::wait_until(TIMEOUT, "the script's marker", || {
+            std::fs::read_to_string(stack.site.path().join(format!("{name}.txt"))).ok()
+        })
+    };
+    assert_eq!(marker("ignore"), "aborted after 100", "ran to its end, aborted");
+    let stopped = marker("stop");
+    let at: u32 = stopped
+        .strip_prefix("aborted after ")
+        .unwrap_or_else(|| panic!("{stopped:?}"))
+        .parse()
+        .unwrap();
+    assert!(at < 100, "the script did not stop at the failed write: {stopped:?}");
+}
