@@ -8,7 +8,7 @@
 //! longjmps, handled in C, which must never cross a Rust frame.
 
 use std::cell::RefCell;
-use std::ffi::{CString, c_char, c_int};
+use std::ffi::{c_char, c_int};
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -40,6 +40,7 @@ pub struct Php {
     /// The last request's peak memory, for the scoreboard: None when PHP did not run it
     /// (drover answered 404 or 403 itself), so that no older request's peak shows.
     memory: Option<u64>,
+    arena: Arena,
 }
 
 impl Php {
@@ -48,6 +49,7 @@ impl Php {
         Php {
             limit_extensions,
             memory: None,
+            arena: Arena::default(),
         }
     }
 }
@@ -115,81 +117,115 @@ fn answer(
     Outcome { keep }
 }
 
-/// The C strings of one request, alive until PHP is done with it.
-struct Strings {
-    /// Names and values, in param order.
-    pairs: Vec<(CString, CString)>,
-    extra: Vec<CString>,
+/// The NUL-terminated copies of one request's strings that PHP reads, in one buffer kept
+/// from request to request (so that a request costs no allocation here once the buffer
+/// has grown): strings are pushed first, and pointers taken only once all are in.
+#[derive(Default)]
+struct Arena {
+    bytes: Vec<u8>,
+    /// Offset and length of each param's name and value.
+    params: Vec<[(usize, usize); 2]>,
+    ffi: Vec<ffi::Param>,
 }
 
-impl Strings {
-    fn keep(&mut self, value: Option<&[u8]>) -> *const c_char {
-        let Some(value) = value else {
-            return std::ptr::null();
-        };
-        let value = CString::new(strip_nul(value)).unwrap_or_default();
-        // The CString's heap buffer does not move when the CString itself moves into
-        // the vector.
-        let ptr = value.as_ptr();
-        self.extra.push(value);
-        ptr
+/// Where a string is in the arena: offset and length.
+type Span = Option<(usize, usize)>;
+
+impl Arena {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.params.clear();
+        self.ffi.clear();
     }
-}
 
-/// A param value is cut at its first NUL: C strings end there.
-fn strip_nul(value: &[u8]) -> Vec<u8> {
-    let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
-    value[..end].to_vec()
+    /// Copies `value` up to its first NUL (C strings end there), then a NUL.
+    fn push(&mut self, value: &[u8]) -> (usize, usize) {
+        let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&value[..end]);
+        self.bytes.push(0);
+        (at, end)
+    }
+
+    fn keep(&mut self, value: Option<&[u8]>) -> Span {
+        value.map(|value| self.push(value))
+    }
+
+    /// Valid until the arena changes.
+    fn ptr(&self, span: Span) -> *const c_char {
+        span.map_or(std::ptr::null(), |(at, _)| {
+            self.bytes[at..].as_ptr().cast::<c_char>()
+        })
+    }
 }
 
 impl Php {
     fn run(&mut self, conn: &Conn, request: &Request, found: &script::Script) -> Outcome {
         let params = &request.params;
-        let mut strings = Strings {
-            pairs: params
-                .iter()
-                .filter_map(|(name, value)| {
-                    Some((
-                        CString::new(name).ok()?,
-                        CString::new(strip_nul(value)).ok()?,
-                    ))
-                })
-                .collect(),
-            extra: Vec::new(),
-        };
-        let ffi_params: Vec<ffi::Param> = strings
-            .pairs
-            .iter()
-            .map(|(name, value)| ffi::Param {
-                name: name.as_ptr(),
-                name_len: name.as_bytes().len(),
-                value: value.as_ptr(),
-                value_len: value.as_bytes().len(),
-            })
-            .collect();
         let get = |name: &str| params.get(name);
+        let a = &mut self.arena;
+        a.clear();
+        for (name, value) in params.iter() {
+            let pair = [a.push(name), a.push(value)];
+            a.params.push(pair);
+        }
+        let spans = [
+            a.keep(get("REQUEST_METHOD").or(Some(b"GET"))),
+            a.keep(get("QUERY_STRING").or(Some(b""))),
+            a.keep(get("REQUEST_URI")),
+            a.keep(get("CONTENT_TYPE")),
+            a.keep(get("HTTP_COOKIE")),
+            a.keep(get("HTTP_AUTHORIZATION")),
+            a.keep(get("SERVER_PROTOCOL")),
+            a.keep(Some(found.filename.as_bytes())),
+            a.keep(found.script_name.as_deref().map(str::as_bytes)),
+            a.keep(found.path_info.as_deref().map(str::as_bytes)),
+            a.keep(found.path_translated.as_deref().map(str::as_bytes)),
+            a.keep(Some(found.php_self.as_bytes())),
+            a.keep(get("PHP_VALUE")),
+            a.keep(get("PHP_ADMIN_VALUE")),
+        ];
+        // Every string is in: the pointers below stay valid until the next request.
+        let Arena {
+            bytes,
+            params: pairs,
+            ffi,
+        } = &mut self.arena;
+        let base = bytes.as_ptr().cast::<c_char>();
+        ffi.extend(
+            pairs
+                .iter()
+                .map(|[(name, name_len), (value, value_len)]| ffi::Param {
+                    // In bounds: offsets into `bytes`, whose allocation no longer changes.
+                    name: base.wrapping_add(*name),
+                    name_len: *name_len,
+                    value: base.wrapping_add(*value),
+                    value_len: *value_len,
+                }),
+        );
+        let a = &self.arena;
+        let p = |i: usize| a.ptr(spans[i]);
         let content_length = get("CONTENT_LENGTH")
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
             .unwrap_or(0);
-        let method = get("REQUEST_METHOD").or(Some(b"GET"));
         let req = ffi::Request {
-            params: ffi_params.as_ptr(),
-            params_len: ffi_params.len(),
-            method: strings.keep(method),
-            query: strings.keep(get("QUERY_STRING").or(Some(b""))),
-            request_uri: strings.keep(get("REQUEST_URI")),
-            content_type: strings.keep(get("CONTENT_TYPE")),
+            params: a.ffi.as_ptr(),
+            params_len: a.ffi.len(),
+            method: p(0),
+            query: p(1),
+            request_uri: p(2),
+            content_type: p(3),
             content_length,
-            cookie: strings.keep(get("HTTP_COOKIE")),
-            authorization: strings.keep(get("HTTP_AUTHORIZATION")),
-            protocol: strings.keep(get("SERVER_PROTOCOL")),
-            script_filename: strings.keep(Some(found.filename.as_bytes())),
-            script_name: strings.keep(found.script_name.as_deref().map(str::as_bytes)),
-            path_info: strings.keep(found.path_info.as_deref().map(str::as_bytes)),
-            path_translated: strings.keep(found.path_translated.as_deref().map(str::as_bytes)),
-            php_self: strings.keep(Some(found.php_self.as_bytes())),
-            php_value: strings.keep(get("PHP_VALUE")),
-            php_admin_value: strings.keep(get("PHP_ADMIN_VALUE")),
+            cookie: p(4),
+            authorization: p(5),
+            protocol: p(6),
+            script_filename: p(7),
+            script_name: p(8),
+            path_info: p(9),
+            path_translated: p(10),
+            php_self: p(11),
+            php_value: p(12),
+            php_admin_value: p(13),
         };
         CURRENT.with(|current| {
             *current.borrow_mut() = Some(Current {
@@ -207,14 +243,12 @@ impl Php {
         term.add(Signal::SIGTERM);
         let mut before = SigSet::empty();
         let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut before));
-        // SAFETY: every pointer in `req` points into `strings` or `ffi_params`, which
-        // outlive the call; the C side keeps none of them after it returns.
+        // SAFETY: every pointer in `req` points into the arena, which is not changed until
+        // the call returns; the C side keeps none of them after it returns.
         let status = unsafe { ffi::drover_php_run(&req, now) };
         // SAFETY: reads a value drover_php_run left; no request runs.
         let peak = unsafe { ffi::drover_php_peak_memory() };
         self.memory = u64::try_from(peak).ok().filter(|&bytes| bytes > 0);
-        drop(ffi_params);
-        drop(strings);
         let outcome = end(conn, status);
         // A SIGTERM that came meanwhile is taken now, once the response is complete.
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);

@@ -313,7 +313,11 @@ for (; $i < 100; $i++) {{ echo str_repeat('x', 8192), "\n"; flush(); usleep(2000
     for name in ["ignore", "stop"] {
         let mut client = TcpStream::connect(("127.0.0.1", stack.nginx.port)).unwrap();
         client.set_read_timeout(Some(TIMEOUT)).unwrap();
-        write!(client, "GET /{name}.php HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        write!(
+            client,
+            "GET /{name}.php HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        )
+        .unwrap();
         let mut buf = [0u8; 4096];
         let n = client.read(&mut buf).unwrap();
         assert!(n > 0);
@@ -325,12 +329,19 @@ for (; $i < 100; $i++) {{ echo str_repeat('x', 8192), "\n"; flush(); usleep(2000
             std::fs::read_to_string(stack.site.path().join(format!("{name}.txt"))).ok()
         })
     };
-    assert_eq!(marker("ignore"), "aborted after 100", "ran to its end, aborted");
+    assert_eq!(
+        marker("ignore"),
+        "aborted after 100",
+        "ran to its end, aborted"
+    );
     let stopped = marker("stop");
     let at: u32 = stopped
         .strip_prefix("aborted after ")
         .unwrap_or_else(|| panic!("{stopped:?}"))
         .parse()
         .unwrap();
-    assert!(at < 100, "the script did not stop at the failed write: {stopped:?}");
+    assert!(
+        at < 100,
+        "the script did not stop at the failed write: {stopped:?}"
+    );
 }
