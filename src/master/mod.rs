@@ -223,6 +223,7 @@ impl Master {
                 }
                 for pool in self.pools.iter_mut() {
                     pool.observe(now, &mut self.sampler);
+                    pool.check_kills(now);
                     pool.check_slow(now);
                     pool.after_output(now);
                     if pool.draining() {

@@ -46,6 +46,7 @@ unsafe extern "C" {
     /// not run it (it could not start the request).
     pub fn drover_php_peak_memory() -> usize;
     pub fn drover_php_version() -> *const c_char;
-    /// SIGUSR2 writes the running script's stack to stderr as frame lines.
+    /// SIGUSR2 writes the running script's stack to stderr as frame lines, and the script
+    /// goes on; SIGUSR1 writes it, then waits for SIGKILL (see `drover_proto::zygote`).
     pub fn drover_php_install_stack_dump();
 }

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* One FastCGI param, name and value NUL-terminated (Rust keeps them until the request
@@ -557,7 +558,7 @@ const char *drover_php_version(void)
 	return PHP_VERSION;
 }
 
-/* ---------------------------------------------------------------- the stack, on SIGUSR2 */
+/* ------------------------------------------------------- the stack, on SIGUSR2 and SIGUSR1 */
 
 /* Appends without allocating: this runs in a signal handler. */
 struct out {
@@ -648,8 +649,28 @@ static void dump_stack(int signo)
 	errno = saved;
 }
 
+/* How long a worker that wrote its stack for a kill waits for the master's SIGKILL before
+ * it ends itself (the master gone): the master kills it within a fraction of a second. */
+#define KILL_WAIT_SECONDS 5
+
+/* The stack for a request_terminate_timeout kill (SIGUSR1): written as dump_stack writes
+ * it, then the worker waits for its SIGKILL with every signal blocked. The script must not
+ * go on: the signal cut its sleep() (or poll(), or any wait a handler interrupts) short,
+ * and what it went on to send would reach the client as a response. */
+static void dump_stack_for_kill(int signo)
+{
+	dump_stack(signo);
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	struct timespec left = { KILL_WAIT_SECONDS, 0 };
+	while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+	}
+	kill(getpid(), SIGKILL);
+}
+
 /* Installed in the zygote before PHP starts, so that PHP's signal layer (zend_signal)
- * records it as the handler to call, deferred out of its critical sections. */
+ * records them as the handlers to call, deferred out of its critical sections. */
 void drover_php_install_stack_dump(void)
 {
 	struct sigaction action;
@@ -658,4 +679,6 @@ void drover_php_install_stack_dump(void)
 	action.sa_flags = SA_RESTART;
 	sigemptyset(&action.sa_mask);
 	sigaction(SIGUSR2, &action, NULL);
+	action.sa_handler = dump_stack_for_kill;
+	sigaction(SIGUSR1, &action, NULL);
 }

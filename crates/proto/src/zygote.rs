@@ -13,7 +13,9 @@
 //!   as the signal's value.
 //! - A `drover-php` worker sent SIGUSR2 writes its PHP stack on its stderr for the slowlog,
 //!   one [`frame_line`] per frame, innermost first, then [`FRAME_END`]; the master reads them
-//!   with [`parse_frame`].
+//!   with [`parse_frame`]. Sent SIGUSR1 (a `request_terminate_timeout` kill), it writes
+//!   them the same way, then waits for SIGKILL: its script does not go on (the signal may
+//!   have cut a `sleep()` short), and it kills itself should no SIGKILL come.
 //! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
 //! - `drover-php` [`PHP_PROBE`] says whether it can run PHP here (the master asks once, to
 //!   pick a PHP pool's default runtime): exit 0 and one line naming PHP

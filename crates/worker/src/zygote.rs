@@ -332,6 +332,10 @@ mod tests {
             !set.contains(Signal::SIGUSR2),
             "the slowlog's signal is a worker's"
         );
+        assert!(
+            !set.contains(Signal::SIGUSR1),
+            "a kill's stack signal is a drover-php worker's"
+        );
     }
 
     #[test]

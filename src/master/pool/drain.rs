@@ -56,7 +56,7 @@ impl PoolRun {
             .collect();
         for action in pm::plan(&self.limits, &mut self.policy, &views, None, now, false) {
             if let Action::Kill { pid, reason } = action {
-                self.kill_worker(pid, &reason);
+                self.kill_worker(pid, &reason, now);
             }
         }
     }

@@ -9,8 +9,10 @@
 //!
 //! - [`observe`]: what each worker is doing.
 //! - [`policy`]: the pool's policy applied: spawn, retire, kill.
+//! - [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
 
 mod drain;
+mod kill;
 mod lifecycle;
 mod observe;
 mod policy;
@@ -64,6 +66,8 @@ pub struct PoolRun {
     desired: u32,
     probes: Probes,
     slow: slow::SlowRequests,
+    /// request_terminate_timeout kills waiting for the worker's stack (drover-php).
+    kills: kill::PendingKills,
     /// A reload's new generation: the id of the one it replaces, retired once this one is up.
     pub replaces: Option<u64>,
     /// Processes that exited lately, with their role: their last output lines may be read
@@ -139,6 +143,7 @@ impl PoolRun {
             scoreboard,
             probes: Probes::default(),
             slow: slow::SlowRequests::default(),
+            kills: kill::PendingKills::default(),
         })
     }
 

@@ -53,7 +53,7 @@ impl PoolRun {
             match action {
                 Action::Spawn(n) => self.spawn_workers(n, now),
                 Action::Retire { pid, reason } => self.retire(pid, &reason, now),
-                Action::Kill { pid, reason } => self.kill_worker(pid, &reason),
+                Action::Kill { pid, reason } => self.kill_worker(pid, &reason, now),
                 Action::MaxChildrenReached { max_children } => tracing::warn!(
                     "pool {}: reached max_children ({max_children}); consider raising it",
                     self.name()
@@ -119,34 +119,6 @@ impl PoolRun {
                 let _ = kill(pid, Signal::SIGTERM);
             }
         }
-    }
-
-    pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason) {
-        let Some(worker) = self.workers.get(&pid) else {
-            return;
-        };
-        let request = worker
-            .state
-            .request
-            .as_ref()
-            .map(|r| format!(": {r}"))
-            .unwrap_or_default();
-        tracing::warn!(
-            "pool {}: killing worker {pid}: {reason}{request}",
-            self.config.name
-        );
-        if matches!(reason, Reason::Terminate { .. })
-            && let Some(stack) =
-                self.php_stack(pid, self.config.request_slowlog_trace_depth as usize)
-        {
-            for line in stack.to_string().lines() {
-                tracing::warn!("pool {}: worker {pid}:   {line}", self.config.name);
-            }
-        }
-        if let Some(process) = self.processes.get_mut(&pid) {
-            process.retiring = true;
-        }
-        let _ = kill(pid, Signal::SIGKILL);
     }
 
     /// Who keeps this pool's worker count.

@@ -3,7 +3,8 @@
 //! zygote's worker is asked for its stack with SIGUSR2, and the lines that come back tagged
 //! with its pid are collected into the entry instead of the error log: a Python worker's
 //! faulthandler dump, complete once the worker is quiet, or a drover-php worker's frame
-//! lines, complete at their end line.
+//! lines, complete at their end line. A `request_terminate_timeout` kill may await the same
+//! drover-php dump (see [`kill`](mod@super::kill)): its frame lines go to both.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -94,16 +95,20 @@ impl PoolRun {
         }
     }
 
-    /// A line from a worker whose stack dump is awaited: kept for the slowlog (true), or
-    /// not part of a dump (false: log it as usual).
+    /// A line from a worker whose stack dump is awaited, by the slowlog or by a kill (see
+    /// [`kill`](mod@super::kill)): kept for them (true), or not part of a dump (false: log
+    /// it as usual). One dump may answer both: each gets its frames.
     pub fn on_dump_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
+        // The kill first: at the end line, SIGKILL goes before the entry is written.
+        let killing = self.on_kill_line(pid, line);
         let depth = self.config.request_slowlog_trace_depth as usize;
         match self
             .slow
             .take_line(self.launch.kind.slow_stack(), pid, line, depth, now)
         {
-            DumpLine::Output => false,
+            DumpLine::Output => killing,
             DumpLine::Taken => true,
+            DumpLine::Late if killing => true,
             DumpLine::Late => {
                 tracing::debug!(
                     "pool {}: worker {pid}: a stack line after its slowlog entry: {}",
@@ -290,6 +295,36 @@ mod tests {
         let done = slow.quiet(stack, t0 + FRAMES_QUIET);
         assert_eq!(done.len(), 1);
         assert_eq!(done[0].frames, ["level3() /srv/slow.php:2"]);
+    }
+
+    #[test]
+    fn a_slowlog_dump_and_a_kill_awaiting_one_worker_both_get_its_frames() {
+        use super::super::kill::{KillLine, PendingKills};
+        let (mut slow, mut kills, t0) = (
+            SlowRequests::default(),
+            PendingKills::default(),
+            Instant::now(),
+        );
+        slow.asked(PID, entry(), t0);
+        kills.asked(PID, t0);
+        let stack = SlowStack::FrameLines;
+        let frames = ["sleep() /srv/slow.php:2", "{main}() /srv/slow.php:5"];
+        for frame in frames {
+            let line = frame_line(frame);
+            assert_eq!(kills.take_line(PID, &line, 20), KillLine::Frame(frame));
+            assert_eq!(slow.take_line(stack, PID, &line, 20, t0), DumpLine::Taken);
+        }
+        let end = FRAME_END.trim_end();
+        assert_eq!(kills.take_line(PID, end, 20), KillLine::KillNow);
+        let DumpLine::Done(done) = slow.take_line(stack, PID, end, 20, t0) else {
+            panic!("not done")
+        };
+        assert_eq!(done.frames, frames);
+        // A second dump (the kill's own signal, answered after the slowlog's): neither
+        // ordinary output nor kept.
+        let line = frame_line(frames[0]);
+        assert_eq!(kills.take_line(PID, &line, 20), KillLine::Unrelated);
+        assert_eq!(slow.take_line(stack, PID, &line, 20, t0), DumpLine::Late);
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //!   cold-start latency is printed) and is empty again after process_idle_timeout.
 //! - [`max_memory`]: a leaking Python worker is recycled near max_memory without a failed
 //!   request.
-//! - [`terminate`]: request_terminate_timeout kills a stuck php-cgi or Python request; the
-//!   kill lines show what the php-cgi scoreboard sampled from busy and idle workers.
+//! - [`terminate`]: request_terminate_timeout kills a stuck PHP (drover-php and php-cgi) or
+//!   Python request, the PHP stack in the log; the kill lines show what the php-cgi
+//!   scoreboard sampled from busy and idle workers.
 //!
 //! The Python routes are in `tests/apps/pm_app.py`.
 

@@ -2,6 +2,9 @@
 //! gets an error from nginx at once rather than after the request's 30 s, the log names what
 //! was stuck, and the next request is served.
 //!
+//! A PHP kill's log line is followed by the PHP stack, on drover-php (which the master asks
+//! for it, then kills at once) as on php-cgi (read from its memory).
+//!
 //! The log line of a php-cgi kill names the request the master sampled from the worker's
 //! memory (method, URI, script), so the last test checks, under load, that each busy
 //! worker's line has its own request and that the idle worker, seen idle, is left alone.
@@ -38,10 +41,10 @@ fn php_site() -> Site {
     site
 }
 
-/// On php-cgi, whose kill lines give the stack read from the worker's memory.
+/// A static PHP pool of `max_children` workers, on the tests' default PHP runtime.
 fn php_pool(max_children: u32) -> Pool {
     let pm = format!("mode = \"static\"\nmax_children = {max_children}\n");
-    Pool::php("www", TOP, &pm).php_runtime("cgi")
+    Pool::php("www", TOP, &pm)
 }
 
 /// A `killing worker` line, taken apart.
@@ -112,18 +115,19 @@ fn assert_elapsed_in_line(line: &str, kill: &Kill) {
     );
 }
 
-#[test]
-fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the_worker() {
-    let stack = Stack::start(php_site(), php_pool(1));
+/// A request stuck in sleep() on `runtime` ("embed" or "cgi") is cut at 2 s, its kill
+/// line names it and its stack follows, the worker exits and a new one serves.
+fn php_request_stuck_in_sleep(runtime: &'static str) {
+    let stack = Stack::start(php_site(), php_pool(1).php_runtime(runtime));
     let log = &stack.drover.log;
-    let before = wait_until(TIMEOUT, "one php-cgi worker", || {
+    let before = wait_until(TIMEOUT, "one PHP worker", || {
         let workers = stack.drover.workers();
         (workers.len() == 1).then_some(workers[0])
     });
 
     let (reply, waited) = stuck_request(&stack, "/stuck.php?n=1");
     println!(
-        "request_terminate_timeout (php): the client got {} after {waited:.1?}",
+        "request_terminate_timeout (php {runtime}): the client got {} after {waited:.1?}",
         reply.status
     );
     assert_cut_quickly(&stack, "/stuck.php?n=1", &reply, waited);
@@ -139,17 +143,38 @@ fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the
         format!("GET /stuck.php?n=1 (script {})", script.display()),
         "{line:?}"
     );
-    // The PHP stack follows, innermost frame first.
+
+    let exited = format!("pool www: worker {victim} exited");
+    log.wait_for_line(&exited, TIMEOUT);
+    // The PHP stack follows the kill line, innermost frame first, before the worker exits.
     let prefix = format!("pool www: worker {victim}:   ");
-    let frames: Vec<String> = lines_with(log, 0, &prefix)
+    let lines = log.lines();
+    let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let (killing, exit) = (at("killing worker"), at(&exited));
+    let frames: Vec<String> = lines
         .iter()
-        .filter_map(|l| l.split(&prefix).nth(1).map(str::to_string))
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let frame = l.split(&prefix).nth(1)?;
+            assert!(
+                killing < Some(i) && Some(i) < exit,
+                "a frame out of place: {l:?}; the log:\n{}",
+                log.text()
+            );
+            Some(frame.to_string())
+        })
         .collect();
     let script = script.display();
+    // An internal function's frame: drover-php writes its caller's line, as php-fpm does;
+    // the php-cgi sampler has no line for it.
+    let sleep = match runtime {
+        "embed" => format!("sleep() {script}:3"),
+        _ => "sleep() (internal)".to_string(),
+    };
     assert_eq!(
         frames,
         [
-            "sleep() (internal)".to_string(),
+            sleep,
             format!("stuck() {script}:3"),
             format!("{{main}}() {script}:9"),
         ],
@@ -157,11 +182,9 @@ fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the
         log.text()
     );
 
-    log.wait_for_line(&format!("pool www: worker {victim} exited"), TIMEOUT);
-    let after = wait_until(TIMEOUT, "a new php-cgi worker", || {
-        let workers = stack.drover.workers();
-        (workers.len() == 1 && workers[0] != victim).then_some(workers[0])
-    });
+    // From the log: a drover-php zygote between two workers would pass for one in /proc.
+    let after = wait_started(log, 0, "www", "worker", 2, TIMEOUT)[1];
+    assert_ne!(after, victim);
     assert_eq!(served_by(&stack, "/pid.php"), after);
     assert_eq!(
         lines_with(log, 0, "killing worker").len(),
@@ -169,6 +192,16 @@ fn request_terminate_timeout_kills_a_php_request_stuck_in_sleep_and_replaces_the
         "the log:\n{}",
         log.text()
     );
+}
+
+#[test]
+fn request_terminate_timeout_kills_a_drover_php_request_stuck_in_sleep_and_replaces_the_worker() {
+    php_request_stuck_in_sleep("embed");
+}
+
+#[test]
+fn request_terminate_timeout_kills_a_php_cgi_request_stuck_in_sleep_and_replaces_the_worker() {
+    php_request_stuck_in_sleep("cgi");
 }
 
 #[test]
@@ -212,7 +245,8 @@ fn request_terminate_timeout_kills_a_python_request_stuck_in_sleep_and_replaces_
 /// (it would be killed too, 2 s after).
 #[test]
 fn the_php_cgi_scoreboard_under_load_shows_each_busy_workers_request_and_leaves_the_idle_one() {
-    let stack = Stack::start(php_site(), php_pool(3));
+    // php-cgi's: its kill lines give the request the master sampled from its memory.
+    let stack = Stack::start(php_site(), php_pool(3).php_runtime("cgi"));
     let log = &stack.drover.log;
     let workers = wait_until(TIMEOUT, "3 php-cgi workers", || {
         let workers = stack.drover.workers();

@@ -1,0 +1,282 @@
+//! Killing a worker (`request_terminate_timeout`, `request_read_timeout`, a retirement
+//! past `process_control_timeout`): one log line naming the worker and its request, then
+//! SIGKILL. A `request_terminate_timeout` kill of a PHP worker logs its stack in between,
+//! one line a frame, innermost first: php-cgi's is read from the worker's memory at once;
+//! a drover-php worker is asked for it with SIGUSR1 (it writes the frame lines the slowlog
+//! asks for with SIGUSR2, then waits for its SIGKILL instead of going on with the script),
+//! its frame lines are logged as they come, and SIGKILL follows its end line, or
+//! [`STACK_WAIT`] after the decision when the worker does not answer: the stack never
+//! delays the kill by more than that. A slowlog dump in flight for the same worker gets the
+//! same lines (see [`super::slow`]).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use drover_proto::zygote::{StackLine, parse_frame};
+
+use super::PoolRun;
+use crate::pm::Reason;
+use crate::runtime::kind::SlowStack;
+
+/// How long a kill waits for a drover-php worker's stack. It is checked on the master's
+/// tick (100 ms), so a worker that cannot answer is killed at most 300 ms after the
+/// decision; one that answers, at its stack's end line.
+const STACK_WAIT: Duration = Duration::from_millis(200);
+
+/// The kills waiting for their worker's stack (drover-php workers sent SIGUSR1).
+#[derive(Debug, Default)]
+pub struct PendingKills {
+    /// When each was asked for its stack, and how many of its frames were logged.
+    asked: HashMap<Pid, Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    asked: Instant,
+    frames: usize,
+}
+
+/// What a worker's line means for its pending kill.
+#[derive(Debug, PartialEq)]
+pub(super) enum KillLine<'a> {
+    /// No kill waits for it, or it is no frame line: not the kill's.
+    Unrelated,
+    /// A frame of the stack, to log.
+    Frame(&'a str),
+    /// A frame past `request_slowlog_trace_depth`: neither logged nor ordinary output.
+    Skipped,
+    /// The stack's end: SIGKILL now.
+    KillNow,
+}
+
+impl PendingKills {
+    /// `pid` was asked for its stack at `now`, to be killed once it has answered.
+    pub(super) fn asked(&mut self, pid: Pid, now: Instant) {
+        self.asked.insert(
+            pid,
+            Pending {
+                asked: now,
+                frames: 0,
+            },
+        );
+    }
+
+    /// A kill of `pid` waits for its stack (its frame lines are awaited).
+    pub fn waiting(&self, pid: Pid) -> bool {
+        self.asked.contains_key(&pid)
+    }
+
+    /// A line of `pid`'s output, keeping at most `depth` frames; the end line closes the
+    /// wait.
+    pub(super) fn take_line<'a>(&mut self, pid: Pid, line: &'a str, depth: usize) -> KillLine<'a> {
+        let Some(pending) = self.asked.get_mut(&pid) else {
+            return KillLine::Unrelated;
+        };
+        match parse_frame(line) {
+            None => KillLine::Unrelated,
+            Some(StackLine::Frame(_)) if pending.frames >= depth => KillLine::Skipped,
+            Some(StackLine::Frame(frame)) => {
+                pending.frames += 1;
+                KillLine::Frame(frame)
+            }
+            Some(StackLine::End) => {
+                self.asked.remove(&pid);
+                KillLine::KillNow
+            }
+        }
+    }
+
+    /// The kills whose stack has not ended [`STACK_WAIT`] after they were asked at `now`:
+    /// no longer waiting, to be killed now.
+    fn overdue(&mut self, now: Instant) -> Vec<Pid> {
+        let late: Vec<Pid> = self
+            .asked
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.asked) >= STACK_WAIT)
+            .map(|(&pid, _)| pid)
+            .collect();
+        for pid in &late {
+            self.asked.remove(pid);
+        }
+        late
+    }
+
+    /// Keeps only the kills of workers `alive` says are still there.
+    fn retain(&mut self, alive: impl Fn(Pid) -> bool) {
+        self.asked.retain(|&pid, _| alive(pid));
+    }
+}
+
+impl PoolRun {
+    /// Logs why `pid` is killed and kills it; a `request_terminate_timeout` kill logs the
+    /// PHP stack first, and waits for it from a drover-php worker (see [`PendingKills`]).
+    pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason, now: Instant) {
+        // The policy does not decide twice on a worker killed and not yet reaped; neither
+        // is one whose stack is awaited killed twice.
+        let Some(worker) = self.workers.get(&pid).filter(|_| !self.kills.waiting(pid)) else {
+            return;
+        };
+        let request = worker
+            .state
+            .request
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        tracing::warn!(
+            "pool {}: killing worker {pid}: {reason}{request}",
+            self.config.name
+        );
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.retiring = true;
+        }
+        if matches!(reason, Reason::Terminate { .. }) {
+            let depth = self.config.request_slowlog_trace_depth as usize;
+            match self.launch.kind.slow_stack() {
+                SlowStack::Memory => {
+                    if let Some(stack) = self.php_stack(pid, depth) {
+                        for frame in stack.to_string().lines() {
+                            self.log_frame(pid, frame);
+                        }
+                    }
+                }
+                SlowStack::FrameLines => {
+                    if kill(pid, Signal::SIGUSR1).is_ok() {
+                        self.kills.asked(pid, now);
+                        return;
+                    }
+                }
+                SlowStack::Faulthandler | SlowStack::None => {}
+            }
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+
+    /// Kills the workers whose stack did not come in time (each tick).
+    pub fn check_kills(&mut self, now: Instant) {
+        let workers = &self.workers;
+        self.kills.retain(|pid| workers.contains_key(&pid));
+        for pid in self.kills.overdue(now) {
+            tracing::debug!(
+                "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
+                self.config.name
+            );
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+
+    /// A line of `pid`'s output while its kill waits for its stack: true when it was part
+    /// of the stack (logged as a frame of the kill, not as output).
+    pub(super) fn on_kill_line(&mut self, pid: Pid, line: &str) -> bool {
+        let depth = self.config.request_slowlog_trace_depth as usize;
+        match self.kills.take_line(pid, line, depth) {
+            KillLine::Unrelated => false,
+            KillLine::Frame(frame) => {
+                self.log_frame(pid, frame);
+                true
+            }
+            KillLine::Skipped => true,
+            KillLine::KillNow => {
+                if self.workers.contains_key(&pid) {
+                    let _ = kill(pid, Signal::SIGKILL);
+                }
+                true
+            }
+        }
+    }
+
+    /// One frame of a killed worker's stack, under its `killing worker` line.
+    fn log_frame(&self, pid: Pid, frame: &str) {
+        tracing::warn!("pool {}: worker {pid}:   {frame}", self.config.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use drover_proto::zygote::{FRAME_END, frame_line};
+
+    use super::*;
+
+    const PID: Pid = Pid::from_raw(42);
+
+    fn frame(frame: &str) -> String {
+        frame_line(frame).trim_end().to_owned()
+    }
+
+    #[test]
+    fn a_kill_logs_its_frames_and_kills_at_the_end_line() {
+        let (mut kills, t0) = (PendingKills::default(), Instant::now());
+        assert_eq!(
+            kills.take_line(PID, &frame("f() a.php:1"), 2),
+            KillLine::Unrelated
+        );
+        kills.asked(PID, t0);
+        assert!(kills.waiting(PID));
+        assert_eq!(kills.take_line(PID, "a notice", 2), KillLine::Unrelated);
+        let other = Pid::from_raw(43);
+        assert_eq!(
+            kills.take_line(other, &frame("g() b.php:2"), 2),
+            KillLine::Unrelated
+        );
+        let frames = [
+            "sleep() /srv/stuck.php:3",
+            "stuck() /srv/stuck.php:3",
+            "{main}() /srv/stuck.php:9",
+        ];
+        let lines: Vec<String> = frames.iter().map(|f| frame(f)).collect();
+        // request_slowlog_trace_depth frames, innermost first.
+        assert_eq!(
+            kills.take_line(PID, &lines[0], 2),
+            KillLine::Frame(frames[0])
+        );
+        assert_eq!(
+            kills.take_line(PID, &lines[1], 2),
+            KillLine::Frame(frames[1])
+        );
+        assert_eq!(kills.take_line(PID, &lines[2], 2), KillLine::Skipped);
+        assert_eq!(
+            kills.take_line(PID, FRAME_END.trim_end(), 2),
+            KillLine::KillNow
+        );
+        // Killed: nothing more waits, nor is killed again.
+        assert!(!kills.waiting(PID));
+        assert_eq!(
+            kills.take_line(PID, FRAME_END.trim_end(), 2),
+            KillLine::Unrelated
+        );
+        assert!(kills.overdue(t0 + STACK_WAIT * 10).is_empty());
+    }
+
+    #[test]
+    fn a_worker_that_does_not_answer_is_killed_after_the_wait() {
+        let (mut kills, t0) = (PendingKills::default(), Instant::now());
+        kills.asked(PID, t0);
+        assert!(kills.overdue(t0 + STACK_WAIT / 2).is_empty());
+        // Frames coming do not extend the wait.
+        let line = frame("f() a.php:1");
+        assert_eq!(
+            kills.take_line(PID, &line, 20),
+            KillLine::Frame("f() a.php:1")
+        );
+        assert_eq!(kills.overdue(t0 + STACK_WAIT), [PID]);
+        assert!(!kills.waiting(PID));
+        assert!(kills.overdue(t0 + STACK_WAIT * 2).is_empty());
+        // Its end line, too late, kills nothing more.
+        assert_eq!(
+            kills.take_line(PID, FRAME_END.trim_end(), 20),
+            KillLine::Unrelated
+        );
+    }
+
+    #[test]
+    fn a_worker_gone_before_its_stack_is_forgotten() {
+        let (mut kills, t0) = (PendingKills::default(), Instant::now());
+        kills.asked(PID, t0);
+        kills.asked(Pid::from_raw(43), t0);
+        kills.retain(|pid| pid != PID);
+        assert!(!kills.waiting(PID));
+        assert_eq!(kills.overdue(t0 + STACK_WAIT), [Pid::from_raw(43)]);
+    }
+}
