@@ -49,4 +49,7 @@ unsafe extern "C" {
     /// SIGUSR2 writes the running script's stack to stderr as frame lines, and the script
     /// goes on; SIGUSR1 writes it, then waits for SIGKILL (see `drover_proto::zygote`).
     pub fn drover_php_install_stack_dump();
+    /// In a worker: SIGUSR2 is taken by a thread of its own, which reads the stack without
+    /// interrupting the script. 0, or -1 if the thread could not start.
+    pub fn drover_php_start_stack_thread() -> c_int;
 }

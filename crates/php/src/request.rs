@@ -63,6 +63,14 @@ impl Handler for Php {
             // SAFETY: restores the default action of a signal; no handler runs our code.
             unsafe { libc::signal(signal, libc::SIG_DFL) };
         }
+        // SAFETY: starts a thread that only reads this process's memory through
+        // process_vm_readv and writes to stderr; no PHP call is made from it.
+        if unsafe { ffi::drover_php_start_stack_thread() } != 0 {
+            let _ = writeln!(
+                std::io::stderr(),
+                "no stack thread: a slowlog stack will interrupt the script's waits"
+            );
+        }
         Ok(())
     }
 

@@ -560,6 +560,10 @@ const char *drover_php_version(void)
 
 /* ------------------------------------------------------- the stack, on SIGUSR2 and SIGUSR1 */
 
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
 /* Appends without allocating: this runs in a signal handler. */
 struct out {
 	char buf[16384];
@@ -591,51 +595,101 @@ static void put_uint(struct out *o, unsigned long v)
 	put(o, digits + sizeof(digits) - n, n);
 }
 
+/* Reads `len` bytes at `addr` of this process's memory, or fails (returns -1) where a plain
+ * read would fault: the stack is read while the script runs on, so a pointer may be stale. */
+static int peek(const void *addr, void *out, size_t len)
+{
+	struct iovec local = { out, len };
+	struct iovec remote = { (void *) addr, len };
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t) len ? 0 : -1;
+}
+
+/* Appends a zend_string read through peek, at most 512 bytes of it. */
+static void put_zstr(struct out *o, const zend_string *s)
+{
+	size_t len;
+	char val[512];
+	if (!s || peek((const char *) s + offsetof(zend_string, len), &len, sizeof(len)) != 0) {
+		put_str(o, "?");
+		return;
+	}
+	if (len > sizeof(val)) {
+		len = sizeof(val);
+	}
+	if (peek((const char *) s + offsetof(zend_string, val), val, len) != 0) {
+		put_str(o, "?");
+		return;
+	}
+	put(o, val, len);
+}
+
+/* The file and line a frame is at: its own if it runs user code, else its nearest user
+ * caller's (an internal function shows where it was called, as php-fpm's slowlog does). */
+static void put_where(struct out *o, const zend_execute_data *at)
+{
+	for (int hops = 0; at && hops < 200; hops++) {
+		zend_execute_data ex;
+		zend_function fn;
+		if (peek(at, &ex, sizeof(ex)) != 0) {
+			break;
+		}
+		if (ex.func && peek(ex.func, &fn, sizeof(fn)) == 0 && ZEND_USER_CODE(fn.common.type)) {
+			uint32_t line = fn.op_array.line_start;
+			if (ex.opline) {
+				peek((const char *) ex.opline + offsetof(zend_op, lineno), &line, sizeof(line));
+			}
+			put_zstr(o, fn.op_array.filename);
+			put_str(o, ":");
+			put_uint(o, line);
+			return;
+		}
+		at = ex.prev_execute_data;
+	}
+	put_str(o, "[internal]:0");
+}
+
 /* Writes the running script's stack to stderr as drover_proto's frame lines
  * ("\x1e" "frame FUNCTION() FILE:LINE", innermost first, then "\x1e" "frame-end"), which
- * the master turns into the slowlog entry. An internal function shows its caller's line,
- * as php-fpm's slowlog does. The request goes on. */
+ * the master turns into the slowlog entry. Every read goes through peek, so that it is
+ * safe from another thread while the script runs, and no allocation is made: it also runs
+ * in a signal handler. */
 static void dump_stack(int signo)
 {
 	(void) signo;
 	int saved = errno;
 	static struct out o;
 	o.len = 0;
-	if (current) {
-		zend_execute_data *ex = EG(current_execute_data);
-		for (int depth = 0; ex && depth < 200; depth++, ex = ex->prev_execute_data) {
-			zend_function *fn = ex->func;
-			if (!fn) {
-				continue;
-			}
-			const zend_execute_data *user = ex;
-			while (user && (!user->func || !ZEND_USER_CODE(user->func->common.type))) {
-				user = user->prev_execute_data;
-			}
+	const struct drover_request *running = NULL;
+	zend_execute_data *at = NULL;
+	peek(&current, &running, sizeof(running));
+	if (running) {
+		peek(&EG(current_execute_data), &at, sizeof(at));
+	}
+	for (int depth = 0; at && depth < 200; depth++) {
+		zend_execute_data ex;
+		zend_function fn;
+		if (peek(at, &ex, sizeof(ex)) != 0) {
+			break;
+		}
+		if (ex.func && peek(ex.func, &fn, sizeof(fn)) == 0) {
 			put_str(&o, "\x1e" "frame ");
-			if (fn->common.function_name) {
-				if (fn->common.scope && fn->common.scope->name) {
-					put(&o, ZSTR_VAL(fn->common.scope->name),
-					    ZSTR_LEN(fn->common.scope->name));
+			if (fn.common.function_name) {
+				zend_string *scope_name = NULL;
+				if (fn.common.scope &&
+				    peek((const char *) fn.common.scope + offsetof(zend_class_entry, name),
+					 &scope_name, sizeof(scope_name)) == 0 && scope_name) {
+					put_zstr(&o, scope_name);
 					put_str(&o, "::");
 				}
-				put(&o, ZSTR_VAL(fn->common.function_name),
-				    ZSTR_LEN(fn->common.function_name));
+				put_zstr(&o, fn.common.function_name);
 			} else {
 				put_str(&o, "{main}");
 			}
 			put_str(&o, "() ");
-			if (user) {
-				zend_string *file = user->func->op_array.filename;
-				put(&o, ZSTR_VAL(file), ZSTR_LEN(file));
-				put_str(&o, ":");
-				put_uint(&o, user->opline ? user->opline->lineno
-							  : user->func->op_array.line_start);
-			} else {
-				put_str(&o, "[internal]:0");
-			}
+			put_where(&o, at);
 			put_str(&o, "\n");
 		}
+		at = ex.prev_execute_data;
 	}
 	put_str(&o, "\x1e" "frame-end\n");
 	size_t off = 0;
@@ -647,6 +701,50 @@ static void dump_stack(int signo)
 		off += (size_t) n;
 	}
 	errno = saved;
+}
+
+/* The slowlog's SIGUSR2 is taken by this thread, never by the one running the script: a
+ * handler on the script's thread would cut its sleep() (or poll(), or any wait) short, and
+ * the request would go on early. The thread blocks every signal and waits for SIGUSR2
+ * alone; it only reads memory (through peek) and writes to stderr. */
+static void *stack_thread(void *unused)
+{
+	(void) unused;
+	sigset_t usr2;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	for (;;) {
+		int signo;
+		if (sigwait(&usr2, &signo) == 0) {
+			dump_stack(signo);
+		}
+	}
+	return NULL;
+}
+
+/* In each worker, before its first request: SIGUSR2 blocked in the worker's own thread and
+ * taken by stack_thread. Returns 0, or -1 when the thread could not start (SIGUSR2 then
+ * stays with the handler installed at startup, which interrupts waits). */
+int drover_php_start_stack_thread(void)
+{
+	sigset_t all, usr2, before;
+	sigfillset(&all);
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	/* The new thread inherits "all": no process signal is ever delivered to it. */
+	pthread_sigmask(SIG_SETMASK, &all, &before);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t thread;
+	int failed = pthread_create(&thread, &attr, stack_thread, NULL);
+	pthread_attr_destroy(&attr);
+	if (!failed) {
+		sigaddset(&before, SIGUSR2);
+	}
+	pthread_sigmask(SIG_SETMASK, &before, NULL);
+	return failed ? -1 : 0;
 }
 
 /* How long a worker that wrote its stack for a kill waits for the master's SIGKILL before

@@ -128,7 +128,14 @@ fn slow_pool(site: &crate::common::Site, name: &str, runtime: &Runtime, format: 
 /// Sends `path` (3 s three functions deep), waits until drover has seen it end, and returns
 /// the worker's pid (from the body) and the slowlog's entries.
 fn slow_request(setup: &Setup, pool: &str, path: &str, format: Format) -> (i32, Vec<Entry>) {
+    let started = std::time::Instant::now();
     let body = setup.get_ok(path);
+    // Asking for the stack must not stop the request: its 3 s sleep runs to its end.
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(2900),
+        "GET {path} took {took:?}: the stack dump cut the script's sleep short"
+    );
     let pid: i32 = body
         .strip_prefix("slept ")
         .and_then(|p| p.trim().parse().ok())
