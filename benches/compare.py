@@ -4,34 +4,58 @@
 Each backend runs the same app with the same number of workers on a unix socket (or a
 loopback port) behind one nginx; wrk loads it through nginx; the PSS of every process of
 the backend is summed from /proc/PID/smaps_rollup while the load runs. Backends run one
-at a time, so they never compete for the machine. The output is one markdown table with
-drover's ratio against each peer measured in this same run: absolute figures on a shared
-machine mean little, ratios from one run mean more.
+at a time, so they never compete for the machine. The output is one markdown table per
+kind of workload, with drover's ratio against each peer measured in this same run:
+absolute figures on a shared machine mean little, ratios from one run mean more.
 
     python3 benches/compare.py                      # everything, 10 s per point
     python3 benches/compare.py --workloads wsgi,flask --duration 5 --connections 50
     python3 benches/compare.py --rounds 3 --duration 5      # the median of 3, order rotated
     python3 benches/compare.py --baseline /path/to/old/target/release/drover   # before/after
+    python3 benches/compare.py --workloads php,php-medium,php-pss,php-ondemand --connections 50
+
+The workloads:
+
+- php, php-medium (hello world; 1,000 records as JSON): throughput of a static pool of
+  --workers. drover runs it twice, on its own SAPI ("drover-php", `runtime = "embed"`)
+  and on php-cgi ("drover-cgi", `runtime = "cgi"`), beside php-fpm and php-cgi under
+  spawn-fcgi; the ratios are drover-php's.
+- wsgi, flask: throughput of a static pool, drover against uWSGI, gunicorn and granian.
+- php-pss: memory after --pss-requests requests spread evenly over 20 distinct PHP pages
+  (each with its own classes and functions, so that OPcache holds 20 scripts), in a
+  static pool of --workers and in a dynamic pool of twice that (start_servers =
+  max_spare_servers = max_children, so that all of them run), drover-php and drover-cgi
+  against php-fpm with the same pm keys: the PSS summed over every process of the
+  backend (master, zygote, workers) once the load is over.
+- php-ondemand: an ondemand pool (max_children = --workers, process_idle_timeout 1 s),
+  nothing running: the time from exec to the backend's "ready" log line, the first
+  request after it (at once, or --ondemand-delay ms later), the first request after
+  process_idle_timeout retired that worker (a new worker: its pid is checked), and the
+  next one (a warm worker).
+
+php_pools.py holds the PHP pools and these two measurements; harness.py what every
+measurement shares (processes, nginx, wrk).
 
 "CPU µs/req" is the backend's own CPU time (every process of it, from /proc/PID/stat, user
 + system, reaped children included) over the load, divided by the requests answered: nginx
 and wrk, which take most of a 2-core machine, are not in it.
 
-Loopback only; every load is bounded by --duration. Stops everything it started.
+Loopback only; every load is bounded: by --duration, php-pss by its request count and a
+120 s cap, php-ondemand by 15 s per wait. Stops everything it started, by its PID.
 """
 
 import argparse
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in benches/ for the two modules beside this one
+from harness import Backend, behind_nginx, cpu_ticks, drover_backend, free_port, pss_kib, wait_answer, wrk  # noqa: E402
+import php_pools  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,124 +84,9 @@ echo json_encode($items);
 """,
 }
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def descendants(pid):
-    """pid and every process below it."""
-    out = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                for child in f.read().split():
-                    out += descendants(int(child))
-    except OSError:
-        pass
-    return out
-
-
-def pss_kib(pid):
-    total = 0
-    for p in descendants(pid):
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                m = re.search(r"^Pss:\s+(\d+)", f.read(), re.M)
-                total += int(m.group(1)) if m else 0
-        except OSError:
-            pass
-    return total
-
-
-def cpu_ticks(pid):
-    """CPU time (clock ticks, user + system) of pid and every process below it, with what
-    their reaped children used: /proc/PID/stat fields 14-17."""
-    total = 0
-    for p in descendants(pid):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in fields[11:15])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-class Backend:
-    """How to start one peer for one workload; `upstream` is nginx's directive for it."""
-
-    def __init__(self, name, argv, upstream, env=None, cwd=None, kind="fastcgi"):
-        self.name, self.argv, self.upstream, self.env, self.cwd, self.kind = name, argv, upstream, env, cwd, kind
-        self.proc = None
-
-    def start(self, log):
-        env = dict(os.environ, **(self.env or {}))
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd,
-                                     start_new_session=True)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            pids = descendants(self.proc.pid)
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.proc.wait()
-
-
-def nginx_conf(work, port, backend, path):
-    if backend.kind == "return":
-        location = "location / { return 200 \"Hello, world!\\n\"; }"
-    elif backend.kind == "http":
-        location = f"location / {{ proxy_pass {backend.upstream}; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}"
-    else:
-        location = (f"location / {{ include /etc/nginx/fastcgi.conf; fastcgi_param SCRIPT_FILENAME {work}/www$fastcgi_script_name; "
-                    f"fastcgi_pass {backend.upstream}; }}")
-    user = "user root root;" if os.geteuid() == 0 else ""
-    return f"""daemon off; worker_processes 1; {user} error_log {work}/nginx.err; pid {work}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{ access_log off; client_body_temp_path {work}/ctmp; fastcgi_temp_path {work}/ftmp; proxy_temp_path {work}/ptmp;
-  server {{ listen 127.0.0.1:{port}; {location} }}
-}}
-"""
-
-
-def wait_answer(url, deadline):
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except Exception:
-            time.sleep(0.005)
-    return False
-
-
-def wrk(url, connections, duration):
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", url],
-                         capture_output=True, text=True, timeout=duration + 30).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-
-    def pct(p):
-        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)", out, re.M)
-        v, unit = float(m.group(1)), m.group(2)
-        return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
-
-    errors = 0
-    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors += int(m.group(1)) if m else 0
-    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    errors += sum(int(x) for x in m.groups()) if m else 0
-    return rps, pct(50), pct(99), errors
+THROUGHPUT = ("php", "php-medium", "wsgi", "flask")
+PHP_THROUGHPUT = ("php", "php-medium")
+WORKLOADS = THROUGHPUT + ("php-pss", "php-ondemand")
 
 
 def backends_for(workload, work, workers, drover, baseline=""):
@@ -215,34 +124,9 @@ python_path = ["{work}/apps"]
         out.append(Backend("granian (HTTP)", ["granian", "--interface", "wsgi", "--workers", str(workers), "--host",
                                               "127.0.0.1", "--port", str(port), "--no-ws", f"{module}:{attr}"],
                            f"http://127.0.0.1:{port}", cwd=f"{work}/apps", kind="http"))
-    elif workload in ("php", "php-medium"):
-        pool = f"""listen = "{sock('drover')}"
-listen_mode = "0666"
-{'user = "www-data"' if os.geteuid() == 0 else ''}
-[pm]
-mode = "static"
-max_children = {workers}
-[php]
-"""
-        out.append(drover_backend(work, drover, pool, sock("drover")))
-        if baseline:
-            out.append(drover_backend(work, baseline, pool, sock("drover"), "drover (baseline)"))
-        fpm = f"""[global]
-error_log = {work}/fpm.log
-daemonize = no
-[www]
-{'user = www-data' if os.geteuid() == 0 else ''}
-listen = {sock('fpm')}
-listen.mode = 0666
-pm = static
-pm.max_children = {workers}
-"""
-        with open(f"{work}/fpm.conf", "w") as f:
-            f.write(fpm)
-        fpm_bin = shutil.which("php-fpm") or next((shutil.which(f"php-fpm8.{m}") for m in range(9, 0, -1)
-                                                   if shutil.which(f"php-fpm8.{m}")), "php-fpm")
-        out.append(Backend("php-fpm", [fpm_bin, "-y", f"{work}/fpm.conf", "-F"] + (["-R"] if os.geteuid() == 0 else []),
-                           f"unix:{sock('fpm')}"))
+    elif workload in PHP_THROUGHPUT:
+        # drover-php, drover-cgi, the baseline, php-fpm: the same static pool.
+        out += php_pools.php_backends(work, drover, baseline, {"mode": "static", "max_children": workers})
         if shutil.which("spawn-fcgi"):
             argv = ["spawn-fcgi", "-n", "-s", sock("spawn"), "-M", "0666", "-F", "1"]
             if os.geteuid() == 0:
@@ -253,38 +137,17 @@ pm.max_children = {workers}
     return out
 
 
-def drover_backend(work, drover, pool, sock, name="drover"):
-    folder = f"{work}/{re.sub(r'[^a-z0-9-]', '', name.replace('+', '-'))}"
-    os.makedirs(f"{folder}/pools.d", exist_ok=True)
-    with open(f"{folder}/drover.toml", "w") as f:
-        f.write("")
-    with open(f"{folder}/pools.d/bench.toml", "w") as f:
-        f.write(pool)
-    return Backend(name, [drover, "-c", f"{folder}/drover.toml"], f"unix:{sock}")
-
-
 def run_point(work, backend, workload, connections, duration, log):
     """Starts nginx (+ the backend), measures start-up, warms up, loads, samples PSS."""
-    port = free_port()
     path = {"php": "/hello.php", "php-medium": "/medium.php"}.get(workload, "/")
-    url = f"http://127.0.0.1:{port}{path}"
-    with open(f"{work}/nginx.conf", "w") as f:
-        f.write(nginx_conf(work, port, backend, path))
-    nginx = subprocess.Popen(["nginx", "-c", f"{work}/nginx.conf", "-p", work], stdout=log, stderr=log)
-    try:
+    with behind_nginx(work, backend, log) as port:
+        url = f"http://127.0.0.1:{port}{path}"
         # Start-up is timed from the backend's exec, with nginx already listening.
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.005)
         started = time.time()
         if backend.argv:
             backend.start(log)
         if not wait_answer(url, time.time() + 30):
-            return None
+            return "no answer within 30 s"
         startup_ms = (time.time() - started) * 1000
         wrk(url, connections, 1)  # warm-up: caches, lazy imports
         samples = []
@@ -306,14 +169,24 @@ def run_point(work, backend, workload, connections, duration, log):
         sampler.join()
         return dict(rps=rps, p50=p50, p99=p99, errors=errors, pss=samples[0] / 1024 if samples else None,
                     startup=startup_ms, cpu_us=cpu_us)
-    finally:
-        backend.stop()
-        nginx.send_signal(signal.SIGQUIT)
-        try:
-            nginx.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            nginx.kill()
-            nginx.wait()
+
+
+def points(workload, work, args, drover, log):
+    """The points of one workload: (variant, backends, measure, the key of the median run),
+    where measure(backend) runs the backend once: a dict of figures, or why there are none."""
+    if workload in THROUGHPUT:
+        for connections in [int(c) for c in args.connections.split(",")]:
+            yield (connections, backends_for(workload, work, args.workers, drover, args.baseline),
+                   lambda b, c=connections: run_point(work, b, workload, c, args.duration, log), "rps")
+    elif workload == "php-pss":
+        connections = int(args.connections.split(",")[0])
+        for label, pm in php_pools.pss_pools(args.workers):
+            yield (label, php_pools.php_backends(work, drover, args.baseline, pm),
+                   lambda b: php_pools.run_pss(work, b, args.pss_requests, connections, log), "pss")
+    elif workload == "php-ondemand":
+        yield (f"ondemand {args.workers}",
+               php_pools.php_backends(work, drover, args.baseline, php_pools.ondemand_pm(args.workers)),
+               lambda b: php_pools.run_ondemand(work, b, log, args.ondemand_delay), "first_ms")
 
 
 def ensure_tools(workloads):
@@ -335,29 +208,50 @@ def ensure_tools(workloads):
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing_pip], check=True)
 
 
+def build():
+    """Builds the workspace (release profile, CARGO_TARGET_DIR honoured) and returns the path
+    of drover, checking that drover-php and drover-python are beside it."""
+    subprocess.run(["cargo", "build", "--workspace", "--release", "-q"], cwd=ROOT, check=True)
+    release = os.path.join(ROOT, os.environ.get("CARGO_TARGET_DIR", "target"), "release")
+    for binary in ("drover", "drover-php", "drover-python"):
+        if not os.access(os.path.join(release, binary), os.X_OK):
+            sys.exit(f"{release}/{binary} is missing after the build")
+    probe = subprocess.run([os.path.join(release, "drover-php"), "--probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"# drover-php cannot run PHP here, its rows will fail: {probe.stdout}{probe.stderr}", file=sys.stderr)
+    return os.path.join(release, "drover")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workloads", default="php,php-medium,wsgi,flask")
-    ap.add_argument("--connections", default="50,200")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of: {', '.join(WORKLOADS)}")
+    ap.add_argument("--connections", default="50,200", help="wrk's connections, one point each (php-pss: the first)")
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--pss-requests", type=int, default=10000, help="php-pss: the requests before PSS is read")
+    ap.add_argument("--ondemand-delay", type=int, default=0,
+                    help="php-ondemand: milliseconds between the ready line and the first request (0: at once, "
+                         "as requests waiting on a restart would)")
     ap.add_argument("--backends", default="", help="comma list of backend names to run (default all)")
     ap.add_argument("--baseline", default="",
                     help="another drover binary (e.g. an earlier commit's target/release/drover, its "
                          "drover-python beside it), run as the backend 'drover (baseline)' in the same run")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure each point this many times, rotating the backends' order each round, "
-                         "and report each backend's median run (by req/s)")
+                         "and report each backend's median run (by req/s; php-pss: by PSS; php-ondemand: "
+                         "by first request)")
     args = ap.parse_args()
     workloads = args.workloads.split(",")
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        sys.exit(f"unknown workloads {', '.join(unknown)}: pick from {', '.join(WORKLOADS)}")
     ensure_tools(workloads)
-    subprocess.run(["cargo", "build", "--workspace", "--release", "-q"], cwd=ROOT, check=True)
-    drover = os.path.join(ROOT, "target/release/drover")
+    drover = build()
     work = tempfile.mkdtemp(prefix="drover-bench-")
     os.chmod(work, 0o755)
     os.makedirs(f"{work}/apps")
     os.makedirs(f"{work}/www")
-    for name, text in APPS.items():
+    for name, text in dict(APPS, **php_pools.scripts()).items():
         folder = "www" if name.endswith(".php") else "apps"
         with open(f"{work}/{folder}/{name}", "w") as f:
             f.write(text)
@@ -365,8 +259,8 @@ def main():
     rows = []
     with open(f"{work}/bench.log", "w") as log:
         for workload in workloads:
-            for connections in [int(c) for c in args.connections.split(",")]:
-                backends = [b for b in backends_for(workload, work, args.workers, drover, args.baseline)
+            for variant, backends, measure, key in points(workload, work, args, drover, log):
+                backends = [b for b in backends
                             if not args.backends or b.name in args.backends.split(",") or b.name.startswith("drover")]
                 runs = {b.name: [] for b in backends}
                 for r in range(args.rounds):
@@ -374,23 +268,36 @@ def main():
                     # runs in the same slot.
                     shift = r % len(backends)
                     for backend in backends[shift:] + backends[:shift]:
-                        print(f"# {workload} c={connections} round {r + 1}: {backend.name}", file=sys.stderr, flush=True)
-                        runs[backend.name].append(run_point(work, backend, workload, connections, args.duration, log))
-                results = {name: median_run(measured) for name, measured in runs.items()}
-                rows.append((workload, connections, results))
-    print(table(rows, args))
+                        print(f"# {workload} {variant} round {r + 1}: {backend.name}", file=sys.stderr, flush=True)
+                        runs[backend.name].append(measure(backend))
+                results = {name: median_run(measured, key) for name, measured in runs.items()}
+                rows.append((workload, variant, results))
+    print(report(rows, args))
     print(f"\n(work folder with logs: {work})", file=sys.stderr)
 
 
-def median_run(measured):
-    """The run with the median req/s (None when the backend never started)."""
-    ok = sorted((r for r in measured if r), key=lambda r: r["rps"])
-    return ok[len(ok) // 2] if ok else None
+def median_run(measured, key):
+    """The run with the median `key`; when no run has figures, why the first one failed."""
+    ok = sorted((r for r in measured if isinstance(r, dict)), key=lambda r: r[key])
+    return ok[len(ok) // 2] if ok else measured[0]
+
+
+def report(rows, args):
+    """The table of each kind of workload that ran, then issue 12's targets."""
+    parts = []
+    for kind, render in [(THROUGHPUT, table), (("php-pss",), php_pools.pss_table),
+                         (("php-ondemand",), php_pools.ondemand_table)]:
+        chosen = [row for row in rows if row[0] in kind]
+        if chosen:
+            parts.append(render(chosen, args))
+    parts.append(targets(rows))
+    return "\n\n".join(p for p in parts if p)
 
 
 def table(rows, args):
     rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
-    lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker process).",
+    lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker "
+             "process). Ratios: drover's (PHP: drover-php's) over the row's.",
              "",
              "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | CPU µs/req | drover req/s ratio | drover PSS ratio | drover CPU ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -402,15 +309,18 @@ def table(rows, args):
         return template.format(rps) if rps else "", template.format(pss) if pss else ""
 
     for workload, connections, results in rows:
-        ours, warm = results.get("drover"), results.get("drover + warmup")
+        # The row the ratios are of: drover, or drover-php in a PHP point.
+        ours_name = "drover-php" if workload in PHP_THROUGHPUT else "drover"
+        ours, warm = results.get(ours_name), results.get("drover + warmup")
+        ours, warm = (x if isinstance(x, dict) else None for x in (ours, warm))
         for name, r in results.items():
-            if r is None:
-                lines.append(f"| {workload} | {connections} | {name} | failed to start | | | | | | | | | |")
+            if not isinstance(r, dict):
+                lines.append(php_pools.failed([workload, str(connections), name], r, 13))
                 continue
             ratio = pss_ratio = cpu_ratio = ""
-            if ours and ours.get("cpu_us") and r.get("cpu_us") and name != "drover":
+            if ours and ours.get("cpu_us") and r.get("cpu_us") and name != ours_name:
                 cpu_ratio = f"{ours['cpu_us'] / r['cpu_us']:.2f}"
-            if name != "drover" and name != "drover + warmup":
+            if name != ours_name and name != "drover + warmup":
                 ratio, pss_ratio = ratios(ours, r, "{}")
                 # drover with `warmup`, against the same peer, in brackets.
                 warm_rps, warm_pss = ratios(warm, r, " ({} warmup)")
@@ -420,6 +330,30 @@ def table(rows, args):
             lines.append(f"| {workload} | {connections} | {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
                          f"{r['errors']} | {pss} | {r['startup']:.0f} | {cpu} | {ratio} | {pss_ratio} | {cpu_ratio} |")
     return "\n".join(lines)
+
+
+def targets(rows):
+    """Issue 12's targets: drover-php against php-fpm, in this run."""
+    lines = []
+    met = lambda ok: "met" if ok else "**not met**"
+    for workload, variant, results in rows:
+        ours, fpm = results.get("drover-php"), results.get("php-fpm")
+        if not isinstance(ours, dict) or not isinstance(fpm, dict):
+            continue
+        if workload in PHP_THROUGHPUT:
+            rps = ours["rps"] / fpm["rps"]
+            line = f"- {workload}, {variant} connections: req/s {rps:.2f}× php-fpm's (target ≥ 1.05×: {met(rps >= 1.05)})"
+            if ours.get("cpu_us") and fpm.get("cpu_us"):
+                cpu = ours["cpu_us"] / fpm["cpu_us"]
+                line += f"; CPU per request {cpu:.2f}× (target ≤ 0.95×: {met(cpu <= 0.95)})"
+            lines.append(line)
+        elif workload == "php-pss":
+            pss = ours["pss"] / fpm["pss"]
+            lines.append(f"- php-pss, {variant}: PSS after the load {pss:.2f}× php-fpm's ({ours['pss']:.1f} against "
+                         f"{fpm['pss']:.1f} MiB; target ≤ 1.0×: {met(pss <= 1.0)})")
+    if not lines:
+        return ""
+    return "Against issue 12's targets (drover-php over php-fpm, this run):\n\n" + "\n".join(lines)
 
 
 if __name__ == "__main__":
