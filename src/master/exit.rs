@@ -3,24 +3,28 @@
 use std::fmt;
 use std::time::Duration;
 
+use drover_proto::zygote::WorkerExit;
 use nix::sys::signal::Signal;
-use nix::sys::wait::WaitStatus;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCause {
     Code(i32),
     Signal(Signal),
+    /// A signal nix has no name for: a real-time one (a zygote killed by the target signal
+    /// it had not blocked yet, say).
+    OtherSignal(i32),
     /// A worker reaped by its parent (a php-cgi parent), which told nobody its status.
     SeenByParent,
 }
 
 impl ExitCause {
-    /// `None` for wait statuses that are not an exit (stopped, continued).
-    pub fn from_status(status: WaitStatus) -> Option<ExitCause> {
-        match status {
-            WaitStatus::Exited(_, code) => Some(ExitCause::Code(code)),
-            WaitStatus::Signaled(_, signal, _) => Some(ExitCause::Signal(signal)),
-            _ => None,
+    /// How a process ended, from `drover_proto::zygote::reap_any` or a zygote's report.
+    pub fn from_exit(exit: WorkerExit) -> ExitCause {
+        match exit {
+            WorkerExit::Code(code) => ExitCause::Code(code),
+            WorkerExit::Signal(n) => Signal::try_from(n)
+                .map(ExitCause::Signal)
+                .unwrap_or(ExitCause::OtherSignal(n)),
         }
     }
 
@@ -35,6 +39,7 @@ impl fmt::Display for ExitCause {
         match self {
             ExitCause::Code(code) => write!(f, "with code {code}"),
             ExitCause::Signal(signal) => write!(f, "on {}", signal.as_str()),
+            ExitCause::OtherSignal(n) => write!(f, "on signal {n}"),
             ExitCause::SeenByParent => write!(f, "(status seen only by its parent)"),
         }
     }

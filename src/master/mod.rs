@@ -27,11 +27,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use drover_proto::zygote::reap_any;
 use futures_util::StreamExt;
-use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
@@ -331,17 +329,15 @@ impl Master {
 
     fn reap(&mut self, now: Instant) {
         loop {
-            let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
-                Ok(status) => status,
-                Err(Errno::EINTR) => continue,
+            let (pid, cause) = match reap_any() {
+                Ok(Some((pid, Some(exit)))) => (pid, ExitCause::from_exit(exit)),
+                // Stopped or continued: not an end.
+                Ok(Some((_, None))) => continue,
+                Ok(None) => return,
                 Err(err) => {
                     tracing::error!("waitpid: {err}");
                     return;
                 }
-            };
-            let (Some(pid), Some(cause)) = (status.pid(), ExitCause::from_status(status)) else {
-                continue;
             };
             let owner = self
                 .pools

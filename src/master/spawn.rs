@@ -18,11 +18,17 @@ use drover_proto::zygote::SCOREBOARD_FD;
 /// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2 and the pool's
 /// `scoreboard`, if any, as fd 3. Returns its pid; the master reaps it with `waitpid`, not
 /// through `std::process::Child`.
+///
+/// `zygote`: a zygote, which the master tells its worker count with `target_signal`,
+/// starts with that signal blocked. The mask crosses the exec, so a count sent before the zygote has
+/// set up its own signals (an ondemand pool whose first request is already waiting) waits
+/// for it, instead of killing it by the signal's default action.
 pub fn spawn(
     spec: &ProcessSpec,
     listener: OwnedFd,
     output: &OwnedFd,
     scoreboard: Option<BorrowedFd<'_>>,
+    zygote: bool,
 ) -> io::Result<Pid> {
     let mut command = std::process::Command::new(&spec.program);
     command
@@ -42,15 +48,24 @@ pub fn spawn(
     }
     let credentials = spec.credentials.clone();
     let scoreboard = scoreboard.map(|fd| fd.as_raw_fd());
+    let target = zygote.then(drover_proto::zygote::target_signal);
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // setgroups, setgid, setuid, dup2, close_range, fcntl) on memory allocated before the
-    // fork.
+    // sigprocmask, setgroups, setgid, setuid, dup2, close_range, fcntl) on memory allocated
+    // before the fork or on its own stack.
     unsafe {
         command.pre_exec(move || {
             // If the master dies without stopping us, php-cgi's SIGTERM handler stops its
             // workers too, instead of leaving them serving on an orphaned socket.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(io::Error::last_os_error());
+            }
+            if let Some(signal) = target {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, signal);
+                if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
             if let Some(credentials) = &credentials {
                 credentials.apply()?;

@@ -127,6 +127,17 @@ pub enum WorkerExit {
 }
 
 impl WorkerExit {
+    /// From a raw wait status; `None` for a stop or a continue.
+    pub fn from_raw(status: libc::c_int) -> Option<WorkerExit> {
+        if libc::WIFEXITED(status) {
+            Some(WorkerExit::Code(libc::WEXITSTATUS(status)))
+        } else if libc::WIFSIGNALED(status) {
+            Some(WorkerExit::Signal(libc::WTERMSIG(status)))
+        } else {
+            None
+        }
+    }
+
     /// `None` for wait statuses that are not an end (stopped, continued).
     pub fn from_status(status: nix::sys::wait::WaitStatus) -> Option<WorkerExit> {
         match status {
@@ -135,6 +146,28 @@ impl WorkerExit {
                 Some(WorkerExit::Signal(signal as i32))
             }
             _ => None,
+        }
+    }
+}
+
+/// Reaps one child that ended, without waiting: `Ok(None)` when none has (or none is
+/// left: ECHILD). Every wait status is decoded, a death by a real-time signal included:
+/// nix's `waitpid` fails with EINVAL on a signal it cannot name, and a caller that gives up
+/// there never reaps that child (nor learns that it died). Stopped and continued children
+/// come back with no exit.
+pub fn reap_any() -> nix::Result<Option<(Pid, Option<WorkerExit>)>> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waitpid with a valid out-pointer; WNOHANG never blocks.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match pid {
+            0 => return Ok(None),
+            -1 => match nix::errno::Errno::last() {
+                nix::errno::Errno::EINTR => continue,
+                nix::errno::Errno::ECHILD => return Ok(None),
+                err => return Err(err),
+            },
+            pid => return Ok(Some((Pid::from_raw(pid), WorkerExit::from_raw(status)))),
         }
     }
 }
@@ -262,6 +295,30 @@ mod tests {
             let line = report.encode();
             assert_eq!(Report::parse(line.trim_end()), Some(report));
         }
+    }
+
+    #[test]
+    fn a_child_killed_by_a_real_time_signal_is_reaped_and_named() {
+        let rt = libc::SIGRTMIN() + 3;
+        // SAFETY: the child only calls async-signal-safe functions before it dies.
+        let child = match unsafe { libc::fork() } {
+            0 => unsafe {
+                // SAFETY: as above.
+                libc::raise(rt);
+                libc::_exit(9)
+            },
+            pid => Pid::from_raw(pid),
+        };
+        let reaped = loop {
+            if let Some(reaped) = reap_any().unwrap() {
+                if reaped.0 == child {
+                    break reaped;
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        assert_eq!(reaped, (child, Some(WorkerExit::Signal(rt))));
     }
 
     #[test]

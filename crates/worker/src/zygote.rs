@@ -13,11 +13,12 @@ use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use drover_proto::zygote::{EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, target_signal};
+use drover_proto::zygote::{
+    EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, reap_any, target_signal,
+};
 use drover_proto::{Backoff, Respawn};
 use drover_scoreboard::{Scoreboard, Slot};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use crate::serve::WorkerConfig;
@@ -216,11 +217,11 @@ impl<R: Runtime> Zygote<'_, R> {
     fn reap(&mut self) -> Reaped {
         let mut outcome = Reaped::Fine;
         loop {
-            let status = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) | Err(_) => return outcome,
-                Ok(status) => status,
+            let (pid, exit) = match reap_any() {
+                Ok(Some(reaped)) => reaped,
+                Ok(None) | Err(_) => return outcome,
             };
-            let Some(pid) = status.pid() else { continue };
+            let Some(exit) = exit else { continue };
             let Some(live) = self.workers.remove(&pid) else {
                 continue;
             };
@@ -228,15 +229,13 @@ impl<R: Runtime> Zygote<'_, R> {
                 board.slot(slot).release();
             }
             let lived = live.started.elapsed();
-            if let Some(exit) = WorkerExit::from_status(status) {
-                report(Report::Exited { pid, exit, lived });
-            }
-            if matches!(status, WaitStatus::Exited(_, code) if code == i32::from(EXIT_APP_LOAD)) {
+            report(Report::Exited { pid, exit, lived });
+            if exit == WorkerExit::Code(i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }
             // A worker that exits 0 was done (max_requests, SIGTERM, listener closed): not a
             // failed start, however short its life.
-            let clean = matches!(status, WaitStatus::Exited(_, 0));
+            let clean = exit == WorkerExit::Code(0);
             if let Respawn::After { delay, .. } = self.backoff.on_exit(lived, clean) {
                 outcome = Reaped::Hold(delay);
             }

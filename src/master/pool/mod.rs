@@ -35,7 +35,7 @@ use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
-use drover_proto::zygote::{self, Report, WorkerExit};
+use drover_proto::zygote::{self, Report};
 pub use lifecycle::Lifecycle;
 use worker::{Probes, Process, Worker};
 
@@ -296,7 +296,9 @@ impl PoolRun {
             .dup()
             .map_err(|e| e.to_string())
             .and_then(|fd0| {
-                spawn(&spec, fd0, &self.output, scoreboard)
+                // Every zygote takes the target signal (a static one never gets it).
+                let zygote = self.launch.kind.parent_reports();
+                spawn(&spec, fd0, &self.output, scoreboard, zygote)
                     .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))
             });
         match result {
@@ -600,12 +602,7 @@ impl PoolRun {
                 self.workers.insert(pid, Worker::new(now, Some(from)));
             }
             Some(Report::Exited { pid, exit, lived }) => {
-                let cause = match exit {
-                    WorkerExit::Code(code) => ExitCause::Code(code),
-                    WorkerExit::Signal(n) => Signal::try_from(n)
-                        .map(ExitCause::Signal)
-                        .unwrap_or(ExitCause::SeenByParent),
-                };
+                let cause = ExitCause::from_exit(exit);
                 let worker = self.workers.remove(&pid).unwrap_or_else(|| {
                     Worker::new(now.checked_sub(lived).unwrap_or(now), Some(from))
                 });

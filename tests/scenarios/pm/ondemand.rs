@@ -15,13 +15,20 @@ fn stack() -> Stack {
     Stack::start(site, Pool::php("www", "", PM))
 }
 
-/// php-cgi processes anywhere below drover.
-fn php_cgi_below(stack: &Stack) -> Vec<i32> {
+/// PHP workers anywhere below drover: php-cgi processes, or drover-php processes that are
+/// not drover's own children (those are zygotes).
+fn php_workers_below(stack: &Stack) -> Vec<i32> {
+    let master = stack.drover.pid();
     stack
         .drover
         .descendants()
         .into_iter()
-        .filter(|&pid| proc::stat(pid).is_some_and(|s| s.comm == "php-cgi" && s.state != 'Z'))
+        .filter(|&pid| {
+            proc::stat(pid).is_some_and(|s| {
+                s.state != 'Z'
+                    && (s.comm == "php-cgi" || (s.comm == "drover-php" && s.ppid != master))
+            })
+        })
         .collect()
 }
 
@@ -38,7 +45,11 @@ fn an_ondemand_pool_starts_empty_serves_on_demand_and_empties_after_the_idle_tim
     let log = &stack.drover.log;
     let ready = log.wait_for_line("ready:", TIMEOUT);
     assert!(ready.ends_with("ready: 1 pools, 0 workers"), "{ready:?}");
-    assert_eq!(php_cgi_below(&stack), Vec::<i32>::new(), "php-cgi at rest");
+    assert_eq!(
+        php_workers_below(&stack),
+        Vec::<i32>::new(),
+        "a PHP worker at rest"
+    );
 
     let sent = Instant::now();
     let (worker, latency) = cold_request(&stack);
@@ -74,8 +85,8 @@ fn an_ondemand_pool_starts_empty_serves_on_demand_and_empties_after_the_idle_tim
         "retired {seen_after:?} after the request was sent: {retiring:?}"
     );
     log.wait_for_line(&format!("pool www: worker {worker} exited"), TIMEOUT);
-    wait_until(TIMEOUT, "no php-cgi below drover", || {
-        php_cgi_below(&stack).is_empty().then_some(())
+    wait_until(TIMEOUT, "no PHP worker below drover", || {
+        php_workers_below(&stack).is_empty().then_some(())
     });
 
     // Empty again, and it serves again.
@@ -115,5 +126,43 @@ fn an_ondemand_worker_serving_short_requests_is_not_retired_as_idle() {
     assert!(
         served.iter().all(|&pid| pid == worker),
         "served by {served:?}"
+    );
+}
+
+/// A request sent as soon as an ondemand pool is ready is served. The master tells the new
+/// zygote to fork a worker at once, before the zygote has set up its signals: the signal's
+/// default action used to kill it, and the pool then answered nothing at all.
+#[test]
+fn a_request_sent_when_an_ondemand_pool_is_ready_is_served() {
+    let site = Site::new();
+    site.script("pid.php", "<?php echo getmypid();");
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    let pool = Pool::php("www", "", PM);
+    site.write(
+        "pools.d/www.toml",
+        &crate::common::PoolFile::toml(&pool, &site),
+    );
+    let nginx = crate::common::Nginx::start(&site, &site.socket("www"));
+    let drover = crate::common::Drover::spawn(&site);
+    // The request goes the moment drover says it is ready: its zygote has just been
+    // started, and is still loading its runtime.
+    drover.log.wait_for_line("ready:", TIMEOUT);
+
+    let reply = crate::common::http::try_get(&nginx.url("/pid.php"))
+        .unwrap_or_else(|e| panic!("{e}; drover's log:\n{}", drover.log.text()));
+
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; drover's log:\n{}",
+        drover.log.text()
+    );
+    assert!(
+        !drover.log.text().contains("exited on signal"),
+        "the zygote died: {}",
+        drover.log.text()
     );
 }
