@@ -217,9 +217,8 @@ impl<R: Runtime> Zygote<'_, R> {
     fn reap(&mut self) -> Reaped {
         let mut outcome = Reaped::Fine;
         loop {
-            let (pid, exit) = match reap_any() {
-                Ok(Some(reaped)) => reaped,
-                Ok(None) | Err(_) => return outcome,
+            let Ok(Some((pid, exit))) = reap_any() else {
+                return outcome;
             };
             let Some(exit) = exit else { continue };
             let Some(live) = self.workers.remove(&pid) else {
