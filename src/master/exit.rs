@@ -62,17 +62,19 @@ pub fn lifetime(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nix::unistd::Pid;
 
     #[test]
     fn exit_statuses_read_as_a_user_expects() {
-        let pid = Pid::from_raw(1);
-        let code = ExitCause::from_status(WaitStatus::Exited(pid, 255)).unwrap();
+        let code = ExitCause::from_exit(WorkerExit::Code(255));
         assert_eq!(code.to_string(), "with code 255");
-        let killed =
-            ExitCause::from_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)).unwrap();
+        let killed = ExitCause::from_exit(WorkerExit::Signal(libc::SIGKILL));
         assert_eq!(killed.to_string(), "on SIGKILL");
-        assert!(ExitCause::from_status(WaitStatus::StillAlive).is_none());
+        let real_time = ExitCause::from_exit(WorkerExit::Signal(libc::SIGRTMIN() + 1));
+        assert_eq!(
+            real_time.to_string(),
+            format!("on signal {}", libc::SIGRTMIN() + 1)
+        );
+        assert!(!real_time.is_crash());
     }
 
     #[test]
