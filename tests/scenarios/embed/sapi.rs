@@ -345,3 +345,38 @@ for (; $i < 100; $i++) {{ echo str_repeat('x', 8192), "\n"; flush(); usleep(2000
         "the script did not stop at the failed write: {stopped:?}"
     );
 }
+
+/// `PHP_ADMIN_VALUE` from nginx sets a value the script cannot change, for that request.
+#[test]
+fn php_admin_value_locks_its_setting_for_its_request() {
+    let site = Site::new();
+    let show = "<?php echo ini_get('memory_limit'), ' ', var_export(ini_set('memory_limit', '99M'), true), ' ', ini_get('memory_limit');";
+    site.script("admin.php", show);
+    site.script("plain.php", show);
+    let pool = Embed::new("www", 1);
+    let drover = Drover::start(&site, &[&pool]);
+    let socket = site.socket("www");
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location {
+                pattern: "= /admin.php".into(),
+                ..Location::php(&socket)
+            }
+            .with(r#"fastcgi_param PHP_ADMIN_VALUE "memory_limit=88M";"#),
+            Location::php(&socket),
+        ],
+    );
+
+    let locked = http::get(&nginx.url("/admin.php")).body;
+    let plain = http::get(&nginx.url("/plain.php")).body;
+
+    assert_eq!(locked, "88M false 88M");
+    let default_limit = plain.split(' ').next().unwrap().to_string();
+    assert_ne!(
+        default_limit, "88M",
+        "PHP_ADMIN_VALUE leaked into the next request"
+    );
+    assert_eq!(plain, format!("{default_limit} '{default_limit}' 99M"));
+    drop(drover);
+}
