@@ -59,8 +59,15 @@ pub enum CtlCommand {
         #[arg(required = true, value_name = "KEY=VALUE", value_parser = parse_change)]
         changes: Vec<(String, String)>,
     },
-    /// Re-read the files and reload every pool, or one.
-    Reload { pool: Option<String> },
+    /// Re-read the files and start a new generation of every pool, or of POOL, as php-fpm's
+    /// USR2 and gunicorn's HUP do (new code, a fresh OPcache). The old one is retired once
+    /// the new one is up.
+    Reload {
+        pool: Option<String>,
+        /// Only the pools whose configuration changed (added ones start, removed ones go).
+        #[arg(long)]
+        changed: bool,
+    },
     /// Add or remove workers of a static pool: `workers www +2`, `workers www -1`.
     Workers {
         pool: String,
@@ -119,7 +126,7 @@ pub fn run(args: CtlArgs) -> u8 {
         }
         CtlCommand::Config { pool } => client.config(pool.as_deref()),
         CtlCommand::Set { pool, changes } => client.set(pool, changes),
-        CtlCommand::Reload { pool } => client.reload(pool.as_deref()),
+        CtlCommand::Reload { pool, changed } => client.reload(pool.as_deref(), *changed),
         CtlCommand::Workers { pool, delta } => client.workers(pool, *delta),
         CtlCommand::Ping => client.ping(),
     };
@@ -248,8 +255,14 @@ impl Client {
         self.call("POST", format!("/pools/{}/set", encode(pool)), body)
     }
 
-    pub fn reload(&self, pool: Option<&str>) -> Result<String, CtlError> {
-        self.call("POST", with_pool("/reload", pool), String::new())
+    /// Renews every pool, or `pool`; with `changed`, only if its configuration changed.
+    pub fn reload(&self, pool: Option<&str>, changed: bool) -> Result<String, CtlError> {
+        let mut path = with_pool("/reload", pool);
+        if changed {
+            path.push(if pool.is_some() { '&' } else { '?' });
+            path.push_str("changed");
+        }
+        self.call("POST", path, String::new())
     }
 
     pub fn workers(&self, pool: &str, delta: i32) -> Result<String, CtlError> {
@@ -453,9 +466,21 @@ mod tests {
                 full: true
             }
         );
+        let reload = parse(&["reload"]).unwrap();
+        assert_eq!(reload.config, Path::new(DEFAULT_CONFIG_PATH));
         assert_eq!(
-            parse(&["reload"]).unwrap().config,
-            Path::new(DEFAULT_CONFIG_PATH)
+            reload.command,
+            CtlCommand::Reload {
+                pool: None,
+                changed: false
+            }
+        );
+        assert_eq!(
+            parse(&["reload", "--changed", "www"]).unwrap().command,
+            CtlCommand::Reload {
+                pool: Some("www".into()),
+                changed: true
+            }
         );
     }
 

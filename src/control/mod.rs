@@ -16,7 +16,7 @@
 //! | `GET /status?pool=&format=&full`   | `Status { pool }`                   | text, JSON or OpenMetrics |
 //! | `GET /config?pool=`                | `Config { pool }`                   | the reply's text, text/plain |
 //! | `POST /pools/NAME/set` `K=V` lines | `Set { pool, changes }`             | `{"message": ...}` |
-//! | `POST /reload?pool=`               | `Reload { pool }`                   | `{"message": ...}` |
+//! | `POST /reload?pool=&changed`       | `Reload { pool, changed }`          | `{"message": ...}` |
 //! | `POST /pools/NAME/workers` `+N/-N` | `Workers { pool, delta }`           | `{"message": ...}` |
 //!
 //! Every error is its HTTP status with `{"error": "..."}`. A `status_listen` server answers

@@ -20,8 +20,10 @@ pub enum ControlRequest {
         pool: String,
         changes: Vec<(String, String)>,
     },
-    /// Re-read the files and reload every pool, or just this one.
-    Reload { pool: Option<String> },
+    /// Re-read the files and start a new generation of every pool, or just this one
+    /// (php-fpm's USR2, gunicorn's HUP); with `changed`, only of those whose configuration
+    /// changed.
+    Reload { pool: Option<String>, changed: bool },
     /// One static pool's worker count, relatively: `+2`, `-1`. Never 0.
     Workers { pool: String, delta: i32 },
 }

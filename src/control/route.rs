@@ -112,9 +112,10 @@ pub(super) fn route(
         }
         ["reload"] => {
             allow(method, "POST")?;
-            query.only(&["pool"])?;
+            query.only(&["pool", "changed"])?;
             Ok(Route::Master(ControlRequest::Reload {
                 pool: query.pool()?,
+                changed: query.has("changed"),
             }))
         }
         ["pools", pool, "set"] if !pool.is_empty() => {

@@ -119,12 +119,30 @@ fn ping_config_and_reload() {
     );
     assert_eq!(
         control("POST", "/reload", ""),
-        Ok(Route::Master(ControlRequest::Reload { pool: None }))
+        Ok(Route::Master(ControlRequest::Reload {
+            pool: None,
+            changed: false
+        }))
     );
     assert_eq!(
         control("POST", "/reload?pool=app", ""),
         Ok(Route::Master(ControlRequest::Reload {
-            pool: Some("app".into())
+            pool: Some("app".into()),
+            changed: false
+        }))
+    );
+    assert_eq!(
+        control("POST", "/reload?changed", ""),
+        Ok(Route::Master(ControlRequest::Reload {
+            pool: None,
+            changed: true
+        }))
+    );
+    assert_eq!(
+        control("POST", "/reload?pool=app&changed", ""),
+        Ok(Route::Master(ControlRequest::Reload {
+            pool: Some("app".into()),
+            changed: true
         }))
     );
 }

@@ -45,9 +45,10 @@ fn canned(request: &ControlRequest) -> Option<ControlReply> {
                 None => ControlReply::Ok(format!("pool {pool}: {} changed", changes.len())),
             }
         }
-        ControlRequest::Reload { pool } => ControlReply::Ok(format!(
-            "reloading {}",
-            pool.as_deref().unwrap_or("every pool")
+        ControlRequest::Reload { pool, changed } => ControlReply::Ok(format!(
+            "reloading {}{}",
+            pool.as_deref().unwrap_or("every pool"),
+            if *changed { " if changed" } else { "" }
         )),
         ControlRequest::Workers { pool, delta } => {
             ControlReply::Ok(format!("pool {pool}: {delta:+} workers"))
@@ -211,8 +212,16 @@ fn every_route_answers_through_the_client() {
     );
     let changes = vec![("pm.max_children".to_owned(), "12".to_owned())];
     assert_eq!(c.set("www", &changes).unwrap(), "pool www: 1 changed");
-    assert_eq!(c.reload(Some("app")).unwrap(), "reloading app");
-    assert_eq!(c.reload(None).unwrap(), "reloading every pool");
+    assert_eq!(c.reload(Some("app"), false).unwrap(), "reloading app");
+    assert_eq!(c.reload(None, false).unwrap(), "reloading every pool");
+    assert_eq!(
+        c.reload(None, true).unwrap(),
+        "reloading every pool if changed"
+    );
+    assert_eq!(
+        c.reload(Some("app"), true).unwrap(),
+        "reloading app if changed"
+    );
     assert_eq!(c.workers("www", -2).unwrap(), "pool www: -2 workers");
     assert_eq!(
         h.seen(),
@@ -229,9 +238,21 @@ fn every_route_answers_through_the_client() {
                 changes
             },
             ControlRequest::Reload {
-                pool: Some("app".into())
+                pool: Some("app".into()),
+                changed: false
             },
-            ControlRequest::Reload { pool: None },
+            ControlRequest::Reload {
+                pool: None,
+                changed: false
+            },
+            ControlRequest::Reload {
+                pool: None,
+                changed: true
+            },
+            ControlRequest::Reload {
+                pool: Some("app".into()),
+                changed: true
+            },
             ControlRequest::Workers {
                 pool: "www".into(),
                 delta: -2
@@ -466,7 +487,7 @@ fn status_listen_on_a_unix_path_takes_the_pools_mode() {
             .unwrap()
             .starts_with("pool:                 www\n")
     );
-    assert_eq!(refused(c.reload(None)).0, 404);
+    assert_eq!(refused(c.reload(None, false)).0, 404);
     drop(h);
     assert!(!Path::new(&path).exists(), "removed when the server stops");
 }

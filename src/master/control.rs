@@ -43,13 +43,17 @@ impl Master {
                 };
                 ControlReply::Ok(effective.render())
             }
-            ControlRequest::Reload { pool } => match self.reload(pool.as_deref()) {
-                Ok(summary) => ControlReply::Ok(summary),
-                Err(message) => {
-                    tracing::error!("reload refused, the running configuration stays: {message}");
-                    ControlReply::invalid(message)
+            ControlRequest::Reload { pool, changed } => {
+                match self.reload(pool.as_deref(), !changed) {
+                    Ok(summary) => ControlReply::Ok(summary),
+                    Err(message) => {
+                        tracing::error!(
+                            "reload refused, the running configuration stays: {message}"
+                        );
+                        ControlReply::invalid(message)
+                    }
                 }
-            },
+            }
             ControlRequest::Set { pool, changes } => self.set(&pool, &changes),
             ControlRequest::Workers { pool, delta } => {
                 let Some(current) = self.pools.serving().find(|p| p.name() == pool) else {

@@ -259,7 +259,7 @@ impl Master {
             }
             Command::StopFast => self.stop(Duration::ZERO, "fast"),
             Command::Reload => {
-                if let Err(message) = self.reload(None) {
+                if let Err(message) = self.reload(None, true) {
                     tracing::error!("reload refused, the running configuration stays: {message}");
                 }
             }

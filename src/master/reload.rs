@@ -1,9 +1,14 @@
-//! Reload: re-read and validate the files, then change only what changed. An invalid
-//! configuration changes nothing (the errors are logged and returned to `drover ctl`).
-//! A changed pool starts a new generation on the same listener and its old generation is
-//! retired once the new one is up; an unchanged pool is untouched; a removed pool drains; a
-//! new pool starts; a pool whose address changed gets a new socket and the old one drains.
-//! TTIN / TTOU resize static pools through the same rolling path.
+//! Reload: re-read and validate the files, then renew the pools. An invalid configuration
+//! changes nothing (the errors are logged and returned to `drover ctl`).
+//!
+//! HUP, USR2 and `drover ctl reload` renew every pool, as php-fpm's USR2 and gunicorn's HUP
+//! do: a deploy changes the app's code, not its pool file, and must be served (with a fresh
+//! OPcache). `drover ctl reload --changed` renews only the pools whose configuration
+//! changed; the others are untouched. Either way a renewed pool starts a new generation on
+//! the same listener and its old generation is retired once the new one is up; a removed
+//! pool drains; a new pool starts; a pool whose address changed gets a new socket and the
+//! old one drains. The summary names each pool and why it got a new generation (renewed,
+//! changed, added, removed). TTIN / TTOU resize static pools through the same rolling path.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -13,8 +18,10 @@ use crate::config::{self, PmMode, Pool};
 use crate::runtime;
 
 impl Master {
-    /// Reloads every pool, or only `only`. Returns what changed, one line per pool.
-    pub(super) fn reload(&mut self, only: Option<&str>) -> Result<String, String> {
+    /// Reloads every pool, or only `only`: with `renew`, every one gets a new generation;
+    /// without, only those whose configuration changed (or whose app stopped them). Returns
+    /// what was done, one line per pool.
+    pub(super) fn reload(&mut self, only: Option<&str>, renew: bool) -> Result<String, String> {
         tracing::info!("reload: reading {}", self.config.path.display());
         let mut new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
         runtime::php::embed::log_if_unusable();
@@ -54,17 +61,13 @@ impl Master {
                     .add_pool(pool)
                     .map(|()| format!("{}: added", pool.name)),
                 // A pool stopped by its app starts again: the app may be fixed.
-                Some(i)
-                    if self.pools[i].config == *pool
-                        && only.is_none()
-                        && !self.pools[i].failed() =>
-                {
+                Some(i) if self.pools[i].config == *pool && !renew && !self.pools[i].failed() => {
                     Ok(format!("{}: unchanged", pool.name))
                 }
                 Some(i)
                     if i != serving.unwrap_or(i)
                         && serving.is_some_and(|s| self.pools[s].config == *pool)
-                        && only.is_none() =>
+                        && !renew =>
                 {
                     self.withdraw_pending(&pool.name, now);
                     Ok(format!(
@@ -72,9 +75,17 @@ impl Master {
                         pool.name
                     ))
                 }
-                Some(i) => self
-                    .roll(i, pool)
-                    .map(|()| format!("{}: new generation", pool.name)),
+                Some(i) => {
+                    let why = if self.pools[i].config != *pool {
+                        "changed"
+                    } else if self.pools[i].failed() {
+                        "its app had stopped it"
+                    } else {
+                        "renewed"
+                    };
+                    self.roll(i, pool)
+                        .map(|()| format!("{}: new generation ({why})", pool.name))
+                }
             };
             summary.push(line.unwrap_or_else(|err| format!("{}: {err}", pool.name)));
         }

@@ -11,12 +11,16 @@
 //!   restart; an invalid value is refused, named, and changes nothing.
 //! - [`reload`]: HUP every second under 50 concurrent clients drops nothing and the new
 //!   configuration applies; a broken pool file keeps the old configuration running.
+//! - [`renew`]: HUP with no file changed renews every worker, and a deploy's new PHP
+//!   script (past an OPcache that never revalidates) and Python module are served;
+//!   `ctl reload --changed` leaves the workers as they were.
 //!
 //! The fixtures are `tests/apps/{slow,hold,greeting}.php` (copied into the docroot) and
 //! `tests/apps/control_app.py` (the Python pools' app).
 
 mod live;
 mod reload;
+mod renew;
 mod slowlog;
 mod status;
 
@@ -35,6 +39,8 @@ struct Pool {
     max_children: u32,
     /// `[env]` `GREETING`, echoed by `greeting.php` and the app's `/greeting`.
     greeting: Option<String>,
+    /// A PHP pool's `[php.ini]` lines.
+    php_ini: Option<String>,
     runtime: Runtime,
 }
 
@@ -54,6 +60,7 @@ impl Pool {
             top: Vec::new(),
             max_children: 1,
             greeting: None,
+            php_ini: None,
             runtime: Runtime::Php,
         }
     }
@@ -78,6 +85,12 @@ impl Pool {
 
     fn greeting(mut self, value: &str) -> Pool {
         self.greeting = Some(value.to_string());
+        self
+    }
+
+    /// A PHP pool's `[php.ini]` table: `"opcache.validate_timestamps" = 0` lines.
+    fn php_ini(mut self, lines: &str) -> Pool {
+        self.php_ini = Some(lines.to_string());
         self
     }
 
@@ -115,7 +128,13 @@ impl PoolFile for Pool {
             tables += &format!("\n[env]\nGREETING = \"{greeting}\"\n");
         }
         tables += &match &self.runtime {
-            Runtime::Php => format!("\n{}", php_table(default_php_runtime())),
+            Runtime::Php => {
+                let mut php = format!("\n{}", php_table(default_php_runtime()));
+                if let Some(ini) = &self.php_ini {
+                    php += &format!("\n[php.ini]\n{ini}");
+                }
+                php
+            }
             Runtime::Python { mount } => {
                 let apps = site.path().join("apps");
                 let mut python = format!(
