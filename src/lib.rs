@@ -39,7 +39,7 @@
 //! |---------------|--------|
 //! | TERM, QUIT    | graceful stop: stop spawning, let in-flight requests finish within `process_control_timeout`, then SIGKILL; exit 0 |
 //! | INT           | fast stop: SIGKILL every worker at once; exit 0 |
-//! | HUP, USR2     | reload: validate the files, roll changed pools to a new generation (`master/reload.rs`) |
+//! | HUP, USR2     | reload: validate the files, roll every pool to a new generation (`master/reload.rs`) |
 //! | TTIN, TTOU    | one worker more or fewer in every static pool |
 //! | USR1          | reopen the error log file |
 //! | CHLD          | reap exited workers and replace them |

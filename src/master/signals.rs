@@ -20,8 +20,8 @@ pub enum Command {
     StopGraceful,
     /// INT: SIGKILL every worker now; exit 0.
     StopFast,
-    /// HUP, USR2: re-read and validate the files, then roll changed pools (on error: keep
-    /// running as before and log where the error is).
+    /// HUP, USR2: re-read and validate the files, then roll every pool to a new generation
+    /// (on error: keep running as before and log where the error is).
     Reload,
     /// TTIN and TTOU: one worker more (TTIN) or fewer (TTOU) in every static pool for
     /// each one delivered; the count is in [`Tally`].

@@ -13,6 +13,9 @@ use crate::common::{TIMEOUT, proc, wait_until};
 /// How many GETs of each path: enough to reach every worker of a 2-worker pool.
 const TRIES: usize = 20;
 
+/// The version a deploy brings.
+const V2: &str = "v2-deployed";
+
 /// The PHP script a deploy changes.
 fn script(version: &str) -> String {
     format!("<?php echo 'deploy={version}';")
@@ -81,9 +84,11 @@ fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_
     );
 
     // A deploy: the code changes, the pool files do not. The running generation keeps
-    // serving the old code (this is what the renewal is for).
-    setup.stack.site.script("deploy.php", &script("v2"));
-    setup.stack.site.write("apps/control_app.py", &module("v2"));
+    // serving the old code (this is what the renewal is for). The new module's size
+    // differs, as a real deploy's does: Python trusts a cached .pyc whose source has the
+    // same mtime (in seconds) and size.
+    setup.stack.site.script("deploy.php", &script(V2));
+    setup.stack.site.write("apps/control_app.py", &module(V2));
     assert_serves(&setup, "/deploy.php", "deploy=v1", "deployed, not reloaded");
     assert_serves(&setup, "/py/deploy", "deploy=v1", "deployed, not reloaded");
     assert_eq!(workers(&setup), first);
@@ -120,6 +125,7 @@ fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_
             .collect::<Vec<_>>(),
         setup.log()
     );
-    assert_serves(&setup, "/deploy.php", "deploy=v2", "after HUP");
-    assert_serves(&setup, "/py/deploy", "deploy=v2", "after HUP");
+    let expected = format!("deploy={V2}");
+    assert_serves(&setup, "/deploy.php", &expected, "after HUP");
+    assert_serves(&setup, "/py/deploy", &expected, "after HUP");
 }
