@@ -1,13 +1,16 @@
 //! The error log: stderr or a file that USR1 reopens (for logrotate).
 //!
 //! Every line goes through `tracing`; [`init`] installs a subscriber whose writer is a
-//! [`LogFile`] handle and whose level can be changed, and returns both as an [`ErrorLog`].
-//! The handle is shared, so the master can reopen the file, point the log at another
-//! destination or change its level (a reload) without touching the subscriber.
+//! [`LogFile`] handle and whose level and layout (`log_format`: text or one JSON object
+//! per line) can be changed, and returns them as an [`ErrorLog`]. The handle is shared, so
+//! the master can reopen the file, point the log at another destination, change its level
+//! or its layout (a reload) without touching the subscriber. Worker output that a pool
+//! passes through undecorated skips `tracing` and goes to [`LogFile::write_line`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tracing_subscriber::filter::LevelFilter;
@@ -15,7 +18,9 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{Registry, reload};
 
-use crate::config::{LogLevel, LogTarget};
+use crate::config::{LogFormat, LogLevel, LogTarget};
+
+mod json;
 
 /// A handle to the error log's current destination.
 #[derive(Clone)]
@@ -63,6 +68,15 @@ impl LogFile {
         Ok(())
     }
 
+    /// Writes `line` and a newline in one write(2), so that it stays whole between the
+    /// master's own lines and in a file other processes append to.
+    pub fn write_line(&self, line: &[u8]) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        LogWriter(self.lock()).write_all(&bytes)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Destination> {
         // A panic while holding the lock leaves a usable File behind; keep logging.
         self.inner
@@ -102,16 +116,24 @@ impl<'a> MakeWriter<'a> for LogFile {
     }
 }
 
-/// The master's error log: where it goes ([`LogFile`]) and the level it keeps.
+/// The master's error log: where it goes ([`LogFile`]), the level and the layout it keeps.
 pub struct ErrorLog {
     pub file: LogFile,
     level: reload::Handle<LevelFilter, Registry>,
+    /// Read by the event formatter at each line: true writes JSON.
+    json: Arc<AtomicBool>,
 }
 
 impl ErrorLog {
     /// Changes the level from the next event on.
     pub fn set_level(&self, level: LogLevel) -> Result<(), reload::Error> {
         self.level.reload(filter(level))
+    }
+
+    /// Changes the layout from the next line on.
+    pub fn set_format(&self, format: LogFormat) {
+        self.json
+            .store(format == LogFormat::Json, Ordering::Relaxed);
     }
 }
 
@@ -127,13 +149,17 @@ fn filter(level: LogLevel) -> LevelFilter {
 
 /// Installs the global subscriber. Called once, by the master, after the configuration is
 /// valid (configuration errors go to stderr before this).
-pub fn init(target: &LogTarget, level: LogLevel) -> io::Result<ErrorLog> {
+pub fn init(target: &LogTarget, level: LogLevel, format: LogFormat) -> io::Result<ErrorLog> {
     let file = LogFile::open(target)?;
     let (level, handle) = reload::Layer::new(filter(level));
+    let json = Arc::new(AtomicBool::new(format == LogFormat::Json));
+    let text = tracing_subscriber::fmt::format()
+        .with_ansi(false)
+        .with_target(false);
     let format = tracing_subscriber::fmt::layer()
         .with_writer(file.clone())
         .with_ansi(false)
-        .with_target(false);
+        .event_format(json::Layout::new(text, json.clone()));
     let _ = tracing_subscriber::registry()
         .with(level)
         .with(format)
@@ -141,5 +167,6 @@ pub fn init(target: &LogTarget, level: LogLevel) -> io::Result<ErrorLog> {
     Ok(ErrorLog {
         file,
         level: handle,
+        json,
     })
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::listen::unix_socket;
-use super::model::{Control, Global, LogLevel, LogTarget};
+use super::model::{Control, Global, LogFormat, LogLevel, LogTarget};
 use super::value::{Got, Table, resolve};
 
 /// Selects the pool files when `include` is absent.
@@ -13,6 +13,7 @@ pub(super) const DEFAULT_INCLUDE: &str = "pools.d/*.toml";
 const KEYS: &[&str] = &[
     "error_log",
     "log_level",
+    "log_format",
     "pid_file",
     "include",
     "process_control_timeout",
@@ -40,6 +41,13 @@ pub(super) fn parse(
         })
         .or(LogTarget::Stderr);
     let log_level = root.parse("log_level", log_level).or(LogLevel::Info);
+    let log_format = root
+        .parse("log_format", |s| match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err("must be \"text\" or \"json\"".to_owned()),
+        })
+        .or(LogFormat::Text);
     let pid_file = root.path_buf("pid_file", base).optional();
     let process_control_timeout = root
         .duration("process_control_timeout")
@@ -64,6 +72,7 @@ pub(super) fn parse(
     Some(Global {
         error_log: error_log?,
         log_level: log_level?,
+        log_format: log_format?,
         pid_file: pid_file?,
         include: include?,
         process_control_timeout: process_control_timeout?,

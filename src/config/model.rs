@@ -21,6 +21,8 @@ pub struct Global {
     /// Where the master writes its log (and captured worker output).
     pub error_log: LogTarget,
     pub log_level: LogLevel,
+    /// `log_format`: how each line of the error log is written.
+    pub log_format: LogFormat,
     /// Written at start, removed at exit.
     pub pid_file: Option<PathBuf>,
     /// Globs, relative to `drover.toml`'s folder, that select the pool files.
@@ -44,6 +46,26 @@ pub struct Control {
 pub enum LogTarget {
     Stderr,
     File(PathBuf),
+}
+
+/// `log_format`: the layout of drover's own error log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `TIME  LEVEL message`, as tracing-subscriber writes it.
+    #[default]
+    Text,
+    /// One JSON object per line: `time`, `level`, `message`, and `pool`, `pid` when known.
+    Json,
+}
+
+impl LogFormat {
+    /// The value of `log_format` that selects it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 /// php-fpm's level names are accepted too: alert → error, warning → warn, notice → info.
@@ -84,6 +106,9 @@ pub struct Pool {
     pub slowlog: Option<PathBuf>,
     /// `slowlog_format = "json"`: one JSON object per entry instead of php-fpm's text.
     pub slowlog_json: bool,
+    /// php-fpm's `decorate_workers_output`: false writes what a worker prints to the error
+    /// log as it is, one line per write, without drover's prefix.
+    pub decorate_workers_output: bool,
     pub request_terminate_timeout: Option<Duration>,
     /// A request's headers and body must arrive within this time from the accept; `None`:
     /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").

@@ -28,6 +28,7 @@ const KEYS: &[&str] = &[
     "request_slowlog_trace_depth",
     "slowlog",
     "slowlog_format",
+    "decorate_workers_output",
     "request_terminate_timeout",
     "request_read_timeout",
     "status_listen",
@@ -96,6 +97,7 @@ pub(super) fn parse(
             _ => Err("must be \"text\" or \"json\"".to_owned()),
         })
         .or(false);
+    let decorate_workers_output = root.bool("decorate_workers_output").or(true);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -131,6 +133,7 @@ pub(super) fn parse(
         request_slowlog_trace_depth,
         slowlog,
         slowlog_json: slowlog_json?,
+        decorate_workers_output: decorate_workers_output?,
         request_terminate_timeout,
         request_read_timeout: request_read_timeout?,
         status_listen: status_listen?,

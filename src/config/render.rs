@@ -39,6 +39,7 @@ fn global(out: &mut Out, g: &Global) {
         LogLevel::Trace => "trace",
     };
     out.string("log_level", level);
+    out.string("log_format", g.log_format.as_str());
     out.optional_path("pid_file", g.pid_file.as_deref());
     out.strings("include", &g.include);
     out.duration("process_control_timeout", g.process_control_timeout);
@@ -89,6 +90,7 @@ fn pool(out: &mut Out, p: &Pool) {
         "slowlog_format",
         if p.slowlog_json { "json" } else { "text" },
     );
+    out.raw("decorate_workers_output", p.decorate_workers_output);
     out.duration(
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),

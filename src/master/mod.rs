@@ -27,12 +27,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use drover_proto::zygote::reap_any;
+use drover_proto::zygote::{REPORT_MARK, reap_any};
 use futures_util::StreamExt;
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
-use crate::config::Config;
+use crate::config::{Config, LogFormat};
 use crate::listener::Listener;
 use crate::logging::{self, ErrorLog};
 use crate::pm::EmergencyRestart;
@@ -64,7 +64,8 @@ enum Phase {
 
 /// Runs the master until a stop signal, with a valid configuration.
 pub fn run(config: Config) -> anyhow::Result<()> {
-    let log = logging::init(&config.global.error_log, config.global.log_level)
+    let global = &config.global;
+    let log = logging::init(&global.error_log, global.log_level, global.log_format)
         .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
     crate::runtime::php::embed::log_if_unusable();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -413,16 +414,17 @@ impl Master {
         release_freed_memory();
     }
 
-    fn log_output(&mut self, line: OutputLine) {
-        let Some(index) = self.pools.position_of_id(line.pool) else {
+    fn log_output(&mut self, output: OutputLine) {
+        let Some(index) = self.pools.position_of_id(output.pool) else {
             return;
         };
         let pool = &mut self.pools[index];
         let now = Instant::now();
-        if pool.on_dump_line(line.pid, &line.line, now) {
+        let line = output.text();
+        if pool.on_dump_line(output.pid, &line, now) {
             return;
         }
-        match pool.on_report(line.pid, &line.line, now) {
+        match pool.on_report(output.pid, &line, now) {
             Some(Reaped::Exit { crash: true }) => {
                 if self.emergency.on_crash(now) {
                     self.emergency_restart();
@@ -433,8 +435,20 @@ impl Master {
             None => {}
         }
         let pool = &self.pools[index];
-        let role = pool.role(line.pid).unwrap_or("worker");
-        tracing::info!("pool {}: {role} {}: {}", pool.name(), line.pid, line.line);
+        let role = pool.role(output.pid).unwrap_or("worker");
+        let pid = output.pid;
+        // A report line nobody took is drover's, never the app's: it is not passed on.
+        if !pool.config.decorate_workers_output && !line.starts_with(REPORT_MARK) {
+            if tracing::enabled!(tracing::Level::INFO)
+                && let Err(err) = self.log.file.write_line(&output.line)
+            {
+                tracing::debug!("pool {}: {role} {pid}: cannot pass on a line: {err}", pool.name());
+            }
+        } else if self.config.global.log_format == LogFormat::Json {
+            tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}");
+        } else {
+            tracing::info!("pool {}: {role} {pid}: {line}", pool.name());
+        }
     }
 
     fn finish(&mut self) {

@@ -4,7 +4,12 @@
 //! reads the other end with SO_PASSCRED set, so the kernel attaches the writer's pid to
 //! each read and never merges bytes from two writers into one read. That tags a line with
 //! the php-cgi *worker* that wrote it, which a shared pipe could not.
+//!
+//! A line is kept as the bytes the worker wrote (without its newline): a pool with
+//! `decorate_workers_output = false` passes it on unchanged; [`OutputLine::text`] is what
+//! drover reads and logs otherwise.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,7 +22,7 @@ use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
-/// A line longer than this is cut and logged in pieces.
+/// A line longer than this is cut and logged in pieces (php-fpm's `log_limit` is 1024).
 const MAX_LINE: usize = 8192;
 
 /// One line a worker wrote, without its newline.
@@ -26,7 +31,19 @@ pub struct OutputLine {
     /// The pool generation's id.
     pub pool: u64,
     pub pid: Pid,
-    pub line: String,
+    /// The bytes as written, without the newline.
+    pub line: Vec<u8>,
+}
+
+impl OutputLine {
+    /// The line as text: invalid UTF-8 replaced, a trailing `\r` (a CRLF line) dropped.
+    pub fn text(&self) -> Cow<'_, str> {
+        let text = String::from_utf8_lossy(&self.line);
+        match text {
+            Cow::Borrowed(s) => Cow::Borrowed(s.trim_end_matches('\r')),
+            Cow::Owned(s) => Cow::Owned(s.trim_end_matches('\r').to_owned()),
+        }
+    }
 }
 
 /// Creates a pool's output socket. Returns the end to give to workers; the other end is
@@ -103,7 +120,7 @@ fn receive(fd: &OwnedFd, buf: &mut [u8]) -> nix::Result<(usize, Pid)> {
 
 /// Takes every complete line (and over-long pieces) out of `bytes`, leaving the partial
 /// last line in place.
-fn split_lines(bytes: &mut Vec<u8>) -> Vec<String> {
+fn split_lines(bytes: &mut Vec<u8>) -> Vec<Vec<u8>> {
     let mut lines = Vec::new();
     loop {
         let end = match bytes.iter().position(|&b| b == b'\n') {
@@ -115,8 +132,7 @@ fn split_lines(bytes: &mut Vec<u8>) -> Vec<String> {
         if bytes.first() == Some(&b'\n') {
             bytes.remove(0);
         }
-        let text = String::from_utf8_lossy(&line);
-        lines.push(text.trim_end_matches('\r').to_owned());
+        lines.push(line);
     }
     lines
 }
@@ -128,11 +144,22 @@ mod tests {
     #[test]
     fn complete_lines_come_out_partial_ones_stay() {
         let mut bytes = b"one\ntwo\r\nthr".to_vec();
-        assert_eq!(split_lines(&mut bytes), ["one", "two"]);
+        assert_eq!(split_lines(&mut bytes), [&b"one"[..], b"two\r"]);
         assert_eq!(bytes, b"thr");
         bytes.extend_from_slice(b"ee\n");
-        assert_eq!(split_lines(&mut bytes), ["three"]);
+        assert_eq!(split_lines(&mut bytes), [b"three"]);
         assert!(bytes.is_empty());
+    }
+
+    #[test]
+    fn text_drops_a_carriage_return_and_replaces_bad_bytes() {
+        let line = |bytes: &[u8]| OutputLine {
+            pool: 1,
+            pid: Pid::from_raw(1),
+            line: bytes.to_vec(),
+        };
+        assert_eq!(line(b"two\r").text(), "two");
+        assert_eq!(line(b"a\xffb").text(), "a\u{fffd}b");
     }
 
     #[test]
@@ -157,10 +184,10 @@ mod tests {
         let first = rx.recv().await.unwrap();
         let second = rx.recv().await.unwrap();
         assert_eq!(
-            (first.pool, first.pid, first.line.as_str()),
-            (3, pid, "hello")
+            (first.pool, first.pid, first.line.as_slice()),
+            (3, pid, &b"hello"[..])
         );
-        assert_eq!((second.pid, second.line.as_str()), (pid, "world"));
+        assert_eq!((second.pid, second.line.as_slice()), (pid, &b"world"[..]));
         child.wait().unwrap();
     }
 }

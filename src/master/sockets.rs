@@ -1,5 +1,5 @@
-//! What a reload changes besides the pools: the global keys (the error log's destination
-//! and level, the pid file, emergency restart, the control socket) and the pools'
+//! What a reload changes besides the pools: the global keys (the error log's destination,
+//! level and format, the pid file, emergency restart, the control socket) and the pools'
 //! `status_listen` sockets. Each change is logged and put in the reload's summary; one that
 //! cannot be made (a file that cannot be opened, an address in use) is logged as an error
 //! and the old setting stays, in effect and in the configuration `drover ctl config` shows.
@@ -160,6 +160,10 @@ impl Master {
                     new.log_level = old.log_level;
                 }
             }
+        }
+        if new.log_format != old.log_format {
+            self.log.set_format(new.log_format);
+            changed.push(format!("log_format: {}", new.log_format.as_str()));
         }
         if new.pid_file != old.pid_file {
             let written = match &new.pid_file {
