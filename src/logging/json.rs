@@ -146,7 +146,9 @@ fn about(message: &str) -> (Option<&str>, Option<i64>) {
         .iter()
         .find_map(|role| rest.strip_prefix(role))
         .and_then(|rest| {
-            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
             rest[..digits].parse().ok()
         });
     (Some(name), pid)
@@ -178,8 +180,14 @@ mod tests {
     #[test]
     fn a_pool_message_names_the_pool_and_the_process() {
         let v = line("pool www.v2: worker 4242 exited (status 0)", vec![]);
-        assert_eq!((&v["pool"], &v["pid"]), (&Value::from("www.v2"), &Value::from(4242)));
-        let v = line("pool api: listening on 127.0.0.1:9000 (backlog 511)", vec![]);
+        assert_eq!(
+            (&v["pool"], &v["pid"]),
+            (&Value::from("www.v2"), &Value::from(4242))
+        );
+        let v = line(
+            "pool api: listening on 127.0.0.1:9000 (backlog 511)",
+            vec![],
+        );
         assert_eq!(v["pool"], "api");
         assert!(v.get("pid").is_none(), "{v}");
         let v = line("pool  www: not a prefix", vec![]);
@@ -192,7 +200,10 @@ mod tests {
             "{\"app\":1}",
             vec![("pool", Value::from("www")), ("pid", Value::from(7))],
         );
-        assert_eq!((&v["pool"], &v["pid"]), (&Value::from("www"), &Value::from(7)));
+        assert_eq!(
+            (&v["pool"], &v["pid"]),
+            (&Value::from("www"), &Value::from(7))
+        );
         assert_eq!(v["message"], "{\"app\":1}");
     }
 }

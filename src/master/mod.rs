@@ -442,7 +442,10 @@ impl Master {
             if tracing::enabled!(tracing::Level::INFO)
                 && let Err(err) = self.log.file.write_line(&output.line)
             {
-                tracing::debug!("pool {}: {role} {pid}: cannot pass on a line: {err}", pool.name());
+                tracing::debug!(
+                    "pool {}: {role} {pid}: cannot pass on a line: {err}",
+                    pool.name()
+                );
             }
         } else if self.config.global.log_format == LogFormat::Json {
             tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}");

@@ -5,6 +5,7 @@ wsgi.errors; files a test waits on are named in the query string (`marker=PATH`)
 """
 
 import hashlib
+import json
 import os
 import random
 import sys
@@ -210,6 +211,18 @@ def sleep(environ, start_response):
     return [b"done"]
 
 
+def print_json(environ, start_response):
+    """Prints one JSON line to stdout, as an app logging for a collector does, and answers
+    with that line. `id` names it; `pad` adds that many bytes to it."""
+    q = query(environ)
+    record = {"event": "marker-print", "id": q.get("id", ""), "pid": os.getpid()}
+    record["text"] = 'tab\there, "quoted"' + "x" * int(q.get("pad", "0"))
+    line = json.dumps(record)
+    print(line, flush=True)
+    start_response("200 OK", TEXT)
+    return [line.encode()]
+
+
 ROUTES = {
     "/pid": pid,
     "/upload-sha256": upload_sha256,
@@ -228,6 +241,7 @@ ROUTES = {
     "/sleep": sleep,
     "/warm": warm,
     "/keep": keep,
+    "/print-json": print_json,
 }
 
 

@@ -425,3 +425,19 @@ fn absolute_include_globs_are_used_as_written() {
     assert_eq!(config.pools[0].name, "api");
     assert_eq!(config.pools[0].file, elsewhere.path().join("api.toml"));
 }
+
+#[test]
+fn log_format_and_decorate_workers_output_name_their_values() {
+    let dir = setup("log_format = \"logfmt\"\n", &[("www", MINIMAL)]);
+    let errors = load_dir(&dir).unwrap_err().0;
+    assert_eq!(errors.len(), 1, "{}", ConfigErrors(errors.clone()));
+    assert_at(
+        &errors[0],
+        "drover.toml",
+        1,
+        "log_format",
+        "\"text\" or \"json\"",
+    );
+    let e = only_error(&format!("decorate_workers_output = \"no\"\n{MINIMAL}"));
+    assert_at(&e, "www.toml", 1, "decorate_workers_output", "boolean");
+}

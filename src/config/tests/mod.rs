@@ -68,6 +68,8 @@ fn a_minimal_php_pool_gets_php_fpm_defaults() {
     let config = load_dir(&dir).unwrap();
     assert_eq!(config.global.error_log, LogTarget::Stderr);
     assert_eq!(config.global.log_level, LogLevel::Info);
+    assert_eq!(config.global.log_format, LogFormat::Text);
+    assert!(config.pools[0].decorate_workers_output);
     assert_eq!(config.global.include, ["pools.d/*.toml"]);
     assert_eq!(
         config.global.process_control_timeout,
@@ -119,6 +121,7 @@ fn every_key_set_is_read() {
     let main = r#"
 error_log = "log/drover.log"
 log_level = "notice"
+log_format = "json"
 pid_file = "/run/drover.pid"
 include = ["pools.d/*.toml"]
 process_control_timeout = "1m 30s"
@@ -136,6 +139,7 @@ chdir = "/"
 clear_env = false
 request_slowlog_timeout = "5s"
 slowlog = "log/www.slow"
+decorate_workers_output = false
 request_terminate_timeout = "1m"
 status_listen = "[::1]:9001"
 [pm]
@@ -163,12 +167,14 @@ max_execution_time = 30
         LogTarget::File(dir.path().join("log/drover.log"))
     );
     assert_eq!(g.log_level, LogLevel::Info);
+    assert_eq!(g.log_format, LogFormat::Json);
     assert_eq!(g.process_control_timeout, Duration::from_secs(90));
     assert_eq!(g.control.listen, Some(dir.path().join("run/control.sock")));
     let p = &config.pools[0];
     assert_eq!(p.listen, ListenAddr::Tcp("127.0.0.1:9000".parse().unwrap()));
     assert_eq!(p.request_slowlog_timeout, Some(Duration::from_secs(5)));
     assert_eq!(p.slowlog, Some(dir.path().join("log/www.slow")));
+    assert!(!p.decorate_workers_output);
     // start_servers defaults to the middle of the spare range.
     assert_eq!(
         (
