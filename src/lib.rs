@@ -60,7 +60,7 @@
 //!   `drover-python` (crates/python) and `drover-php` (crates/php).
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
-//! - [`logging`]: the error log (stderr or a reopenable file).
+//! - [`logging`]: the error log (stderr or a reopenable file; text or one JSON object a line).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
 //! - [`systemd`][]: sd_notify.
 
