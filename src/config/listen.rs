@@ -1,5 +1,5 @@
-//! Listen addresses as written (`/run/www.sock`, `127.0.0.1:9000`, `[::1]:9000`) and the
-//! check that no two listeners in the whole configuration share one.
+//! Listen addresses as written (`/run/www.sock`, `127.0.0.1:9000`, `[::1]:9000`, a bare
+//! port `9000` for every address, as php-fpm reads it) and the check that no two listeners in the whole configuration share one.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,10 +26,15 @@ pub(super) fn parse_listen(base: &Path, s: &str) -> Result<ListenAddr, String> {
                 .into(),
         );
     }
+    // php-fpm's reading: a bare port is every address. A file named only with digits
+    // is written ./9000.
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "a bare port is ambiguous: write 127.0.0.1:{s} or [::]:{s}, or ./{s} for a unix socket"
-        ));
+        return match s.parse::<u16>() {
+            Ok(port) if port > 0 => Ok(ListenAddr::AnyAddress(port)),
+            _ => Err(format!(
+                "port {s} is out of range (1 to 65535); write ./{s} for a unix socket"
+            )),
+        };
     }
     unix_socket(resolve(base, s)?).map(ListenAddr::Unix)
 }
@@ -105,9 +110,21 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_port_is_every_address_as_in_php_fpm() {
+        assert_eq!(parse("9000"), Ok(ListenAddr::AnyAddress(9000)));
+        assert_eq!(parse("65535"), Ok(ListenAddr::AnyAddress(65535)));
+        assert_eq!(ListenAddr::AnyAddress(9000).to_string(), "9000");
+        assert_eq!(
+            parse("./9000"),
+            Ok(ListenAddr::Unix("/etc/drover/9000".into()))
+        );
+    }
+
+    #[test]
     fn lookalikes_of_addresses_are_refused() {
         assert!(parse("localhost:9000").unwrap_err().contains("host names"));
-        assert!(parse("9000").unwrap_err().contains("bare port"));
+        assert!(parse("0").unwrap_err().contains("out of range"));
+        assert!(parse("65536").unwrap_err().contains("out of range"));
         assert!(parse("").is_err());
         assert!(
             parse(&format!("/{}", "x".repeat(200)))

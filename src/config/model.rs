@@ -123,6 +123,17 @@ pub struct Pool {
 pub enum ListenAddr {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// A bare port (`listen = "9000"`, as in the official php-fpm image): every address,
+    /// bound as php-fpm binds it: `[::]:PORT` taking IPv4 clients too (IPV6_V6ONLY off),
+    /// or `0.0.0.0:PORT` on a host without IPv6.
+    AnyAddress(u16),
+}
+
+impl ListenAddr {
+    /// A TCP address, of one IP or of every one.
+    pub fn is_tcp(&self) -> bool {
+        !matches!(self, ListenAddr::Unix(_))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +259,7 @@ impl std::fmt::Display for ListenAddr {
         match self {
             ListenAddr::Unix(p) => write!(f, "{}", p.display()),
             ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::AnyAddress(port) => write!(f, "{port}"),
         }
     }
 }

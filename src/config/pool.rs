@@ -159,7 +159,7 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
     let mode = root.parse("listen_mode", octal_mode).or(0o660);
     let allowed = allowed_clients(root);
     match listen {
-        Some(ListenAddr::Tcp(_)) => {
+        Some(ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_)) => {
             for key in ["listen_owner", "listen_group", "listen_mode"] {
                 if root.contains(key) {
                     root.fail(key, "only for unix sockets (listen is a TCP address)");
@@ -201,6 +201,7 @@ fn enforceable_clients(
              the pool on drover-php (runtime = \"embed\"), which checks it",
         );
     } else if root.contains("command") && matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
+        || matches!(listen, Some(ListenAddr::AnyAddress(_)))
     {
         root.fail(
             "listen_allowed_clients",

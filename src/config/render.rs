@@ -52,7 +52,7 @@ fn global(out: &mut Out, g: &Global) {
 fn pool(out: &mut Out, p: &Pool) {
     out.string("listen", &p.listen.to_string());
     out.raw("listen_backlog", p.listen_backlog);
-    let unix = matches!(p.listen, ListenAddr::Unix(_));
+    let unix = !p.listen.is_tcp();
     let only = |applies: bool, what: &str| (!applies).then(|| format!("{what} only"));
     let unix_only = only(unix, "unix sockets");
     out.optional_string(

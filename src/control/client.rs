@@ -76,6 +76,8 @@ pub enum CtlCommand {
     },
     /// Check that the master answers.
     Ping,
+    /// Send one FastCGI request to a pool's socket, as nginx would: exit 0 on 2xx/3xx.
+    Probe(super::probe::ProbeArgs),
 }
 
 fn parse_change(s: &str) -> Result<(String, String), String> {
@@ -102,6 +104,10 @@ fn parse_delta(s: &str) -> Result<i32, String> {
 
 /// Runs `drover ctl` and returns its exit code.
 pub fn run(args: CtlArgs) -> u8 {
+    // Talks to the pool's socket, not to the master.
+    if let CtlCommand::Probe(probe) = &args.command {
+        return super::probe::run(&args.config, probe);
+    }
     let socket = match socket_path(&args) {
         Ok(socket) => socket,
         Err(message) => {
@@ -129,6 +135,7 @@ pub fn run(args: CtlArgs) -> u8 {
         CtlCommand::Reload { pool, changed } => client.reload(pool.as_deref(), *changed),
         CtlCommand::Workers { pool, delta } => client.workers(pool, *delta),
         CtlCommand::Ping => client.ping(),
+        CtlCommand::Probe(_) => unreachable!("answered above"),
     };
     match answer {
         Ok(body) => {
@@ -482,6 +489,24 @@ mod tests {
                 changed: true
             }
         );
+        let probe = parse(&["probe", "www", "/health?x=1", "--timeout", "2s", "--body"]).unwrap();
+        let CtlCommand::Probe(probe) = probe.command else {
+            panic!("not a probe: {probe:?}");
+        };
+        assert_eq!(
+            (probe.pool.as_str(), probe.uri.as_str()),
+            ("www", "/health?x=1")
+        );
+        assert_eq!(probe.timeout, Duration::from_secs(2));
+        assert!(probe.body);
+        let CtlCommand::Probe(probe) = parse(&["probe", "www"]).unwrap().command else {
+            panic!("not a probe");
+        };
+        assert_eq!(
+            (probe.uri.as_str(), probe.timeout),
+            ("/", Duration::from_secs(5))
+        );
+        assert!(parse(&["probe", "www", "--script", "a", "--root", "b"]).is_err());
     }
 
     #[test]

@@ -27,10 +27,12 @@
 //! - [`render`]: text (php-fpm's layout), JSON (php-fpm's keys), OpenMetrics.
 //! - [`server`]: binding the sockets and serving them on the master's runtime.
 //! - [`client`]: `drover ctl`.
+//! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.
 
 pub mod client;
 pub mod model;
 mod openmetrics;
+pub mod probe;
 pub mod render;
 mod request;
 mod route;

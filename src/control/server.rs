@@ -113,7 +113,7 @@ impl StatusSocket {
                 Bound::Unix(UnixListener::from(bound.fd), SocketFile(path.clone())),
                 ListenAddr::Unix(path),
             ),
-            ListenAddr::Tcp(_) => {
+            ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => {
                 let listener = std::net::TcpListener::from(bound.fd);
                 let local = listener
                     .local_addr()

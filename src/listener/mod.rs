@@ -54,7 +54,8 @@ impl Listener {
         let addr = pool.listen.clone();
         let fd = match &addr {
             ListenAddr::Unix(path) => bind_unix(&addr, path, pool)?,
-            ListenAddr::Tcp(socket_addr) => bind_tcp(&addr, *socket_addr)?,
+            ListenAddr::Tcp(socket_addr) => bind_tcp(&addr, *socket_addr, true)?,
+            ListenAddr::AnyAddress(port) => bind_any(&addr, *port)?,
         };
         let backlog = Backlog::new(pool.listen_backlog).unwrap_or(Backlog::MAXCONN);
         listen(&fd, backlog).map_err(|e| io_error(&addr, "listen", e))?;
@@ -175,7 +176,29 @@ fn resolve_owner(
     Ok((uid, gid))
 }
 
-fn bind_tcp(addr: &ListenAddr, socket_addr: std::net::SocketAddr) -> Result<OwnedFd, ListenError> {
+/// A bare port, as php-fpm binds it: `[::]:PORT` with IPV6_V6ONLY off, which takes IPv4
+/// clients too (as `::ffff:a.b.c.d`), or `0.0.0.0:PORT` when the kernel has no IPv6.
+fn bind_any(addr: &ListenAddr, port: u16) -> Result<OwnedFd, ListenError> {
+    let any6 = std::net::SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port));
+    match bind_tcp(addr, any6, false) {
+        Err(ListenError::Io {
+            what: "socket",
+            source,
+            ..
+        }) if source.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            let any4 = std::net::SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port));
+            bind_tcp(addr, any4, false)
+        }
+        bound => bound,
+    }
+}
+
+/// `v6_only`: an IPv6 socket takes IPv6 clients only.
+fn bind_tcp(
+    addr: &ListenAddr,
+    socket_addr: std::net::SocketAddr,
+    v6_only: bool,
+) -> Result<OwnedFd, ListenError> {
     let family = if socket_addr.is_ipv6() {
         AddressFamily::Inet6
     } else {
@@ -188,7 +211,7 @@ fn bind_tcp(addr: &ListenAddr, socket_addr: std::net::SocketAddr) -> Result<Owne
         std::net::SocketAddr::V4(v4) => bind(fd.as_raw_fd(), &SockaddrIn::from(v4)),
         std::net::SocketAddr::V6(v6) => {
             // `[::]:9000` means IPv6 only, so that a pool on `0.0.0.0:9000` can coexist.
-            setsockopt(&fd, sockopt::Ipv6V6Only, &true)
+            setsockopt(&fd, sockopt::Ipv6V6Only, &v6_only)
                 .map_err(|e| io_error(addr, "IPV6_V6ONLY", e))?;
             bind(fd.as_raw_fd(), &SockaddrIn6::from(v6))
         }

@@ -9,7 +9,7 @@ use crate::config::ListenAddr;
 /// (connections waiting, backlog), or None when the kernel does not say.
 pub fn queue(fd: BorrowedFd<'_>, addr: &ListenAddr) -> Option<(u32, u32)> {
     match addr {
-        ListenAddr::Tcp(_) => tcp_queue(fd),
+        ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => tcp_queue(fd),
         ListenAddr::Unix(_) => unix_queue(fd),
     }
 }

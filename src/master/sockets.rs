@@ -103,7 +103,7 @@ impl Sockets {
         match &current {
             // A TCP listener is closed only once its task ends, after this reload: the
             // same address cannot be bound again meanwhile. Keep it as it is.
-            Some(old) if old.addr == wanted.addr && matches!(old.addr, ListenAddr::Tcp(_)) => {
+            Some(old) if old.addr == wanted.addr && old.addr.is_tcp() => {
                 tracing::warn!(
                     "pool {name}: status_listen {} keeps the settings it was bound with until drover restarts",
                     old.addr

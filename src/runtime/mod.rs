@@ -19,9 +19,10 @@ pub mod zygote;
 
 use std::borrow::Cow;
 use std::ffi::OsString;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
-use crate::config::{PhpRuntime, Pool, Runtime};
+use crate::config::{ListenAddr, PhpRuntime, Pool, Runtime};
 pub use credentials::Credentials;
 /// Used by the master for every worker, and by a Python worker for itself.
 pub use drover_proto::resident_memory;
@@ -155,9 +156,19 @@ fn allowed_clients_env(pool: &Pool) -> Option<(OsString, OsString)> {
     if pool.listen_allowed_clients.is_empty() {
         return None;
     }
+    // A bare port listens dual-stack: its IPv4 clients arrive as `::ffff:a.b.c.d`, which
+    // the worker compares as written.
+    let dual_stack = matches!(pool.listen, ListenAddr::AnyAddress(_));
     let list: Vec<String> = pool
         .listen_allowed_clients
         .iter()
+        .flat_map(|ip| {
+            let mapped = match ip {
+                IpAddr::V4(v4) if dual_stack => Some(IpAddr::V6(v4.to_ipv6_mapped())),
+                _ => None,
+            };
+            std::iter::once(*ip).chain(mapped)
+        })
         .map(|ip| ip.to_string())
         .collect();
     Some(("FCGI_WEB_SERVER_ADDRS".into(), list.join(",").into()))

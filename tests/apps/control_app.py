@@ -1,5 +1,6 @@
 """The WSGI app of drover's control-plane scenarios (tests/scenarios/control/): a request
-slow three functions deep for the slowlog, and the pool's [env] echoed for reload.
+slow three functions deep for the slowlog, the pool's [env] echoed for reload, and a 500
+for `drover ctl probe`.
 
 Every route answers text/plain.
 """
@@ -36,7 +37,13 @@ def greeting(environ, start_response):
     return [("greeting=%s" % os.environ.get("GREETING", "")).encode()]
 
 
-ROUTES = {"/slow": slow, "/greeting": greeting}
+def fail(environ, start_response):
+    """A 500, for `drover ctl probe`'s failing check."""
+    start_response("500 Internal Server Error", TEXT)
+    return [b"failed"]
+
+
+ROUTES = {"/slow": slow, "/greeting": greeting, "/fail": fail}
 
 
 def application(environ, start_response):

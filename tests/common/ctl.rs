@@ -1,7 +1,7 @@
 //! drover's control socket as an operator reaches it: `drover.toml` with `[control] listen`,
 //! and `drover ctl --socket PATH ...` run as a command, its exit code and output checked.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::{BIN, Drover, PoolFile, Site, TIMEOUT, run_bounded};
@@ -63,6 +63,20 @@ impl Ctl {
         serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("status --json is not JSON ({e}):\n{text}"))
     }
+}
+
+/// `drover ctl -c CONFIG probe ARGS...`, bounded by [`TIMEOUT`]; any exit code. The probe
+/// reads the pool's socket from the configuration, not from the control socket.
+pub fn probe(config: &Path, args: &[&str]) -> CtlRun {
+    let output = run_bounded(
+        Command::new(BIN)
+            .arg("ctl")
+            .arg("-c")
+            .arg(config)
+            .arg("probe")
+            .args(args),
+    );
+    CtlRun::new(args, output)
 }
 
 /// Writes `drover.toml` (stderr log, the control socket at `<site>/ctl.sock`) and the pool

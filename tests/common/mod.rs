@@ -37,7 +37,7 @@ mod stop;
 mod strace;
 mod watch;
 
-pub use ctl::{Ctl, start_with_control};
+pub use ctl::{Ctl, CtlRun, probe, start_with_control};
 pub use drover::{
     BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
     pool_toml, python_runtime, run_bounded,

@@ -9,6 +9,8 @@
 //!   Prometheus' own parser) shows the right active, idle, total and queue numbers; `/ping`.
 //! - [`live`]: `drover ctl set` and `drover ctl workers` resize a static pool without a
 //!   restart; an invalid value is refused, named, and changes nothing.
+//! - [`probe`]: `drover ctl probe` answers 0 for healthy PHP and Python pools, 1 for a
+//!   500 and for a socket nobody listens on; a bare-port `listen` answers on 127.0.0.1.
 //! - [`reload`]: HUP every second under 50 concurrent clients drops nothing and the new
 //!   configuration applies; a broken pool file keeps the old configuration running.
 //! - [`renew`]: HUP with no file changed renews every worker, and a deploy's new PHP
@@ -19,6 +21,7 @@
 //! `tests/apps/control_app.py` (the Python pools' app).
 
 mod live;
+mod probe;
 mod reload;
 mod renew;
 mod slowlog;

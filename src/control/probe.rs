@@ -1,0 +1,307 @@
+//! `drover ctl probe POOL [URI]`: one FastCGI request straight to a pool's `listen` socket,
+//! as nginx would send it, without nginx and without the master: a health check for
+//! systemd, Kubernetes or a monitoring system. It speaks the web server's side of FastCGI
+//! with the `fastcgi-client` crate, not drover's own codec, so that it checks the pool as
+//! a stranger sees it.
+//!
+//! The params are those of nginx's `fastcgi.conf` for a GET of `URI`. drover's
+//! configuration has no document root, so the script a PHP pool runs comes from the
+//! command line: `--script PATH` (SCRIPT_FILENAME as given), or `--root DIR` (DIR + the
+//! URI's path, `index.php` added to a path ending in `/`, nginx's `fastcgi_index`). A
+//! Python pool gets SCRIPT_NAME from its `mount` and PATH_INFO from the rest of the path.
+//!
+//! Exit 0 when the answer's status (its `Status:` header, 200 when absent) is 2xx or 3xx;
+//! 1 otherwise, and 1 with a message when the socket does not answer within `--timeout`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fastcgi_client::{Client, Params, Request};
+
+use crate::config::{ListenAddr, Pool, Runtime};
+
+/// `drover ctl probe`'s own arguments.
+#[derive(clap::Args, Debug, PartialEq)]
+pub struct ProbeArgs {
+    /// The pool, as named by its file (`pools.d/NAME.toml`).
+    pub pool: String,
+    /// The request's path and query.
+    #[arg(default_value = "/")]
+    pub uri: String,
+    /// PHP: the script to run (SCRIPT_FILENAME).
+    #[arg(long, value_name = "PATH", conflicts_with = "root")]
+    pub script: Option<PathBuf>,
+    /// PHP: the document root; the script is DIR + the URI's path.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Print the body too.
+    #[arg(long)]
+    pub body: bool,
+    /// How long the pool has to answer, connection included.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+/// What the pool answered.
+#[derive(Debug, PartialEq)]
+pub struct Answer {
+    pub status: u16,
+    /// As the app wrote them, `Status:` included.
+    pub headers: Vec<String>,
+    pub body: Vec<u8>,
+    /// What the app wrote on FastCGI's stderr stream.
+    pub stderr: Vec<u8>,
+}
+
+/// Runs the probe against the pool of the configuration at `config`; returns the exit code.
+pub fn run(config: &Path, args: &ProbeArgs) -> u8 {
+    match probe(config, args) {
+        Ok((answer, took)) => {
+            let mut out = String::new();
+            out.push_str(&format!(
+                "{} in {:.1} ms\n",
+                answer.status,
+                took.as_secs_f64() * 1000.0
+            ));
+            for header in &answer.headers {
+                out.push_str(header);
+                out.push('\n');
+            }
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`| head`) is the reader's choice; the status is the answer.
+            let _ = stdout.write_all(out.as_bytes());
+            if args.body {
+                let _ = stdout.write_all(b"\n");
+                let _ = stdout.write_all(&answer.body);
+            }
+            let _ = stdout.flush();
+            if !answer.stderr.is_empty() {
+                eprint!("{}", String::from_utf8_lossy(&answer.stderr));
+            }
+            u8::from(!(200..400).contains(&answer.status))
+        }
+        Err(message) => {
+            eprintln!("drover ctl probe: {message}");
+            1
+        }
+    }
+}
+
+fn probe(config: &Path, args: &ProbeArgs) -> Result<(Answer, Duration), String> {
+    let shown = config.display();
+    let config = crate::config::load(config)
+        .map_err(|errors| format!("{errors}\ncannot read the pools from {shown}; pass -c FILE"))?;
+    let pool = config
+        .pools
+        .iter()
+        .find(|p| p.name == args.pool)
+        .ok_or_else(|| format!("{shown} has no pool {:?}", args.pool))?;
+    let params = params(pool, args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let start = Instant::now();
+    let exchange = exchange(&pool.listen, params);
+    let answer = runtime
+        .block_on(async { tokio::time::timeout(args.timeout, exchange).await })
+        .map_err(|_| {
+            format!(
+                "pool {} at {} did not answer within {}",
+                pool.name,
+                pool.listen,
+                humantime::format_duration(args.timeout)
+            )
+        })?
+        .map_err(|e| format!("pool {} at {}: {e}", pool.name, pool.listen))?;
+    Ok((answer, start.elapsed()))
+}
+
+async fn exchange(listen: &ListenAddr, params: Params<'_>) -> Result<Answer, String> {
+    let request = Request::new(params, fastcgi_client::io::empty());
+    let answer = match listen {
+        ListenAddr::Unix(path) => {
+            let stream = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| format!("cannot connect: {e}"))?;
+            Client::new_tokio(stream).execute_once(request).await
+        }
+        ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => {
+            let stream = tokio::net::TcpStream::connect(connect_to(listen))
+                .await
+                .map_err(|e| format!("cannot connect: {e}"))?;
+            Client::new_tokio(stream).execute_once(request).await
+        }
+    };
+    let answer = answer.map_err(|e| format!("FastCGI: {e}"))?;
+    let stdout = answer.stdout.unwrap_or_default();
+    let (headers, body) = split_head(&stdout)?;
+    Ok(Answer {
+        status: status_of(&headers)?,
+        headers,
+        body: body.to_vec(),
+        stderr: answer.stderr.unwrap_or_default(),
+    })
+}
+
+/// Where to connect for a pool listening at `listen`: its address, loopback for an
+/// unspecified one (`0.0.0.0`, `[::]`, a bare port).
+fn connect_to(listen: &ListenAddr) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    match listen {
+        ListenAddr::Tcp(addr) if !addr.ip().is_unspecified() => *addr,
+        ListenAddr::Tcp(SocketAddr::V6(addr)) => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), addr.port())
+        }
+        ListenAddr::Tcp(addr) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port()),
+        ListenAddr::AnyAddress(port) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), *port),
+        ListenAddr::Unix(_) => unreachable!("a unix socket has no IP address"),
+    }
+}
+
+/// nginx's `fastcgi.conf` for a GET of `args.uri`, from 127.0.0.1 to localhost:80.
+fn params<'a>(pool: &Pool, args: &'a ProbeArgs) -> Result<Params<'a>, String> {
+    if !args.uri.starts_with('/') {
+        return Err(format!("the URI must start with /, got {:?}", args.uri));
+    }
+    let (path, query) = args.uri.split_once('?').unwrap_or((&args.uri, ""));
+    let base = Params::default()
+        .gateway_interface("CGI/1.1")
+        .server_software("drover-probe")
+        .request_method("GET")
+        .query_string(query)
+        .request_uri(args.uri.as_str())
+        .document_uri(path.to_owned())
+        .remote_addr("127.0.0.1")
+        .remote_port(0)
+        .server_addr("127.0.0.1")
+        .server_port(80)
+        .server_name("localhost")
+        .content_type("")
+        .content_length(0)
+        .custom("REQUEST_SCHEME", "http")
+        .custom("REDIRECT_STATUS", "200")
+        .custom("HTTP_HOST", "localhost")
+        .custom("HTTP_USER_AGENT", "drover-probe");
+    let script_filename = match (&args.script, &args.root) {
+        (Some(script), _) => Some(script.display().to_string()),
+        (None, Some(root)) => {
+            let index = if path.ends_with('/') { "index.php" } else { "" };
+            let root = root.display().to_string();
+            let root = root.trim_end_matches('/');
+            Some(format!("{root}{path}{index}"))
+        }
+        (None, None) => None,
+    };
+    let params = match &pool.runtime {
+        Runtime::Python(python) => {
+            let mount = python.mount.trim_end_matches('/');
+            let info = path.strip_prefix(mount).unwrap_or(path);
+            base.script_name(mount.to_owned())
+                .custom("PATH_INFO", info.to_owned())
+        }
+        Runtime::Php(_) => {
+            let filename = script_filename.ok_or(
+                "a PHP pool needs the script to run: --script PATH, or --root DIR for DIR + the URI's path",
+            )?;
+            base.script_name(path.to_owned())
+                .document_root(
+                    args.root
+                        .as_ref()
+                        .map(|r| r.display().to_string())
+                        .unwrap_or_default(),
+                )
+                .script_filename(filename)
+        }
+        Runtime::Command(_) => {
+            let base = base.script_name(path.to_owned());
+            match script_filename {
+                Some(filename) => base.script_filename(filename),
+                None => base,
+            }
+        }
+    };
+    Ok(params)
+}
+
+/// The header lines and the body of a CGI answer; the head ends at the first empty line.
+fn split_head(stdout: &[u8]) -> Result<(Vec<String>, &[u8]), String> {
+    let crlf = stdout.windows(4).position(|w| w == b"\r\n\r\n");
+    let lf = stdout.windows(2).position(|w| w == b"\n\n");
+    let (end, skip) = match (crlf, lf) {
+        (Some(c), Some(l)) if l < c => (l, 2),
+        (Some(c), _) => (c, 4),
+        (None, Some(l)) => (l, 2),
+        (None, None) if stdout.is_empty() => return Err("the pool answered nothing".into()),
+        (None, None) => return Err("the answer has no end of headers".into()),
+    };
+    let head = String::from_utf8_lossy(&stdout[..end]);
+    let headers = head
+        .lines()
+        .map(|l| l.trim_end_matches('\r').to_owned())
+        .collect();
+    Ok((headers, &stdout[end + skip..]))
+}
+
+/// The `Status:` header's code; 200 when there is none, as CGI says.
+fn status_of(headers: &[String]) -> Result<u16, String> {
+    let Some(value) = headers.iter().find_map(|h| {
+        let (name, value) = h.split_once(':')?;
+        name.eq_ignore_ascii_case("status").then_some(value.trim())
+    }) else {
+        return Ok(200);
+    };
+    value
+        .split_whitespace()
+        .next()
+        .and_then(|code| code.parse().ok())
+        .filter(|code| (100..1000).contains(code))
+        .ok_or_else(|| format!("bad Status header {value:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_ends_at_the_first_empty_line() {
+        let (headers, body) =
+            split_head(b"Status: 500 Oops\r\nContent-Type: text/plain\r\n\r\nbody\r\n\r\n")
+                .unwrap();
+        assert_eq!(headers, ["Status: 500 Oops", "Content-Type: text/plain"]);
+        assert_eq!(body, b"body\r\n\r\n");
+        let (headers, body) = split_head(b"Content-type: text/html\n\nhi").unwrap();
+        assert_eq!(headers, ["Content-type: text/html"]);
+        assert_eq!(body, b"hi");
+        assert!(split_head(b"").is_err());
+        assert!(split_head(b"Content-Type: x\r\n").is_err());
+    }
+
+    #[test]
+    fn the_status_header_decides_and_200_without_one() {
+        let headers = |h: &[&str]| h.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(status_of(&headers(&["Content-Type: x"])), Ok(200));
+        assert_eq!(status_of(&headers(&["status: 404 Not Found"])), Ok(404));
+        assert_eq!(status_of(&headers(&["Status: 302"])), Ok(302));
+        assert!(status_of(&headers(&["Status: x"])).is_err());
+    }
+
+    #[test]
+    fn unspecified_addresses_are_reached_on_loopback() {
+        let tcp = |s: &str| ListenAddr::Tcp(s.parse().unwrap());
+        assert_eq!(
+            connect_to(&tcp("10.0.0.1:9000")).to_string(),
+            "10.0.0.1:9000"
+        );
+        assert_eq!(
+            connect_to(&tcp("0.0.0.0:9000")).to_string(),
+            "127.0.0.1:9000"
+        );
+        assert_eq!(connect_to(&tcp("[::]:9000")).to_string(), "[::1]:9000");
+        assert_eq!(
+            connect_to(&ListenAddr::AnyAddress(9000)).to_string(),
+            "127.0.0.1:9000"
+        );
+    }
+}
