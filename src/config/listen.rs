@@ -62,6 +62,16 @@ pub(super) struct Claim {
     pub written: Option<String>,
 }
 
+/// Whether two listeners cannot both bind: the same address, or a bare port (every
+/// address, IPv4 and IPv6) and any TCP address on that port.
+pub(super) fn overlap(a: &ListenAddr, b: &ListenAddr) -> bool {
+    match (a, b) {
+        (ListenAddr::AnyAddress(port), ListenAddr::Tcp(addr))
+        | (ListenAddr::Tcp(addr), ListenAddr::AnyAddress(port)) => addr.port() == *port,
+        _ => a == b,
+    }
+}
+
 /// For each claim that repeats an earlier one's address: (index of the later claim, index of
 /// the earlier one). Claims within one pool are checked by the pool itself.
 pub(super) fn collisions(claims: &[Claim]) -> Vec<(usize, usize)> {
@@ -69,7 +79,7 @@ pub(super) fn collisions(claims: &[Claim]) -> Vec<(usize, usize)> {
     for (later, claim) in claims.iter().enumerate() {
         let earlier = claims[..later]
             .iter()
-            .position(|c| c.addr == claim.addr && c.file != claim.file);
+            .position(|c| overlap(&c.addr, &claim.addr) && c.file != claim.file);
         if let Some(earlier) = earlier {
             found.push((later, earlier));
         }
@@ -118,6 +128,18 @@ mod tests {
             parse("./9000"),
             Ok(ListenAddr::Unix("/etc/drover/9000".into()))
         );
+    }
+
+    #[test]
+    fn a_bare_port_overlaps_every_address_on_its_port() {
+        let tcp = |s: &str| ListenAddr::Tcp(s.parse().unwrap());
+        let any = ListenAddr::AnyAddress(9000);
+        assert!(overlap(&any, &tcp("127.0.0.1:9000")));
+        assert!(overlap(&tcp("[::1]:9000"), &any));
+        assert!(overlap(&any, &any));
+        assert!(!overlap(&any, &tcp("127.0.0.1:9001")));
+        assert!(!overlap(&any, &ListenAddr::Unix("/etc/drover/9000".into())));
+        assert!(!overlap(&tcp("127.0.0.1:9000"), &tcp("127.0.0.2:9000")));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toml::de::DeValue;
 
-use super::listen::{Claim, parse_listen};
+use super::listen::{Claim, overlap, parse_listen};
 use super::model::{ListenAddr, Php, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, resolve};
 use super::{pm, runtime};
@@ -80,7 +80,7 @@ pub(super) fn parse(
         }
     }
     if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
-        && listen == status
+        && overlap(listen, status)
     {
         root.fail("status_listen", "must differ from listen");
     }
@@ -200,8 +200,10 @@ fn enforceable_clients(
              unix socket (listen_owner, listen_group, listen_mode) or a firewall rule, or run \
              the pool on drover-php (runtime = \"embed\"), which checks it",
         );
-    } else if root.contains("command") && matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
-        || matches!(listen, Some(ListenAddr::AnyAddress(_)))
+    } else if root.contains("command")
+        // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.
+        && (matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
+            || matches!(listen, Some(ListenAddr::AnyAddress(_))))
     {
         root.fail(
             "listen_allowed_clients",

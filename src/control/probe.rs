@@ -287,6 +287,65 @@ mod tests {
         assert!(status_of(&headers(&["Status: x"])).is_err());
     }
 
+    fn args(uri: &str) -> ProbeArgs {
+        ProbeArgs {
+            pool: "www".into(),
+            uri: uri.into(),
+            script: None,
+            root: None,
+            body: false,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A static pool of one worker with this runtime table, loaded as drover loads it.
+    fn pool_of(runtime: &str) -> Pool {
+        let main = Path::new("/etc/drover/drover.toml");
+        let text = format!(
+            "listen = \"/run/drover/www.sock\"\nuser = \"root\"\n\
+             [pm]\nmode = \"static\"\nmax_children = 1\n{runtime}"
+        );
+        let files = std::collections::BTreeMap::from([
+            (main.to_path_buf(), String::new()),
+            (main.with_file_name("pools.d/www.toml"), text),
+        ]);
+        let config = crate::config::load_texts(main, &files).unwrap();
+        config.pools.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_php_pool_runs_the_script_under_the_root_as_nginx_would() {
+        let pool = pool_of("[php]\nbinary = \"/bin/sh\"\nruntime = \"cgi\"\n");
+        assert!(params(&pool, &args("/")).is_err(), "no script, no root");
+        let mut a = args("/admin/?x=1&y=2");
+        a.root = Some("/srv/www/".into());
+        let p = params(&pool, &a).unwrap();
+        assert_eq!(p["SCRIPT_FILENAME"], "/srv/www/admin/index.php");
+        assert_eq!(p["SCRIPT_NAME"], "/admin/");
+        assert_eq!(p["QUERY_STRING"], "x=1&y=2");
+        assert_eq!(p["REQUEST_URI"], "/admin/?x=1&y=2");
+        assert_eq!(p["DOCUMENT_URI"], "/admin/");
+        assert_eq!(p["REQUEST_METHOD"], "GET");
+        let mut a = args("/x");
+        a.script = Some("/srv/ping.php".into());
+        assert_eq!(
+            params(&pool, &a).unwrap()["SCRIPT_FILENAME"],
+            "/srv/ping.php"
+        );
+        assert!(params(&pool, &args("x")).is_err(), "a URI starts with /");
+    }
+
+    #[test]
+    fn a_python_pool_gets_its_mount_as_script_name() {
+        let pool = pool_of("[python]\napp = \"app:application\"\nmount = \"/py\"\n");
+        let a = args("/py/health?deep");
+        let p = params(&pool, &a).unwrap();
+        assert_eq!(p["SCRIPT_NAME"], "/py");
+        assert_eq!(p["PATH_INFO"], "/health");
+        assert_eq!(p["QUERY_STRING"], "deep");
+        assert!(!p.contains_key("SCRIPT_FILENAME"));
+    }
+
     #[test]
     fn unspecified_addresses_are_reached_on_loopback() {
         let tcp = |s: &str| ListenAddr::Tcp(s.parse().unwrap());

@@ -267,6 +267,17 @@ mod tests {
         let planned = launch(&pool(&tcp), 0).unwrap();
         let allowed = ("FCGI_WEB_SERVER_ADDRS".into(), "127.0.0.1,::1".into());
         assert_eq!(planned.spec.env, [allowed]);
+        // On a bare port (dual-stack) IPv4 clients arrive mapped into IPv6.
+        let any = text.replace(
+            "listen = \"/run/drover/www.sock\"",
+            "listen = \"9000\"\nlisten_allowed_clients = [\"127.0.0.1\", \"::1\"]",
+        );
+        let planned = launch(&pool(&any), 0).unwrap();
+        let allowed = (
+            "FCGI_WEB_SERVER_ADDRS".into(),
+            "127.0.0.1,::ffff:127.0.0.1,::1".into(),
+        );
+        assert_eq!(planned.spec.env, [allowed]);
 
         // [] is any file: an empty argument, not the flag's default.
         let any = pool(&format!("{POOL}[php]\nlimit_extensions = []\n"));

@@ -363,6 +363,24 @@ fn allowed_clients_are_refused_where_the_runtime_would_not_check_them() {
         "listen_allowed_clients",
         "IPv4 clients only",
     );
+    // A bare port is dual-stack: its IPv4 clients arrive as IPv6 addresses.
+    let e = only_error(&command.replace("127.0.0.1:9000", "9000"));
+    assert_eq!(e.key, "listen_allowed_clients", "{e}");
+}
+
+#[test]
+fn a_bare_port_collides_with_any_address_on_that_port() {
+    let any = MINIMAL.replace("/run/drover/www.sock", "9000");
+    let local = MINIMAL.replace("/run/drover/www.sock", "127.0.0.1:9000");
+    let other = MINIMAL.replace("/run/drover/www.sock", "127.0.0.1:9001");
+    assert!(load_dir(&setup("", &[("a", &any), ("b", &other)])).is_ok());
+    let errors = load_dir(&setup("", &[("a", &any), ("b", &local)]))
+        .unwrap_err()
+        .0;
+    assert_eq!(errors.len(), 1, "{}", ConfigErrors(errors.clone()));
+    assert_at(&errors[0], "pools.d/b.toml", 1, "listen", "already used");
+    let status = format!("status_listen = \"[::1]:9000\"\n{any}");
+    assert_eq!(only_error(&status).key, "status_listen");
 }
 
 #[test]

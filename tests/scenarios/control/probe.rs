@@ -107,6 +107,18 @@ fn ctl_probe_answers_0_for_healthy_pools_and_1_for_a_500_or_a_silent_socket() {
     );
 }
 
+/// A pool file written out whole.
+struct Written(String);
+
+impl PoolFile for Written {
+    fn name(&self) -> &str {
+        "tcp"
+    }
+    fn toml(&self, _: &crate::common::Site) -> String {
+        self.0.clone()
+    }
+}
+
 #[test]
 fn a_bare_port_listens_on_every_address_as_php_fpm_does() {
     let site = site();
@@ -126,15 +138,6 @@ fn a_bare_port_listens_on_every_address_as_php_fpm_does() {
         toml.starts_with(&format!("listen = \"{port}\"\n")),
         "{toml}"
     );
-    struct Written(String);
-    impl PoolFile for Written {
-        fn name(&self) -> &str {
-            "tcp"
-        }
-        fn toml(&self, _: &crate::common::Site) -> String {
-            self.0.clone()
-        }
-    }
     let (drover, ctl) = start_with_control(&site, &[&Written(toml)]);
     let log = || drover.log.text();
     let config = site.path().join("drover.toml");
