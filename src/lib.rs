@@ -49,7 +49,8 @@
 //! # Modules
 //!
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
-//! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`.
+//! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
+//!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
