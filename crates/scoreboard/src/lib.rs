@@ -8,10 +8,14 @@
 //! does not set it today: it retires a Python worker with SIGTERM, which the worker takes
 //! only between requests too.
 //!
+//! Besides the slots, a pool area ([`PoolStats`]) that every worker adds to at the end of
+//! each request: a request-duration histogram and responses by status class.
+//!
 //! Layout: a 64-byte header (magic, version, slot count and size, so that the zygote can
-//! check what it was given), then the slots. Times are CLOCK_MONOTONIC microseconds
+//! check what it was given), the pool area, then the slots. Times are CLOCK_MONOTONIC microseconds
 //! ([`now_us`]), the one clock that master and workers agree on.
 
+mod pool;
 mod slot;
 #[cfg(test)]
 mod tests;
@@ -30,17 +34,21 @@ use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
 use nix::sys::stat::fstat;
 use nix::unistd::{Pid, ftruncate};
 
+pub use pool::{BUCKET_BOUNDS_US, BUCKETS, CLASSES, PoolStats, PoolView, bucket, class};
 pub use slot::{METHOD_MAX, QUERY_MAX, Request, SCRIPT_MAX, Slot, SlotView, State, URI_MAX};
 
 /// "DROVERSB": tells a scoreboard fd from any other fd the zygote might be handed.
 const MAGIC: u64 = u64::from_le_bytes(*b"DROVERSB");
 /// Bumped whenever the slot layout changes: master and zygote are the same binary today,
 /// but a zygote surviving a binary upgrade must not misread a new master's slots.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER_SIZE: usize = size_of::<Header>();
+const POOL_SIZE: usize = size_of::<PoolStats>();
 const SLOT_SIZE: usize = size_of::<Slot>();
+/// Where the slots start: after the header and the pool area.
+const SLOTS_AT: usize = HEADER_SIZE + POOL_SIZE;
 
-const _: () = assert!(HEADER_SIZE == 64 && SLOT_SIZE == 896);
+const _: () = assert!(HEADER_SIZE == 64 && POOL_SIZE == 192 && SLOT_SIZE == 896);
 
 #[repr(C, align(64))]
 struct Header {
@@ -105,7 +113,7 @@ impl Scoreboard {
     pub fn create(pool: &str, slots: usize) -> Result<Scoreboard, Error> {
         let len = slots
             .checked_mul(SLOT_SIZE)
-            .and_then(|n| n.checked_add(HEADER_SIZE))
+            .and_then(|n| n.checked_add(SLOTS_AT))
             .filter(|&n| libc::off_t::try_from(n).is_ok())
             .ok_or(Error::TooLarge { slots })?;
         let name = format!("drover-scoreboard-{pool}");
@@ -134,12 +142,12 @@ impl Scoreboard {
     pub fn from_fd(fd: OwnedFd) -> Result<Scoreboard, Error> {
         let size = fstat(&fd).map_err(os("fstat"))?.st_size;
         let len = usize::try_from(size).unwrap_or(0);
-        if len < HEADER_SIZE || !(len - HEADER_SIZE).is_multiple_of(SLOT_SIZE) {
+        if len < SLOTS_AT || !(len - SLOTS_AT).is_multiple_of(SLOT_SIZE) {
             return Err(Error::NotAScoreboard(format!(
-                "size {len} is no header plus whole slots"
+                "size {len} is no header and pool area plus whole slots"
             )));
         }
-        let board = Scoreboard::map(fd, len, (len - HEADER_SIZE) / SLOT_SIZE)?;
+        let board = Scoreboard::map(fd, len, (len - SLOTS_AT) / SLOT_SIZE)?;
         let header = board.header();
         let (magic, version) = (header.magic.load(Relaxed), header.version.load(Relaxed));
         let (slot_size, slots) = (header.slot_size.load(Relaxed), header.slots.load(Relaxed));
@@ -211,14 +219,28 @@ impl Scoreboard {
             "scoreboard slot {index} of {}",
             self.slots
         );
-        // SAFETY: in range (asserted), so inside the mapping; slots start 64 bytes in and are
-        // 64-byte multiples, so aligned; all atomics, so any bytes are valid; lives as long as
+        // SAFETY: in range (asserted), so inside the mapping; slots start at a 64-byte
+        // multiple and are 64-byte multiples, so aligned; all atomics, so any bytes are valid; lives as long as
         // `self`.
         unsafe {
             self.map
                 .cast::<u8>()
-                .add(HEADER_SIZE + index * SLOT_SIZE)
+                .add(SLOTS_AT + index * SLOT_SIZE)
                 .cast::<Slot>()
+                .as_ref()
+        }
+    }
+
+    /// The pool area, which every worker adds to at the end of each request.
+    pub fn pool(&self) -> &PoolStats {
+        // SAFETY: the area lies right after the header, inside the mapping (every size
+        // was checked to hold it), 64 bytes in, so aligned; all atomics, so any bytes are
+        // valid; lives as long as `self`.
+        unsafe {
+            self.map
+                .cast::<u8>()
+                .add(HEADER_SIZE)
+                .cast::<PoolStats>()
                 .as_ref()
         }
     }

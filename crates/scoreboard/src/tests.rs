@@ -1,5 +1,6 @@
 //! Scoreboard tests: the slot life cycle, truncation, the retire request, torn reads under a
-//! concurrent writer, a forked writer, a second mapping, and the cost of a request's writes.
+//! concurrent writer, a forked writer, a second mapping, the cost of a request's writes, and
+//! the pool area: bucket choice, status classes, concurrent adds from forked workers.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -393,7 +394,7 @@ fn from_fd_refuses_what_is_not_a_scoreboard() {
     };
     let too_small = Scoreboard::from_fd(fd(10)).unwrap_err();
     assert!(too_small.to_string().contains("size 10"), "{too_small}");
-    let zeroed = Scoreboard::from_fd(fd((HEADER_SIZE + 2 * SLOT_SIZE) as i64)).unwrap_err();
+    let zeroed = Scoreboard::from_fd(fd((SLOTS_AT + 2 * SLOT_SIZE) as i64)).unwrap_err();
     assert!(zeroed.to_string().contains("magic"), "{zeroed}");
 }
 
@@ -441,4 +442,95 @@ fn begin_and_end_cost_tens_of_nanoseconds() {
     assert_eq!(b.snapshot()[0].requests, u64::from(ROUNDS));
     // Loose, to hold in debug builds on a loaded machine too; release builds measure ~tens of ns.
     assert!(per_request < Duration::from_micros(20), "{per_request:?}");
+}
+
+#[test]
+fn a_duration_falls_in_the_first_bucket_it_does_not_pass() {
+    assert_eq!(bucket(0), 0);
+    assert_eq!(bucket(5_000), 0, "le: a bound is in its own bucket");
+    assert_eq!(bucket(5_001), 1);
+    assert_eq!(bucket(99_999), 4);
+    assert_eq!(bucket(100_000), 4);
+    assert_eq!(bucket(1_000_001), 8);
+    assert_eq!(bucket(10_000_000), BUCKETS - 2);
+    assert_eq!(bucket(10_000_001), BUCKETS - 1, "+Inf");
+    assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+    assert!(BUCKET_BOUNDS_US.is_sorted());
+}
+
+#[test]
+fn statuses_count_by_class_and_odd_ones_in_the_histogram_only() {
+    assert_eq!(class(100), Some(0));
+    assert_eq!(class(200), Some(1));
+    assert_eq!(class(404), Some(3));
+    assert_eq!(class(599), Some(4));
+    assert_eq!((class(99), class(600), class(0)), (None, None, None));
+    let b = board(1);
+    let pool = b.pool();
+    assert_eq!(pool.view(), PoolView::default(), "a new board starts at 0");
+    pool.record(3_000, Some(200));
+    pool.record(30_000, Some(500));
+    pool.record(20_000_000, Some(404));
+    pool.record(7_000, None);
+    pool.record(1, Some(999));
+    let view = pool.view();
+    assert_eq!(view.count(), 5);
+    assert_eq!(view.buckets[0], 2);
+    assert_eq!(view.buckets[1], 1);
+    assert_eq!(view.buckets[3], 1);
+    assert_eq!(view.buckets[BUCKETS - 1], 1);
+    assert_eq!(view.sum, Duration::from_micros(3_000 + 30_000 + 20_000_000 + 7_000 + 1));
+    assert_eq!(view.classes, [0, 1, 0, 1, 1]);
+}
+
+#[test]
+fn the_pool_area_is_not_a_slot() {
+    let b = board(2);
+    b.pool().record(1_000, Some(200));
+    assert!(b.snapshot().is_empty(), "no slot written");
+    b.slot(0).claim(pid(7), 1);
+    b.slot(0).begin_request(0, "GET", "/", "", "");
+    b.slot(0).end_request(10, Duration::ZERO, None);
+    assert_eq!(b.pool().view().count(), 1, "a slot's writes leave it alone");
+    let last = b.slot(1);
+    last.claim(pid(8), 1);
+    last.end_request(10, Duration::ZERO, None);
+    last.release();
+    assert_eq!(b.pool().view().classes[1], 1);
+}
+
+#[test]
+fn forked_workers_adding_at_once_lose_no_request() {
+    const WORKERS: u64 = 4;
+    const REQUESTS: u64 = 20_000;
+    let master = board(4);
+    let zygote =
+        Scoreboard::from_fd(master.fd().try_clone_to_owned().unwrap()).expect("valid scoreboard");
+    let mut children = Vec::new();
+    for w in 0..WORKERS {
+        // SAFETY: the child only adds to shared memory and _exits: no allocation, no lock,
+        // no destructor, so the other test threads' state at fork time cannot matter.
+        match unsafe { fork() }.expect("fork") {
+            ForkResult::Child => {
+                let pool = zygote.pool();
+                for i in 0..REQUESTS {
+                    let status = [200, 404, 500][((i + w) % 3) as usize];
+                    pool.record(i % 20_000, Some(status));
+                }
+                // SAFETY: ends the child at once, running none of the test harness.
+                unsafe { libc::_exit(0) };
+            }
+            ForkResult::Parent { child } => children.push(child),
+        }
+    }
+    for child in children {
+        assert_eq!(waitpid(child, None).unwrap(), WaitStatus::Exited(child, 0));
+    }
+    let view = master.pool().view();
+    assert_eq!(view.count(), WORKERS * REQUESTS);
+    assert_eq!(view.classes.iter().sum::<u64>(), WORKERS * REQUESTS);
+    let per_worker_sum: u64 = (0..REQUESTS).map(|i| i % 20_000).sum();
+    assert_eq!(view.sum, Duration::from_micros(WORKERS * per_worker_sum));
+    // 0..=5000 µs: 5001 of every 20000 per worker.
+    assert_eq!(view.buckets[0], WORKERS * 5_001);
 }
