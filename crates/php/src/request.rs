@@ -40,6 +40,9 @@ pub struct Php {
     /// The last request's peak memory, for the scoreboard: None when PHP did not run it
     /// (drover answered 404 or 403 itself), so that no older request's peak shows.
     memory: Option<u64>,
+    /// The last response's HTTP status: PHP's (`http_response_code()`), or drover's own
+    /// 404, 403 or 500; for the pool's responses by class.
+    status: Option<u16>,
     arena: Arena,
 }
 
@@ -49,6 +52,7 @@ impl Php {
         Php {
             limit_extensions,
             memory: None,
+            status: None,
             arena: Arena::default(),
         }
     }
@@ -82,6 +86,7 @@ impl Handler for Php {
 
     fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
         self.memory = None;
+        self.status = None;
         let params = &request.params;
         let text = |name: &str| params.get(name).and_then(|v| std::str::from_utf8(v).ok());
         let target = script::resolve(text, &self.limit_extensions, |path| {
@@ -93,6 +98,7 @@ impl Handler for Php {
                 // php-fpm's answer, and its line in the web server's error log.
                 let mut c = conn.borrow_mut();
                 let _ = c.write_stderr(b"Primary script unknown");
+                self.status = Some(404);
                 answer(&mut c, "404 Not Found", "File not found.\n")
             }
             Target::Denied { filename } => {
@@ -100,6 +106,7 @@ impl Handler for Php {
                     std::io::stderr(),
                     "access to the script '{filename}' has been denied (see security.limit_extensions)"
                 );
+                self.status = Some(403);
                 answer(&mut conn.borrow_mut(), "403 Forbidden", "Access denied.\n")
             }
         }
@@ -109,6 +116,10 @@ impl Handler for Php {
     /// `memory_get_peak_usage()` reads it at the script's end.
     fn request_memory(&self) -> Option<u64> {
         self.memory
+    }
+
+    fn response_status(&self) -> Option<u16> {
+        self.status
     }
 }
 
@@ -257,6 +268,12 @@ impl Php {
         // SAFETY: reads a value drover_php_run left; no request runs.
         let peak = unsafe { ffi::drover_php_peak_memory() };
         self.memory = u64::try_from(peak).ok().filter(|&bytes| bytes > 0);
+        // -1: PHP could not start the request, and `end` answers 500.
+        self.status = if status < 0 {
+            Some(500)
+        } else {
+            u16::try_from(status).ok()
+        };
         let outcome = end(conn, status);
         // A SIGTERM that came meanwhile is taken now, once the response is complete.
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);

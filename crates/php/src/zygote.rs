@@ -8,8 +8,7 @@
 use std::ffi::CString;
 
 use drover_proto::zygote::{EXIT_APP_LOAD, PhpArgs};
-use drover_scoreboard::Slot;
-use drover_worker::serve::{self, WorkerConfig};
+use drover_worker::serve::{self, Board, WorkerConfig};
 use drover_worker::zygote::{self, Runtime};
 use nix::sys::signal::SigSet;
 use nix::unistd::Pid;
@@ -26,7 +25,7 @@ impl Runtime for Forker {
     fn fork_worker(
         &mut self,
         config: WorkerConfig,
-        slot: Option<&Slot>,
+        board: Option<Board<'_>>,
         mask: &SigSet,
     ) -> nix::Result<Pid> {
         // SAFETY: the zygote runs no other thread (PHP is built without threads, NTS), so
@@ -35,7 +34,7 @@ impl Runtime for Forker {
             -1 => Err(nix::Error::last()),
             0 => zygote::become_worker(mask, || {
                 let mut php = Php::new(self.limit_extensions.clone());
-                serve::run(&mut php, config, slot)
+                serve::run(&mut php, config, board)
             }),
             pid => Ok(Pid::from_raw(pid)),
         }

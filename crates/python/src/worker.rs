@@ -7,8 +7,7 @@
 
 use drover_fastcgi::Request;
 use drover_proto::zygote::EXIT_APP_LOAD;
-use drover_scoreboard::Slot;
-use drover_worker::serve::{self, Conn, Handler, Outcome, WorkerConfig};
+use drover_worker::serve::{self, Board, Conn, Handler, Outcome, WorkerConfig};
 use pyo3::prelude::*;
 
 use super::wsgi::App;
@@ -22,7 +21,7 @@ pub fn run(
     spec: &str,
     mount: &str,
     config: WorkerConfig,
-    slot: Option<&Slot>,
+    board: Option<Board<'_>>,
 ) -> i32 {
     let mut worker = Wsgi {
         py,
@@ -30,8 +29,9 @@ pub fn run(
         spec,
         mount,
         app: None,
+        status: None,
     };
-    serve::run(&mut worker, config, slot)
+    serve::run(&mut worker, config, board)
 }
 
 /// The WSGI app behind a worker's loop.
@@ -44,6 +44,8 @@ struct Wsgi<'a> {
     mount: &'a str,
     /// Set by [`Handler::start`], before the first request.
     app: Option<App>,
+    /// The last response's status, for [`Handler::response_status`].
+    status: Option<u16>,
 }
 
 impl Handler for Wsgi<'_> {
@@ -88,7 +90,13 @@ impl Handler for Wsgi<'_> {
         let Some(app) = &self.app else {
             unreachable!("serve::run calls handle only after start succeeded, which sets the app")
         };
-        app.handle(self.py, conn, request)
+        let (outcome, status) = app.handle(self.py, conn, request);
+        self.status = status;
+        outcome
+    }
+
+    fn response_status(&self) -> Option<u16> {
+        self.status
     }
 
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {

@@ -9,8 +9,7 @@
 use std::path::Path;
 
 use drover_proto::zygote::{EXIT_APP_LOAD, PythonArgs};
-use drover_scoreboard::Slot;
-use drover_worker::serve::WorkerConfig;
+use drover_worker::serve::{Board, WorkerConfig};
 use drover_worker::zygote::{self, Runtime};
 use nix::sys::signal::SigSet;
 use nix::unistd::Pid;
@@ -73,7 +72,7 @@ impl Runtime for Zygote<'_> {
     fn fork_worker(
         &mut self,
         config: WorkerConfig,
-        slot: Option<&Slot>,
+        board: Option<Board<'_>>,
         mask: &SigSet,
     ) -> nix::Result<Pid> {
         let py = self.py;
@@ -92,7 +91,7 @@ impl Runtime for Zygote<'_> {
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 zygote::become_worker(mask, || {
                     let app = self.app.as_ref().map(|app| app.clone_ref(py));
-                    let code = worker::run(py, app, &self.args.app, &self.args.mount, config, slot);
+                    let code = worker::run(py, app, &self.args.app, &self.args.mount, config, board);
                     flush_python_stdio(py);
                     code
                 })

@@ -5,7 +5,9 @@
 //! handler only sets a flag and interrupts a blocked accept), above `max_memory`, when the
 //! master sets its slot's retire flag, or when the master shuts the listener down (accept
 //! fails: the pool is stopping). Around each request it writes its scoreboard slot, which
-//! is how the master sees it busy or idle.
+//! is how the master sees it busy or idle; at the end of each it adds the request's
+//! duration and status class to the pool's area of the scoreboard (every request counts
+//! there, which the master's sampling could not achieve).
 
 use std::cell::RefCell;
 use std::io::{self, Write};
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
 use drover_proto::zygote::retiring_line;
-use drover_scoreboard::{Slot, State, now_us};
+use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
 use crate::socket::{NextRequest, Socket, accept};
 
@@ -34,6 +36,15 @@ pub struct WorkerConfig {
     /// How long reads may wait, in all, for a request's params and body, from the accept
     /// (or the first bytes of the request on a kept connection). None: no bound.
     pub request_read_timeout: Option<Duration>,
+}
+
+/// Where a worker writes in its pool's scoreboard.
+#[derive(Clone, Copy)]
+pub struct Board<'a> {
+    /// Its own slot: its state and current request.
+    pub slot: &'a Slot,
+    /// The pool's area: the request-duration histogram and responses by status class.
+    pub pool: &'a PoolStats,
 }
 
 /// How a request ended, for the worker loop.
@@ -72,6 +83,14 @@ pub trait Handler {
         None
     }
 
+    /// The HTTP status of the response [`Handler::handle`] just sent, when the runtime knows
+    /// it (Python: the status given to `start_response`; PHP: `http_response_code()`).
+    /// Called once after each request, for the pool's responses by class. Default: None
+    /// (the request still counts in the duration histogram).
+    fn response_status(&self) -> Option<u16> {
+        None
+    }
+
     /// Runs a blocking wait (accept, the wait for the next request on a kept connection).
     /// Python releases the GIL around it, which is why `f` must be `Send`. Default: f().
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
@@ -104,7 +123,8 @@ const KEPT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// on fd 0, refuses clients outside `listen_allowed_clients` (`FCGI_WEB_SERVER_ADDRS`),
 /// writes the scoreboard phases, enforces `request_read_timeout`, checks `max_memory` after
 /// each request, and lingers on a connection left with body unread.
-pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, slot: Option<&Slot>) -> i32 {
+pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Board<'_>>) -> i32 {
+    let slot = board.map(|b| b.slot);
     install_signals();
     CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
     if let Some(slot) = slot {
@@ -119,6 +139,7 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, slot: Option<&Slot
         handler,
         config,
         slot,
+        pool: board.map(|b| b.pool),
         served: 0,
     };
     while !worker.done() {
@@ -157,6 +178,8 @@ struct Worker<'a, H> {
     handler: &'a mut H,
     config: WorkerConfig,
     slot: Option<&'a Slot>,
+    /// The pool's area, where every request's duration and status class are added.
+    pool: Option<&'a PoolStats>,
     /// Requests served so far, for `max_requests`.
     served: u32,
 }
@@ -228,8 +251,13 @@ impl<H: Handler> Worker<'_, H> {
             }
             let id = request.id;
             let outcome = self.handler.handle(conn, request);
+            let end_us = now_us();
             if let Some(slot) = self.slot {
-                slot.end_request(now_us(), request_cpu(), self.handler.request_memory());
+                slot.end_request(end_us, request_cpu(), self.handler.request_memory());
+            }
+            if let Some(pool) = self.pool {
+                let status = self.handler.response_status();
+                pool.record(end_us.saturating_sub(start_us), status);
             }
             self.served += 1;
             let socket_timed_out = conn.borrow().get_ref().timed_out();

@@ -17,11 +17,11 @@ use drover_proto::zygote::{
     EXIT_APP_LOAD, Report, WorkerExit, ZygoteArgs, reap_any, target_signal,
 };
 use drover_proto::{Backoff, Respawn};
-use drover_scoreboard::{Scoreboard, Slot};
+use drover_scoreboard::Scoreboard;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::unistd::Pid;
 
-use crate::serve::WorkerConfig;
+use crate::serve::{Board, WorkerConfig};
 
 /// What a runtime plugs into the fork loop: how it forks a worker.
 pub trait Runtime {
@@ -33,7 +33,7 @@ pub trait Runtime {
     fn fork_worker(
         &mut self,
         config: WorkerConfig,
-        slot: Option<&Slot>,
+        board: Option<Board<'_>>,
         mask: &SigSet,
     ) -> nix::Result<Pid>;
 
@@ -254,12 +254,15 @@ impl<R: Runtime> Zygote<'_, R> {
             max_memory: self.args.max_memory,
             request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
         };
-        let slot = self
+        let board = self
             .scoreboard
             .as_ref()
             .zip(slot)
-            .map(|(board, i)| board.slot(i));
-        self.runtime.fork_worker(config, slot, &self.mask)
+            .map(|(board, i)| Board {
+                slot: board.slot(i),
+                pool: board.pool(),
+            });
+        self.runtime.fork_worker(config, board, &self.mask)
     }
 }
 

@@ -48,8 +48,14 @@ impl App {
         })
     }
 
-    /// Serves one request on `conn`, to its end.
-    pub fn handle(&self, py: Python<'_>, conn: &Rc<RefCell<Conn>>, request: Request) -> Outcome {
+    /// Serves one request on `conn`, to its end; also returns the status the response went
+    /// out with (None when no head was sent: the client went away first).
+    pub fn handle(
+        &self,
+        py: Python<'_>,
+        conn: &Rc<RefCell<Conn>>,
+        request: Request,
+    ) -> (Outcome, Option<u16>) {
         let head_only = request.params.get("REQUEST_METHOD") == Some(b"HEAD");
         let keep_conn = request.keep_conn;
         let exchange = Rc::new(Exchange::new(conn.clone(), head_only));
@@ -66,8 +72,9 @@ impl App {
                 true
             }
         };
+        let status = exchange.sent_status();
         if exchange.broken.get() {
-            return Outcome { keep: false };
+            return (Outcome { keep: false }, status);
         }
         // On a kept connection the next request's read skips what is left instead.
         if !keep_conn {
@@ -78,9 +85,10 @@ impl App {
         let finished = conn
             .borrow_mut()
             .finish(u32::from(failed && exchange.head_sent()));
-        Outcome {
+        let outcome = Outcome {
             keep: matches!(finished, Ok(true)) && !(failed && exchange.head_sent()),
-        }
+        };
+        (outcome, status)
     }
 
     fn call(

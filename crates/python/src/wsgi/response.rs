@@ -18,6 +18,8 @@ pub struct Exchange {
     /// Set by start_response, replaced by a call with exc_info before it is sent.
     head: RefCell<Option<Head>>,
     head_sent: Cell<bool>,
+    /// The status the head went out with, for the pool's responses by class.
+    sent_status: Cell<Option<u16>>,
     /// HEAD request: send no body.
     pub head_only: bool,
     /// Writing to the web server failed (it closed the connection).
@@ -35,6 +37,7 @@ impl Exchange {
             conn,
             head: RefCell::new(None),
             head_sent: Cell::new(false),
+            sent_status: Cell::new(None),
             head_only,
             broken: Cell::new(false),
         }
@@ -42,6 +45,11 @@ impl Exchange {
 
     pub fn head_sent(&self) -> bool {
         self.head_sent.get()
+    }
+
+    /// The status of the head that went out (checked by `start_response`: three digits).
+    pub fn sent_status(&self) -> Option<u16> {
+        self.sent_status.get()
     }
 
     /// Sends body bytes (the head first, if still pending).
@@ -70,6 +78,8 @@ impl Exchange {
         let mut out = Vec::with_capacity(64 + head.headers.len() * 32);
         encode_head(&mut out, &head.status, &head.headers);
         self.head_sent.set(true);
+        let code = head.status.get(..3).and_then(|d| std::str::from_utf8(d).ok());
+        self.sent_status.set(code.and_then(|d| d.parse().ok()));
         self.conn
             .borrow_mut()
             .write_stdout(&out)

@@ -1,6 +1,6 @@
 //! The worker loop on one connection, with a handler that answers every request, over a
 //! socketpair: kept connections, `max_requests`, `request_read_timeout`, the scoreboard's
-//! script field.
+//! script field, and the pool area's histogram and status classes.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -16,6 +16,8 @@ use super::*;
 struct Answer {
     script: Option<String>,
     memory: Option<u64>,
+    /// What it says the response's status was.
+    status: Option<u16>,
     handled: u32,
 }
 
@@ -26,6 +28,10 @@ impl Handler for Answer {
 
     fn request_memory(&self) -> Option<u64> {
         self.memory
+    }
+
+    fn response_status(&self) -> Option<u16> {
+        self.status
     }
 
     fn handle(&mut self, conn: &Conn, _request: Request) -> Outcome {
@@ -81,6 +87,18 @@ fn serve(
     requests: Vec<u8>,
     then_close: bool,
 ) -> (u32, usize) {
+    serve_counted(handler, config, slot, None, requests, then_close)
+}
+
+/// [`serve`], adding to `pool` as well.
+fn serve_counted(
+    handler: &mut Answer,
+    config: WorkerConfig,
+    slot: Option<&Slot>,
+    pool: Option<&PoolStats>,
+    requests: Vec<u8>,
+    then_close: bool,
+) -> (u32, usize) {
     let (socket, mut server) = crate::socket::tests::pair();
     let web_server = std::thread::spawn(move || {
         server.write_all(&requests).unwrap();
@@ -93,6 +111,7 @@ fn serve(
         handler,
         config,
         slot,
+        pool,
         served: 0,
     };
     worker.serve_connection(socket);
@@ -122,6 +141,7 @@ fn answer(script: Option<&str>) -> Answer {
     Answer {
         script: script.map(str::to_string),
         memory: None,
+        status: None,
         handled: 0,
     }
 }
@@ -221,6 +241,42 @@ fn the_scoreboard_shows_the_memory_the_handler_measured_or_none() {
         None,
         "Python's: unknown, not the last one's"
     );
+}
+
+#[test]
+fn every_request_counts_in_the_pool_area_with_its_status_class() {
+    let board = Scoreboard::create("test", 1).unwrap();
+    let mut requests = get(1, "/a", true);
+    requests.extend(get(1, "/b", true));
+    requests.extend(get(1, "/c", true));
+    let mut handler = Answer {
+        status: Some(503),
+        ..answer(None)
+    };
+    let served = serve_counted(
+        &mut handler,
+        config(),
+        None,
+        Some(board.pool()),
+        requests,
+        true,
+    );
+    assert_eq!(served, (3, 3));
+    let view = board.pool().view();
+    assert_eq!(view.count(), 3, "{view:?}");
+    assert_eq!(view.classes, [0, 0, 0, 0, 3]);
+    // Unknown status: in the histogram, in no class.
+    handler.status = None;
+    serve_counted(
+        &mut handler,
+        config(),
+        None,
+        Some(board.pool()),
+        get(1, "/d", false),
+        false,
+    );
+    let view = board.pool().view();
+    assert_eq!((view.count(), view.classes[4]), (4, 3));
 }
 
 #[test]
