@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::model::{Limits, PoolStatus, Recycled, WorkerStatus};
+use crate::scoreboard::PoolView;
 
 /// 2024-03-23 10:00:00 UTC.
 pub const START: u64 = 1_711_188_000;
@@ -42,6 +43,12 @@ pub fn www() -> PoolStatus {
             crash: 0,
             idle: 4,
         },
+        // 10 requests: 6 within 5 ms, 3 within 100 ms, 1 past 10 s; 7 2xx, 1 4xx, 2 5xx.
+        requests: Some(PoolView {
+            buckets: [6, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 1],
+            sum: Duration::from_micros(12_250_000),
+            classes: [0, 7, 0, 1, 2],
+        }),
         workers: vec![busy(), idle()],
     }
 }
@@ -115,6 +122,7 @@ pub fn blind() -> PoolStatus {
             request_slowlog_timeout: None,
         },
         recycled: Recycled::default(),
+        requests: None,
         workers: vec![WorkerStatus {
             pid: 77,
             state: "Starting".into(),

@@ -14,17 +14,19 @@
 //! |------------------------------------|-------------------------------------|--------|
 //! | `GET /ping`                        | none (the server answers)           | `pong`, text/plain |
 //! | `GET /status?pool=&format=&full`   | `Status { pool }`                   | text, JSON or OpenMetrics |
+//! | `GET /metrics?pool=&full`          | `Status { pool }`                   | Prometheus text, or OpenMetrics by `Accept` |
 //! | `GET /config?pool=`                | `Config { pool }`                   | the reply's text, text/plain |
 //! | `POST /pools/NAME/set` `K=V` lines | `Set { pool, changes }`             | `{"message": ...}` |
 //! | `POST /reload?pool=&changed`       | `Reload { pool, changed }`          | `{"message": ...}` |
 //! | `POST /pools/NAME/workers` `+N/-N` | `Workers { pool, delta }`           | `{"message": ...}` |
 //!
 //! Every error is its HTTP status with `{"error": "..."}`. A `status_listen` server answers
-//! only `/ping` and `/status`, for its own pool.
+//! only `/ping`, `/status` and `/metrics`, for its own pool.
 //!
 //! - `request`: what the servers ask the master and what it answers, over [`channel`].
 //! - [`model`]: what the status shows, as plain data.
-//! - [`render`]: text (php-fpm's layout), JSON (php-fpm's keys), OpenMetrics.
+//! - [`render`]: text (php-fpm's layout), JSON (php-fpm's keys), OpenMetrics and
+//!   Prometheus text.
 //! - [`server`]: binding the sockets and serving them on the master's runtime.
 //! - [`client`]: `drover ctl`.
 //! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.

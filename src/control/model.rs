@@ -5,6 +5,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::scoreboard::PoolView;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolStatus {
     pub pool: String,
@@ -31,6 +33,10 @@ pub struct PoolStatus {
     pub slow_requests: u64,
     pub limits: Limits,
     pub recycled: Recycled,
+    /// Counted by the workers at the end of every request (the scoreboard's pool area):
+    /// the request-duration histogram and responses by status class. None where the
+    /// workers cannot count them (php-cgi, command): left out, never shown as 0.
+    pub requests: Option<PoolView>,
     pub workers: Vec<WorkerStatus>,
 }
 

@@ -1,6 +1,14 @@
-//! Status as OpenMetrics text (which Prometheus scrapes natively): php-fpm's metrics under
-//! `drover_` instead of `phpfpm_`, with a `pool` label on every sample so that one scrape
-//! covers every pool, plus drover's own: limits, recycling by cause, per-worker gauges.
+//! Status as OpenMetrics text (which Prometheus scrapes natively) or as Prometheus's own
+//! text format 0.0.4: php-fpm's metrics under `drover_` instead of `phpfpm_`, with a `pool`
+//! label on every sample so that one scrape covers every pool, plus drover's own: limits,
+//! recycling by cause, the request-duration histogram and responses by status class
+//! (counted by the workers, where they can), and per-worker gauges.
+//!
+//! Per-worker series carry a `pid` label, so every recycled worker would leave a dead
+//! series behind: they are only rendered when asked for (`?full`).
+//!
+//! The two formats differ only in this: OpenMetrics names a counter's family without its
+//! `_total` (Prometheus's text names it with), has `# UNIT` lines, and ends with `# EOF`.
 //!
 //! Differences from php-fpm's page, each because php-fpm's is not valid OpenMetrics or loses
 //! information: counters' samples end in `_total`; highwater marks (max listen queue, max
@@ -13,17 +21,65 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::model::{PoolStatus, WorkerStatus};
 
+use crate::scoreboard::BUCKETS;
+
 #[derive(Clone, Copy)]
 enum Kind {
     Gauge,
     Counter,
+    Histogram,
 }
 
-/// Every pool's metrics, ending with `# EOF`.
-pub fn openmetrics(pools: &[PoolStatus]) -> String {
+/// Which text: OpenMetrics 1.0 or Prometheus's 0.0.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    OpenMetrics,
+    Prometheus,
+}
+
+impl Exposition {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+
+    /// OpenMetrics when `accept` (an `Accept` header) lists it, as Prometheus's scraper
+    /// asks; else the Prometheus text, which every scraper reads.
+    pub fn from_accept(accept: Option<&str>) -> Exposition {
+        let asks = accept.is_some_and(|accept| {
+            accept.split(',').any(|kind| {
+                let mut params = kind.split(';').map(str::trim);
+                let media = params.next().unwrap_or("");
+                let refused = params.any(|p| p.replace(' ', "") == "q=0");
+                media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+            })
+        });
+        if asks {
+            Exposition::OpenMetrics
+        } else {
+            Exposition::Prometheus
+        }
+    }
+}
+
+/// The histogram's `le` labels, as the parsers want them written (`1.0`, not `1`).
+const LE: [&str; BUCKETS] = [
+    "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf",
+];
+
+/// Every pool's metrics as OpenMetrics, ending with `# EOF`; per-worker series when `full`.
+pub fn openmetrics(pools: &[PoolStatus], full: bool) -> String {
+    metrics(pools, full, Exposition::OpenMetrics)
+}
+
+/// Every pool's metrics in `exposition`; per-worker series when `full`.
+pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> String {
     let mut m = Metrics {
         out: String::new(),
         pools,
+        exposition,
     };
     m.up();
     m.pool(
@@ -108,14 +164,21 @@ pub fn openmetrics(pools: &[PoolStatus]) -> String {
     );
     m.limits();
     m.recycled();
-    m.workers();
-    m.out.push_str("# EOF\n");
+    m.request_duration();
+    m.responses();
+    if full {
+        m.workers();
+    }
+    if exposition == Exposition::OpenMetrics {
+        m.out.push_str("# EOF\n");
+    }
     m.out
 }
 
 struct Metrics<'a> {
     out: String,
     pools: &'a [PoolStatus],
+    exposition: Exposition,
 }
 
 impl Metrics<'_> {
@@ -130,7 +193,7 @@ impl Metrics<'_> {
                     ("process_manager", &p.process_manager),
                     ("runtime", &p.runtime),
                 ]);
-                (labels, "1".to_owned())
+                (String::new(), labels, "1".to_owned())
             })
             .collect();
         self.family(Kind::Gauge, "up", "The pool is running.", samples);
@@ -147,7 +210,7 @@ impl Metrics<'_> {
         let samples = self
             .pools
             .iter()
-            .filter_map(|p| Some((labels(&[("pool", &p.pool)]), value(p)?)))
+            .filter_map(|p| Some((String::new(), labels(&[("pool", &p.pool)]), value(p)?)))
             .collect();
         self.family(kind, name, help, samples);
     }
@@ -205,13 +268,62 @@ impl Metrics<'_> {
                 ("idle", r.idle),
             ];
             for (cause, count) in causes {
-                samples.push((labels(&[("pool", &p.pool), ("cause", cause)]), int(count)));
+                let labels = labels(&[("pool", &p.pool), ("cause", cause)]);
+                samples.push((String::new(), labels, int(count)));
             }
         }
         self.family(
             Kind::Counter,
             "workers_recycled",
             "Workers that ended, by cause.",
+            samples,
+        );
+    }
+
+    /// The histogram of every request's duration, for the pools whose workers count them.
+    fn request_duration(&mut self) {
+        let mut samples = Vec::new();
+        for p in self.pools {
+            let Some(requests) = &p.requests else {
+                continue;
+            };
+            let mut cumulative = 0;
+            for (le, count) in LE.iter().zip(requests.buckets) {
+                cumulative += count;
+                let labels = labels(&[("pool", &p.pool), ("le", le)]);
+                samples.push(("_bucket".to_owned(), labels, int(cumulative)));
+            }
+            let pool = labels(&[("pool", &p.pool)]);
+            samples.push(("_count".to_owned(), pool.clone(), int(cumulative)));
+            samples.push(("_sum".to_owned(), pool, seconds(requests.sum)));
+        }
+        self.family(
+            Kind::Histogram,
+            "request_duration_seconds",
+            "How long requests took, from the accept to the end of the response.",
+            samples,
+        );
+    }
+
+    /// Responses by status class, for the pools whose workers know the status.
+    fn responses(&mut self) {
+        let mut samples = Vec::new();
+        for p in self.pools {
+            let Some(requests) = &p.requests else {
+                continue;
+            };
+            for (class, count) in ["1xx", "2xx", "3xx", "4xx", "5xx"]
+                .into_iter()
+                .zip(requests.classes)
+            {
+                let labels = labels(&[("pool", &p.pool), ("class", class)]);
+                samples.push((String::new(), labels, int(count)));
+            }
+        }
+        self.family(
+            Kind::Counter,
+            "responses",
+            "Responses sent, by HTTP status class.",
             samples,
         );
     }
@@ -262,34 +374,50 @@ impl Metrics<'_> {
         for p in self.pools {
             for w in &p.workers {
                 if let Some(v) = value(w) {
-                    samples.push((labels(&[("pool", &p.pool), ("pid", &w.pid.to_string())]), v));
+                    let labels = labels(&[("pool", &p.pool), ("pid", &w.pid.to_string())]);
+                    samples.push((String::new(), labels, v));
                 }
             }
         }
         self.family(kind, name, help, samples);
     }
 
-    /// HELP, TYPE, UNIT (when the name ends in one) and the samples; nothing for a family
+    /// HELP, TYPE, UNIT (OpenMetrics, when the name ends in one) and the samples, each
+    /// `(suffix, labels, value)` (a counter's `_total` is added here); nothing for a family
     /// without samples.
-    fn family(&mut self, kind: Kind, name: &str, help: &str, samples: Vec<(String, String)>) {
+    fn family(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        help: &str,
+        samples: Vec<(String, String, String)>,
+    ) {
         if samples.is_empty() {
             return;
         }
-        let (kind, suffix) = match kind {
+        let (kind, total) = match kind {
             Kind::Gauge => ("gauge", ""),
             Kind::Counter => ("counter", "_total"),
+            Kind::Histogram => ("histogram", ""),
+        };
+        let open = self.exposition == Exposition::OpenMetrics;
+        // Prometheus's text names a counter's family by its samples' name.
+        let family = if open {
+            format!("drover_{name}")
+        } else {
+            format!("drover_{name}{total}")
         };
         let out = &mut self.out;
-        let _ = writeln!(out, "# HELP drover_{name} {}", escape(help, false));
-        let _ = writeln!(out, "# TYPE drover_{name} {kind}");
+        let _ = writeln!(out, "# HELP {family} {}", escape(help, false));
+        let _ = writeln!(out, "# TYPE {family} {kind}");
         if let Some(unit) = ["seconds", "bytes"]
             .into_iter()
-            .find(|u| name.ends_with(&format!("_{u}")))
+            .find(|u| open && name.ends_with(&format!("_{u}")))
         {
-            let _ = writeln!(out, "# UNIT drover_{name} {unit}");
+            let _ = writeln!(out, "# UNIT {family} {unit}");
         }
-        for (labels, value) in samples {
-            let _ = writeln!(out, "drover_{name}{suffix}{labels} {value}");
+        for (suffix, labels, value) in samples {
+            let _ = writeln!(out, "drover_{name}{total}{suffix}{labels} {value}");
         }
     }
 }

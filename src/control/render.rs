@@ -1,5 +1,5 @@
-//! Status as text and JSON (and, from `openmetrics.rs`, OpenMetrics): pure functions of
-//! [`PoolStatus`] values.
+//! Status as text and JSON (and, from `openmetrics.rs`, OpenMetrics and Prometheus text):
+//! pure functions of [`PoolStatus`] values.
 //!
 //! php-fpm's fields come first under php-fpm's names and layouts, so that tools written for
 //! php-fpm's page keep working; drover's own fields follow under names of their own (the
@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::model::{Limits, PoolStatus, Recycled, WorkerStatus};
 
-pub use super::openmetrics::openmetrics;
+pub use super::openmetrics::{Exposition, metrics, openmetrics};
 
 /// php-fpm's plain-text page, pool after pool (a blank line between); `full` adds a block
 /// per worker.

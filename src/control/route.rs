@@ -12,7 +12,7 @@ use super::request::{ControlRequest, Format};
 pub(super) enum Scope {
     /// The control socket: every route.
     Control,
-    /// A pool's `status_listen`: `/ping` and `/status`, of that pool only.
+    /// A pool's `status_listen`: `/ping`, `/status` and `/metrics`, of that pool only.
     Status { pool: String },
 }
 
@@ -26,6 +26,9 @@ pub(super) enum Route {
         format: Format,
         full: bool,
     },
+    /// Ask the master for `ControlRequest::Status { pool }`, render as Prometheus or
+    /// OpenMetrics text (by the `Accept` header); per-worker series when `full`.
+    Metrics { pool: Option<String>, full: bool },
     /// Ask the master; its `Ok` text is the answer.
     Master(ControlRequest),
 }
@@ -81,27 +84,23 @@ pub(super) fn route(
                 "html",
                 "xml",
             ])?;
-            let pool = match scope {
-                Scope::Control => query.pool()?,
-                Scope::Status { pool } => match query.pool()? {
-                    Some(asked) if asked != *pool => {
-                        return Err(refuse(
-                            404,
-                            format!("this listener serves pool {pool:?} only"),
-                        ));
-                    }
-                    _ => Some(pool.clone()),
-                },
-            };
             Ok(Route::Status {
-                pool,
+                pool: query.scoped_pool(scope)?,
                 format: query.format()?,
+                full: query.has("full"),
+            })
+        }
+        ["metrics"] => {
+            allow(method, "GET, HEAD")?;
+            query.only(&["pool", "full"])?;
+            Ok(Route::Metrics {
+                pool: query.scoped_pool(scope)?,
                 full: query.has("full"),
             })
         }
         _ if read_only => Err(refuse(
             404,
-            format!("no route {path}: this listener serves /status and /ping"),
+            format!("no route {path}: this listener serves /status, /metrics and /ping"),
         )),
         ["config"] => {
             allow(method, "GET")?;
@@ -139,7 +138,7 @@ pub(super) fn route(
         _ => Err(refuse(
             404,
             format!(
-                "no route {path}: try /status, /ping, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
+                "no route {path}: try /status, /metrics, /ping, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
             ),
         )),
     }
@@ -264,6 +263,20 @@ impl Query {
             Some(pool) => Ok(Some(pool.to_owned())),
             None if self.has("pool") => Err(refuse(400, "pool needs a value: pool=NAME")),
             None => Ok(None),
+        }
+    }
+
+    /// `pool=`, on a `status_listen` only its own pool (the default there).
+    fn scoped_pool(&self, scope: &Scope) -> Result<Option<String>, Refusal> {
+        match scope {
+            Scope::Control => self.pool(),
+            Scope::Status { pool } => match self.pool()? {
+                Some(asked) if asked != *pool => Err(refuse(
+                    404,
+                    format!("this listener serves pool {pool:?} only"),
+                )),
+                _ => Ok(Some(pool.clone())),
+            },
         }
     }
 

@@ -254,7 +254,7 @@ fn wrong_methods_and_paths_are_refused() {
 }
 
 #[test]
-fn a_status_listener_serves_only_its_pool_status_and_ping() {
+fn a_status_listener_serves_only_its_pool_status_metrics_and_ping() {
     assert_eq!(
         status_of("www", "/status?json"),
         Ok(status(Some("www"), Format::Json, false))
@@ -272,6 +272,37 @@ fn a_status_listener_serves_only_its_pool_status_and_ping() {
     for path in ["/config", "/reload", "/pools/www/set", "/pools/www/workers"] {
         let (code, message) = refused(status_of("www", path));
         assert_eq!(code, 404, "{path}");
-        assert!(message.contains("serves /status and /ping"), "{message}");
+        assert!(
+            message.contains("serves /status, /metrics and /ping"),
+            "{message}"
+        );
     }
+    assert_eq!(
+        status_of("www", "/metrics"),
+        Ok(Route::Metrics {
+            pool: Some("www".into()),
+            full: false
+        })
+    );
+    assert_eq!(refused(status_of("www", "/metrics?pool=app")).0, 404);
+}
+
+#[test]
+fn metrics_takes_pool_and_full_only() {
+    assert_eq!(
+        control("GET", "/metrics", ""),
+        Ok(Route::Metrics {
+            pool: None,
+            full: false
+        })
+    );
+    assert_eq!(
+        control("HEAD", "/metrics?pool=www&full", ""),
+        Ok(Route::Metrics {
+            pool: Some("www".into()),
+            full: true
+        })
+    );
+    assert_eq!(refused(control("GET", "/metrics?openmetrics", "")).0, 400);
+    assert_eq!(refused(control("POST", "/metrics", "")).0, 405);
 }

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::model::PoolStatus;
-use super::render;
+use super::render::{self, Exposition};
 use super::request::{ControlReply, ControlRequest, Format, ToMaster};
 use super::route::{self, Refusal, Route, Scope};
 use crate::config::{ListenAddr, Pool};
@@ -317,6 +317,18 @@ impl Handler {
                     reply => unexpected(reply),
                 }
             }
+            Ok(Route::Metrics { pool, full }) => {
+                let accept = parts.headers.get(hyper::header::ACCEPT);
+                let exposition = Exposition::from_accept(accept.and_then(|a| a.to_str().ok()));
+                match self.ask(ControlRequest::Status { pool }).await {
+                    ControlReply::Status(pools) => plain(
+                        200,
+                        exposition.content_type(),
+                        render::metrics(&pools, full, exposition),
+                    ),
+                    reply => unexpected(reply),
+                }
+            }
             Ok(Route::Master(request)) => {
                 let config = matches!(request, ControlRequest::Config { .. });
                 match self.ask(request).await {
@@ -362,7 +374,7 @@ fn status(pools: &[PoolStatus], format: Format, full: bool, one: bool) -> Respon
         (Format::Text, _) => render::text(pools, full),
         (Format::Json, [pool]) if one => render::json_pool(pool, full),
         (Format::Json, _) => render::json(pools, full),
-        (Format::OpenMetrics, _) => render::openmetrics(pools),
+        (Format::OpenMetrics, _) => render::openmetrics(pools, full),
     };
     plain(200, format.content_type(), body)
 }

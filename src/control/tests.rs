@@ -468,6 +468,33 @@ fn status_listen_over_tcp_serves_its_pool_to_plain_http() {
             }
         ]
     );
+    // /metrics: Prometheus text unless OpenMetrics is asked for; workers only with ?full.
+    let metrics = |path: &str, accept: Option<&str>| {
+        let mut request = ureq::get(&format!("http://{addr}{path}"));
+        if let Some(accept) = accept {
+            request = request.header("Accept", accept);
+        }
+        let mut answer = request.call().unwrap();
+        let kind = answer.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        (kind, answer.body_mut().read_to_string().unwrap())
+    };
+    let (kind, body) = metrics("/metrics", None);
+    assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(body.contains("# TYPE drover_accepted_connections_total counter\n"));
+    assert!(body.contains("drover_request_duration_seconds_count{pool=\"www\"} 10\n"));
+    assert!(!body.contains("pid=") && !body.contains("# EOF"), "{body}");
+    // Prometheus's own scraper asks for OpenMetrics first.
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (kind, body) = metrics("/metrics?full", Some(prometheus));
+    assert_eq!(kind, render::Exposition::OpenMetrics.content_type());
+    assert!(
+        body.ends_with("# EOF\n") && body.contains("pid=\"4242\""),
+        "{body}"
+    );
+    assert_eq!(get("/metrics?json").status(), 400);
 }
 
 #[test]

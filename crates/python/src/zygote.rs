@@ -91,7 +91,8 @@ impl Runtime for Zygote<'_> {
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 zygote::become_worker(mask, || {
                     let app = self.app.as_ref().map(|app| app.clone_ref(py));
-                    let code = worker::run(py, app, &self.args.app, &self.args.mount, config, board);
+                    let code =
+                        worker::run(py, app, &self.args.app, &self.args.mount, config, board);
                     flush_python_stdio(py);
                     code
                 })

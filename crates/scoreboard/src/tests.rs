@@ -479,7 +479,10 @@ fn statuses_count_by_class_and_odd_ones_in_the_histogram_only() {
     assert_eq!(view.buckets[1], 1);
     assert_eq!(view.buckets[3], 1);
     assert_eq!(view.buckets[BUCKETS - 1], 1);
-    assert_eq!(view.sum, Duration::from_micros(3_000 + 30_000 + 20_000_000 + 7_000 + 1));
+    assert_eq!(
+        view.sum,
+        Duration::from_micros(3_000 + 30_000 + 20_000_000 + 7_000 + 1)
+    );
     assert_eq!(view.classes, [0, 1, 0, 1, 1]);
 }
 

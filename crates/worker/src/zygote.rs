@@ -254,14 +254,10 @@ impl<R: Runtime> Zygote<'_, R> {
             max_memory: self.args.max_memory,
             request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
         };
-        let board = self
-            .scoreboard
-            .as_ref()
-            .zip(slot)
-            .map(|(board, i)| Board {
-                slot: board.slot(i),
-                pool: board.pool(),
-            });
+        let board = self.scoreboard.as_ref().zip(slot).map(|(board, i)| Board {
+            slot: board.slot(i),
+            pool: board.pool(),
+        });
         self.runtime.fork_worker(config, board, &self.mask)
     }
 }

@@ -105,6 +105,7 @@ impl PoolRun {
                 crash: self.counters.crash_exits,
                 idle: counters.retired_max_spare + counters.retired_idle_timeout,
             },
+            requests: self.scoreboard.as_ref().map(|board| board.pool().view()),
             workers,
         }
     }

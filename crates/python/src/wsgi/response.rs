@@ -78,7 +78,10 @@ impl Exchange {
         let mut out = Vec::with_capacity(64 + head.headers.len() * 32);
         encode_head(&mut out, &head.status, &head.headers);
         self.head_sent.set(true);
-        let code = head.status.get(..3).and_then(|d| std::str::from_utf8(d).ok());
+        let code = head
+            .status
+            .get(..3)
+            .and_then(|d| std::str::from_utf8(d).ok());
         self.sent_status.set(code.and_then(|d| d.parse().ok()));
         self.conn
             .borrow_mut()
