@@ -7,6 +7,9 @@
 //!   and Python, text and JSON.
 //! - [`status`]: with requests held busy, status in text, JSON and OpenMetrics (parsed by
 //!   Prometheus' own parser) shows the right active, idle, total and queue numbers; `/ping`.
+//! - [`metrics`]: `/metrics` on `status_listen`, parsed in both formats, counts every
+//!   request of a Python and an embedded PHP pool in the duration histogram and by status
+//!   class; per-worker series only with `?full`.
 //! - [`live`]: `drover ctl set` and `drover ctl workers` resize a static pool without a
 //!   restart; an invalid value is refused, named, and changes nothing.
 //! - [`probe`]: `drover ctl probe` answers 0 for healthy PHP and Python pools, 1 for a
@@ -21,6 +24,7 @@
 //! `tests/apps/control_app.py` (the Python pools' app).
 
 mod live;
+mod metrics;
 mod probe;
 mod reload;
 mod renew;

@@ -57,7 +57,7 @@ fn held_pid(site: &Site, n: u32) -> i32 {
 }
 
 /// The `127.0.0.1:PORT` the pool's status_listen was bound to, from `status on ADDR`.
-fn status_addr(setup: &Setup, pool: &str) -> String {
+pub(super) fn status_addr(setup: &Setup, pool: &str) -> String {
     let needle = format!("pool {pool}: status on ");
     let line = setup.stack.drover.log.wait_for_line(&needle, TIMEOUT);
     line.split(&needle)
@@ -68,7 +68,7 @@ fn status_addr(setup: &Setup, pool: &str) -> String {
 }
 
 /// GET `http://ADDR/PATH` on a status listener, asserting a 200.
-fn get_status(setup: &Setup, addr: &str, path: &str) -> http::Reply {
+pub(super) fn get_status(setup: &Setup, addr: &str, path: &str) -> http::Reply {
     let url = format!("http://{addr}{path}");
     let reply =
         http::try_get(&url).unwrap_or_else(|e| panic!("{e}; drover's log:\n{}", setup.log()));
@@ -225,10 +225,10 @@ fn status_shows_the_connections_waiting_in_the_listen_queue() {
 
 /// One parsed sample.
 #[derive(Debug)]
-struct Sample {
-    name: String,
-    labels: serde_json::Map<String, serde_json::Value>,
-    value: f64,
+pub(super) struct Sample {
+    pub name: String,
+    pub labels: serde_json::Map<String, serde_json::Value>,
+    pub value: f64,
 }
 
 /// The value of sample `name` with label pool=`pool`.
@@ -249,6 +249,12 @@ fn sample(samples: &[Sample], name: &str, pool: &str) -> f64 {
 /// a parse error fails the test. None, with the reason printed, when python3 or
 /// prometheus_client is not available.
 fn openmetrics_samples(site: &Site, text: &str) -> Option<Vec<Sample>> {
+    parsed_samples(site, text, "openmetrics")
+}
+
+/// [`openmetrics_samples`], with the parser of `format`: `"openmetrics"` or
+/// `"prometheus"` (the 0.0.4 text format).
+pub(super) fn parsed_samples(site: &Site, text: &str, format: &str) -> Option<Vec<Sample>> {
     if !prometheus_client_available() {
         return None;
     }
@@ -257,11 +263,11 @@ fn openmetrics_samples(site: &Site, text: &str) -> Option<Vec<Sample>> {
         include_str!("../../apps/openmetrics_samples.py"),
     );
     let input = site.write("metrics.txt", text);
-    let out = run_bounded(Command::new("python3").arg(&script).arg(&input));
+    let out = run_bounded(Command::new("python3").arg(&script).arg(&input).arg(format));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "prometheus_client refused the OpenMetrics output: {}\nthe output:\n{text}",
+        "prometheus_client refused the {format} output: {}\nthe output:\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
     let samples = stdout
