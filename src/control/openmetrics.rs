@@ -65,7 +65,7 @@ impl Exposition {
 }
 
 /// The histogram's `le` labels, as the parsers want them written (`1.0`, not `1`).
-const LE: [&str; BUCKETS] = [
+pub(super) const LE: [&str; BUCKETS] = [
     "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf",
 ];
 

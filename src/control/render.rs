@@ -21,6 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::model::{Limits, PoolStatus, Recycled, WorkerStatus};
+use super::openmetrics::LE;
+use crate::scoreboard::PoolView;
 
 pub use super::openmetrics::{Exposition, metrics, openmetrics};
 
@@ -254,6 +256,10 @@ struct PoolJson<'a> {
     runtime: &'a str,
     limits: LimitsJson,
     recycled: RecycledJson,
+    /// Counted by the workers; `null` where they cannot count (php-cgi, command).
+    #[serde(rename = "request durations")]
+    request_durations: Option<HistogramJson>,
+    responses: Option<ResponsesJson>,
     /// Last, as in php-fpm's page.
     #[serde(skip_serializing_if = "Option::is_none")]
     processes: Option<Vec<WorkerJson<'a>>>,
@@ -270,6 +276,76 @@ struct LimitsJson {
     max_memory: Option<u64>,
     request_terminate_timeout: Option<f64>,
     request_slowlog_timeout: Option<f64>,
+}
+
+/// The request-duration histogram: seconds; buckets cumulative, as in `/metrics`.
+#[derive(Serialize)]
+struct HistogramJson {
+    count: u64,
+    sum: f64,
+    buckets: Vec<BucketJson>,
+}
+
+#[derive(Serialize)]
+struct BucketJson {
+    le: &'static str,
+    count: u64,
+}
+
+impl HistogramJson {
+    fn new(requests: &PoolView) -> HistogramJson {
+        let mut cumulative = 0;
+        let buckets = LE
+            .iter()
+            .zip(requests.buckets)
+            .map(|(&le, count)| {
+                cumulative += count;
+                BucketJson {
+                    le,
+                    count: cumulative,
+                }
+            })
+            .collect();
+        HistogramJson {
+            count: requests.count(),
+            sum: requests.sum.as_secs_f64(),
+            buckets,
+        }
+    }
+}
+
+/// Responses by status class.
+#[derive(Serialize)]
+struct ResponsesJson {
+    #[serde(rename = "1xx")]
+    informational: u64,
+    #[serde(rename = "2xx")]
+    success: u64,
+    #[serde(rename = "3xx")]
+    redirection: u64,
+    #[serde(rename = "4xx")]
+    client_error: u64,
+    #[serde(rename = "5xx")]
+    server_error: u64,
+}
+
+impl ResponsesJson {
+    fn new(requests: &PoolView) -> ResponsesJson {
+        let [
+            informational,
+            success,
+            redirection,
+            client_error,
+            server_error,
+        ] = requests.classes;
+        ResponsesJson {
+            informational,
+            success,
+            redirection,
+            client_error,
+            server_error,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -362,6 +438,8 @@ impl<'a> PoolJson<'a> {
                 crash,
                 idle,
             },
+            request_durations: p.requests.as_ref().map(HistogramJson::new),
+            responses: p.requests.as_ref().map(ResponsesJson::new),
             processes: full.then(|| p.workers.iter().map(WorkerJson::new).collect()),
         }
     }

@@ -108,6 +108,16 @@ fn json_has_php_fpms_keys_in_php_fpms_order_then_drovers() {
     assert_eq!(v["limits"]["max_memory"], 268_435_456);
     assert_eq!(v["limits"]["request_slowlog_timeout"], 2.5);
     assert_eq!(v["recycled"]["terminate"], 2);
+    assert_eq!(v["request durations"]["count"], 10);
+    assert_eq!(v["request durations"]["sum"], 12.25);
+    let buckets = v["request durations"]["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 12);
+    assert_eq!(buckets[0], serde_json::json!({"le": "0.005", "count": 6}));
+    assert_eq!(buckets[11], serde_json::json!({"le": "+Inf", "count": 10}));
+    assert_eq!(
+        v["responses"],
+        serde_json::json!({"1xx": 0, "2xx": 7, "3xx": 0, "4xx": 1, "5xx": 2})
+    );
     assert!(v.get("processes").is_none(), "processes only with full");
 }
 
@@ -141,6 +151,7 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
     assert!(blind["listen queue"].is_null());
     assert!(blind["limits"]["max_memory"].is_null());
     assert!(blind["limits"]["request_terminate_timeout"].is_null());
+    assert!(blind["request durations"].is_null() && blind["responses"].is_null());
     let worker = &blind["processes"][0];
     for key in [
         "requests",

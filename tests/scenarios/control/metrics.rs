@@ -2,7 +2,8 @@
 //! (embedded: drover-php) each answer a known mix of 200, 404 and 500 through nginx; then
 //! each pool's `/metrics`, parsed by prometheus_client in both formats, counts exactly
 //! those requests in `drover_request_duration_seconds_count` and in
-//! `drover_responses_total` by class, and carries no `pid` label unless `?full` asks.
+//! `drover_responses_total` by class, and carries no `pid` label unless `?full` asks; the
+//! JSON status carries the same counts.
 //! On php-cgi (`DROVER_TEST_PHP_RUNTIME=cgi`) the PHP pool has no such series at all.
 
 use super::status::{Sample, get_status, parsed_samples, status_addr};
@@ -102,6 +103,10 @@ fn check_pool(setup: &Setup, pool: &str, count: u64, classes: [u64; 3]) {
             0.0
         );
     }
+    let json = get_status(setup, &addr, "/status?json").body;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert_eq!(json["request durations"]["count"], count, "{json:#}");
+    assert_eq!(json["responses"]["5xx"], classes[2], "{json:#}");
     let open = http::get_with(
         &format!("http://{addr}/metrics?full"),
         &[("Accept", "application/openmetrics-text; version=1.0.0")],
