@@ -59,7 +59,8 @@
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
 //!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
 //!   `drover-python` (crates/python) and `drover-php` (crates/php).
-//! - [`scoreboard`]: per-pool shared memory, one slot per worker: written by workers, read by
+//! - [`scoreboard`]: per-pool shared memory, one slot per worker and a pool area (the request
+//!   histogram and status classes behind `/metrics`): written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file; text or one JSON object a line).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
