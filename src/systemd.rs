@@ -1,10 +1,12 @@
-//! systemd integration: `Type=notify` readiness, reload and stop notices, and the
-//! watchdog. Outside systemd (`NOTIFY_SOCKET` unset) every call is a no-op.
+//! systemd integration: `Type=notify` readiness, reload and stop notices, a `STATUS=`
+//! line kept current, the watchdog, and socket activation (the sockets a `.socket` unit
+//! passes). Outside systemd (`NOTIFY_SOCKET`, `LISTEN_FDS` unset) every call is a no-op.
 //!
 //! A reload sends `RELOADING=1` with `MONOTONIC_USEC` when it begins and `READY=1` once
 //! the new generations are up, as `Type=notify-reload` (systemd 253) expects; older
 //! systemd shows the unit "reloading" in between.
 
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
@@ -61,6 +63,109 @@ pub fn status(status: &str) {
     notify(&[NotifyState::Status(status)]);
 }
 
+/// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: RawFd = 3;
+
+/// One socket systemd passed: its descriptor and its `FileDescriptorName=` (systemd says
+/// "unknown" when the unit sets none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedFd {
+    pub fd: RawFd,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenFdsError {
+    #[error("LISTEN_FDS={0:?} is not a number of descriptors")]
+    BadCount(String),
+    #[error("LISTEN_FDNAMES names {names} sockets but LISTEN_FDS={fds}")]
+    NamesMismatch { fds: usize, names: usize },
+    #[error("LISTEN_FDS: descriptor {fd} ({name:?}) is not open: {err}")]
+    NotOpen {
+        fd: RawFd,
+        name: String,
+        err: String,
+    },
+}
+
+/// `sd_listen_fds_with_names(3)` on the variables' values: the sockets passed to `own_pid`
+/// (none when `LISTEN_PID` names another process: the variables were inherited from a
+/// parent), descriptors 3, 4, ... in order, with their names.
+pub fn parse_listen_fds(
+    pid: Option<&str>,
+    fds: Option<&str>,
+    names: Option<&str>,
+    own_pid: u32,
+) -> Result<Vec<PassedFd>, ListenFdsError> {
+    let (Some(pid), Some(fds)) = (pid, fds) else {
+        return Ok(Vec::new());
+    };
+    if pid.trim().parse::<u32>().ok() != Some(own_pid) {
+        return Ok(Vec::new());
+    }
+    let count: usize = fds
+        .trim()
+        .parse()
+        .map_err(|_| ListenFdsError::BadCount(fds.to_string()))?;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = match names {
+        Some(names) => names.split(':').map(str::to_string).collect(),
+        None => vec!["unknown".to_string(); count],
+    };
+    if names.len() != count {
+        return Err(ListenFdsError::NamesMismatch {
+            fds: count,
+            names: names.len(),
+        });
+    }
+    Ok(names
+        .into_iter()
+        .zip(LISTEN_FDS_START..)
+        .map(|(name, fd)| PassedFd { fd, name })
+        .collect())
+}
+
+/// Takes the sockets systemd passed to this process: reads `LISTEN_PID`, `LISTEN_FDS` and
+/// `LISTEN_FDNAMES`, removes them from the environment (so that workers do not take the
+/// sockets as theirs) and marks each descriptor close-on-exec (workers get only their own
+/// pool's socket, as fd 0).
+///
+/// Must be called while drover is single-threaded, before the tokio runtime and the
+/// logger start.
+pub fn take_listen_fds() -> Result<Vec<(OwnedFd, String)>, ListenFdsError> {
+    let var = |name| std::env::var(name).ok();
+    let passed = parse_listen_fds(
+        var("LISTEN_PID").as_deref(),
+        var("LISTEN_FDS").as_deref(),
+        var("LISTEN_FDNAMES").as_deref(),
+        std::process::id(),
+    );
+    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        // SAFETY: the caller runs before any other thread exists (see above), so nothing
+        // reads the environment concurrently.
+        unsafe { std::env::remove_var(name) };
+    }
+    let mut taken = Vec::new();
+    for PassedFd { fd, name } in passed? {
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        // SAFETY: a borrow only for the fcntl calls; `fd` is checked open before it is owned.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(|err| {
+            ListenFdsError::NotOpen {
+                fd,
+                name: name.clone(),
+                err: err.to_string(),
+            }
+        })?;
+        // SAFETY: systemd passed this open descriptor to this process (LISTEN_PID is ours)
+        // and nothing else in drover owns it; it is taken once, the variables now gone.
+        taken.push((unsafe { OwnedFd::from_raw_fd(fd) }, name));
+    }
+    Ok(taken)
+}
+
 fn notify(states: &[NotifyState<'_>]) {
     // A failed notify is not worth stopping for: systemd would time the unit out and say so.
     if let Err(err) = sd_notify::notify(states) {
@@ -85,5 +190,57 @@ mod tests {
             .filter(|&ms| watchdog.tick(at(ms)))
             .collect();
         assert_eq!(pinged, [0, 5_000, 10_000]);
+    }
+
+    fn fd(fd: RawFd, name: &str) -> PassedFd {
+        PassedFd {
+            fd,
+            name: name.to_string(),
+        }
+    }
+
+    #[test]
+    fn listen_fds_for_this_process_are_numbered_from_3_with_their_names() {
+        let passed = parse_listen_fds(Some("42"), Some("2"), Some("www:api"), 42);
+        assert_eq!(passed, Ok(vec![fd(3, "www"), fd(4, "api")]));
+    }
+
+    #[test]
+    fn listen_fds_without_names_are_unknown() {
+        let passed = parse_listen_fds(Some("42"), Some("1"), None, 42);
+        assert_eq!(passed, Ok(vec![fd(3, "unknown")]));
+    }
+
+    #[test]
+    fn listen_fds_for_another_process_or_unset_are_none() {
+        assert_eq!(
+            parse_listen_fds(Some("41"), Some("1"), Some("www"), 42),
+            Ok(vec![])
+        );
+        assert_eq!(
+            parse_listen_fds(Some("x"), Some("1"), Some("www"), 42),
+            Ok(vec![])
+        );
+        assert_eq!(
+            parse_listen_fds(None, Some("1"), Some("www"), 42),
+            Ok(vec![])
+        );
+        assert_eq!(parse_listen_fds(Some("42"), None, None, 42), Ok(vec![]));
+        assert_eq!(
+            parse_listen_fds(Some("42"), Some("0"), None, 42),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn listen_fds_that_disagree_with_their_names_are_an_error() {
+        assert_eq!(
+            parse_listen_fds(Some("42"), Some("2"), Some("www"), 42),
+            Err(ListenFdsError::NamesMismatch { fds: 2, names: 1 })
+        );
+        assert_eq!(
+            parse_listen_fds(Some("42"), Some("two"), None, 42),
+            Err(ListenFdsError::BadCount("two".to_string()))
+        );
     }
 }

@@ -2,9 +2,10 @@
 //! (IPv4/IPv6, SO_REUSEADDR, backlog).
 //!
 //! The master binds every listener before any worker exists and holds it for its whole
-//! life. Workers get a dup as fd 0 and `accept()` on it themselves. The socket stays in
+//! life, or takes the one systemd passed ([`inherited`]). Workers get a dup as fd 0 and `accept()` on it themselves. The socket stays in
 //! blocking mode: the flag is shared by every dup, and php-cgi expects a blocking accept.
 
+pub mod inherited;
 pub mod queue;
 
 use std::io;
@@ -33,6 +34,13 @@ pub enum ListenError {
         what: &'static str,
         source: io::Error,
     },
+    #[error(
+        "{wanted}: systemd passed this pool the socket at {inherited}; change the .socket unit and restart drover to move it"
+    )]
+    InheritedElsewhere {
+        wanted: ListenAddr,
+        inherited: ListenAddr,
+    },
     #[error("{addr}: {kind} {name:?} does not exist")]
     NoSuchOwner {
         addr: ListenAddr,
@@ -46,6 +54,9 @@ pub enum ListenError {
 pub struct Listener {
     pub addr: ListenAddr,
     pub fd: OwnedFd,
+    /// Passed by systemd (socket activation): systemd owns it, so drover never unlinks
+    /// its file nor shuts it down.
+    pub inherited: bool,
 }
 
 impl Listener {
@@ -59,7 +70,11 @@ impl Listener {
         };
         let backlog = Backlog::new(pool.listen_backlog).unwrap_or(Backlog::MAXCONN);
         listen(&fd, backlog).map_err(|e| io_error(&addr, "listen", e))?;
-        Ok(Listener { addr, fd })
+        Ok(Listener {
+            addr,
+            fd,
+            inherited: false,
+        })
     }
 
     /// A new descriptor for the same socket, to hand to a worker as fd 0.
@@ -67,8 +82,21 @@ impl Listener {
         self.fd.as_fd().try_clone_to_owned()
     }
 
-    /// Removes the socket file of a unix listener (on exit).
+    /// Stops taking connections for good (`shutdown(SHUT_RD)`): new ones are refused,
+    /// queued ones can still be accepted. Not for a socket systemd passed: it must still
+    /// listen for the next drover, so it stays as it is and connections wait in its queue.
+    pub fn shut_down(&self) -> nix::Result<()> {
+        if self.inherited {
+            return Ok(());
+        }
+        nix::sys::socket::shutdown(self.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read)
+    }
+
+    /// Removes the socket file of a unix listener (on exit), unless systemd passed it.
     pub fn unlink(&self) {
+        if self.inherited {
+            return;
+        }
         if let ListenAddr::Unix(path) = &self.addr {
             let _ = std::fs::remove_file(path);
         }

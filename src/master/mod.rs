@@ -64,6 +64,8 @@ enum Phase {
 
 /// Runs the master until a stop signal, with a valid configuration.
 pub fn run(config: Config) -> anyhow::Result<()> {
+    // First, while drover is single-threaded: it edits the environment.
+    let passed = systemd::take_listen_fds();
     let global = &config.global;
     let log = logging::init(&global.error_log, global.log_level, global.log_format)
         .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
@@ -71,7 +73,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async { Master::bind(config, log)?.serve().await })
+    let passed = passed.context("socket activation")?;
+    runtime.block_on(async { Master::bind(config, log, passed)?.serve().await })
 }
 
 struct Master {
@@ -102,15 +105,26 @@ struct Master {
     control: mpsc::Receiver<crate::control::Envelope>,
     /// The control and status sockets being served (dropping one closes and removes it).
     sockets: sockets::Sockets,
+    /// The sockets systemd passed, by pool name. Held here for drover's whole life, so that
+    /// a pool removed by a reload leaves its socket open and one added back takes it again.
+    inherited: Inherited,
 }
+
+/// The sockets systemd passed, by the name of the pool that takes each.
+type Inherited = std::collections::HashMap<String, Rc<Listener>>;
 
 impl Master {
     /// Binds every listener and prepares every pool; spawns nothing yet. Any error here
     /// stops drover before a single worker runs.
-    fn bind(config: Config, log: ErrorLog) -> anyhow::Result<Master> {
+    fn bind(
+        config: Config,
+        log: ErrorLog,
+        passed: Vec<(std::os::fd::OwnedFd, String)>,
+    ) -> anyhow::Result<Master> {
         // Workers orphaned by a dying php-cgi parent come to us, so that we reap them and a
         // stop waits for their last request.
         nix::sys::prctl::set_child_subreaper(true).context("PR_SET_CHILD_SUBREAPER")?;
+        let inherited = adopt_passed(&config.pools, passed)?;
         let (tx, lines) = mpsc::unbounded_channel();
         let mut pools = Pools::default();
         let mut next_id = 0;
@@ -123,13 +137,13 @@ impl Master {
                     pool.name
                 );
             }
-            let listener =
-                listen(pool).with_context(|| format!("pool {}: cannot listen", pool.name))?;
+            let listener = listen(pool, &inherited)
+                .with_context(|| format!("pool {}: cannot listen", pool.name))?;
             next_id += 1;
             let run = new_generation(
                 next_id,
                 pool,
-                Rc::new(listener),
+                listener,
                 &tx,
                 config.global.process_control_timeout,
             )?;
@@ -169,6 +183,7 @@ impl Master {
             wakes,
             wakes_tx,
             live: Default::default(),
+            inherited,
         })
     }
 
@@ -479,8 +494,21 @@ fn release_freed_memory() {
     }
 }
 
-/// Binds `pool`'s listener and logs it (at start, and for a new or moved pool on reload).
-fn listen(pool: &crate::config::Pool) -> Result<Listener, crate::listener::ListenError> {
+/// Binds `pool`'s listener and logs it (at start, and for a new or moved pool on reload),
+/// or takes the socket systemd passed for it.
+fn listen(
+    pool: &crate::config::Pool,
+    inherited: &Inherited,
+) -> Result<Rc<Listener>, crate::listener::ListenError> {
+    if let Some(listener) = inherited.get(&pool.name) {
+        if listener.addr != pool.listen {
+            return Err(crate::listener::ListenError::InheritedElsewhere {
+                wanted: pool.listen.clone(),
+                inherited: listener.addr.clone(),
+            });
+        }
+        return Ok(listener.clone());
+    }
     let listener = Listener::bind(pool)?;
     tracing::info!(
         "pool {}: listening on {} (backlog {})",
@@ -488,7 +516,42 @@ fn listen(pool: &crate::config::Pool) -> Result<Listener, crate::listener::Liste
         listener.addr,
         pool.listen_backlog
     );
-    Ok(listener)
+    Ok(Rc::new(listener))
+}
+
+/// Gives each socket systemd passed to the pool of its name, checked against the pool's
+/// `listen`. A socket no pool takes, or one that is not what its pool's `listen` says,
+/// stops drover: nginx and the `.socket` unit would disagree on where the pool is.
+fn adopt_passed(
+    pools: &[crate::config::Pool],
+    passed: Vec<(std::os::fd::OwnedFd, String)>,
+) -> anyhow::Result<Inherited> {
+    use std::os::fd::AsRawFd;
+    let mut inherited = Inherited::new();
+    let mut errors = Vec::new();
+    for (fd, name) in passed {
+        let raw = fd.as_raw_fd();
+        let Some(pool) = pools.iter().find(|p| p.name == name) else {
+            errors.push(format!(
+                "systemd passed socket {name:?} (fd {raw}) but no pool is named {name:?} (FileDescriptorName= in the .socket unit must be a pool's name)"
+            ));
+            continue;
+        };
+        match crate::listener::inherited::adopt(fd, &name, &pool.listen) {
+            Ok(listener) => {
+                tracing::info!(
+                    "pool {name}: listening on {} (fd {raw}, passed by systemd)",
+                    listener.addr
+                );
+                inherited.insert(name, Rc::new(listener));
+            }
+            Err(err) => errors.push(err.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        anyhow::bail!("socket activation: {}", errors.join("; "));
+    }
+    Ok(inherited)
 }
 
 /// A pool's new generation on `listener`, with its own output socket.

@@ -138,12 +138,12 @@ impl Master {
     }
 
     fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
-        let listener = listen(pool).map_err(|e| format!("cannot listen: {e}"))?;
+        let listener = listen(pool, &self.inherited).map_err(|e| format!("cannot listen: {e}"))?;
         self.next_id += 1;
         let mut run = new_generation(
             self.next_id,
             pool,
-            Rc::new(listener),
+            listener,
             &self.lines_tx,
             self.config.global.process_control_timeout,
         )
@@ -163,12 +163,13 @@ impl Master {
         self.withdraw_pending(&name, now);
         let i = self.pools.serving_of(&name).unwrap_or(i);
         let old = &self.pools[i];
-        // A listener shut down for a stopped pool cannot accept again: bind a new one.
+        // A listener shut down for a stopped pool cannot accept again: bind a new one
+        // (one systemd passed is never shut down, and `listen` gives it again).
         let same_socket = old.config.listen == pool.listen && !old.refusing();
         let listener = if same_socket {
             old.listener.clone()
         } else {
-            Rc::new(listen(pool).map_err(|e| format!("cannot listen: {e}"))?)
+            listen(pool, &self.inherited).map_err(|e| format!("cannot listen: {e}"))?
         };
         self.next_id += 1;
         let mut run = new_generation(

@@ -273,6 +273,52 @@ impl Drover {
         Drover { child, log }
     }
 
+    /// Starts drover as systemd's socket activation does: `socket` as fd 3, with
+    /// `LISTEN_FDS=1`, `LISTEN_FDNAMES=name` and `LISTEN_PID` set to drover's own pid (by a
+    /// shell that then execs drover, keeping its pid).
+    pub fn spawn_with_socket(
+        site: &Site,
+        socket: std::os::fd::BorrowedFd<'_>,
+        name: &str,
+    ) -> Drover {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        runtimes();
+        let raw = socket.as_raw_fd();
+        let mut command = Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg("LISTEN_PID=$$ exec \"$0\" \"$@\"")
+            .arg(BIN)
+            .arg("-c")
+            .arg(site.path().join("drover.toml"))
+            .env("LISTEN_FDS", "1")
+            .env("LISTEN_FDNAMES", name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: between fork and exec only dup2 and fcntl, which are async-signal-safe;
+        // fd 3 is left without close-on-exec, so drover inherits it.
+        unsafe {
+            command.pre_exec(move || {
+                let moved = if raw == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(raw, 3)
+                };
+                if moved < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("spawn drover");
+        let log = Log::default();
+        log.collect(child.stdout.take().unwrap());
+        log.collect(child.stderr.take().unwrap());
+        Drover { child, log }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }

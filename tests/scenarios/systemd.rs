@@ -1,13 +1,16 @@
 //! Under systemd (`Type=notify`, `WatchdogSec=`): drover says READY=1 once its pools are
 //! up, RELOADING=1 with MONOTONIC_USEC when a reload begins and READY=1 when it is done,
 //! WATCHDOG=1 while it runs, and STOPPING=1 on TERM. A datagram socket stands in for
-//! systemd's notify socket.
+//! systemd's notify socket. Socket activation: the test binds the pool's socket and passes
+//! it as systemd does (fd 3, LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID).
 
-use std::os::unix::net::UnixDatagram;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixDatagram, UnixListener};
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Drover, PhpPool, PoolFile, Site, TIMEOUT};
+use crate::common::{Drover, Nginx, PhpPool, PoolFile, Site, TIMEOUT, http};
 
 /// What drover sends to the notify socket, one datagram at a time.
 struct Notifications(UnixDatagram);
@@ -80,4 +83,90 @@ fn drover_tells_systemd_ready_reloading_watchdog_and_stopping() {
     drover.signal(Signal::SIGTERM);
     notes.until("STOPPING=1", is("STOPPING=1"));
     assert!(drover.wait_exit(TIMEOUT).success());
+}
+
+/// The socket a `.socket` unit would create: bound and listening at the pool's path,
+/// open to nginx's workers.
+fn passed_socket(site: &Site, pool: &str) -> UnixListener {
+    let path = site.socket(pool);
+    let socket = UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    socket
+}
+
+#[test]
+fn a_pool_serves_on_the_socket_systemd_passed_without_binding_its_own() {
+    let site = Site::new();
+    site.script(
+        "hello.php",
+        "<?php echo 'hello from ', getenv('LISTEN_FDS') ?: 'a worker';",
+    );
+    site.write("drover.toml", "error_log = \"stderr\"\n");
+    site.write("pools.d/www.toml", &PhpPool::new("www").toml(&site));
+    let socket = passed_socket(&site, "www");
+    let path = site.socket("www");
+    let inode = std::fs::metadata(&path).unwrap().ino();
+
+    let mut drover = Drover::spawn_with_socket(&site, socket.as_fd(), "www");
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    drover.log.wait_for_line(
+        &format!(
+            "pool www: listening on {} (fd 3, passed by systemd)",
+            path.display()
+        ),
+        TIMEOUT,
+    );
+    // Our copy closed: only drover holds the socket now.
+    drop(socket);
+    let nginx = Nginx::start(&site, &path);
+    let reply = http::get(&nginx.url("/hello.php"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    // The workers do not see LISTEN_FDS: it was removed once read.
+    assert_eq!(reply.body, "hello from a worker");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().ino(),
+        inode,
+        "drover bound its own socket"
+    );
+
+    // systemd owns the socket: drover leaves its file when it stops.
+    drover.signal(Signal::SIGTERM);
+    assert!(drover.wait_exit(TIMEOUT).success());
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+}
+
+#[test]
+fn a_passed_socket_no_pool_takes_stops_drover_with_its_name() {
+    let site = Site::new();
+    site.write("drover.toml", "error_log = \"stderr\"\n");
+    site.write("pools.d/www.toml", &PhpPool::new("www").toml(&site));
+    let socket = passed_socket(&site, "api");
+
+    let mut drover = Drover::spawn_with_socket(&site, socket.as_fd(), "api");
+
+    assert!(!drover.wait_exit(TIMEOUT).success());
+    drover.log.wait_for_line(
+        "systemd passed socket \"api\" (fd 3) but no pool is named \"api\"",
+        TIMEOUT,
+    );
+}
+
+#[test]
+fn a_passed_socket_elsewhere_than_its_pools_listen_stops_drover() {
+    let site = Site::new();
+    site.write("drover.toml", "error_log = \"stderr\"\n");
+    site.write("pools.d/www.toml", &PhpPool::new("www").toml(&site));
+    let socket = passed_socket(&site, "other");
+
+    let mut drover = Drover::spawn_with_socket(&site, socket.as_fd(), "www");
+
+    assert!(!drover.wait_exit(TIMEOUT).success());
+    drover.log.wait_for_line(
+        &format!(
+            "socket \"www\" (fd 3) is unix socket {}, but pool www's listen is {}",
+            site.socket("other").display(),
+            site.socket("www").display()
+        ),
+        TIMEOUT,
+    );
 }

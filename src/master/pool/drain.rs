@@ -4,7 +4,6 @@
 //! is refused or lost: connections queued meanwhile are accepted by whichever generation's
 //! worker comes first.
 
-use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use super::PoolRun;
@@ -29,10 +28,7 @@ impl PoolRun {
             }
         }
         if close_listener {
-            let _ = nix::sys::socket::shutdown(
-                self.listener.fd.as_raw_fd(),
-                nix::sys::socket::Shutdown::Read,
-            );
+            let _ = self.listener.shut_down();
         }
         self.signal_retiring();
     }

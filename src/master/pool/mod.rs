@@ -21,7 +21,7 @@ mod status;
 mod worker;
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -178,10 +178,12 @@ impl PoolRun {
         }
         self.lifecycle = self.lifecycle.refused();
         self.stop_watching();
-        match nix::sys::socket::shutdown(
-            self.listener.fd.as_raw_fd(),
-            nix::sys::socket::Shutdown::Read,
-        ) {
+        match self.listener.shut_down() {
+            Ok(()) if self.listener.inherited => tracing::warn!(
+                "pool {}: stopped; connections wait on systemd's socket {} until a reload",
+                self.name(),
+                self.listener.addr
+            ),
             Ok(()) => tracing::warn!(
                 "pool {}: refusing connections on {} until a reload",
                 self.name(),
@@ -487,10 +489,7 @@ impl PoolRun {
         self.lifecycle = self.lifecycle.stop();
         self.stop_watching();
         self.kill_parent();
-        if let Err(err) = nix::sys::socket::shutdown(
-            self.listener.fd.as_raw_fd(),
-            nix::sys::socket::Shutdown::Read,
-        ) {
+        if let Err(err) = self.listener.shut_down() {
             tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());
         }
     }
