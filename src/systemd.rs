@@ -63,6 +63,66 @@ pub fn status(status: &str) {
     notify(&[NotifyState::Status(status)]);
 }
 
+/// Whether systemd listens (`NOTIFY_SOCKET` is set): otherwise nothing is worth computing
+/// for it.
+pub fn notifying() -> bool {
+    std::env::var_os("NOTIFY_SOCKET").is_some()
+}
+
+/// What the workers are doing, summed over the pools: what `systemctl status` shows in
+/// php-fpm's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Activity {
+    pub active: u32,
+    pub idle: u32,
+    /// Requests served since start, by the pools that count them (`None`: none does, as
+    /// php-cgi pools cannot).
+    pub requests: Option<u64>,
+    pub slow: u64,
+}
+
+impl Activity {
+    /// php-fpm's `STATUS=` line: "Processes active: 1, idle: 3, Requests: 12, slow: 0".
+    pub fn status_line(&self) -> String {
+        let requests = match self.requests {
+            Some(n) => format!("Requests: {n}, "),
+            None => String::new(),
+        };
+        format!(
+            "Processes active: {}, idle: {}, {requests}slow: {}",
+            self.active, self.idle, self.slow
+        )
+    }
+}
+
+/// Keeps `STATUS=` current: sends the activity when it changed, at most once per
+/// [`StatusLine::EVERY`], so that the notify socket is not written on every tick.
+#[derive(Debug, Default)]
+pub struct StatusLine {
+    last: Option<(Activity, Instant)>,
+}
+
+impl StatusLine {
+    pub const EVERY: Duration = Duration::from_secs(1);
+
+    /// The line to send now, if any; sends it.
+    pub fn tick(&mut self, now: Instant, activity: Activity) -> Option<String> {
+        let line = self.due(now, activity)?;
+        status(&line);
+        Some(line)
+    }
+
+    fn due(&mut self, now: Instant, activity: Activity) -> Option<String> {
+        if let Some((last, at)) = self.last
+            && (last == activity || now.duration_since(at) < Self::EVERY)
+        {
+            return None;
+        }
+        self.last = Some((activity, now));
+        Some(activity.status_line())
+    }
+}
+
 /// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
 const LISTEN_FDS_START: RawFd = 3;
 
@@ -190,6 +250,52 @@ mod tests {
             .filter(|&ms| watchdog.tick(at(ms)))
             .collect();
         assert_eq!(pinged, [0, 5_000, 10_000]);
+    }
+
+    #[test]
+    fn the_status_line_says_what_php_fpm_says() {
+        let mut activity = Activity {
+            active: 1,
+            idle: 3,
+            requests: Some(12),
+            slow: 2,
+        };
+        assert_eq!(
+            activity.status_line(),
+            "Processes active: 1, idle: 3, Requests: 12, slow: 2"
+        );
+        activity.requests = None;
+        assert_eq!(
+            activity.status_line(),
+            "Processes active: 1, idle: 3, slow: 2"
+        );
+    }
+
+    #[test]
+    fn the_status_line_is_sent_when_it_changes_at_most_once_a_second() {
+        let mut line = StatusLine::default();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let busy = |active| Activity {
+            active,
+            idle: 4 - active,
+            requests: Some(0),
+            slow: 0,
+        };
+        let sent: Vec<(u64, u32)> = [
+            (0, 0),
+            (100, 1),
+            (900, 2),
+            (1_000, 2),
+            (1_500, 3),
+            (2_500, 3),
+            (4_000, 3),
+        ]
+        .into_iter()
+        .filter_map(|(ms, active)| line.due(at(ms), busy(active)).map(|_| (ms, active)))
+        .collect();
+        // At once, then a change only a second after the last line; nothing when unchanged.
+        assert_eq!(sent, [(0, 0), (1_000, 2), (2_500, 3)]);
     }
 
     fn fd(fd: RawFd, name: &str) -> PassedFd {

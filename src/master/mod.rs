@@ -96,6 +96,8 @@ struct Master {
     reloading: bool,
     /// systemd's watchdog, when the unit sets `WatchdogSec=`.
     watchdog: Option<systemd::Watchdog>,
+    /// `STATUS=` kept current with the workers' activity, under systemd.
+    status_line: Option<systemd::StatusLine>,
     /// Live changes (`drover ctl set`, `workers`) per pool, in order, until the next reload.
     live: std::collections::HashMap<String, Vec<(String, String)>>,
     /// ondemand pools whose listener has a new connection (by generation id).
@@ -178,6 +180,7 @@ impl Master {
             next_id,
             reloading: false,
             watchdog: systemd::Watchdog::from_env(),
+            status_line: systemd::notifying().then(systemd::StatusLine::default),
             control,
             sockets,
             wakes,
@@ -252,6 +255,9 @@ impl Master {
                 self.forget_drained();
                 if let Some(watchdog) = &mut self.watchdog {
                     watchdog.tick(now);
+                }
+                if maintenance_due {
+                    self.tell_activity(now);
                 }
             }
             if self.phase == Phase::Running {
@@ -409,6 +415,27 @@ impl Master {
         self.ready = true;
         tracing::info!("{status}");
         systemd::ready(&status);
+    }
+
+    /// Under systemd, once ready and not reloading (`STATUS=` then says "ready" or
+    /// nothing new): the workers' activity as the status pages count it, when it changed.
+    fn tell_activity(&mut self, now: Instant) {
+        let Some(line) = &mut self.status_line else {
+            return;
+        };
+        if !self.ready || self.reloading || self.phase != Phase::Running {
+            return;
+        }
+        let mut activity = systemd::Activity::default();
+        for status in self.pools.serving().map(|pool| pool.status(now)) {
+            activity.active += status.active_processes;
+            activity.idle += status.idle_processes;
+            activity.slow += status.slow_requests;
+            if let Some(accepted) = status.accepted_conn {
+                *activity.requests.get_or_insert(0) += accepted;
+            }
+        }
+        line.tick(now, activity);
     }
 
     /// Drops generations that finished draining (their listener closes with the last one),

@@ -62,6 +62,18 @@ fn drover_tells_systemd_ready_reloading_watchdog_and_stopping() {
     for _ in 0..3 {
         notes.until("WATCHDOG=1", is("WATCHDOG=1"));
     }
+    // STATUS= follows the workers' activity (php-fpm's words), with the request counted
+    // where the runtime counts requests.
+    site.script("hello.php", "<?php echo 'hello';");
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    assert_eq!(http::get(&nginx.url("/hello.php")).status, 200);
+    let (status, _) = notes.until("STATUS= with the activity after a request", |m| {
+        m.lines().any(|l| {
+            l.starts_with("STATUS=Processes active: 0, idle: 2, ")
+                && (!l.contains("Requests:") || l.contains("Requests: 1,"))
+        })
+    });
+    assert!(status.contains("slow: 0"), "{status:?}");
 
     site.write("pools.d/www.toml", &pool.max_children(3).toml(&site));
     drover.signal(Signal::SIGHUP);
