@@ -51,7 +51,8 @@
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
 //!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
-//! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog.
+//! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog, or take the
+//!   one systemd passed.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
@@ -64,7 +65,8 @@
 //!   the master (the `drover-scoreboard` crate).
 //! - [`logging`]: the error log (stderr or a reopenable file; text or one JSON object a line).
 //! - [`slowlog`]: slow-request entries (header + stack), text or JSON.
-//! - [`systemd`][]: sd_notify.
+//! - [`systemd`][]: sd_notify (readiness, reload, watchdog, a current `STATUS=`) and the
+//!   sockets systemd passes (socket activation; [`listener::inherited`] checks and takes them).
 
 pub mod config;
 pub mod control;
