@@ -141,6 +141,16 @@ fn a_pool_serves_on_the_socket_systemd_passed_without_binding_its_own() {
         "drover bound its own socket"
     );
 
+    // A reload renews the workers on the same socket: it is neither removed nor bound again.
+    drover.signal(Signal::SIGHUP);
+    drover.log.wait_for_line("reload done:", TIMEOUT);
+    assert_eq!(http::get(&nginx.url("/hello.php")).status, 200);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().ino(),
+        inode,
+        "the reload rebound it"
+    );
+
     // systemd owns the socket: drover leaves its file when it stops.
     drover.signal(Signal::SIGTERM);
     assert!(drover.wait_exit(TIMEOUT).success());
