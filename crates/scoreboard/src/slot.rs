@@ -226,6 +226,18 @@ impl Slot {
         self.state.store(state as u8, Relaxed);
     }
 
+    /// Empties the request strings (inside a [`Slot::write`]).
+    fn clear_request(&self) {
+        for text in [
+            &self.method.len,
+            &self.uri.len,
+            &self.query.len,
+            &self.script.len,
+        ] {
+            text.store(0, Relaxed);
+        }
+    }
+
     /// A connection is accepted (or the next request starts on a kept one): the worker is
     /// busy from now on, reading a request it knows nothing about yet. `now_us` is the
     /// request's start, which [`Slot::begin_request`] is given again, so that the time a
@@ -233,14 +245,7 @@ impl Slot {
     pub fn begin_reading(&self, now_us: u64) {
         self.write(|| {
             self.since_us.store(now_us, Relaxed);
-            for text in [
-                &self.method.len,
-                &self.uri.len,
-                &self.query.len,
-                &self.script.len,
-            ] {
-                text.store(0, Relaxed);
-            }
+            self.clear_request();
             self.state.store(State::Reading as u8, Relaxed);
         });
     }
@@ -309,14 +314,7 @@ impl Slot {
             ] {
                 field.store(0, Relaxed);
             }
-            for text in [
-                &self.method.len,
-                &self.uri.len,
-                &self.query.len,
-                &self.script.len,
-            ] {
-                text.store(0, Relaxed);
-            }
+            self.clear_request();
             self.state.store(State::Starting as u8, Relaxed);
         });
         self.retire.store(0, Relaxed);
