@@ -1,6 +1,8 @@
 //! What the drover master and the runtime processes it execs share, so that neither side
 //! depends on the other:
 //!
+//! - [`access`]: the access log's format, parsed by the master (to check it) and the
+//!   zygote (to render it).
 //! - [`zygote`]: the protocol between the master and a zygote (`drover-python`,
 //!   `drover-php`): its command line, the scoreboard's fd number, its report lines, a PHP
 //!   worker's stack lines and its exit codes.
@@ -10,6 +12,7 @@
 //! - [`resident_memory`]: a process's RSS, read by the master for every worker and by a
 //!   Python worker for itself (`max_memory`).
 
+pub mod access;
 mod backoff;
 pub mod zygote;
 

@@ -67,6 +67,15 @@ pub struct ZygoteArgs {
     /// request_read_timeout in milliseconds; absent: no bound.
     #[arg(long)]
     pub request_read_timeout_ms: Option<u64>,
+    /// access_log: the file the workers write a line per request to; absent: none.
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
+    /// access_format: a php-fpm format or "json" ([`crate::access::parse`]).
+    #[arg(long, default_value = crate::access::DEFAULT_FORMAT)]
+    pub access_format: String,
+    /// access_suppress_path: a request URI not logged (repeated).
+    #[arg(long = "access-suppress-path")]
+    pub access_suppress_path: Vec<String>,
 }
 
 /// The command line of `drover-python`: a WSGI app's zygote.

@@ -10,6 +10,8 @@
 //!   the runtime's [`serve::Handler`], keep connections nginx keeps, and stop on
 //!   `max_requests`, SIGTERM or `max_memory`; the scoreboard phases and
 //!   `request_read_timeout`.
+//! - [`access`]: the pool's access log, a line per request written by the worker itself,
+//!   reopened when the master's USR1 bumps the scoreboard's log generation.
 //! - [`socket`]: an accepted connection, with the read budget and the lingering close.
 //!
 //! What a runtime keeps for itself: starting its interpreter and loading the app before the
@@ -17,6 +19,7 @@
 //! request. What the zygote and the master exchange is `drover_proto::zygote`; the FastCGI
 //! codec is `drover_fastcgi`, the scoreboard `drover_scoreboard`.
 
+pub mod access;
 pub mod serve;
 pub mod socket;
 pub mod zygote;

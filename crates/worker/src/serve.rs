@@ -20,6 +20,7 @@ use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
 use drover_proto::zygote::retiring_line;
 use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
+use crate::access::{AccessLog, Entry};
 use crate::socket::{NextRequest, Socket, accept};
 
 /// What the zygote decided for this worker before forking it.
@@ -36,6 +37,8 @@ pub struct WorkerConfig {
     /// How long reads may wait, in all, for a request's params and body, from the accept
     /// (or the first bytes of the request on a kept connection). None: no bound.
     pub request_read_timeout: Option<Duration>,
+    /// The pool's access log, opened by the zygote; None: off.
+    pub access_log: Option<AccessLog>,
 }
 
 /// Where a worker writes in its pool's scoreboard.
@@ -237,10 +240,18 @@ impl<H: Handler> Worker<'_, H> {
                     return;
                 }
             };
+            let logged = self
+                .config
+                .access_log
+                .is_some()
+                .then(|| (request.params.clone(), self.handler.script(&request.params)));
             if let Some(slot) = self.slot {
                 let p = &request.params;
                 let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
-                let script = self.handler.script(p);
+                let script = match &logged {
+                    Some((_, script)) => script.clone(),
+                    None => self.handler.script(p),
+                };
                 slot.begin_request(
                     start_us,
                     &text("REQUEST_METHOD"),
@@ -252,12 +263,26 @@ impl<H: Handler> Worker<'_, H> {
             let id = request.id;
             let outcome = self.handler.handle(conn, request);
             let end_us = now_us();
+            let cpu = request_cpu();
+            let memory = self.handler.request_memory();
             if let Some(slot) = self.slot {
-                slot.end_request(end_us, request_cpu(), self.handler.request_memory());
+                slot.end_request(end_us, cpu, memory);
             }
+            let status = self.handler.response_status();
+            let duration_us = end_us.saturating_sub(start_us);
             if let Some(pool) = self.pool {
-                let status = self.handler.response_status();
-                pool.record(end_us.saturating_sub(start_us), status);
+                pool.record(duration_us, status);
+            }
+            if let (Some(log), Some((params, script))) = (&mut self.config.access_log, &logged) {
+                let entry = Entry {
+                    params,
+                    status,
+                    duration: Duration::from_micros(duration_us),
+                    cpu,
+                    memory,
+                    script: script.as_deref().unwrap_or(&self.config.label),
+                };
+                log.write(&entry, self.pool);
             }
             self.served += 1;
             let socket_timed_out = conn.borrow().get_ref().timed_out();

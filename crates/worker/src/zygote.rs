@@ -21,6 +21,7 @@ use drover_scoreboard::Scoreboard;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::unistd::Pid;
 
+use crate::access::AccessLog;
 use crate::serve::{Board, WorkerConfig};
 
 /// What a runtime plugs into the fork loop: how it forks a worker.
@@ -106,8 +107,17 @@ pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: 
             .map_err(|err| eprintln!("{}: no scoreboard: {err}", program()))
             .ok()
     });
+    let access_log = match AccessLog::open(args, scoreboard.as_ref().map(Scoreboard::pool)) {
+        Ok(log) => log,
+        Err(err) => {
+            let path = args.access_log.as_deref().unwrap_or(std::path::Path::new(""));
+            eprintln!("{}: cannot open access_log {}: {err}", program(), path.display());
+            return 1;
+        }
+    };
     Zygote {
         runtime,
+        access_log,
         args,
         label,
         mask,
@@ -136,6 +146,8 @@ struct Live {
 
 struct Zygote<'a, R> {
     runtime: &'a mut R,
+    /// The access log, opened once; each worker gets its own handle on the same file.
+    access_log: Option<AccessLog>,
     args: &'a ZygoteArgs,
     label: &'a str,
     /// The signal mask workers restore after fork.
@@ -253,6 +265,12 @@ impl<R: Runtime> Zygote<'_, R> {
             generation: self.generation,
             max_memory: self.args.max_memory,
             request_read_timeout: self.args.request_read_timeout_ms.map(Duration::from_millis),
+            access_log: self
+                .access_log
+                .as_ref()
+                .map(AccessLog::try_clone)
+                .transpose()
+                .map_err(|err| nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO)))?,
         };
         let board = self.scoreboard.as_ref().zip(slot).map(|(board, i)| Board {
             slot: board.slot(i),

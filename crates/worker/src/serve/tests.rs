@@ -52,6 +52,7 @@ fn config() -> WorkerConfig {
         generation: 1,
         max_memory: None,
         request_read_timeout: None,
+        access_log: None,
     }
 }
 
