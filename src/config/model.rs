@@ -114,6 +114,13 @@ pub struct Pool {
     /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
     pub request_read_timeout: Option<Duration>,
     pub status_listen: Option<ListenAddr>,
+    /// php-fpm's `access.log`: the file the workers write a line per request to; None:
+    /// off. drover-python and drover-php only (the runtimes that know a response's status).
+    pub access_log: Option<PathBuf>,
+    /// php-fpm's `access.format`, or `"json"`; checked with `drover_proto::access::parse`.
+    pub access_format: String,
+    /// php-fpm's `access.suppress_path`: request URIs not logged (a health check).
+    pub access_suppress_path: Vec<String>,
     pub pm: Pm,
     pub env: BTreeMap<String, String>,
     pub runtime: Runtime,

@@ -32,6 +32,9 @@ const KEYS: &[&str] = &[
     "request_terminate_timeout",
     "request_read_timeout",
     "status_listen",
+    "access_log",
+    "access_format",
+    "access_suppress_path",
     "pm",
     "env",
     "php",
@@ -113,9 +116,11 @@ pub(super) fn parse(
     let env = env(root);
     let runtime = runtime::parse(root, base);
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
+    let access = access(root, base, runtime.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
+    let (access_log, access_format, access_suppress_path) = access?;
     Some(Pool {
         name: pool.name.to_owned(),
         file: pool.file.to_path_buf(),
@@ -137,6 +142,9 @@ pub(super) fn parse(
         request_terminate_timeout,
         request_read_timeout: request_read_timeout?,
         status_listen: status_listen?,
+        access_log,
+        access_format,
+        access_suppress_path,
         pm: pm?,
         env: env?,
         runtime: runtime?,
@@ -212,6 +220,41 @@ fn enforceable_clients(
              an IPv4 address or a unix socket, or use a firewall rule",
         );
     }
+}
+
+/// `access_log`, `access_format`, `access_suppress_path`. The workers write the log, so
+/// only the runtimes whose worker knows a response's status have one: drover-python and
+/// drover-php. A runtime that cannot honour a setting is refused it at load.
+fn access(
+    root: &Table<'_, '_>,
+    base: &Path,
+    runtime: Option<&Runtime>,
+) -> Option<(Option<PathBuf>, String, Vec<String>)> {
+    let file = root.path_buf("access_log", base).optional();
+    let format = root
+        .parse("access_format", |s| {
+            drover_proto::access::parse(s).map(|_| s.to_owned())
+        })
+        .or_else(|| drover_proto::access::DEFAULT_FORMAT.to_owned());
+    let suppress = root.strings("access_suppress_path").or(Vec::new());
+    if root.contains("access_log") {
+        let embed = |php: &Php| matches!(php.runtime, PhpRuntime::Embed { .. });
+        if root.contains("php") && !matches!(runtime, Some(Runtime::Php(php)) if embed(php)) {
+            root.fail(
+                "access_log",
+                "php-cgi cannot know a response's status, so drover cannot write its access \
+                 log; run the pool on drover-php (runtime = \"embed\") or log in the web server",
+            );
+        } else if root.contains("command") {
+            root.fail(
+                "access_log",
+                "a [command] program's responses are not seen by drover, so it cannot write \
+                 their access log; log in the program or the web server",
+            );
+        }
+    }
+    let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
+    Some((file?, format?, suppress))
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {

@@ -101,6 +101,9 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     let status = p.status_listen.as_ref().map(ListenAddr::to_string);
     out.optional_string("status_listen", status.as_deref(), None);
+    out.optional_path("access_log", p.access_log.as_deref());
+    out.string("access_format", &p.access_format);
+    out.strings("access_suppress_path", &p.access_suppress_path);
 
     let pm = &p.pm;
     out.table("pm");
@@ -290,6 +293,9 @@ mod tests {
         "request_terminate_timeout",
         "request_read_timeout",
         "status_listen",
+        "access_log",
+        "access_format",
+        "access_suppress_path",
         "[pm]",
         "mode",
         "max_children",

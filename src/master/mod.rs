@@ -287,10 +287,15 @@ impl Master {
             }
             // Taken with its count in `serve`.
             Command::Resize => {}
-            Command::ReopenLogs => match self.log.file.reopen() {
-                Ok(()) => tracing::info!("error log reopened"),
-                Err(err) => tracing::error!("cannot reopen the error log: {err}"),
-            },
+            Command::ReopenLogs => {
+                match self.log.file.reopen() {
+                    Ok(()) => tracing::info!("error log reopened"),
+                    Err(err) => tracing::error!("cannot reopen the error log: {err}"),
+                }
+                for pool in self.pools.iter() {
+                    pool.reopen_logs();
+                }
+            }
         }
     }
 

@@ -26,7 +26,7 @@ pub enum Command {
     /// TTIN and TTOU: one worker more (TTIN) or fewer (TTOU) in every static pool for
     /// each one delivered; the count is in [`Tally`].
     Resize,
-    /// USR1: reopen the error log file.
+    /// USR1: reopen the error log file; the workers reopen the pools' access logs.
     ReopenLogs,
     /// CHLD: reap exited processes.
     Reap,

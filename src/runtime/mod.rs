@@ -231,7 +231,8 @@ mod tests {
         use drover_proto::zygote::{PhpArgs, ZygoteArgs};
         php::embed::assume(Ok("PHP 8.2.36 (embed)"));
         let text = format!(
-            "request_read_timeout = \"5s\"\n{POOL}max_requests = 100\nmax_memory = \"64MiB\"\n\
+            "request_read_timeout = \"5s\"\naccess_log = \"/var/log/drover/www.access\"\n\
+             access_suppress_path = [\"/ping\", \"/health\"]\n{POOL}max_requests = 100\nmax_memory = \"64MiB\"\n\
              [php]\nlimit_extensions = [\".php\", \".phar\"]\n[php.ini]\nmemory_limit = \"64M\"\n\
              [php.admin_ini]\ndisable_functions = \"exec\"\n"
         );
@@ -251,6 +252,9 @@ mod tests {
                 scoreboard_fd: Some(drover_proto::zygote::SCOREBOARD_FD),
                 max_memory: Some(64 << 20),
                 request_read_timeout_ms: Some(5000),
+                access_log: Some("/var/log/drover/www.access".into()),
+                access_format: drover_proto::access::DEFAULT_FORMAT.into(),
+                access_suppress_path: vec!["/ping".into(), "/health".into()],
             },
             ini_file: None,
             ini: vec!["memory_limit=64M".into()],

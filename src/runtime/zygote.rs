@@ -11,7 +11,8 @@ use crate::config::Pool;
 use crate::pm;
 
 /// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
-/// and when set `--max-memory` and `--request-read-timeout-ms`.
+/// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log` (with
+/// `--access-format` and each `--access-suppress-path`).
 pub fn args(pool: &Pool) -> Vec<OsString> {
     let workers = pm::initial_workers(&pool.pm);
     let mut args: Vec<OsString> = vec![
@@ -33,6 +34,16 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
     if let Some(timeout) = pool.request_read_timeout {
         args.push("--request-read-timeout-ms".into());
         args.push(timeout.as_millis().to_string().into());
+    }
+    if let Some(path) = &pool.access_log {
+        args.push("--access-log".into());
+        args.push(path.clone().into());
+        args.push("--access-format".into());
+        args.push(pool.access_format.clone().into());
+        for uri in &pool.access_suppress_path {
+            args.push("--access-suppress-path".into());
+            args.push(uri.clone().into());
+        }
     }
     args
 }

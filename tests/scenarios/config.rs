@@ -475,3 +475,46 @@ fn what_php_cgi_cannot_enforce_is_refused_at_its_key() {
         );
     }
 }
+
+#[test]
+fn access_log_on_a_php_cgi_pool_is_refused_at_load() {
+    let site = Site::new();
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\naccess_log = \"/tmp/www.access\"\n{}",
+        tables("", "")
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "access_log"),
+        "access_log",
+    );
+    assert!(
+        error.contains("php-cgi cannot know a response's status"),
+        "no rule in {error:?}"
+    );
+}
+
+#[test]
+fn an_unknown_access_format_token_names_file_line_key() {
+    let site = Site::new();
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\naccess_format = \"%R %z\"\n{}",
+        tables("", "")
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "access_format"),
+        "access_format",
+    );
+    assert!(error.contains("unknown token %z"), "no rule in {error:?}");
+}

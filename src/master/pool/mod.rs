@@ -555,6 +555,14 @@ impl PoolRun {
         }
     }
 
+    /// USR1: the workers reopen the pool's access log before their next line (the
+    /// scoreboard's log generation; a pool without an access log ignores it).
+    pub fn reopen_logs(&self) {
+        if let Some(board) = &self.scoreboard {
+            board.pool().bump_log_generation();
+        }
+    }
+
     /// SIGKILL to every process group and worker of the pool.
     pub fn kill_all(&mut self) {
         for (&pid, process) in &mut self.processes {

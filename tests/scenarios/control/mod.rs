@@ -2,6 +2,8 @@
 //! as an operator drives it: `drover ctl` on the control socket, curl-like GETs on a pool's
 //! `status_listen`, signals, pool files edited in place.
 //!
+//! - [`access`]: the workers' access log of a Python and an embedded PHP pool: lines as
+//!   the client saw them, JSON, whole under load, the health check left out, logrotate.
 //! - [`slowlog`]: a request slow three functions deep gets one slowlog entry whose stack
 //!   names the three functions, file and line, under a header with the URI and query; PHP
 //!   and Python, text and JSON.
@@ -23,6 +25,7 @@
 //! The fixtures are `tests/apps/{slow,hold,greeting}.php` (copied into the docroot) and
 //! `tests/apps/control_app.py` (the Python pools' app).
 
+mod access;
 mod live;
 mod metrics;
 mod probe;
