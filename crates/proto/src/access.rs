@@ -83,9 +83,12 @@ pub fn parse(format: &str) -> Result<Format, String> {
                 }
             }
             arg = Some(inner);
-            token = chars
-                .next()
-                .ok_or_else(|| format!("%{{{}}} lacks its token letter", arg.as_deref().unwrap_or("")))?;
+            token = chars.next().ok_or_else(|| {
+                format!(
+                    "%{{{}}} lacks its token letter",
+                    arg.as_deref().unwrap_or("")
+                )
+            })?;
         }
         if token == '%' && arg.is_none() {
             literal.push('%');
@@ -106,7 +109,11 @@ pub fn parse(format: &str) -> Result<Format, String> {
                 "seconds" => Unit::Seconds,
                 "mili" | "milli" | "milliseconds" => Unit::Millis,
                 "micro" | "microseconds" => Unit::Micros,
-                _ => return Err(format!("%{{{unit}}}d: the unit must be seconds, mili or micro")),
+                _ => {
+                    return Err(format!(
+                        "%{{{unit}}}d: the unit must be seconds, mili or micro"
+                    ));
+                }
             }),
             ('M', None) => Part::Memory,
             ('C', None) => Part::Cpu,
@@ -134,7 +141,13 @@ pub fn parse(format: &str) -> Result<Format, String> {
 pub fn header_param(header: &str) -> String {
     let name: String = header
         .chars()
-        .map(|c| if c == '-' { '_' } else { c.to_ascii_uppercase() })
+        .map(|c| {
+            if c == '-' {
+                '_'
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
         .collect();
     format!("HTTP_{name}")
 }
@@ -168,8 +181,8 @@ mod tests {
 
     #[test]
     fn braced_tokens_and_percent() {
-        let Format::Text(parts) = parse("%{User-Agent}i %{SCRIPT_NAME}e %{micro}d %{%H}t 100%%")
-            .unwrap()
+        let Format::Text(parts) =
+            parse("%{User-Agent}i %{SCRIPT_NAME}e %{micro}d %{%H}t 100%%").unwrap()
         else {
             panic!("text expected");
         };

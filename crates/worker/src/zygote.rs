@@ -110,8 +110,15 @@ pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: 
     let access_log = match AccessLog::open(args, scoreboard.as_ref().map(Scoreboard::pool)) {
         Ok(log) => log,
         Err(err) => {
-            let path = args.access_log.as_deref().unwrap_or(std::path::Path::new(""));
-            eprintln!("{}: cannot open access_log {}: {err}", program(), path.display());
+            let path = args
+                .access_log
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""));
+            eprintln!(
+                "{}: cannot open access_log {}: {err}",
+                program(),
+                path.display()
+            );
             return 1;
         }
     };
@@ -270,7 +277,9 @@ impl<R: Runtime> Zygote<'_, R> {
                 .as_ref()
                 .map(AccessLog::try_clone)
                 .transpose()
-                .map_err(|err| nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO)))?,
+                .map_err(|err| {
+                    nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))
+                })?,
         };
         let board = self.scoreboard.as_ref().zip(slot).map(|(board, i)| Board {
             slot: board.slot(i),

@@ -32,12 +32,7 @@ fn lines_once(setup: &Setup, file: &Path, n: usize) -> Vec<String> {
         let lines: Vec<String> = text.lines().map(str::to_owned).collect();
         (lines.len() >= n).then_some(lines)
     });
-    assert_eq!(
-        lines.len(),
-        n,
-        "{lines:#?}; drover's log:\n{}",
-        setup.log()
-    );
+    assert_eq!(lines.len(), n, "{lines:#?}; drover's log:\n{}", setup.log());
     lines
 }
 
@@ -133,11 +128,25 @@ fn json_lines_parse_with_the_request_in_them() {
     let s = |x: &str| Some(x.to_owned());
     assert_eq!(
         fields(&objects[0]),
-        (s("GET"), s("/greeting"), s("x=1"), Some(200), s("access-test/1"), s("py"))
+        (
+            s("GET"),
+            s("/greeting"),
+            s("x=1"),
+            Some(200),
+            s("access-test/1"),
+            s("py")
+        )
     );
     assert_eq!(
         fields(&objects[1]),
-        (s("GET"), s("/fail"), s(""), Some(500), s("access-test/1"), s("py"))
+        (
+            s("GET"),
+            s("/fail"),
+            s(""),
+            Some(500),
+            s("access-test/1"),
+            s("py")
+        )
     );
     assert!(objects[0]["duration"].as_f64().is_some(), "{}", lines[0]);
 }
@@ -168,7 +177,9 @@ fn under_load_every_line_is_whole_and_none_is_missing() {
         let (n, rest) = rest.split_once(' ').unwrap();
         assert!(
             rest.starts_with("200 \"access-test/1\" py ")
-                && rest["200 \"access-test/1\" py ".len()..].parse::<u64>().is_ok(),
+                && rest["200 \"access-test/1\" py ".len()..]
+                    .parse::<u64>()
+                    .is_ok(),
             "not a whole line: {line:?}"
         );
         assert!(seen.insert(n.to_owned()), "{n} logged twice");
