@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fastcgi_client::{Client, Params, Request};
+use tokio::io::BufStream;
 
 use crate::config::{ListenAddr, Pool, Runtime};
 
@@ -118,6 +119,10 @@ fn probe(config: &Path, args: &ProbeArgs) -> Result<(Answer, Duration), String> 
     Ok((answer, start.elapsed()))
 }
 
+/// The request goes out in one write, at the client's flush, as nginx sends one: the
+/// `fastcgi-client` crate writes each record on its own and ends an empty body with two
+/// empty STDIN records, and a worker that has answered at the first may have closed the
+/// connection before the second, which the client would report as a broken pipe.
 async fn exchange(listen: &ListenAddr, params: Params<'_>) -> Result<Answer, String> {
     let request = Request::new(params, fastcgi_client::io::empty());
     let answer = match listen {
@@ -125,13 +130,17 @@ async fn exchange(listen: &ListenAddr, params: Params<'_>) -> Result<Answer, Str
             let stream = tokio::net::UnixStream::connect(path)
                 .await
                 .map_err(|e| format!("cannot connect: {e}"))?;
-            Client::new_tokio(stream).execute_once(request).await
+            Client::new_tokio(BufStream::new(stream))
+                .execute_once(request)
+                .await
         }
         ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => {
             let stream = tokio::net::TcpStream::connect(connect_to(listen))
                 .await
                 .map_err(|e| format!("cannot connect: {e}"))?;
-            Client::new_tokio(stream).execute_once(request).await
+            Client::new_tokio(BufStream::new(stream))
+                .execute_once(request)
+                .await
         }
     };
     let answer = answer.map_err(|e| format!("FastCGI: {e}"))?;

@@ -403,7 +403,7 @@ fn close_now(conn: &mut drover_fastcgi::Connection<drover_worker::socket::Socket
         let max = drover_fastcgi::Limits::default().max_unread_body;
         conn.get_mut().linger_close(max, LINGER_BOUND);
     } else {
-        conn.get_mut().close();
+        conn.get_mut().close_shedding();
     }
 }
 

@@ -213,7 +213,7 @@ impl<H: Handler> Worker<'_, H> {
             let max_bytes = Limits::default().max_unread_body;
             conn.get_mut().linger_close(max_bytes, bound);
         } else {
-            conn.get_mut().close();
+            conn.get_mut().close_shedding();
         }
         if let Some(slot) = self.slot {
             slot.end_reading(now_us());

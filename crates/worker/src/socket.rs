@@ -36,6 +36,10 @@ impl From<OwnedFd> for Socket {
     }
 }
 
+/// At most this much arrived input is dropped on a close (see [`Socket::close_shedding`]);
+/// a client that sends more past its request's end gets the reset it asked for.
+const SHED_ON_CLOSE_MAX: usize = 64 * 1024;
+
 /// How a wait for the next request on a kept connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextRequest {
@@ -110,6 +114,27 @@ impl Socket {
     /// with `NotConnected`.
     pub fn close(&mut self) {
         self.fd = None;
+    }
+
+    /// Closes a connection whose request has ended, after dropping what has already
+    /// arrived past it, without waiting for more. A client may send bytes after a
+    /// request's end (the `fastcgi-client` crate, for one, ends an empty body with two
+    /// empty STDIN records); closing a TCP socket with input unread resets the
+    /// connection, and the client could then lose the response it has not read yet.
+    /// Costs one `recv` when nothing is there, the usual case.
+    pub fn close_shedding(&mut self) {
+        let was = self.wait;
+        self.wait = false;
+        let mut buf = [0u8; 4096];
+        let mut dropped = 0;
+        while dropped < SHED_ON_CLOSE_MAX {
+            match self.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => dropped += n,
+            }
+        }
+        self.wait = was;
+        self.close();
     }
 
     /// Closes a connection whose last request left body unread: shuts the sending side
@@ -321,5 +346,31 @@ pub(crate) mod tests {
         assert!(started.elapsed() >= Duration::from_millis(25));
         assert!(started.elapsed() < Duration::from_secs(5));
         assert!(socket.fd.is_none());
+    }
+
+    /// Over TCP, bytes left unread at close turn the FIN into a reset; the client must
+    /// still read the whole response and a clean end.
+    #[test]
+    fn a_close_after_the_request_sheds_trailing_bytes_so_tcp_ends_cleanly() {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let mut socket = Socket::from(OwnedFd::from(accepted));
+        client.write_all(b"request+trailing").unwrap();
+        let mut buf = [0u8; 7];
+        socket.read_exact(&mut buf).unwrap();
+        // Wait until the trailing bytes are in the worker's receive queue, as they are
+        // when the client wrote them with the request.
+        let mut fds = [nix::poll::PollFd::new(
+            socket.fd().unwrap().as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(5000u16)).unwrap();
+        socket.write_all(b"response").unwrap();
+        socket.close_shedding();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        assert_eq!(answer, b"response");
     }
 }
