@@ -21,6 +21,9 @@ The workloads:
   and on php-cgi ("drover-cgi", `runtime = "cgi"`), beside php-fpm and php-cgi under
   spawn-fcgi; the ratios are drover-php's.
 - wsgi, flask: throughput of a static pool, drover against uWSGI, gunicorn and granian.
+- asgi, http-wsgi, http-asgi: a FastAPI app behind nginx (drover over FastCGI, the peers
+  over HTTP), and the WSGI and FastAPI apps with no nginx (wrk straight at each server's
+  HTTP listener): drover against uvicorn, gunicorn and granian (python_peers.py).
 - php-pss: memory after --pss-requests requests spread evenly over 20 distinct PHP pages
   (each with its own classes and functions, so that OPcache holds 20 scripts), in a
   static pool of --workers and in a dynamic pool of twice that (start_servers =
@@ -56,6 +59,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in benches/ for the two modules beside this one
 from harness import Backend, behind_nginx, cpu_ticks, drover_backend, free_port, pss_kib, wait_answer, wrk  # noqa: E402
 import php_pools  # noqa: E402
+import python_peers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,7 +88,7 @@ echo json_encode($items);
 """,
 }
 
-THROUGHPUT = ("php", "php-medium", "wsgi", "flask")
+THROUGHPUT = ("php", "php-medium", "wsgi", "flask") + python_peers.WORKLOADS
 PHP_THROUGHPUT = ("php", "php-medium")
 WORKLOADS = THROUGHPUT + ("php-pss", "php-ondemand")
 
@@ -93,6 +97,8 @@ def backends_for(workload, work, workers, drover, baseline=""):
     sock = lambda name: f"{work}/{name}.sock"
     py_app = {"wsgi": ("hello", "application"), "flask": ("flaskapp", "app")}
     out = []
+    if workload in python_peers.WORKLOADS:
+        return python_peers.backends(workload, work, workers, drover)
     if workload in py_app:
         module, attr = py_app[workload]
         pool = f"""listen = "{sock('drover')}"
@@ -200,12 +206,22 @@ def ensure_tools(workloads):
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
     missing_pip = [pkg for tool, pkg in [("gunicorn", "gunicorn"), ("uwsgi", "uwsgi"), ("granian", "granian")]
                    if not shutil.which(tool)]
+    if any(w in python_peers.WORKLOADS for w in workloads):
+        missing_pip += [pkg for pkg in python_peers.PIP if pkg not in missing_pip and not _importable(pkg)]
     try:
         import flask  # noqa: F401
     except ImportError:
         missing_pip.append("flask")
     if missing_pip:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing_pip], check=True)
+
+
+def _importable(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
 
 
 def build():
@@ -251,7 +267,7 @@ def main():
     os.chmod(work, 0o755)
     os.makedirs(f"{work}/apps")
     os.makedirs(f"{work}/www")
-    for name, text in dict(APPS, **php_pools.scripts()).items():
+    for name, text in dict(APPS, **php_pools.scripts(), **python_peers.APPS).items():
         folder = "www" if name.endswith(".php") else "apps"
         with open(f"{work}/{folder}/{name}", "w") as f:
             f.write(text)
@@ -291,13 +307,15 @@ def report(rows, args):
         if chosen:
             parts.append(render(chosen, args))
     parts.append(targets(rows))
+    parts.append(python_peers.targets(rows))
     return "\n\n".join(p for p in parts if p)
 
 
 def table(rows, args):
     rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
     lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker "
-             "process). Ratios: drover's (PHP: drover-php's) over the row's.",
+             "process; http-* workloads: no nginx, wrk straight at each server). Ratios: drover's (PHP: drover-php's) "
+             "over the row's.",
              "",
              "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | CPU µs/req | drover req/s ratio | drover PSS ratio | drover CPU ratio |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

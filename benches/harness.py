@@ -71,11 +71,15 @@ def gone(pid):
 
 class Backend:
     """How to start one peer for one workload; `upstream` is nginx's directive for it;
-    `ready` a pattern of the log line it writes once it takes requests."""
+    `ready` a pattern of the log line it writes once it takes requests. Kinds: "fastcgi" and
+    "http" (nginx passes to `upstream`), "return" (nginx answers itself), "direct" (no
+    nginx: the backend answers HTTP on `port`)."""
 
-    def __init__(self, name, argv, upstream, env=None, cwd=None, kind="fastcgi", ready=None):
+    def __init__(self, name, argv, upstream, env=None, cwd=None, kind="fastcgi", ready=None, port=None):
         self.name, self.argv, self.upstream, self.env, self.cwd, self.kind = name, argv, upstream, env, cwd, kind
         self.ready = ready
+        # kind "direct": the loopback port the backend itself answers HTTP on.
+        self.port = port
         self.proc = None
 
     def start(self, log):
@@ -129,8 +133,16 @@ http {{ access_log off; client_body_temp_path {work}/ctmp; fastcgi_temp_path {wo
 
 @contextlib.contextmanager
 def behind_nginx(work, backend, log):
-    """nginx in front of `backend`, listening on the port this yields; on the way out, stops
-    the backend (if it was started) and nginx."""
+    """nginx in front of `backend`, listening on the port this yields (a "direct" backend:
+    its own port, no nginx); on the way out, stops the backend (if it was started) and
+    nginx."""
+    if backend.kind == "direct":
+        # wrk straight at the backend's own HTTP listener: no nginx in between.
+        try:
+            yield backend.port
+        finally:
+            backend.stop()
+        return
     port = free_port()
     with open(f"{work}/nginx.conf", "w") as f:
         f.write(nginx_conf(work, port, backend))

@@ -1,0 +1,132 @@
+"""compare.py's ASGI and HTTP-listener workloads: drover's Python pools against the servers
+a Python team runs today, with the same app and the same number of workers.
+
+- asgi: a FastAPI hello world behind nginx. drover speaks FastCGI to nginx
+  (`interface = "asgi"`); uvicorn (httptools, uvloop), gunicorn with its own ASGI worker
+  (`-k asgi`) and with uvicorn's, and granian (`--interface asgi`) speak HTTP behind
+  `proxy_pass`.
+- http-wsgi: the WSGI hello world with no nginx, wrk straight at the pool's own HTTP
+  listener (`protocol = "http"`), against granian (`--interface wsgi`) and gunicorn sync.
+- http-asgi: the FastAPI hello world the same way, against granian (`--interface asgi`)
+  and uvicorn.
+
+Every peer listens on loopback (TCP) or a unix socket in the work folder.
+"""
+
+import os
+
+from harness import Backend, drover_backend, free_port
+
+APPS = {
+    "fastapp.py": """\
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+
+app = FastAPI()
+
+@app.get("/", response_class=PlainTextResponse)
+async def hello():
+    return "Hello, world!\\n"
+""",
+}
+
+WORKLOADS = ("asgi", "http-wsgi", "http-asgi")
+
+# (module, attribute) of each workload's app, in compare.py's apps folder.
+APP = {"asgi": ("fastapp", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app")}
+
+PIP = ["fastapi", "uvicorn", "httptools", "uvloop", "granian", "gunicorn"]
+
+
+def _pool(work, workers, module, attr, listen, extra_pool="", extra_python=""):
+    root = 'user = "root"\n' if os.geteuid() == 0 else ""
+    return f"""listen = "{listen}"
+listen_mode = "0666"
+{root}{extra_pool}
+[pm]
+mode = "static"
+max_children = {workers}
+[python]
+app = "{module}:{attr}"
+python_path = ["{work}/apps"]
+{extra_python}
+"""
+
+
+def backends(workload, work, workers, drover):
+    """The backends of one workload: drover first (the ratios are its)."""
+    module, attr = APP[workload]
+    spec = f"{module}:{attr}"
+    apps = f"{work}/apps"
+    w = str(workers)
+    out = []
+    if workload == "asgi":
+        sock = f"{work}/drover.sock"
+        pool = _pool(work, workers, module, attr, sock, extra_python='interface = "asgi"\n')
+        out.append(drover_backend(work, drover, pool, sock))
+        uv = f"{work}/uvicorn.sock"
+        out.append(Backend("uvicorn", ["uvicorn", "--workers", w, "--uds", uv, "--http", "httptools", "--loop", "uvloop",
+                                       "--no-access-log", "--log-level", "warning", spec],
+                           f"http://unix:{uv}:", cwd=apps, kind="http"))
+        # gunicorn's own ASGI worker (since 24), and uvicorn's worker under gunicorn.
+        for name, worker in [("gunicorn asgi", "asgi"), ("gunicorn + UvicornWorker", "uvicorn.workers.UvicornWorker")]:
+            gu = f"{work}/gunicorn-{worker.split('.')[0]}.sock"
+            out.append(Backend(name, ["gunicorn", "-w", w, "-k", worker, "-b", f"unix:{gu}", spec],
+                               f"http://unix:{gu}:", cwd=apps, kind="http"))
+        port = free_port()
+        out.append(Backend("granian (asgi)", ["granian", "--interface", "asgi", "--workers", w, "--host", "127.0.0.1",
+                                              "--port", str(port), "--no-ws", spec],
+                           f"http://127.0.0.1:{port}", cwd=apps, kind="http"))
+        return out
+    # No nginx: every backend answers HTTP on its own loopback port.
+    interface = "asgi" if workload == "http-asgi" else "wsgi"
+    port = free_port()
+    pool = _pool(work, workers, module, attr, f"127.0.0.1:{port}", extra_pool='protocol = "http"\n',
+                 extra_python=f'interface = "{interface}"\n')
+    ours = drover_backend(work, drover, pool, "")
+    ours.kind, ours.port = "direct", port
+    out.append(ours)
+    port = free_port()
+    out.append(Backend(f"granian ({interface})", ["granian", "--interface", interface, "--workers", w, "--host",
+                                                  "127.0.0.1", "--port", str(port), "--no-ws", spec],
+                       "", cwd=apps, kind="direct", port=port))
+    port = free_port()
+    if interface == "wsgi":
+        out.append(Backend("gunicorn sync", ["gunicorn", "-w", w, "-b", f"127.0.0.1:{port}", spec],
+                           "", cwd=apps, kind="direct", port=port))
+    else:
+        out.append(Backend("uvicorn", ["uvicorn", "--workers", w, "--host", "127.0.0.1", "--port", str(port), "--http",
+                                       "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning",
+                                       spec], "", cwd=apps, kind="direct", port=port))
+    return out
+
+
+# Issue 15's targets: drover's req/s over each peer's, in the same run.
+TARGETS = {
+    "asgi": {"uvicorn": 1.5, "granian (asgi)": 1.2, "gunicorn asgi": 2.0},
+    "http-wsgi": {"granian (wsgi)": 1.2, "gunicorn sync": 3.0},
+    "http-asgi": {"granian (asgi)": 1.2, "uvicorn": 1.2},
+}
+
+
+def targets(rows):
+    """Lines saying, for each point of these workloads, whether drover met issue 15's
+    req/s targets in this run."""
+    lines = []
+    for workload, connections, results in rows:
+        ours = results.get("drover")
+        if workload not in TARGETS or not isinstance(ours, dict):
+            continue
+        for peer, target in TARGETS[workload].items():
+            theirs = results.get(peer)
+            if not isinstance(theirs, dict) or not theirs["rps"]:
+                continue
+            ratio = ours["rps"] / theirs["rps"]
+            verdict = "met" if ratio >= target else "**not met**"
+            line = f"- {workload}, {connections} connections: {ratio:.2f}× {peer}'s req/s (target ≥ {target}×: {verdict})"
+            if ours.get("cpu_us") and theirs.get("cpu_us"):
+                line += f"; CPU per request {ours['cpu_us'] / theirs['cpu_us']:.2f}×"
+            lines.append(line)
+    if not lines:
+        return ""
+    return "Against issue 15's targets (drover over each peer, this run):\n\n" + "\n".join(lines)
