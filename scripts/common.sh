@@ -65,7 +65,8 @@ ensure_packages() {
 # strace: a test watches which system calls the master makes while it spawns workers.
 # libphp-embed: drover-php links PHP's embed library (libphp8.2.so; php-dev has its
 # headers); php-apcu: a test shows one APCu shared by a pool's workers; apache2: a test
-# serves a pool through Apache's stock php-fpm wiring.
+# serves a pool through Apache's stock php-fpm wiring. php8.2-fpm: `drover import php-fpm` is
+# tested on Debian's stock php-fpm.conf and www.conf, against php-fpm serving the same page.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -78,6 +79,7 @@ DROVER_PACKAGES=(
     "/usr/lib/libphp8.2.so:libphp-embed"
     "/usr/lib/php/20220829/apcu.so:php-apcu"
     "apache2:apache2"
+    "/usr/sbin/php-fpm8.2:php8.2-fpm"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

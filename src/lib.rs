@@ -51,6 +51,8 @@
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
 //!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
+//! - [`import`]: `drover import php-fpm` and `drover import gunicorn`: another server's
+//!   configuration to drover's files, with a report of what was not carried over.
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog, or take the
 //!   one systemd passed.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
@@ -70,6 +72,7 @@
 
 pub mod config;
 pub mod control;
+pub mod import;
 pub mod listener;
 pub mod logging;
 pub mod master;

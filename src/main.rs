@@ -28,6 +28,9 @@ enum Sub {
     /// Talk to a running drover through its control socket: status, config, set, reload,
     /// workers.
     Ctl(drover::control::CtlArgs),
+    /// Write drover's files from a php-fpm or gunicorn configuration, and report what has
+    /// no equivalent.
+    Import(drover::import::ImportArgs),
 }
 
 const EXIT_INVALID_CONFIG: u8 = 1;
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
         Some(Sub::Ctl(ctl)) => return ExitCode::from(drover::control::client::run(ctl)),
+        Some(Sub::Import(import)) => return ExitCode::from(drover::import::run(import)),
         None => {}
     }
     let config = match config::load(&args.config) {

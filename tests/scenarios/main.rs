@@ -14,6 +14,7 @@ mod control;
 mod embed;
 mod harness;
 mod hostile;
+mod import;
 mod output;
 mod pm;
 mod python;

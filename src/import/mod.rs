@@ -1,0 +1,212 @@
+//! `drover import`: the configuration of the server drover replaces, turned into drover's
+//! files, with a report of every setting not carried over as written.
+//!
+//! - [`phpfpm`]: php-fpm.conf and pool `.conf` files (their INI dialect is `ini`'s) to
+//!   `drover.toml` and `pools.d/NAME.toml`.
+//!
+//! Each importer has a pure mapping (text or settings in, [`doc::Doc`]s and [`Note`]s out)
+//! and a thin shell here that reads, writes (never over an existing file without
+//! `--force`), prints the report, and checks the written files as `drover -t` does.
+
+pub mod doc;
+mod ini;
+pub mod phpfpm;
+
+use std::path::{Path, PathBuf};
+
+/// Turn another server's configuration into drover's files.
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    #[command(subcommand)]
+    pub from: From,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum From {
+    /// php-fpm.conf and/or pool .conf files (with their includes): writes drover.toml and
+    /// pools.d/NAME.toml.
+    #[command(name = "php-fpm")]
+    PhpFpm(PhpFpmArgs),
+}
+
+/// Where the files go.
+#[derive(clap::Args, Debug)]
+pub struct Output {
+    /// The folder to write drover.toml and pools.d/ into.
+    #[arg(short = 'o', long = "output", default_value = ".")]
+    pub dir: PathBuf,
+    /// Replace files that already exist (by default the import refuses, and writes nothing).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PhpFpmArgs {
+    #[command(flatten)]
+    pub output: Output,
+    /// php-fpm's prefix (its -p): relative include= paths resolve against it. Default: the
+    /// folder of the including file.
+    #[arg(short = 'p', long = "prefix")]
+    pub prefix: Option<PathBuf>,
+    /// php-fpm.conf and/or pool .conf files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+/// One setting that was not carried over as written, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// `FILE:LINE`, or the command-line flag.
+    pub place: String,
+    /// The setting as written: `listen.acl_users = www-data`, `--threads 4`.
+    pub setting: String,
+    pub why: String,
+}
+
+impl Note {
+    pub fn new(place: &impl std::fmt::Display, setting: &str, why: &str) -> Note {
+        Note {
+            place: place.to_string(),
+            setting: setting.to_owned(),
+            why: why.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.place, self.setting, self.why)
+    }
+}
+
+const EXIT_OK: u8 = 0;
+const EXIT_FAILED: u8 = 1;
+
+/// Runs `drover import ...`; the exit code: 0 written and valid, 1 otherwise.
+pub fn run(args: ImportArgs) -> u8 {
+    match args.from {
+        From::PhpFpm(args) => php_fpm(args),
+    }
+}
+
+fn php_fpm(args: PhpFpmArgs) -> u8 {
+    let items = match phpfpm::read(&args.files, args.prefix.as_deref()) {
+        Ok(items) => items,
+        Err(e) => {
+            eprintln!("drover import: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    // Debian's php-fpm loads the php.ini of its configuration folder, beside php-fpm.conf.
+    let php_ini = args
+        .files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == "php-fpm.conf"))
+        .filter_map(|f| std::path::absolute(f.with_file_name("php.ini")).ok())
+        .find(|ini| ini.is_file());
+    let import = phpfpm::map(&items, &phpfpm::Context { php_ini });
+    if import.pools.is_empty() {
+        print_report(&import.report);
+        eprintln!(
+            "drover import: no pool section ([www], ...) in {}; nothing written",
+            shown(&args.files)
+        );
+        return EXIT_FAILED;
+    }
+    let mut files = vec![(PathBuf::from("drover.toml"), import.global.render())];
+    for (name, doc) in &import.pools {
+        files.push((
+            Path::new("pools.d").join(format!("{name}.toml")),
+            doc.render(),
+        ));
+    }
+    finish(&args.output, &files, &import.report, None)
+}
+
+fn shown(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(", ")
+}
+
+/// Writes `files`, prints `after` (the nginx change) and the report, then checks the
+/// written configuration as `drover -t` does.
+fn finish(
+    output: &Output,
+    files: &[(PathBuf, String)],
+    report: &[Note],
+    after: Option<&str>,
+) -> u8 {
+    if let Err(e) = write_all(output, files) {
+        eprintln!("drover import: {e}");
+        return EXIT_FAILED;
+    }
+    for (path, _) in files {
+        println!("wrote {}", output.dir.join(path).display());
+    }
+    if let Some(after) = after {
+        println!("\n{after}");
+    }
+    print_report(report);
+    check(&output.dir.join("drover.toml"))
+}
+
+fn print_report(report: &[Note]) {
+    if report.is_empty() {
+        println!("\nEvery setting was carried over.");
+        return;
+    }
+    println!(
+        "\nNot carried over as written ({} settings; FILE:LINE or flag: setting: why):",
+        report.len()
+    );
+    for note in report {
+        println!("{note}");
+    }
+}
+
+/// Refuses to replace any existing file unless `--force`, before writing any.
+fn write_all(output: &Output, files: &[(PathBuf, String)]) -> Result<(), String> {
+    let existing: Vec<String> = files
+        .iter()
+        .map(|(path, _)| output.dir.join(path))
+        .filter(|path| path.symlink_metadata().is_ok())
+        .map(|path| path.display().to_string())
+        .collect();
+    if !existing.is_empty() && !output.force {
+        return Err(format!(
+            "{} already exist{}; nothing written (--force replaces them)",
+            existing.join(", "),
+            if existing.len() == 1 { "s" } else { "" }
+        ));
+    }
+    for (path, text) in files {
+        let path = output.dir.join(path);
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder)
+                .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+        }
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The checks of `drover -t` on the written files.
+fn check(config: &Path) -> u8 {
+    let problems = match crate::config::load(config) {
+        Ok(loaded) => crate::runtime::check(&loaded),
+        Err(errors) => vec![errors.to_string()],
+    };
+    if problems.is_empty() {
+        println!("\n`drover -t -c {}` passes.", config.display());
+        return EXIT_OK;
+    }
+    for problem in &problems {
+        eprintln!("{problem}");
+    }
+    eprintln!(
+        "drover import: the written configuration does not pass drover -t (above); edit \
+         the files, then run drover -t -c {}",
+        config.display()
+    );
+    EXIT_FAILED
+}
