@@ -11,6 +11,8 @@
 //! - [`max_requests`]: the request limit a worker is given.
 //! - [`resident_memory`]: a process's RSS, read by the master for every worker and by a
 //!   Python worker for itself (`max_memory`).
+//! - [`push_json_string`]: a JSON string literal, for the logs both sides write as JSON
+//!   (the master's slowlog, a worker's access log).
 
 pub mod access;
 mod backoff;
@@ -25,6 +27,28 @@ pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u3
         return 0;
     }
     max_requests.saturating_add(draw(jitter).min(jitter))
+}
+
+/// Appends `value` to `out` as a JSON string literal, quotes included: `"` and `\\`
+/// escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`, the rest as is (JSON
+/// text is UTF-8).
+pub fn push_json_string(out: &mut String, value: &str) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Resident memory in bytes of a process (`None`: this one), from /proc/PID/statm (its
@@ -55,5 +79,12 @@ mod tests {
         assert_eq!(max_requests(500, 50, |j| j), 550);
         assert_eq!(max_requests(500, 50, |_| 0), 500);
         assert_eq!(max_requests(500, 50, |_| 999), 550, "a bad draw is clamped");
+    }
+
+    #[test]
+    fn a_json_string_escapes_quotes_backslashes_and_control_characters_only() {
+        let mut out = String::from("x=");
+        push_json_string(&mut out, "say \"hi\"\\ \t\r\n\u{1}é/");
+        assert_eq!(out, r#"x="say \"hi\"\\ \t\r\n\u0001é/""#);
     }
 }

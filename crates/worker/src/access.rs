@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use drover_fastcgi::Params;
 use drover_proto::access::{Format, Part, Unit, header_param, parse};
+use drover_proto::push_json_string;
 use drover_proto::zygote::ZygoteArgs;
 use drover_scoreboard::PoolStats;
 
@@ -216,32 +217,13 @@ pub fn render(out: &mut String, parts: &[Part], entry: &Entry<'_>, pool: &str) {
     }
 }
 
-/// A JSON string, quoted and escaped.
-fn json_str(out: &mut String, value: &str) {
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// One JSON object (without its line break): every field the text tokens can show.
 pub fn render_json(out: &mut String, entry: &Entry<'_>, pool: &str) {
     let p = entry.params;
     out.push_str("{\"time\":");
     let mut time_text = String::new();
     time(&mut time_text, "%Y-%m-%dT%H:%M:%S%z", entry.duration);
-    json_str(out, &time_text);
+    push_json_string(out, &time_text);
     for (key, value) in [
         ("pool", pool),
         ("remote_addr", param(p, "REMOTE_ADDR")),
@@ -253,7 +235,7 @@ pub fn render_json(out: &mut String, entry: &Entry<'_>, pool: &str) {
         ("user_agent", param(p, &header_param("User-Agent"))),
     ] {
         let _ = write!(out, ",\"{key}\":");
-        json_str(out, value);
+        push_json_string(out, value);
     }
     let _ = match entry.status {
         Some(status) => write!(out, ",\"status\":{status}"),
