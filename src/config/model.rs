@@ -121,9 +121,23 @@ pub struct Pool {
     pub access_format: String,
     /// php-fpm's `access.suppress_path`: request URIs not logged (a health check).
     pub access_suppress_path: Vec<String>,
+    /// `protocol = "http"`: the workers speak HTTP/1.1 on `listen` (Python pools only);
+    /// None: FastCGI, the default.
+    pub http: Option<Http>,
     pub pm: Pm,
     pub env: BTreeMap<String, String>,
     pub runtime: Runtime,
+}
+
+/// An HTTP pool's settings (gunicorn's names and defaults where it has them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Http {
+    /// How long a kept connection may idle between requests (gunicorn's `keepalive`, 2 s).
+    pub keepalive_timeout: Duration,
+    /// Peers whose X-Forwarded-For and X-Forwarded-Proto are believed: addresses, or "*".
+    pub forwarded_allow_ips: Vec<String>,
+    /// Larger request bodies are refused with 413; None: no bound.
+    pub max_request_body: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{ListenAddr, Php, PhpRuntime, Pool, Runtime};
+use super::model::{Http, ListenAddr, Php, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, resolve};
 use super::{pm, runtime};
 
@@ -35,6 +35,10 @@ const KEYS: &[&str] = &[
     "access_log",
     "access_format",
     "access_suppress_path",
+    "protocol",
+    "keepalive_timeout",
+    "forwarded_allow_ips",
+    "max_request_body",
     "pm",
     "env",
     "php",
@@ -117,6 +121,7 @@ pub(super) fn parse(
     let runtime = runtime::parse(root, base);
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
     let access = access(root, base, runtime.as_ref());
+    let http = http(root);
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -145,6 +150,7 @@ pub(super) fn parse(
         access_log,
         access_format,
         access_suppress_path,
+        http: http?,
         pm: pm?,
         env: env?,
         runtime: runtime?,
@@ -256,6 +262,78 @@ fn access(
     let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
     Some((file?, format?, suppress))
 }
+
+/// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a
+/// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
+/// where nothing would read them.
+fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
+    const HTTP_KEYS: [&str; 3] = [
+        "keepalive_timeout",
+        "forwarded_allow_ips",
+        "max_request_body",
+    ];
+    let protocol = root
+        .parse("protocol", |s| match s {
+            "fastcgi" => Ok(false),
+            "http" => Ok(true),
+            _ => Err("must be \"fastcgi\" or \"http\"".to_owned()),
+        })
+        .or(false)?;
+    if !protocol {
+        let mut valid = true;
+        for key in HTTP_KEYS.into_iter().filter(|key| root.contains(key)) {
+            root.fail(
+                key,
+                "only for protocol = \"http\" (a FastCGI pool's connections are the web \
+                 server's to keep)",
+            );
+            valid = false;
+        }
+        return valid.then_some(None);
+    }
+    for (table, what) in [("php", "a PHP pool"), ("command", "a [command] pool")] {
+        if root.contains(table) {
+            root.fail(
+                "protocol",
+                format!(
+                    "{what} speaks FastCGI only; protocol = \"http\" is for Python pools \
+                     (put nginx or another web server in front of this one)"
+                ),
+            );
+            return None;
+        }
+    }
+    let keepalive_timeout = root
+        .duration("keepalive_timeout")
+        .or(DEFAULT_KEEPALIVE_TIMEOUT);
+    let max_request_body = root.size("max_request_body").optional();
+    // gunicorn's default: only a proxy on this host is believed.
+    let mut forwarded_allow_ips = vec!["127.0.0.1".to_owned(), "::1".to_owned()];
+    let mut valid = true;
+    match root.strings("forwarded_allow_ips").optional() {
+        None => valid = false,
+        Some(None) => {}
+        Some(Some(items)) => {
+            forwarded_allow_ips = Vec::with_capacity(items.len());
+            for (ip, span) in items {
+                if ip != "*" && ip.parse::<IpAddr>().is_err() {
+                    root.fail_at("forwarded_allow_ips", span, "not an IP address or \"*\"");
+                    valid = false;
+                }
+                forwarded_allow_ips.push(ip.to_owned());
+            }
+        }
+    }
+    let http = Http {
+        keepalive_timeout: keepalive_timeout?,
+        forwarded_allow_ips,
+        max_request_body: max_request_body?,
+    };
+    valid.then_some(Some(http))
+}
+
+/// gunicorn's `keepalive` default: a kept connection idle this long is closed.
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn octal_mode(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(s, 8) {

@@ -104,6 +104,17 @@ fn pool(out: &mut Out, p: &Pool) {
     out.optional_path("access_log", p.access_log.as_deref());
     out.string("access_format", &p.access_format);
     out.strings("access_suppress_path", &p.access_suppress_path);
+    out.string(
+        "protocol",
+        if p.http.is_some() { "http" } else { "fastcgi" },
+    );
+    if let Some(http) = &p.http {
+        out.duration("keepalive_timeout", http.keepalive_timeout);
+        out.strings("forwarded_allow_ips", &http.forwarded_allow_ips);
+        if let Some(max) = http.max_request_body {
+            out.raw("max_request_body", format!("\"{max}B\""));
+        }
+    }
 
     let pm = &p.pm;
     out.table("pm");
@@ -296,6 +307,7 @@ mod tests {
         "access_log",
         "access_format",
         "access_suppress_path",
+        "protocol",
         "[pm]",
         "mode",
         "max_children",

@@ -12,7 +12,8 @@ use crate::pm;
 
 /// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
 /// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log` (with
-/// `--access-format` and each `--access-suppress-path`).
+/// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
+/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`.
 pub fn args(pool: &Pool) -> Vec<OsString> {
     let workers = pm::initial_workers(&pool.pm);
     let mut args: Vec<OsString> = vec![
@@ -43,6 +44,20 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         for uri in &pool.access_suppress_path {
             args.push("--access-suppress-path".into());
             args.push(uri.clone().into());
+        }
+    }
+    if let Some(http) = &pool.http {
+        args.push("--protocol".into());
+        args.push("http".into());
+        args.push("--keepalive-timeout-ms".into());
+        args.push(http.keepalive_timeout.as_millis().to_string().into());
+        for ip in &http.forwarded_allow_ips {
+            args.push("--forwarded-allow-ip".into());
+            args.push(ip.into());
+        }
+        if let Some(max) = http.max_request_body {
+            args.push("--max-request-body".into());
+            args.push(max.to_string().into());
         }
     }
     args

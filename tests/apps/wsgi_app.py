@@ -223,8 +223,27 @@ def print_json(environ, start_response):
     return [line.encode()]
 
 
+def remote(environ, start_response):
+    """Who the server says the client is: REMOTE_ADDR and wsgi.url_scheme."""
+    lines = [
+        "remote_addr=" + environ.get("REMOTE_ADDR", ""),
+        "url_scheme=" + environ["wsgi.url_scheme"],
+        "pid=%d" % os.getpid(),
+    ]
+    start_response("200 OK", TEXT)
+    return [("\n".join(lines) + "\n").encode()]
+
+
+def nap(environ, start_response):
+    """Takes 50 ms, then answers the pid: concurrent naps need several workers."""
+    time.sleep(0.05)
+    return pid(environ, start_response)
+
+
 ROUTES = {
     "/pid": pid,
+    "/nap": nap,
+    "/remote": remote,
     "/upload-sha256": upload_sha256,
     "/big": big,
     "/stream": stream,

@@ -124,11 +124,7 @@ impl Handler for Php {
 }
 
 /// A response drover writes without PHP, and the end of the request.
-fn answer(
-    conn: &mut drover_fastcgi::Connection<drover_worker::socket::Socket>,
-    status: &str,
-    body: &str,
-) -> Outcome {
+fn answer(conn: &mut drover_worker::exchange::Exchange, status: &str, body: &str) -> Outcome {
     let head = format!("Status: {status}\r\nContent-type: text/html; charset=UTF-8\r\n\r\n");
     let keep = conn.write_stdout(head.as_bytes()).is_ok()
         && conn.write_stdout(body.as_bytes()).is_ok()
@@ -398,7 +394,7 @@ pub extern "C" fn drover_php_rs_finish() -> c_int {
 /// Closes the connection of a request that `fastcgi_finish_request()` ended, so that the
 /// web server ends the response now; a body the script left unread is shed first, as the
 /// worker loop does (`drover_fastcgi`'s crate doc says why).
-fn close_now(conn: &mut drover_fastcgi::Connection<drover_worker::socket::Socket>) {
+fn close_now(conn: &mut drover_worker::exchange::Exchange) {
     if conn.body_unread() {
         let max = drover_fastcgi::Limits::default().max_unread_body;
         conn.get_mut().linger_close(max, LINGER_BOUND);

@@ -76,6 +76,29 @@ pub struct ZygoteArgs {
     /// access_suppress_path: a request URI not logged (repeated).
     #[arg(long = "access-suppress-path")]
     pub access_suppress_path: Vec<String>,
+    /// protocol: what the listener speaks, FastCGI (from a web server) or HTTP/1.1.
+    #[arg(long, value_enum, default_value_t = Protocol::Fastcgi)]
+    pub protocol: Protocol,
+    /// keepalive_timeout in milliseconds (HTTP): how long a kept connection may idle.
+    #[arg(long, default_value_t = 2000)]
+    pub keepalive_timeout_ms: u64,
+    /// forwarded_allow_ips (HTTP): an address, or "*", whose X-Forwarded-For/-Proto are
+    /// believed (repeated).
+    #[arg(long = "forwarded-allow-ip")]
+    pub forwarded_allow_ips: Vec<String>,
+    /// max_request_body in bytes (HTTP): larger bodies are refused with 413.
+    #[arg(long)]
+    pub max_request_body: Option<u64>,
+}
+
+/// A pool's `protocol`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// FastCGI, from a web server in front (nginx's `fastcgi_pass`).
+    #[default]
+    Fastcgi,
+    /// HTTP/1.1, from clients or a proxy (`proxy_pass`, a load balancer).
+    Http,
 }
 
 /// The command line of `drover-python`: a WSGI app's zygote.

@@ -20,6 +20,7 @@ use std::time::Instant;
 use drover_fastcgi::{
     BeginRequestBody, Connection, HEADER_LEN, Header, Limits, RecordType, Role, encode_pair,
 };
+use drover_worker::exchange::Exchange;
 use drover_worker::socket::Socket;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use pyo3::prelude::*;
@@ -67,11 +68,9 @@ fn request(py: Python<'_>, app: &App, path: &str) -> std::io::Result<Vec<u8>> {
         client.read_to_end(&mut response)?;
         Ok(response)
     });
-    let conn = Rc::new(RefCell::new(Connection::new(
-        Socket::from(server),
-        Limits::default(),
-    )));
-    let next = conn.borrow_mut().next_request();
+    let mut fastcgi = Connection::new(Socket::from(server), Limits::default());
+    let next = fastcgi.next_request();
+    let conn = Rc::new(RefCell::new(Exchange::FastCgi(fastcgi)));
     match next {
         Ok(Some(request)) => {
             app.handle(py, &conn, request);

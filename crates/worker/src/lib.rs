@@ -13,6 +13,9 @@
 //! - [`access`]: the pool's access log, a line per request written by the worker itself,
 //!   reopened when the master's USR1 bumps the scoreboard's log generation.
 //! - [`socket`]: an accepted connection, with the read budget and the lingering close.
+//! - [`exchange`]: the connection a handler serves a request on, FastCGI or HTTP.
+//! - [`http`]: `protocol = "http"`: HTTP/1.1 straight from clients, turned into the same
+//!   CGI request cycle; idle keep-alive connections wait in an epoll set, not in a worker.
 //!
 //! What a runtime keeps for itself: starting its interpreter and loading the app before the
 //! first fork (after [`zygote::block_signals`]), the fork's own hooks, and running one
@@ -20,6 +23,8 @@
 //! codec is `drover_fastcgi`, the scoreboard `drover_scoreboard`.
 
 pub mod access;
+pub mod exchange;
+pub mod http;
 pub mod serve;
 pub mod socket;
 pub mod zygote;

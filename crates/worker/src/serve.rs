@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
+
+pub use crate::exchange::Exchange;
+use crate::http::HttpConfig;
 use drover_proto::zygote::retiring_line;
 use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
@@ -39,6 +42,9 @@ pub struct WorkerConfig {
     pub request_read_timeout: Option<Duration>,
     /// The pool's access log, opened by the zygote; None: off.
     pub access_log: Option<AccessLog>,
+    /// `protocol = "http"`: the listener speaks HTTP/1.1 to clients ([`crate::http`]);
+    /// None: FastCGI.
+    pub http: Option<HttpConfig>,
 }
 
 /// Where a worker writes in its pool's scoreboard.
@@ -58,7 +64,7 @@ pub struct Outcome {
 
 /// A connection as the handler gets it: shared, so that the request's objects in the
 /// language runtime (Python's `wsgi.input`) can read the body from it.
-pub type Conn = Rc<RefCell<Connection<Socket>>>;
+pub type Conn = Rc<RefCell<Exchange>>;
 
 /// What a runtime plugs into the worker loop: how it runs a request.
 pub trait Handler {
@@ -138,6 +144,7 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
         return code;
     }
     let allowed = allowed_clients();
+    let http = config.http.clone();
     let mut worker = Worker {
         handler,
         config,
@@ -145,6 +152,9 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
         pool: board.map(|b| b.pool),
         served: 0,
     };
+    if let Some(http) = http {
+        return crate::http::serve(&mut worker, &http, &allowed);
+    }
     while !worker.done() {
         let socket = match worker.handler.blocking(accept) {
             Ok(socket) => socket,
@@ -152,6 +162,15 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
                 if err.raw_os_error() == Some(libc::EINTR)
                     || err.raw_os_error() == Some(libc::ECONNABORTED) =>
             {
+                continue;
+            }
+            // An HTTP pool made the shared listener non-blocking before a reload turned
+            // it to FastCGI: this loop blocks in accept, so it makes it blocking again.
+            Err(err) if err.raw_os_error() == Some(libc::EAGAIN) => {
+                // SAFETY: fd 0 is the pool's listener for the worker's whole life.
+                let listener = unsafe { std::os::fd::BorrowedFd::borrow_raw(0) };
+                let blocking = nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty());
+                let _ = nix::fcntl::fcntl(listener, blocking);
                 continue;
             }
             // The master shut the listener down: the pool is stopping.
@@ -177,10 +196,10 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
 }
 
 /// The worker loop's state.
-struct Worker<'a, H> {
-    handler: &'a mut H,
-    config: WorkerConfig,
-    slot: Option<&'a Slot>,
+pub(crate) struct Worker<'a, H> {
+    pub(crate) handler: &'a mut H,
+    pub(crate) config: WorkerConfig,
+    pub(crate) slot: Option<&'a Slot>,
     /// The pool's area, where every request's duration and status class are added.
     pool: Option<&'a PoolStats>,
     /// Requests served so far, for `max_requests`.
@@ -189,7 +208,7 @@ struct Worker<'a, H> {
 
 impl<H: Handler> Worker<'_, H> {
     /// The worker must stop once the request in hand is served.
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         RETIRE.load(Ordering::Relaxed)
             || (self.config.max_requests > 0 && self.served >= self.config.max_requests)
             || self.slot.is_some_and(Slot::retire_requested)
@@ -197,10 +216,18 @@ impl<H: Handler> Worker<'_, H> {
 
     /// Serves requests on one connection until it ends or the worker must stop.
     fn serve_connection(&mut self, socket: Socket) {
-        let conn = Rc::new(RefCell::new(Connection::new(socket, Limits::default())));
+        let conn = Rc::new(RefCell::new(Exchange::FastCgi(Connection::new(
+            socket,
+            Limits::default(),
+        ))));
         self.serve_requests(&conn);
-        // Closed explicitly: the runtime may still hold objects that share the connection
-        // (Python: an environ whose wsgi.input reads it).
+        self.close(&conn);
+    }
+
+    /// Closes a connection whose last request is over: explicitly, as the runtime may still
+    /// hold objects that share it (Python: an environ whose wsgi.input reads it); with a
+    /// lingering close when that request left body unread.
+    pub(crate) fn close(&self, conn: &Conn) {
         let mut conn = conn.borrow_mut();
         if conn.body_unread() {
             if let Some(slot) = self.slot {
@@ -231,7 +258,10 @@ impl<H: Handler> Worker<'_, H> {
             conn.borrow_mut()
                 .get_mut()
                 .start_request(self.config.request_read_timeout);
-            let next = conn.borrow_mut().next_request();
+            let next = match &mut *conn.borrow_mut() {
+                Exchange::FastCgi(fastcgi) => fastcgi.next_request(),
+                Exchange::Http(_) => Ok(None),
+            };
             let request = match next {
                 Ok(Some(request)) => request,
                 Ok(None) => return,
@@ -240,62 +270,10 @@ impl<H: Handler> Worker<'_, H> {
                     return;
                 }
             };
-            let logged = self
-                .config
-                .access_log
-                .is_some()
-                .then(|| (request.params.clone(), self.handler.script(&request.params)));
-            if let Some(slot) = self.slot {
-                let p = &request.params;
-                let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
-                let script = match &logged {
-                    Some((_, script)) => script.clone(),
-                    None => self.handler.script(p),
-                };
-                slot.begin_request(
-                    start_us,
-                    &text("REQUEST_METHOD"),
-                    &text("DOCUMENT_URI"),
-                    &text("QUERY_STRING"),
-                    script.as_deref().unwrap_or(&self.config.label),
-                );
-            }
-            let id = request.id;
-            let outcome = self.handler.handle(conn, request);
-            let end_us = now_us();
-            let cpu = request_cpu();
-            let memory = self.handler.request_memory();
-            if let Some(slot) = self.slot {
-                slot.end_request(end_us, cpu, memory);
-            }
-            let status = self.handler.response_status();
-            let duration_us = end_us.saturating_sub(start_us);
-            if let Some(pool) = self.pool {
-                pool.record(duration_us, status);
-            }
-            if let (Some(log), Some((params, script))) = (&mut self.config.access_log, &logged) {
-                let entry = Entry {
-                    params,
-                    status,
-                    duration: Duration::from_micros(duration_us),
-                    cpu,
-                    memory,
-                    script: script.as_deref().unwrap_or(&self.config.label),
-                };
-                log.write(&entry, self.pool);
-            }
-            self.served += 1;
-            let socket_timed_out = conn.borrow().get_ref().timed_out();
-            if socket_timed_out {
-                let received = conn.borrow().get_ref().received();
-                eprintln!(
-                    "dropped request {id}: its body did not arrive within request_read_timeout ({}); {received} bytes received",
-                    show(self.config.request_read_timeout)
-                );
+            if !self.run_request(conn, request, start_us) {
                 return;
             }
-            check_memory(&self.config);
-            if !outcome.keep || self.done() {
+            if self.done() {
                 return;
             }
             // A kept connection: idle until the web server sends the next request on it.
@@ -313,6 +291,68 @@ impl<H: Handler> Worker<'_, H> {
                 }
             }
         }
+    }
+
+    /// Runs one request whose params are read, and records it: the scoreboard, the pool's
+    /// histogram, the access log, `max_requests`, `max_memory`. Returns whether the
+    /// connection may serve another request.
+    pub(crate) fn run_request(&mut self, conn: &Conn, request: Request, start_us: u64) -> bool {
+        let logged = self
+            .config
+            .access_log
+            .is_some()
+            .then(|| (request.params.clone(), self.handler.script(&request.params)));
+        if let Some(slot) = self.slot {
+            let p = &request.params;
+            let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
+            let script = match &logged {
+                Some((_, script)) => script.clone(),
+                None => self.handler.script(p),
+            };
+            slot.begin_request(
+                start_us,
+                &text("REQUEST_METHOD"),
+                &text("DOCUMENT_URI"),
+                &text("QUERY_STRING"),
+                script.as_deref().unwrap_or(&self.config.label),
+            );
+        }
+        let id = request.id;
+        let outcome = self.handler.handle(conn, request);
+        let end_us = now_us();
+        let cpu = request_cpu();
+        let memory = self.handler.request_memory();
+        if let Some(slot) = self.slot {
+            slot.end_request(end_us, cpu, memory);
+        }
+        let status = self.handler.response_status();
+        let duration_us = end_us.saturating_sub(start_us);
+        if let Some(pool) = self.pool {
+            pool.record(duration_us, status);
+        }
+        if let (Some(log), Some((params, script))) = (&mut self.config.access_log, &logged) {
+            let entry = Entry {
+                params,
+                status,
+                duration: Duration::from_micros(duration_us),
+                cpu,
+                memory,
+                script: script.as_deref().unwrap_or(&self.config.label),
+            };
+            log.write(&entry, self.pool);
+        }
+        self.served += 1;
+        let socket_timed_out = conn.borrow().get_ref().timed_out();
+        if socket_timed_out {
+            let received = conn.borrow().get_ref().received();
+            eprintln!(
+                "dropped request {id}: its body did not arrive within request_read_timeout ({}); {received} bytes received",
+                show(self.config.request_read_timeout)
+            );
+            return false;
+        }
+        check_memory(&self.config);
+        outcome.keep
     }
 }
 
@@ -380,7 +420,7 @@ fn parse_clients(list: &str) -> Vec<IpAddr> {
 
 /// A TCP client whose address is not allowed is refused (the connection is closed and the
 /// refusal logged); other sockets have no address to check.
-fn peer_allowed(socket: &Socket, allowed: &[IpAddr]) -> bool {
+pub(crate) fn peer_allowed(socket: &Socket, allowed: &[IpAddr]) -> bool {
     let Some(ip) = socket.peer_ip() else {
         return true;
     };

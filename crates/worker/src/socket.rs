@@ -57,6 +57,11 @@ impl Socket {
             .ok_or_else(|| io::ErrorKind::NotConnected.into())
     }
 
+    /// The descriptor, while open (for epoll and socket options).
+    pub fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.fd.as_ref().map(AsFd::as_fd)
+    }
+
     /// A request starts arriving: reads may wait `budget` in all for its params and body.
     pub fn start_request(&mut self, budget: Option<Duration>) {
         self.budget = budget;

@@ -459,3 +459,62 @@ fn log_format_and_decorate_workers_output_name_their_values() {
     let e = only_error(&format!("decorate_workers_output = \"no\"\n{MINIMAL}"));
     assert_at(&e, "www.toml", 1, "decorate_workers_output", "boolean");
 }
+
+#[test]
+fn protocol_http_is_refused_where_no_worker_speaks_it() {
+    let e = only_error(&format!("protocol = \"http\"\n{MINIMAL}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "protocol",
+        "a PHP pool speaks FastCGI only",
+    );
+    let command = MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[command]\nargv = [\"sh\", \"-c\", \"true\"]",
+    );
+    let e = only_error(&format!("protocol = \"http\"\n{command}"));
+    assert_at(&e, "pools.d/www.toml", 1, "protocol", "a [command] pool");
+    let e = only_error(&format!("protocol = \"spdy\"\n{MINIMAL}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "protocol",
+        "\"fastcgi\" or \"http\"",
+    );
+}
+
+#[test]
+fn http_keys_need_protocol_http_and_valid_values() {
+    let python = MINIMAL.replace("[php]\nbinary = \"/bin/sh\"", "[python]\napp = \"app\"");
+    let e = only_error(&format!("keepalive_timeout = \"5s\"\n{python}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "keepalive_timeout",
+        "only for protocol = \"http\"",
+    );
+    let e = only_error(&format!(
+        "protocol = \"http\"\nforwarded_allow_ips = [\"10.0.0.1\", \"proxy\"]\n{python}"
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "forwarded_allow_ips",
+        "not an IP address",
+    );
+    let e = only_error(&format!(
+        "protocol = \"http\"\nmax_request_body = \"10\"\n{python}"
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "max_request_body",
+        "needs a unit",
+    );
+}

@@ -246,6 +246,36 @@ fn python_and_command_pools_are_read() {
 }
 
 #[test]
+fn an_http_python_pool_gets_gunicorns_defaults() {
+    let python = MINIMAL.replace("[php]\nbinary = \"/bin/sh\"", "[python]\napp = \"app\"");
+    let (_dir, config) = loaded(&[
+        ("www", &python),
+        (
+            "web",
+            &format!("protocol = \"http\"\n{python}").replace("www.sock", "web.sock"),
+        ),
+        (
+            "big",
+            &format!(
+                "protocol = \"http\"\nkeepalive_timeout = \"30s\"\n\
+                 forwarded_allow_ips = [\"*\"]\nmax_request_body = \"10MiB\"\n{python}"
+            )
+            .replace("www.sock", "big.sock"),
+        ),
+    ]);
+    let by_name = |name: &str| config.pools.iter().find(|p| p.name == name).unwrap();
+    assert_eq!(by_name("www").http, None);
+    let web = by_name("web").http.clone().unwrap();
+    assert_eq!(web.keepalive_timeout, Duration::from_secs(2));
+    assert_eq!(web.forwarded_allow_ips, ["127.0.0.1", "::1"]);
+    assert_eq!(web.max_request_body, None);
+    let big = by_name("big").http.clone().unwrap();
+    assert_eq!(big.keepalive_timeout, Duration::from_secs(30));
+    assert_eq!(big.forwarded_allow_ips, ["*"]);
+    assert_eq!(big.max_request_body, Some(10 << 20));
+}
+
+#[test]
 fn texts_load_as_the_same_files_on_disk_do() {
     let broken = MINIMAL.replace("max_children = 4", "max_chidren = 4");
     for pool in [MINIMAL, broken.as_str()] {

@@ -7,8 +7,11 @@
 //! - [`errors`]: exc_info, wsgi.errors, app exceptions, bad heads, an app that cannot load.
 //! - [`workers`]: SIGKILL of a worker and of the zygote, max_requests, TERM.
 //! - [`pep3333`]: an app wrapped in `wsgiref.validate` behind stock nginx: GET, POST, HEAD.
+//! - [`http_pool`]: `protocol = "http"`, no nginx: keep-alive, pipelining, chunked, 100-continue,
+//!   refused heads, 1,000 idle connections, X-Forwarded-For, a client gone mid-body.
 
 mod errors;
+mod http_pool;
 mod pep3333;
 mod requests;
 mod responses;

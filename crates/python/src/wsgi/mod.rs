@@ -11,9 +11,8 @@ mod streams;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use drover_fastcgi::{Connection, Request};
+use drover_fastcgi::Request;
 use drover_worker::serve::Outcome;
-use drover_worker::socket::Socket;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
@@ -21,8 +20,8 @@ pub use input::Input;
 use response::{Exchange, StartResponse};
 pub use streams::{Errors, FileWrapper};
 
-/// The socket type of a worker's connections.
-pub type Conn = Connection<Socket>;
+/// A worker's connection: FastCGI from a web server, or HTTP from the client.
+pub type Conn = drover_worker::exchange::Exchange;
 
 /// A loaded app and what every request's environ shares.
 pub struct App {

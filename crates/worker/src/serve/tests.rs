@@ -53,6 +53,7 @@ fn config() -> WorkerConfig {
         max_memory: None,
         request_read_timeout: None,
         access_log: None,
+        http: None,
     }
 }
 

@@ -1,0 +1,445 @@
+//! One HTTP/1.1 connection, with the same request cycle as a FastCGI one (read the body,
+//! write a CGI response, finish), so that the runtimes serve both through
+//! [`crate::exchange::Exchange`]: the body is de-chunked into the stdin stream, the CGI
+//! response becomes an HTTP response ([`super::response`]), and `Expect: 100-continue` is
+//! answered when the app first reads the body.
+
+use std::io::{self, Read, Write};
+
+use super::head::{self, Framing, Head, Peer, Refusal};
+use super::response::{self, Ask, Body};
+use crate::socket::Socket;
+
+/// Output is written once this much is buffered (or at a flush, or at the end).
+const OUT_CHUNK: usize = 16 * 1024;
+/// The largest chunk-size line or trailer section read before the body is refused.
+const MAX_CHUNK_META: usize = 8 * 1024;
+/// The largest CGI head an app may write.
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+/// An accepted HTTP connection: the socket, what has been read of it and not yet used
+/// (a pipelined request's head may already be here), and the request in progress.
+pub struct HttpConn {
+    socket: Socket,
+    buf: Vec<u8>,
+    /// `buf[start..]` is unread.
+    start: usize,
+    current: Option<Current>,
+    out: Vec<u8>,
+    /// The last request ended with its body not all read: the connection ends, lingering.
+    body_unread: bool,
+    /// No further request on this connection.
+    closed: bool,
+}
+
+struct Current {
+    body: BodyIn,
+    /// Body bytes read, against `max_body`.
+    read: u64,
+    max_body: Option<u64>,
+    /// `Expect: 100-continue` not yet answered.
+    continue_due: bool,
+    ask: Ask,
+    response: Response,
+    /// The connection may serve another request after this one.
+    keep: bool,
+    status: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyIn {
+    Length(u64),
+    /// Expecting a chunk-size line.
+    ChunkSize,
+    ChunkData(u64),
+    /// The CRLF after a chunk's data.
+    ChunkEnd,
+    Trailers,
+    Ended,
+}
+
+enum Response {
+    /// The CGI head, until it is complete.
+    Pending(Vec<u8>),
+    Sending(Body),
+}
+
+impl HttpConn {
+    pub fn new(socket: Socket) -> HttpConn {
+        HttpConn {
+            socket,
+            buf: Vec::new(),
+            start: 0,
+            current: None,
+            out: Vec::new(),
+            body_unread: false,
+            closed: false,
+        }
+    }
+
+    /// Reads what has arrived (the socket must not wait: see [`Socket::set_wait`]).
+    /// Ok(0): the client closed.
+    pub fn fill(&mut self) -> io::Result<usize> {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 64 * 1024 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + 16 * 1024, 0);
+        let result = self.socket.read(&mut self.buf[len..]);
+        self.buf.truncate(len + *result.as_ref().unwrap_or(&0));
+        result
+    }
+
+    /// Whether bytes of a next request are here already (pipelined).
+    pub fn has_input(&self) -> bool {
+        self.start < self.buf.len()
+    }
+
+    /// Parses the next request's head from what has been read; Ok(None): not complete.
+    /// Complete, it starts the request: its body is read next.
+    pub fn next_head(&mut self, peer: &Peer<'_>) -> Result<Option<Head>, Refusal> {
+        let Some(head) = head::parse(&self.buf[self.start..], peer)? else {
+            return Ok(None);
+        };
+        self.start += head.len;
+        self.current = Some(Current {
+            body: match head.framing {
+                Framing::Length(0) => BodyIn::Ended,
+                Framing::Length(n) => BodyIn::Length(n),
+                Framing::Chunked => BodyIn::ChunkSize,
+            },
+            read: 0,
+            max_body: peer.max_body,
+            continue_due: head.expect_continue,
+            ask: Ask {
+                minor: head.minor,
+                keep_alive: head.keep_alive,
+                head_method: head.head_method,
+            },
+            response: Response::Pending(Vec::new()),
+            keep: head.keep_alive,
+            status: None,
+        });
+        Ok(Some(head))
+    }
+
+    /// Answers a refused head and ends the connection.
+    pub fn refuse(&mut self, refusal: &Refusal) {
+        let _ = self
+            .socket
+            .write_all(&response::refusal(refusal.status, &refusal.reason));
+        self.closed = true;
+    }
+
+    /// The status the last response went out with.
+    pub fn status(&self) -> Option<u16> {
+        self.current.as_ref().and_then(|c| c.status)
+    }
+
+    /// Reads request body; 0 at its end. The first read answers `Expect: 100-continue`.
+    pub fn read_stdin(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let Some(current) = &mut self.current else {
+            return Ok(0);
+        };
+        if current.continue_due && current.body != BodyIn::Ended {
+            current.continue_due = false;
+            self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            self.write_out()?;
+        }
+        self.read_body(out)
+    }
+
+    fn read_body(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let n = loop {
+            let Some(current) = &self.current else {
+                return Ok(0);
+            };
+            let (body, max_body) = (current.body, current.max_body);
+            let input = &self.buf[self.start..];
+            let step: Result<(BodyIn, usize, usize), &str> = match body {
+                BodyIn::Ended => return Ok(0),
+                BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
+                    let n = (left.min(out.len() as u64) as usize).min(input.len());
+                    out[..n].copy_from_slice(&input[..n]);
+                    let left = left - n as u64;
+                    let next = match body {
+                        BodyIn::Length(_) if left == 0 => BodyIn::Ended,
+                        BodyIn::Length(_) => BodyIn::Length(left),
+                        _ if left == 0 => BodyIn::ChunkEnd,
+                        _ => BodyIn::ChunkData(left),
+                    };
+                    Ok((next, n, n))
+                }
+                BodyIn::ChunkSize => match httparse::parse_chunk_size(input) {
+                    Ok(httparse::Status::Complete((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        Ok((BodyIn::ChunkData(size), used, 0))
+                    }
+                    Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
+                        Ok((body, 0, 0))
+                    }
+                    _ => Err("invalid chunk size"),
+                },
+                BodyIn::ChunkEnd if input.len() >= 2 => {
+                    if &input[..2] == b"\r\n" {
+                        Ok((BodyIn::ChunkSize, 2, 0))
+                    } else {
+                        Err("chunk data not followed by CRLF")
+                    }
+                }
+                BodyIn::Trailers => trailers(input),
+                _ => Ok((body, 0, 0)),
+            };
+            let (next, used, n) = step.map_err(|why| self.bad_body(why))?;
+            self.start += used;
+            if let Some(current) = &mut self.current {
+                current.body = next;
+                current.read += n as u64;
+                if max_body.is_some_and(|max| current.read > max) {
+                    return Err(self.bad_body("request body above max_request_body"));
+                }
+            }
+            if n > 0 || next == BodyIn::Ended {
+                break n;
+            }
+            if used == 0 && self.fill()? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the client closed the connection before the end of the body",
+                ));
+            }
+        };
+        Ok(n)
+    }
+
+    /// A body that cannot be read on: the connection ends after this request.
+    fn bad_body(&mut self, why: &str) -> io::Error {
+        self.closed = true;
+        if let Some(current) = &mut self.current {
+            current.keep = false;
+        }
+        io::Error::new(io::ErrorKind::InvalidData, why.to_string())
+    }
+
+    /// Reads and drops the body up to `max_bytes`; true if it ended. Sends no 100: a
+    /// client still waiting for one has sent no body.
+    pub fn discard_stdin(&mut self, max_bytes: usize) -> bool {
+        if self.current.as_ref().is_some_and(|c| c.continue_due) {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        let mut dropped = 0;
+        while dropped <= max_bytes {
+            match self.read_body(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => dropped += n,
+                Err(_) => break,
+            }
+        }
+        false
+    }
+
+    /// Sends response data: first the CGI head, then body. Output is held until a flush,
+    /// [`Self::finish`] or 16 KiB: a response that is all here by then goes
+    /// out with a Content-Length, not in chunks.
+    pub fn write_stdout(&mut self, data: &[u8]) -> io::Result<()> {
+        let current = self.current.as_mut().ok_or_else(no_request)?;
+        match &mut current.response {
+            Response::Sending(_) => self.send_body(data),
+            Response::Pending(pending) => {
+                pending.extend_from_slice(data);
+                if pending.len() >= OUT_CHUNK {
+                    self.commit(false)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Translates the held CGI head and sends what is held of the body. `complete`: the
+    /// response is all here. Without a complete head yet, only checks its size.
+    fn commit(&mut self, complete: bool) -> io::Result<()> {
+        let Some(current) = self.current.as_mut() else {
+            return Err(no_request());
+        };
+        let Response::Pending(pending) = &mut current.response else {
+            return Ok(());
+        };
+        let translated = response::translate(pending, current.ask, complete)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let Some(t) = translated else {
+            if pending.len() > MAX_RESPONSE_HEAD {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the app's response head is too large",
+                ));
+            }
+            return Ok(());
+        };
+        let rest = pending.split_off(t.consumed);
+        current.response = Response::Sending(t.body);
+        current.keep &= t.keep;
+        current.status = Some(t.status);
+        self.out.extend_from_slice(&t.head);
+        self.send_body(&rest)
+    }
+
+    fn send_body(&mut self, data: &[u8]) -> io::Result<()> {
+        let Some(current) = &mut self.current else {
+            return Err(no_request());
+        };
+        let Response::Sending(body) = &mut current.response else {
+            return Err(no_request());
+        };
+        if data.is_empty() {
+            return Ok(());
+        }
+        match body {
+            Body::None => return Ok(()),
+            Body::Length(left) => {
+                let n = (*left).min(data.len() as u64) as usize;
+                *left -= n as u64;
+                if n < data.len() {
+                    // More than the app's Content-Length: the rest would be read as the
+                    // next response.
+                    current.keep = false;
+                }
+                self.out.extend_from_slice(&data[..n]);
+            }
+            Body::Chunked => {
+                self.out
+                    .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                self.out.extend_from_slice(data);
+                self.out.extend_from_slice(b"\r\n");
+            }
+            Body::Close => self.out.extend_from_slice(data),
+        }
+        if self.out.len() >= OUT_CHUNK {
+            self.write_out()?;
+        }
+        Ok(())
+    }
+
+    /// Writes text for the error log: the worker's stderr (there is no web server's log).
+    pub fn write_stderr(&mut self, data: &[u8]) -> io::Result<()> {
+        io::stderr().write_all(data)
+    }
+
+    /// Writes what is buffered: the app wants it to reach the client now.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.current.is_some() {
+            self.commit(false)?;
+        }
+        self.write_out()
+    }
+
+    fn write_out(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let result = self.socket.write_all(&self.out);
+        self.out.clear();
+        self.closed |= result.is_err();
+        result
+    }
+
+    /// Ends the response: the last chunk, or the connection's end when the response cannot
+    /// be delimited otherwise (a failed app: `app_status` ≠ 0, or fewer bytes than its
+    /// Content-Length). Returns whether the connection serves another request.
+    pub fn finish(&mut self, app_status: u32) -> io::Result<bool> {
+        // A failed app's response is not complete: it goes out chunked, unterminated.
+        let committed = self.commit(app_status == 0);
+        let current = self.current.as_mut().ok_or_else(no_request)?;
+        if committed.is_err() {
+            current.keep = false;
+        }
+        match current.response {
+            Response::Pending(_) => {
+                // No complete head was written: nothing the client could use went out.
+                current.keep = false;
+                current.status = Some(502);
+                let bad = response::refusal(502, "the app sent no complete response head");
+                self.out.extend_from_slice(&bad);
+            }
+            Response::Sending(Body::Chunked) if app_status == 0 => {
+                self.out.extend_from_slice(b"0\r\n\r\n");
+            }
+            Response::Sending(Body::Length(left)) if left > 0 => current.keep = false,
+            Response::Sending(_) => {}
+        }
+        if app_status != 0 {
+            current.keep = false;
+        }
+        let flushed = self.write_out();
+        // A body the app did not read: what has arrived is dropped; a body still on its way
+        // ends the connection (with a lingering close, so that the response is not reset).
+        let mut keep = self.current.as_ref().is_some_and(|c| c.keep);
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.body != BodyIn::Ended)
+        {
+            self.socket.set_wait(false);
+            let ended = self.discard_stdin(64 * 1024);
+            self.socket.set_wait(true);
+            if !ended {
+                keep = false;
+                self.body_unread = true;
+            }
+        }
+        if let Some(current) = &mut self.current {
+            current.keep = keep;
+        }
+        self.closed |= !keep;
+        flushed?;
+        Ok(!self.closed)
+    }
+
+    /// Forgets the finished request (its status was read).
+    pub fn end_request(&mut self) {
+        self.current = None;
+    }
+
+    /// Whether the last request left body unread (see `Connection::body_unread`).
+    pub fn body_unread(&self) -> bool {
+        self.body_unread
+    }
+
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn get_ref(&self) -> &Socket {
+        &self.socket
+    }
+
+    pub fn get_mut(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+}
+
+/// The trailer section after the last chunk, dropped (as gunicorn and nginx drop it).
+fn trailers(input: &[u8]) -> Result<(BodyIn, usize, usize), &'static str> {
+    let mut fields = [httparse::EMPTY_HEADER; 32];
+    match httparse::parse_headers(input, &mut fields) {
+        Ok(httparse::Status::Complete((used, _))) => Ok((BodyIn::Ended, used, 0)),
+        Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
+            Ok((BodyIn::Trailers, 0, 0))
+        }
+        _ => Err("invalid chunked trailer"),
+    }
+}
+
+fn no_request() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "no HTTP request in progress")
+}
+
+#[cfg(test)]
+mod tests;

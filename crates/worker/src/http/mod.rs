@@ -1,0 +1,69 @@
+//! `protocol = "http"`: the pool's workers speak HTTP/1.1 to clients themselves, with no
+//! web server in front, as gunicorn's do. They accept on the pool's shared listener as a
+//! FastCGI worker does; the master stays off the path.
+//!
+//! The runtimes do not change: an HTTP request becomes the CGI params a web server would
+//! send over FastCGI ([`head`]), its body is read as the same stream (de-chunked), and the
+//! CGI response the runtime writes becomes an HTTP response ([`response`]), through one
+//! [`crate::exchange::Exchange`].
+//!
+//! An idle keep-alive connection must never pin a worker (slowloris costs file
+//! descriptors, not workers): a worker keeps its idle connections and the listener in one
+//! epoll set, reads heads without waiting until httparse says one is complete, and only
+//! then runs the app (`listen.rs`).
+//!
+//! | file          | owns |
+//! |---------------|------|
+//! | `head.rs`     | the request head: httparse, the smuggling checks, limits, CGI params, X-Forwarded-* |
+//! | `response.rs` | the CGI head → HTTP head and the response body's framing |
+//! | `conn.rs`     | [`HttpConn`]: the body (Content-Length, chunked, 100-continue), the response, keep-alive |
+//! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
+
+mod conn;
+pub mod head;
+mod listen;
+pub mod response;
+
+use std::time::Duration;
+
+pub use conn::HttpConn;
+pub use head::Trusted;
+pub(crate) use listen::serve;
+
+/// The pool's HTTP settings, as the zygote passes them to each worker.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// `keepalive_timeout`: how long a kept connection may idle between two requests.
+    pub keepalive_timeout: Duration,
+    /// `forwarded_allow_ips`: the peers whose X-Forwarded-For/-Proto are believed.
+    pub trusted: Trusted,
+    /// `max_request_body`: larger bodies are refused (413); None: no bound.
+    pub max_body: Option<u64>,
+}
+
+/// The pool's HTTP settings from the zygote's command line; None for a FastCGI pool.
+pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Option<HttpConfig> {
+    if args.protocol != drover_proto::zygote::Protocol::Http {
+        return None;
+    }
+    let trusted = if args.forwarded_allow_ips.iter().any(|ip| ip == "*") {
+        Trusted::Any
+    } else {
+        // The master checked each address at load.
+        Trusted::Ips(
+            args.forwarded_allow_ips
+                .iter()
+                .filter_map(|ip| ip.parse().ok())
+                .collect(),
+        )
+    };
+    Some(HttpConfig {
+        keepalive_timeout: Duration::from_millis(args.keepalive_timeout_ms),
+        trusted,
+        max_body: args.max_request_body,
+    })
+}
+
+/// How long a request head may take to arrive when `request_read_timeout` is off: a
+/// trickling client holds only a file descriptor, but not forever.
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,480 @@
+//! `protocol = "http"`: a Python pool's workers answer HTTP/1.1 clients themselves, with
+//! no nginx in front. A real client (ureq, or bytes written by hand on a TCP connection
+//! for the edge cases): Flask GET and POST, keep-alive and pipelining, a chunked upload
+//! with `Expect: 100-continue`, refused heads, 1,000 idle keep-alive connections that pin
+//! no worker, X-Forwarded-For from an allowed peer, a client gone mid-body.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::{field, fields, noise, sha256};
+use crate::common::{Drover, PoolFile, Site, TIMEOUT, http, pool_toml, python};
+
+/// A static Python pool on a loopback TCP port with `protocol = "http"`, and `extra` top-
+/// level keys.
+struct HttpPool {
+    name: &'static str,
+    app: &'static str,
+    workers: u32,
+    port: u16,
+    extra: String,
+}
+
+impl PoolFile for HttpPool {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        let socket = site.socket(self.name);
+        let text = pool_toml(
+            &socket,
+            &format!(
+                "protocol = \"http\"\n{}\n[pm]\nmode = \"static\"\nmax_children = {}\n\
+                 [python]\napp = \"{}\"\npython_path = [\"{}\"]\n",
+                self.extra,
+                self.workers,
+                self.app,
+                site.path().join("apps").display()
+            ),
+        );
+        // pool_toml writes a unix socket with a mode; this pool listens on TCP.
+        text.replace(
+            &format!(
+                "listen = \"{}\"\nlisten_mode = \"0666\"\n",
+                socket.display()
+            ),
+            &format!("listen = \"127.0.0.1:{}\"\n", self.port),
+        )
+    }
+}
+
+/// drover serving one HTTP pool of the fixture apps; no nginx.
+struct Server {
+    drover: Drover,
+    site: Site,
+    port: u16,
+}
+
+impl Server {
+    fn start(app: &'static str, workers: u32, extra: &str) -> Server {
+        let site = Site::new();
+        python::install_apps(&site);
+        let pool = HttpPool {
+            name: "web",
+            app,
+            workers,
+            port: free_port(),
+            extra: extra.to_string(),
+        };
+        let drover = Drover::start(&site, &[&pool]);
+        Server {
+            drover,
+            site,
+            port: pool.port,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn connect(&self) -> TcpStream {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to drover");
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        stream
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().unwrap().port()
+}
+
+/// One response read off `stream`: its head and body, delimited by Content-Length or
+/// chunked, so that the next one can be read from the same connection.
+struct Response {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+fn read_response(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Response {
+    let head_end = loop {
+        if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        fill(stream, pending);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
+    pending.drain(..head_end);
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    let body = if let Some(length) = header("content-length") {
+        let length: usize = length.parse().unwrap();
+        while pending.len() < length {
+            fill(stream, pending);
+        }
+        pending.drain(..length).collect()
+    } else if header("transfer-encoding").as_deref() == Some("chunked") {
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(at) = pending.windows(2).position(|w| w == b"\r\n") {
+                    break at;
+                }
+                fill(stream, pending);
+            };
+            let size = usize::from_str_radix(
+                std::str::from_utf8(&pending[..line_end]).unwrap().trim(),
+                16,
+            )
+            .unwrap();
+            pending.drain(..line_end + 2);
+            while pending.len() < size + 2 {
+                fill(stream, pending);
+            }
+            body.extend(pending.drain(..size));
+            pending.drain(..2);
+            if size == 0 {
+                break body;
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    Response { status, head, body }
+}
+
+fn fill(stream: &mut TcpStream, pending: &mut Vec<u8>) {
+    let mut buf = [0u8; 65536];
+    let n = stream.read(&mut buf).expect("read a response");
+    assert!(
+        n > 0,
+        "the connection closed; received {:?}",
+        String::from_utf8_lossy(pending)
+    );
+    pending.extend_from_slice(&buf[..n]);
+}
+
+fn body_text(response: &Response) -> String {
+    String::from_utf8_lossy(&response.body).into_owned()
+}
+
+#[test]
+fn flask_get_and_post_over_http_without_nginx() {
+    let server = Server::start("flask_app:app", 2, "");
+
+    let got = fields(&http::get(
+        &server.url("/echo?name=drover&lang=rust%20%26%20python"),
+    ));
+    assert_eq!(field(&got, "method"), "GET");
+    assert_eq!(field(&got, "get.name"), "drover");
+    assert_eq!(field(&got, "get.lang"), "rust & python");
+
+    let form = b"name=drover&motto=spawn+%26+reap";
+    let reply = http::post(
+        &server.url("/echo?via=form"),
+        "application/x-www-form-urlencoded",
+        form,
+    );
+    let got = fields(&reply);
+    assert_eq!(field(&got, "method"), "POST");
+    assert_eq!(field(&got, "post.motto"), "spawn & reap");
+    assert_eq!(field(&got, "get.via"), "form");
+    // Flask's body is complete when it returns: it goes out with its length.
+    assert_eq!(
+        reply.header("content-length"),
+        reply.bytes.len().to_string()
+    );
+}
+
+#[test]
+fn keep_alive_and_pipelined_requests_are_answered_in_order() {
+    let server = Server::start("wsgi_app:application", 2, "");
+    let mut stream = server.connect();
+    let mut pending = Vec::new();
+
+    // Two requests on one connection, one after the other: one worker, one connection.
+    stream
+        .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let first = read_response(&mut stream, &mut pending);
+    stream
+        .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let second = read_response(&mut stream, &mut pending);
+    assert_eq!((first.status, second.status), (200, 200));
+    assert_eq!(
+        first.body, second.body,
+        "a kept connection stays on its worker"
+    );
+
+    // Three pipelined in one write: answered in the order sent.
+    stream
+        .write_all(
+            b"GET /echo?n=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+              POST /echo?n=2 HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\n\r\na=b&c\
+              GET /echo?n=3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+    for n in 1..=3 {
+        let response = read_response(&mut stream, &mut pending);
+        assert_eq!(response.status, 200, "{}", response.head);
+        assert!(
+            body_text(&response).contains(&format!("get.n={n}\n")),
+            "response {n}: {}",
+            body_text(&response)
+        );
+    }
+    // The last asked to close: the worker closes after it.
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn a_chunked_upload_with_expect_continue_arrives_whole() {
+    let server = Server::start("wsgi_app:application", 1, "");
+    let payload = noise(3 << 20);
+    let mut stream = server.connect();
+    stream
+        .write_all(
+            b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+              Expect: 100-continue\r\n\r\n",
+        )
+        .unwrap();
+    // Nothing of the body is sent before the 100: the app's first read asks for it.
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    for chunk in payload.chunks(100_000) {
+        stream
+            .write_all(format!("{:x};ext=1\r\n", chunk.len()).as_bytes())
+            .unwrap();
+        stream.write_all(chunk).unwrap();
+        stream.write_all(b"\r\n").unwrap();
+    }
+    stream.write_all(b"0\r\nX-Trailer: t\r\n\r\n").unwrap();
+    let mut pending = Vec::new();
+    let response = read_response(&mut stream, &mut pending);
+    assert_eq!(response.status, 200, "{}", response.head);
+    let expected = format!("{} {}", payload.len(), sha256(&server.site, &payload));
+    assert_eq!(body_text(&response).trim(), expected);
+}
+
+#[test]
+fn hostile_heads_are_refused_with_their_status_and_logged() {
+    let server = Server::start("wsgi_app:application", 1, "max_request_body = \"1MiB\"");
+    let cases: [(&str, String); 4] = [
+        (
+            "431",
+            format!(
+                "GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n",
+                "b".repeat(40 * 1024)
+            ),
+        ),
+        (
+            "400",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                .to_string(),
+        ),
+        (
+            "400",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcd"
+                .to_string(),
+        ),
+        (
+            "413",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n".to_string(),
+        ),
+    ];
+    for (status, request) in &cases {
+        let mut stream = server.connect();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut received = Vec::new();
+        // Refused heads end the connection.
+        stream.read_to_end(&mut received).unwrap();
+        let text = String::from_utf8_lossy(&received);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status} ")),
+            "expected {status}, got {text}"
+        );
+    }
+    let log = &server.drover.log;
+    log.wait_for_line("request head too large (431)", TIMEOUT);
+    log.wait_for_line("both Content-Length and Transfer-Encoding", TIMEOUT);
+    log.wait_for_line("differing Content-Length headers (400)", TIMEOUT);
+    log.wait_for_line("above max_request_body", TIMEOUT);
+    // The worker serves on.
+    assert_eq!(http::get(&server.url("/pid")).status, 200);
+}
+
+/// Raises this process's open-file limit to `want`, within the hard limit.
+fn raise_fd_limit(want: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit on a valid rlimit struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        if limit.rlim_cur < want {
+            limit.rlim_cur = want.min(limit.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
+}
+
+#[test]
+fn a_thousand_idle_keep_alive_connections_pin_no_worker() {
+    raise_fd_limit(4096);
+    let server = Server::start("wsgi_app:application", 4, "keepalive_timeout = \"60s\"");
+    // 1,000 connections that each served a request and now idle, kept open by the client.
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        let mut stream = server.connect();
+        stream
+            .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let response = read_response(&mut stream, &mut Vec::new());
+        assert_eq!(response.status, 200);
+        idle.push(stream);
+    }
+    // New clients are still served at once, by every worker: 8 at a time, each request
+    // taking 50 ms in the app, need all 4.
+    let workers = python::wait_started(&server.drover.log, 0, "web", "worker", 4, TIMEOUT);
+    let started = Instant::now();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let url = server.url("/nap");
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| {
+                        let asked = Instant::now();
+                        let reply = http::get(&url);
+                        assert_eq!(reply.status, 200);
+                        (reply.body.trim().parse::<i32>().unwrap(), asked.elapsed())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let served: Vec<(i32, Duration)> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    let slowest = served.iter().map(|(_, took)| *took).max().unwrap();
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a request took {slowest:?} beside 1,000 idle connections"
+    );
+    let seen: std::collections::BTreeSet<i32> = served.iter().map(|(pid, _)| *pid).collect();
+    assert_eq!(
+        seen.len(),
+        4,
+        "only {seen:?} of {workers:?} answered in {:?}",
+        started.elapsed()
+    );
+    // And the idle connections are still open and usable.
+    for stream in idle.iter_mut().step_by(100) {
+        stream
+            .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_response(stream, &mut Vec::new()).status, 200);
+    }
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_keepalive_timeout() {
+    let server = Server::start("wsgi_app:application", 1, "keepalive_timeout = \"300ms\"");
+    let mut stream = server.connect();
+    stream
+        .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut stream, &mut Vec::new()).status, 200);
+    let idle = Instant::now();
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    assert!(
+        idle.elapsed() >= Duration::from_millis(250) && idle.elapsed() < Duration::from_secs(5),
+        "closed after {:?}",
+        idle.elapsed()
+    );
+}
+
+/// A TCP connection to `port` from the loopback address `source`.
+fn connect_from(source: &str, port: u16) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let from: SocketAddr = format!("{source}:0").parse().unwrap();
+    let SocketAddr::V4(from) = from else { panic!() };
+    bind(fd.as_raw_fd(), &SockaddrIn::from(from)).unwrap();
+    let to = SockaddrIn::new(127, 0, 0, 1, port);
+    connect(fd.as_raw_fd(), &to).unwrap();
+    let stream = TcpStream::from(fd);
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    stream
+}
+
+#[test]
+fn x_forwarded_for_counts_only_from_an_allowed_peer() {
+    let server = Server::start(
+        "wsgi_app:application",
+        1,
+        "forwarded_allow_ips = [\"127.0.0.2\"]",
+    );
+    let ask = |source: &str| {
+        let mut stream = connect_from(source, server.port);
+        stream
+            .write_all(
+                b"GET /remote HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 203.0.113.7\r\n\
+                  X-Forwarded-Proto: https\r\n\r\n",
+            )
+            .unwrap();
+        body_text(&read_response(&mut stream, &mut Vec::new()))
+    };
+    let proxied = ask("127.0.0.2");
+    assert!(proxied.contains("remote_addr=203.0.113.7\n"), "{proxied}");
+    assert!(proxied.contains("url_scheme=https\n"), "{proxied}");
+    let direct = ask("127.0.0.1");
+    assert!(direct.contains("remote_addr=127.0.0.1\n"), "{direct}");
+    assert!(direct.contains("url_scheme=http\n"), "{direct}");
+}
+
+#[test]
+fn a_client_gone_mid_body_costs_one_request_not_the_worker() {
+    let server = Server::start("wsgi_app:application", 1, "");
+    let before = http::get(&server.url("/pid")).body;
+    {
+        let mut stream = server.connect();
+        stream
+            .write_all(
+                b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n",
+            )
+            .unwrap();
+        stream.write_all(&[b'x'; 1000]).unwrap();
+        // Gone, 999,000 bytes short.
+    }
+    // The app's read fails: the request ends, logged; the same worker serves on.
+    server.drover.log.wait_for_line(
+        "the client closed the connection before the end of the body",
+        TIMEOUT,
+    );
+    let after = http::get(&server.url("/pid")).body;
+    assert_eq!(before, after, "the worker was replaced");
+}
