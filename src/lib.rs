@@ -28,6 +28,9 @@
 //! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
 //!   only crate that links libphp.
 //! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by the Python workers.
+//! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
+//!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
+//!   themselves, idle connections waiting in each worker's epoll set).
 //! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
 //!   written by the workers; re-exported as [`scoreboard`].
 //! - `crates/proto` (`drover-proto`): the zygote ⇄ master protocol (fds, report lines, exit
