@@ -40,9 +40,10 @@ PIP = ["fastapi", "uvicorn", "httptools", "uvloop", "granian", "gunicorn"]
 
 def _pool(work, workers, module, attr, listen, extra_pool="", extra_python=""):
     root = 'user = "root"\n' if os.geteuid() == 0 else ""
+    # listen_mode is refused on a TCP address.
+    mode = 'listen_mode = "0666"\n' if listen.startswith("/") else ""
     return f"""listen = "{listen}"
-listen_mode = "0666"
-{root}{extra_pool}
+{mode}{root}{extra_pool}
 [pm]
 mode = "static"
 max_children = {workers}

@@ -13,7 +13,7 @@ use super::{field, fields, noise, sha256};
 use crate::common::{Drover, PoolFile, Site, TIMEOUT, http, pool_toml, python};
 
 /// A static Python pool on a loopback TCP port with `protocol = "http"`, and `extra` top-
-/// level keys.
+/// level keys (`{site}` in them: the site's folder).
 struct HttpPool {
     name: &'static str,
     app: &'static str,
@@ -34,7 +34,8 @@ impl PoolFile for HttpPool {
             &format!(
                 "protocol = \"http\"\n{}\n[pm]\nmode = \"static\"\nmax_children = {}\n\
                  [python]\napp = \"{}\"\npython_path = [\"{}\"]\n",
-                self.extra,
+                self.extra
+                    .replace("{site}", &site.path().display().to_string()),
                 self.workers,
                 self.app,
                 site.path().join("apps").display()
@@ -477,4 +478,53 @@ fn a_client_gone_mid_body_costs_one_request_not_the_worker() {
     );
     let after = http::get(&server.url("/pid")).body;
     assert_eq!(before, after, "the worker was replaced");
+}
+
+#[test]
+fn a_client_trickling_its_head_holds_no_worker_and_is_dropped_in_time() {
+    let server = Server::start("wsgi_app:application", 1, "request_read_timeout = \"1s\"");
+    let mut slow = server.connect();
+    slow.write_all(b"GET /pid HTTP/1.1\r\nHo").unwrap();
+    // The pool's only worker still answers others at once.
+    let asked = Instant::now();
+    assert_eq!(http::get(&server.url("/pid")).status, 200);
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The incomplete head is dropped after request_read_timeout, and the log says so.
+    let mut rest = Vec::new();
+    slow.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    server.drover.log.wait_for_line(
+        "dropped a connection: its request head did not arrive within 1s",
+        TIMEOUT,
+    );
+}
+
+#[test]
+fn the_access_log_has_a_line_per_http_request() {
+    let server = Server::start(
+        "wsgi_app:application",
+        1,
+        "access_log = \"{site}/access.log\"",
+    );
+    let mut stream = server.connect();
+    let mut pending = Vec::new();
+    stream
+        .write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\nGET /nope?q=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    read_response(&mut stream, &mut pending);
+    read_response(&mut stream, &mut pending);
+    let path = server.site.path().join("access.log");
+    let lines = crate::common::wait_until(TIMEOUT, "two access log lines", || {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        (text.lines().count() >= 2).then_some(text)
+    });
+    let lines: Vec<&str> = lines.lines().collect();
+    assert!(lines[0].starts_with("127.0.0.1 "), "{lines:?}");
+    assert!(lines[0].contains("\"GET /pid\" 200"), "{lines:?}");
+    // php-fpm's %r: the URI without its query.
+    assert!(lines[1].contains("\"GET /nope\" 200"), "{lines:?}");
 }
