@@ -20,6 +20,8 @@ struct HttpPool {
     workers: u32,
     port: u16,
     extra: String,
+    /// More `[pm]` keys.
+    pm: String,
 }
 
 impl PoolFile for HttpPool {
@@ -32,11 +34,12 @@ impl PoolFile for HttpPool {
         let text = pool_toml(
             &socket,
             &format!(
-                "protocol = \"http\"\n{}\n[pm]\nmode = \"static\"\nmax_children = {}\n\
+                "protocol = \"http\"\n{}\n[pm]\nmode = \"static\"\nmax_children = {}\n{}\n\
                  [python]\napp = \"{}\"\npython_path = [\"{}\"]\n",
                 self.extra
                     .replace("{site}", &site.path().display().to_string()),
                 self.workers,
+                self.pm,
                 self.app,
                 site.path().join("apps").display()
             ),
@@ -61,6 +64,10 @@ struct Server {
 
 impl Server {
     fn start(app: &'static str, workers: u32, extra: &str) -> Server {
+        Server::start_pm(app, workers, extra, "")
+    }
+
+    fn start_pm(app: &'static str, workers: u32, extra: &str, pm: &str) -> Server {
         let site = Site::new();
         python::install_apps(&site);
         let pool = HttpPool {
@@ -69,6 +76,7 @@ impl Server {
             workers,
             port: free_port(),
             extra: extra.to_string(),
+            pm: pm.to_string(),
         };
         let drover = Drover::start(&site, &[&pool]);
         Server {
@@ -527,4 +535,42 @@ fn the_access_log_has_a_line_per_http_request() {
     assert!(lines[0].contains("\"GET /pid\" 200"), "{lines:?}");
     // php-fpm's %r: the URI without its query.
     assert!(lines[1].contains("\"GET /nope\" 200"), "{lines:?}");
+}
+
+#[test]
+fn max_requests_recycles_an_http_worker() {
+    let server = Server::start_pm("wsgi_app:application", 1, "", "max_requests = 2");
+    let pids: Vec<String> = (0..3)
+        .map(|_| http::get(&server.url("/pid")).body)
+        .collect();
+    assert_eq!(pids[0], pids[1]);
+    assert_ne!(
+        pids[1],
+        pids[2],
+        "the worker served a third request; log:\n{}",
+        server.drover.log.text()
+    );
+}
+
+#[test]
+fn term_lets_the_request_in_flight_finish_and_closes_idle_connections() {
+    let mut server = Server::start("wsgi_app:application", 2, "keepalive_timeout = \"60s\"");
+    let mut idle = server.connect();
+    idle.write_all(b"GET /pid HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut idle, &mut Vec::new()).status, 200);
+    let marker = server.site.path().join("started");
+    let url = server.url(&format!("/sleep?marker={}", marker.display()));
+    let request = std::thread::spawn(move || http::get(&url));
+    crate::common::wait_until(TIMEOUT, "the slow request to start", || {
+        marker.exists().then_some(())
+    });
+    server.drover.signal(nix::sys::signal::Signal::SIGTERM);
+    let reply = request.join().unwrap();
+    assert_eq!((reply.status, reply.body.as_str()), (200, "done"));
+    let status = server.drover.wait_exit(TIMEOUT);
+    assert_eq!(status.code(), Some(0), "{}", server.drover.log.text());
+    let mut rest = Vec::new();
+    idle.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
 }

@@ -31,6 +31,11 @@ use crate::socket::Socket;
 /// The listener's token in the epoll set; connections count up from 0.
 const LISTENER: u64 = u64::MAX;
 
+/// The sweep for expired connections runs at most this often: each run walks every held
+/// connection, and with thousands of them each expiring at its own time, a sweep per
+/// deadline would cost more than the connections. A deadline may pass by this much.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
 /// A connection between requests.
 struct Held {
     conn: Conn,
@@ -49,6 +54,8 @@ struct Set<'c> {
     next_token: u64,
     /// No deadline comes before this: the sweep for expired connections waits till then.
     next_sweep: Instant,
+    /// When the sweep last ran ([`SWEEP_EVERY`]).
+    last_sweep: Instant,
     http: &'c HttpConfig,
     /// How long a head may take from its first byte (or a new connection's accept).
     head_timeout: Duration,
@@ -134,14 +141,16 @@ impl<'c> Set<'c> {
             held: HashMap::new(),
             next_token: 0,
             next_sweep: Instant::now() + Duration::from_secs(3600),
+            last_sweep: Instant::now(),
             http,
             head_timeout: read_timeout.unwrap_or(DEFAULT_HEAD_TIMEOUT),
         })
     }
 
-    /// How long epoll may wait: until the next connection's deadline.
+    /// How long epoll may wait: until the next sweep is due.
     fn timeout(&self) -> EpollTimeout {
-        let left = self.next_sweep.saturating_duration_since(Instant::now());
+        let due = self.next_sweep.max(self.last_sweep + SWEEP_EVERY);
+        let left = due.saturating_duration_since(Instant::now());
         // Rounded up, so that the sweep does not run just short of the deadline and spin.
         EpollTimeout::try_from(left + Duration::from_millis(1)).unwrap_or(EpollTimeout::MAX)
     }
@@ -316,9 +325,10 @@ impl<'c> Set<'c> {
     /// may close at any time between requests), a head that did not complete with a log
     /// line.
     fn sweep(&mut self, now: Instant) {
-        if now < self.next_sweep {
+        if now < self.next_sweep || now < self.last_sweep + SWEEP_EVERY {
             return;
         }
+        self.last_sweep = now;
         let expired: Vec<u64> = self
             .held
             .iter()
