@@ -83,7 +83,7 @@ def backends(workload, work, workers, drover):
     interface = "asgi" if workload == "http-asgi" else "wsgi"
     port = free_port()
     pool = _pool(work, workers, module, attr, f"127.0.0.1:{port}", extra_pool='protocol = "http"\n',
-                 extra_python=f'interface = "{interface}"\n')
+                 extra_python='interface = "asgi"\n' if interface == "asgi" else "")
     ours = drover_backend(work, drover, pool, "")
     ours.kind, ours.port = "direct", port
     out.append(ours)
