@@ -15,6 +15,7 @@ mod load;
 mod model;
 mod pm;
 mod pool;
+mod python_app;
 mod read;
 mod render;
 mod runtime;

@@ -110,6 +110,10 @@ pub struct Pool {
     /// log as it is, one line per write, without drover's prefix.
     pub decorate_workers_output: bool,
     pub request_terminate_timeout: Option<Duration>,
+    /// Python pools: how long a worker asked to abort its request past
+    /// `request_terminate_timeout` (SIGUSR1, which raises inside the request) may take to
+    /// end it before SIGKILL. Others are killed at once.
+    pub terminate_grace: Duration,
     /// A request's headers and body must arrive within this time from the accept; `None`:
     /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
     pub request_read_timeout: Option<Duration>,
@@ -238,6 +242,9 @@ impl PhpRuntime {
 pub struct Python {
     /// "package.module:callable"; the callable defaults to `application`.
     pub module: String,
+    /// What follows the `:`: the app's name, or a factory call with literal arguments
+    /// (`create_app('prod', debug=False)`), checked as gunicorn checks it; the zygote calls
+    /// the factory once (or each worker, without preload).
     pub callable: String,
     pub python_path: Vec<PathBuf>,
     pub virtualenv: Option<PathBuf>,
@@ -247,6 +254,9 @@ pub struct Python {
     /// Request paths (with an optional query) the zygote sends through the app before it
     /// forks, so that what the app builds on its first requests is shared by the workers.
     pub warmup: Vec<String>,
+    /// `hooks`: gunicorn's lifecycle hooks, from a module name or a .py file (a
+    /// gunicorn.conf.py; a relative path resolves as every path does, and must exist).
+    pub hooks: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

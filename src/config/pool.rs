@@ -30,6 +30,7 @@ const KEYS: &[&str] = &[
     "slowlog_format",
     "decorate_workers_output",
     "request_terminate_timeout",
+    "terminate_grace",
     "request_read_timeout",
     "status_listen",
     "access_log",
@@ -122,6 +123,7 @@ pub(super) fn parse(
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
+    let terminate_grace = terminate_grace(root, slowlog.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -145,6 +147,7 @@ pub(super) fn parse(
         slowlog_json: slowlog_json?,
         decorate_workers_output: decorate_workers_output?,
         request_terminate_timeout,
+        terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
         status_listen: status_listen?,
         access_log,
@@ -400,6 +403,32 @@ fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
         );
     }
     Some((slow?, depth?, file?, terminate?))
+}
+
+/// How long a Python worker asked to abort a request past `request_terminate_timeout` has
+/// to end it (its `finally:` blocks, `worker_abort`) before SIGKILL, unless the pool says.
+pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(1);
+
+/// `terminate_grace`: Python pools with a `request_terminate_timeout` only. A PHP or
+/// command worker is killed at once (nothing in it can run a `finally:`), so the key would
+/// be a promise drover cannot keep there.
+fn terminate_grace(root: &Table<'_, '_>, slowlog: Option<&Slowlog>) -> Option<Duration> {
+    let grace = root.duration("terminate_grace").or(DEFAULT_TERMINATE_GRACE);
+    if root.contains("terminate_grace") {
+        if !root.contains("python") {
+            root.fail(
+                "terminate_grace",
+                "Python pools only: a PHP or [command] worker past request_terminate_timeout \
+                 is killed at once, with nothing in it to run first",
+            );
+        } else if slowlog.is_some_and(|s| s.3.is_none()) {
+            root.fail(
+                "terminate_grace",
+                "needs request_terminate_timeout, the limit whose abort it gives time to",
+            );
+        }
+    }
+    grace
 }
 
 /// Linux's bound on one string of a new program's environment or arguments

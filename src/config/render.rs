@@ -95,6 +95,14 @@ fn pool(out: &mut Out, p: &Pool) {
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),
     );
+    if matches!(p.runtime, Runtime::Python(_)) && p.request_terminate_timeout.is_some() {
+        out.duration("terminate_grace", p.terminate_grace);
+    } else {
+        out.unset(
+            "terminate_grace",
+            "Python pools with a request_terminate_timeout only",
+        );
+    }
     out.duration(
         "request_read_timeout",
         p.request_read_timeout.unwrap_or_default(),
@@ -196,6 +204,7 @@ fn python(out: &mut Out, py: &Python) {
     out.raw("preload", py.preload);
     out.string("mount", &py.mount);
     out.strings("warmup", &py.warmup);
+    out.optional_string("hooks", py.hooks.as_deref(), None);
 }
 
 fn command(out: &mut Out, command: &Command) {
@@ -302,6 +311,7 @@ mod tests {
         "slowlog",
         "slowlog_format",
         "request_terminate_timeout",
+        "terminate_grace",
         "request_read_timeout",
         "status_listen",
         "access_log",

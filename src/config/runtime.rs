@@ -33,6 +33,7 @@ const PYTHON_KEYS: &[&str] = &[
     "preload",
     "mount",
     "warmup",
+    "hooks",
 ];
 const COMMAND_KEYS: &[&str] = &["argv"];
 
@@ -317,6 +318,7 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
             "needs preload = true: the requests are sent to the app the zygote loaded",
         );
     }
+    let hooks = t.parse("hooks", |s| hooks(base, s)).optional();
     let (module, callable) = app?;
     Some(Python {
         module,
@@ -326,7 +328,35 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         preload: preload?,
         mount: mount?,
         warmup: warmup?,
+        hooks: hooks?,
     })
+}
+
+/// `hooks`: a module name ("myapp.hooks"), or a path to a .py file (a gunicorn.conf.py),
+/// made absolute and checked to be a file. A path is anything with a `/` or ending in
+/// `.py`, as gunicorn tells its config file from a module.
+fn hooks(base: &Path, s: &str) -> Result<String, String> {
+    if s.contains('/') || s.ends_with(".py") {
+        let path = resolve(base, s)?;
+        return match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => Ok(path.display().to_string()),
+            Ok(_) => Err(format!("{} is not a file", path.display())),
+            Err(e) => Err(format!("cannot use {}: {e}", path.display())),
+        };
+    }
+    let identifier = |s: &str| {
+        let mut chars = s.chars();
+        chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+            && chars.all(|c| c == '_' || c.is_alphanumeric())
+    };
+    if !s.split('.').all(identifier) {
+        return Err(
+            "expected a module (\"myapp.hooks\") or a path to a .py file \
+             (\"/etc/myapp/gunicorn.conf.py\")"
+                .into(),
+        );
+    }
+    Ok(s.to_owned())
 }
 
 /// A `warmup` entry: a request path with an optional query, as a client sends it.
@@ -342,7 +372,9 @@ fn warmup_path(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `package.module:callable` → (module, callable), callable defaulting to `application`.
+/// `package.module:callable` or `package.module:factory(literal, key=literal)` → (module,
+/// what follows the `:`), which defaults to `application`; the factory call is checked as
+/// gunicorn checks it ([`super::python_app`]).
 fn app(s: &str) -> Result<(String, String), String> {
     let (module, callable) = s.split_once(':').unwrap_or((s, "application"));
     let identifier = |s: &str| {
@@ -350,10 +382,16 @@ fn app(s: &str) -> Result<(String, String), String> {
         chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
             && chars.all(|c| c == '_' || c.is_alphanumeric())
     };
-    if !module.split('.').all(identifier) || !identifier(callable) {
-        return Err("expected \"package.module:callable\", like \"myapp.wsgi:application\"".into());
+    if !module.split('.').all(identifier) {
+        return Err(
+            "expected \"package.module:callable\" or \"package.module:factory(args)\", \
+             like \"myapp.wsgi:application\" or \"myapp:create_app('prod')\""
+                .into(),
+        );
     }
-    Ok((module.to_owned(), callable.to_owned()))
+    super::python_app::check_callable(callable)
+        .map_err(|rule| format!("after \"{module}:\": {rule}"))?;
+    Ok((module.to_owned(), callable.trim().to_owned()))
 }
 
 fn mount(s: &str) -> Result<String, String> {

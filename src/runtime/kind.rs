@@ -188,6 +188,13 @@ impl Kind {
         }
     }
 
+    /// A `request_terminate_timeout` kill first asks the worker to abort the request
+    /// (SIGUSR1 raises inside it), and SIGKILLs after `terminate_grace` only if it is
+    /// still in it: Python. Others are killed at once.
+    pub fn aborts_request(self) -> bool {
+        matches!(self, Kind::PythonZygote)
+    }
+
     pub fn slow_stack(self) -> SlowStack {
         match self {
             Kind::PythonZygote => SlowStack::Faulthandler,

@@ -47,6 +47,10 @@ pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsStr
         args.push("--warmup".into());
         args.push(path.into());
     }
+    if let Some(hooks) = &python.hooks {
+        args.push("--hooks".into());
+        args.push(hooks.into());
+    }
     let env = allowed_clients_env(pool).into_iter().collect();
     (program(), args, env)
 }

@@ -16,6 +16,10 @@
 //!   with [`parse_frame`]. Sent SIGUSR1 (a `request_terminate_timeout` kill), it writes
 //!   them the same way, then waits for SIGKILL: its script does not go on (the signal may
 //!   have cut a `sleep()` short), and it kills itself should no SIGKILL come.
+//! - A `drover-python` worker sent SIGUSR1 (a `request_terminate_timeout` kill) aborts the
+//!   request in hand: gunicorn's `worker_abort` hook, then an exception raised inside the
+//!   request; it exits once the request is over. The master SIGKILLs it `terminate_grace`
+//!   later if it is still in that request.
 //! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
 //! - `drover-php` [`PHP_PROBE`] says whether it can run PHP here (the master asks once, to
 //!   pick a PHP pool's default runtime): exit 0 and one line naming PHP
@@ -121,6 +125,10 @@ pub struct PythonArgs {
     /// A `warmup` request path, sent through the app before the first fork (repeated).
     #[arg(long = "warmup")]
     pub warmup: Vec<String>,
+    /// `hooks`: the module, or the .py file (a gunicorn.conf.py), whose gunicorn hooks
+    /// (`post_fork`, `child_exit`, ...) the zygote and its workers call.
+    #[arg(long)]
+    pub hooks: Option<String>,
 }
 
 /// The command line of `drover-php`: an embedded-PHP pool's zygote.

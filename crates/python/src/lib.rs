@@ -10,6 +10,9 @@
 //!
 //! - [`zygote`]: imports the app, `gc.freeze()`, then runs `drover_worker`'s fork loop,
 //!   forking with CPython's fork hooks.
+//! - [`hooks`]: gunicorn's lifecycle hooks, the app factory (gunicorn's `import_app`, with
+//!   its Python half in `drover_runtime.py`) and the graceful abort of a request past
+//!   `request_terminate_timeout`.
 //! - [`warmup`]: the `warmup` requests the zygote sends through the app before it forks.
 //! - [`worker`]: the WSGI app as the worker loop's handler; `faulthandler` for the slowlog.
 //! - [`wsgi`]: PEP 3333: environ, `wsgi.input`, `start_response`, the response.
@@ -18,6 +21,7 @@
 //! codes) is `drover_proto::zygote`; the FastCGI codec is `drover_fastcgi`, the scoreboard
 //! `drover_scoreboard`.
 
+pub mod hooks;
 pub mod warmup;
 pub mod worker;
 pub mod wsgi;

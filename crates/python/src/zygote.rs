@@ -1,14 +1,16 @@
 //! The Python zygote: one per Python pool, exec'd by the master as `drover-python`. It runs
 //! no tokio and no threads of its own, so that it may fork (the [`warmup`](super::warmup)
 //! reader thread ends before the first fork): it blocks its signals, initializes CPython,
-//! imports the app (unless `--no-preload`), sends it the `--warmup` requests, freezes the
+//! loads the hooks and calls `on_starting` ([`super::hooks`]), imports the app (unless
+//! `--no-preload`; a factory is called here), sends it the `--warmup` requests, freezes the
 //! heap for copy-on-write (`gc.freeze()`), then hands over to `drover_worker`'s fork loop
 //! ([`drover_worker::zygote::serve`]), forking each worker while holding the GIL
 //! (`PyOS_BeforeFork` / `PyOS_AfterFork_*`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use drover_proto::zygote::{EXIT_APP_LOAD, PythonArgs};
+use drover_proto::zygote::{EXIT_APP_LOAD, PythonArgs, WorkerExit};
 use drover_worker::serve::{Board, WorkerConfig};
 use drover_worker::zygote::{self, Runtime};
 use nix::sys::signal::SigSet;
@@ -16,6 +18,7 @@ use nix::unistd::Pid;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use super::hooks::{self, Hooks};
 use super::worker;
 
 /// Runs the zygote of the pool `args` describes to its end; returns its exit code.
@@ -33,6 +36,13 @@ pub fn run(args: PythonArgs) -> u8 {
             err.print(py);
             return EXIT_APP_LOAD;
         }
+        let hooks = match start_hooks(py, &args) {
+            Ok(hooks) => hooks,
+            Err(err) => {
+                err.display(py);
+                return EXIT_APP_LOAD;
+            }
+        };
         let app = if args.no_preload {
             None
         } else {
@@ -40,7 +50,7 @@ pub fn run(args: PythonArgs) -> u8 {
                 Ok(app) => Some(app),
                 Err(err) => {
                     eprintln!("drover-python: cannot load the app {:?}:", args.app);
-                    err.print(py);
+                    err.display(py);
                     return EXIT_APP_LOAD;
                 }
             }
@@ -55,9 +65,31 @@ pub fn run(args: PythonArgs) -> u8 {
             py,
             args: &args,
             app,
+            hooks,
+            ages: HashMap::new(),
         };
-        zygote::serve(&mut runtime, &args.zygote, &args.app, original)
+        let code = zygote::serve(&mut runtime, &args.zygote, &args.app, original);
+        runtime.hooks.logged(py, "on_exit");
+        flush_python_stdio(py);
+        code
     })
+}
+
+/// Loads the hooks (`--hooks`; without it, only the objects the abort needs) and calls
+/// `on_starting(server)`, before the app loads; an exception in either fails the zygote.
+fn start_hooks(py: Python<'_>, args: &PythonArgs) -> PyResult<Hooks> {
+    let spec = args.hooks.as_deref();
+    let hooks =
+        Hooks::load(py, spec, &args.zygote.pool, args.zygote.workers).inspect_err(|_| {
+            eprintln!(
+                "drover-python: cannot load the hooks {:?}:",
+                spec.unwrap_or_default()
+            )
+        })?;
+    hooks
+        .fatal(py, "on_starting", ())
+        .inspect_err(|_| eprintln!("drover-python: the on_starting hook raised:"))?;
+    Ok(hooks)
 }
 
 /// The Python zygote as the fork loop sees it: how it forks a worker.
@@ -66,6 +98,9 @@ struct Zygote<'a> {
     args: &'a PythonArgs,
     /// The preloaded app (None with `--no-preload`: each worker imports it).
     app: Option<Py<PyAny>>,
+    hooks: Hooks,
+    /// Each live worker's `age` (the fork count when it was forked), for `child_exit`.
+    ages: HashMap<Pid, u32>,
 }
 
 impl Runtime for Zygote<'_> {
@@ -76,6 +111,7 @@ impl Runtime for Zygote<'_> {
         mask: &SigSet,
     ) -> nix::Result<Pid> {
         let py = self.py;
+        let age = config.generation;
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a
         // process with no other threads.
         unsafe { pyo3::ffi::PyOS_BeforeFork() };
@@ -91,8 +127,16 @@ impl Runtime for Zygote<'_> {
                 unsafe { pyo3::ffi::PyOS_AfterFork_Child() };
                 zygote::become_worker(mask, || {
                     let app = self.app.as_ref().map(|app| app.clone_ref(py));
-                    let code =
-                        worker::run(py, app, &self.args.app, &self.args.mount, config, board);
+                    let hooks = self.hooks.clone_ref(py);
+                    let code = worker::run(
+                        py,
+                        app,
+                        hooks,
+                        &self.args.app,
+                        &self.args.mount,
+                        config,
+                        board,
+                    );
                     flush_python_stdio(py);
                     code
                 })
@@ -100,9 +144,22 @@ impl Runtime for Zygote<'_> {
             pid => {
                 // SAFETY: closes PyOS_BeforeFork's bracket, in the process that opened it.
                 unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
-                Ok(Pid::from_raw(pid))
+                let pid = Pid::from_raw(pid);
+                self.ages.insert(pid, age);
+                Ok(pid)
             }
         }
+    }
+
+    fn ready(&mut self) {
+        self.hooks.logged(self.py, "when_ready");
+        flush_python_stdio(self.py);
+    }
+
+    fn reaped(&mut self, pid: Pid, _exit: WorkerExit) {
+        let age = self.ages.remove(&pid).unwrap_or_default();
+        self.hooks.child_exit(self.py, pid.as_raw(), age);
+        flush_python_stdio(self.py);
     }
 
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
@@ -139,19 +196,11 @@ fn site_packages(venv: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Imports "package.module:callable" (the callable may be dotted: "app:server.wsgi").
+/// Imports "package.module:callable", or calls the factory of
+/// "package.module:create_app('prod', debug=False)" (literal arguments only), as
+/// gunicorn's `import_app` does; fails when what it gets is not callable.
 pub fn load_app(py: Python<'_>, spec: &str) -> PyResult<Py<PyAny>> {
-    let (module, callable) = spec.split_once(':').unwrap_or((spec, "application"));
-    let mut object = py.import(module)?.into_any();
-    for name in callable.split('.') {
-        object = object.getattr(name)?;
-    }
-    if !object.is_callable() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "{spec} is not callable"
-        )));
-    }
-    Ok(object.unbind())
+    hooks::import_app(py, spec)
 }
 
 /// Collects once, then moves every object to the permanent generation, so that the

@@ -115,6 +115,12 @@ pub fn retiring() -> bool {
     RETIRE.load(Ordering::Relaxed)
 }
 
+/// Asks the worker to stop once the request in hand is served (Python: after a request it
+/// aborted past `request_terminate_timeout`).
+pub fn retire() {
+    RETIRE.store(true, Ordering::Relaxed);
+}
+
 extern "C" fn on_sigterm(_: libc::c_int) {
     RETIRE.store(true, Ordering::Relaxed);
 }

@@ -38,6 +38,14 @@ pub trait Runtime {
         mask: &SigSet,
     ) -> nix::Result<Pid>;
 
+    /// The zygote forked its first workers (as many as it keeps), once in its life
+    /// (Python: gunicorn's `when_ready` hook). Default: nothing.
+    fn ready(&mut self) {}
+
+    /// The zygote reaped its worker `pid` (Python: gunicorn's `child_exit` hook). Default:
+    /// nothing.
+    fn reaped(&mut self, _pid: Pid, _exit: WorkerExit) {}
+
     /// Runs the zygote's blocking signal wait (Python releases the GIL around it, which is
     /// why `f` must be `Send`). Default: f().
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
@@ -133,6 +141,7 @@ pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: 
         target: args.workers,
         scoreboard,
         generation: 0,
+        ready: false,
     }
     .serve()
 }
@@ -166,6 +175,8 @@ struct Zygote<'a, R> {
     scoreboard: Option<Scoreboard>,
     /// Counts forks, so that a slot's generation tells its successive workers apart.
     generation: u32,
+    /// [`Runtime::ready`] was called.
+    ready: bool,
 }
 
 impl<R: Runtime> Zygote<'_, R> {
@@ -206,6 +217,10 @@ impl<R: Runtime> Zygote<'_, R> {
                         }
                     }
                 }
+            }
+            if !self.ready && self.workers.len() >= self.target as usize {
+                self.ready = true;
+                self.runtime.ready();
             }
             let timeout = hold_until.map(|until| until.saturating_duration_since(now));
             match self.runtime.blocking(|| wait_signal(timeout)) {
@@ -248,6 +263,7 @@ impl<R: Runtime> Zygote<'_, R> {
             }
             let lived = live.started.elapsed();
             report(Report::Exited { pid, exit, lived });
+            self.runtime.reaped(pid, exit);
             if exit == WorkerExit::Code(i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }

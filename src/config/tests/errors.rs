@@ -518,3 +518,76 @@ fn http_keys_need_protocol_http_and_valid_values() {
         "needs a unit",
     );
 }
+
+/// A Python pool's text, `[python]` holding `python`, with `top` above `[pm]`.
+fn python_pool(top: &str, python: &str) -> String {
+    MINIMAL
+        .replace(
+            "[php]\nbinary = \"/bin/sh\"",
+            &format!("[python]\n{python}"),
+        )
+        .replace("\n[pm]", &format!("{top}\n[pm]"))
+}
+
+#[test]
+fn an_app_factory_with_other_than_literal_arguments_is_refused_at_its_line() {
+    let e = only_error(&python_pool("", "app = \"myapp:create_app(os.environ)\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "python.app",
+        "after \"myapp:\": the factory's arguments must be literals",
+    );
+    let e = only_error(&python_pool("", "app = \"myapp:factory.build()\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "python.app",
+        "only a name or a call",
+    );
+}
+
+#[test]
+fn terminate_grace_is_refused_where_nothing_can_use_it() {
+    let e = only_error(&format!("terminate_grace = \"2s\"\n{MINIMAL}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "terminate_grace",
+        "Python pools only",
+    );
+    let e = only_error(&python_pool("terminate_grace = \"2s\"", "app = \"myapp\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "terminate_grace",
+        "needs request_terminate_timeout",
+    );
+}
+
+#[test]
+fn hooks_is_a_module_or_an_existing_py_file() {
+    let e = only_error(&python_pool(
+        "",
+        "app = \"myapp\"\nhooks = \"/nonexistent/gunicorn.conf.py\"",
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "python.hooks",
+        "cannot use /nonexistent",
+    );
+    let e = only_error(&python_pool("", "app = \"myapp\"\nhooks = \"my-hooks\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "python.hooks",
+        "expected a module",
+    );
+}

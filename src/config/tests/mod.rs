@@ -297,3 +297,34 @@ fn texts_load_as_the_same_files_on_disk_do() {
         }
     }
 }
+
+#[test]
+fn a_python_pool_takes_a_factory_hooks_and_terminate_grace() {
+    let python = MINIMAL
+        .replace(
+            "[php]\nbinary = \"/bin/sh\"",
+            "[python]\napp = \"myapp:create_app('prod', debug=False)\"\nhooks = \"gunicorn.conf.py\"",
+        )
+        .replace(
+            "\n[pm]",
+            "request_terminate_timeout = \"2s\"\nterminate_grace = \"500ms\"\n[pm]",
+        );
+    let dir = setup("", &[("app", &python)]);
+    std::fs::write(dir.path().join("gunicorn.conf.py"), "workers = 4\n").unwrap();
+    let config = load_dir(&dir).unwrap();
+    let pool = &config.pools[0];
+    let Runtime::Python(py) = &pool.runtime else {
+        panic!("python")
+    };
+    assert_eq!(py.callable, "create_app('prod', debug=False)");
+    let hooks = dir.path().join("gunicorn.conf.py");
+    assert_eq!(py.hooks.as_deref(), Some(hooks.to_str().unwrap()));
+    assert_eq!(pool.terminate_grace, Duration::from_millis(500));
+    // The rendered pool loads back the same.
+    let text = config.render();
+    assert!(text.contains("terminate_grace = \"500ms\""), "{text}");
+    assert!(
+        text.contains("app = \"myapp:create_app('prod', debug=False)\""),
+        "{text}"
+    );
+}

@@ -8,6 +8,12 @@
 //! [`STACK_WAIT`] after the decision when the worker does not answer: the stack never
 //! delays the kill by more than that. A slowlog dump in flight for the same worker gets the
 //! same lines (see [`super::slow`]).
+//!
+//! A Python worker's `request_terminate_timeout` kill is an abort first, as gunicorn's
+//! timeout is: SIGUSR1 makes the worker raise inside the request (so its `except` and
+//! `finally` blocks, the `worker_abort` hook and error trackers run), answer 500 if it can
+//! and exit; SIGKILL follows `terminate_grace` later only if the worker is still in that
+//! same request.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,17 +32,28 @@ use crate::runtime::kind::SlowStack;
 /// decision; one that answers, at its stack's end line.
 const STACK_WAIT: Duration = Duration::from_millis(200);
 
-/// The kills waiting for their worker's stack (drover-php workers sent SIGUSR1).
+/// The kills waiting for something: a drover-php worker's stack (sent SIGUSR1), or a
+/// Python worker's abort (sent SIGUSR1, given `terminate_grace`).
 #[derive(Debug, Default)]
 pub struct PendingKills {
     /// When each was asked for its stack, and how many of its frames were logged.
     asked: HashMap<Pid, Pending>,
+    /// The aborts: the request each was asked to end (by its start) and when it is killed
+    /// if still in it.
+    aborting: HashMap<Pid, Abort>,
 }
 
 #[derive(Debug)]
 struct Pending {
     asked: Instant,
     frames: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Abort {
+    /// The aborted request's start, as the scoreboard showed it.
+    since: Instant,
+    deadline: Instant,
 }
 
 /// What a worker's line means for its pending kill.
@@ -64,9 +81,32 @@ impl PendingKills {
         );
     }
 
-    /// A kill of `pid` waits for its stack (its frame lines are awaited).
+    /// `pid` was asked to abort its request that started at `since`; it is killed at
+    /// `deadline` if still in it.
+    pub(super) fn aborting(&mut self, pid: Pid, since: Instant, deadline: Instant) {
+        self.aborting.insert(pid, Abort { since, deadline });
+    }
+
+    /// A kill of `pid` waits for its stack or its abort: the policy's next decision on it
+    /// is not a new kill.
     pub fn waiting(&self, pid: Pid) -> bool {
-        self.asked.contains_key(&pid)
+        self.asked.contains_key(&pid) || self.aborting.contains_key(&pid)
+    }
+
+    /// The aborts due at `now` whose worker is still in the aborted request
+    /// (`in_request(pid, since)`): to SIGKILL. Those past their deadline are forgotten
+    /// either way, and so is an abort whose worker left the request (it is exiting).
+    fn aborts_due(&mut self, now: Instant, in_request: impl Fn(Pid, Instant) -> bool) -> Vec<Pid> {
+        let mut due = Vec::new();
+        self.aborting.retain(|&pid, abort| {
+            let still = in_request(pid, abort.since);
+            if still && now >= abort.deadline {
+                due.push(pid);
+            }
+            still && now < abort.deadline
+        });
+        due.sort();
+        due
     }
 
     /// A line of `pid`'s output, keeping at most `depth` frames; the end line closes the
@@ -107,6 +147,7 @@ impl PendingKills {
     /// Keeps only the kills of workers `alive` says are still there.
     fn retain(&mut self, alive: impl Fn(Pid) -> bool) {
         self.asked.retain(|&pid, _| alive(pid));
+        self.aborting.retain(|&pid, _| alive(pid));
     }
 }
 
@@ -132,6 +173,23 @@ impl PoolRun {
         if let Some(process) = self.processes.get_mut(&pid) {
             process.retiring = true;
         }
+        let grace = self.config.terminate_grace;
+        if matches!(reason, Reason::Terminate { .. })
+            && self.launch.kind.aborts_request()
+            && !grace.is_zero()
+        {
+            let since = worker.state.since;
+            if kill(pid, Signal::SIGUSR1).is_ok() {
+                tracing::info!(
+                    "pool {}: worker {pid}: asked to abort the request (SIGUSR1); SIGKILL in \
+                     {} (terminate_grace) if it is still in it",
+                    self.config.name,
+                    humantime::format_duration(grace)
+                );
+                self.kills.aborting(pid, since, now + grace);
+                return;
+            }
+        }
         if matches!(reason, Reason::Terminate { .. }) {
             let depth = self.config.request_slowlog_trace_depth as usize;
             match self.launch.kind.slow_stack() {
@@ -154,7 +212,8 @@ impl PoolRun {
         let _ = kill(pid, Signal::SIGKILL);
     }
 
-    /// Kills the workers whose stack did not come in time (each tick).
+    /// Kills the workers whose stack did not come in time, and those still in the request
+    /// they were asked to abort `terminate_grace` ago (each tick).
     pub fn check_kills(&mut self, now: Instant) {
         let workers = &self.workers;
         self.kills.retain(|pid| workers.contains_key(&pid));
@@ -162,6 +221,20 @@ impl PoolRun {
             tracing::debug!(
                 "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
                 self.config.name
+            );
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        let in_request = |pid: Pid, since: Instant| {
+            workers
+                .get(&pid)
+                .is_some_and(|w| w.state.busy && w.state.since == since)
+        };
+        for pid in self.kills.aborts_due(now, in_request) {
+            tracing::warn!(
+                "pool {}: worker {pid}: still in the request {} after it was asked to abort \
+                 it (terminate_grace); SIGKILL",
+                self.config.name,
+                humantime::format_duration(self.config.terminate_grace)
             );
             let _ = kill(pid, Signal::SIGKILL);
         }
@@ -268,6 +341,27 @@ mod tests {
             kills.take_line(PID, FRAME_END.trim_end(), 20),
             KillLine::Unrelated
         );
+    }
+
+    #[test]
+    fn an_abort_kills_only_a_worker_still_in_the_aborted_request_after_the_grace() {
+        let (mut kills, t0) = (PendingKills::default(), Instant::now());
+        let grace = Duration::from_secs(1);
+        let (stuck, done, next) = (PID, Pid::from_raw(43), Pid::from_raw(44));
+        for pid in [stuck, done, next] {
+            kills.aborting(pid, t0, t0 + grace);
+            assert!(kills.waiting(pid), "a second kill decision must wait");
+        }
+        // `stuck` is in its request, `done` has left it (exiting), `next` serves another.
+        let in_request = |pid: Pid, since: Instant| {
+            pid == stuck && since == t0 || pid == next && since == t0 + grace / 2
+        };
+        assert!(kills.aborts_due(t0 + grace / 2, in_request).is_empty());
+        assert!(kills.waiting(stuck));
+        assert!(!kills.waiting(done) && !kills.waiting(next));
+        assert_eq!(kills.aborts_due(t0 + grace, in_request), [stuck]);
+        assert!(!kills.waiting(stuck), "killed once");
+        assert!(kills.aborts_due(t0 + grace * 2, in_request).is_empty());
     }
 
     #[test]

@@ -9,9 +9,16 @@
 //! - [`pep3333`]: an app wrapped in `wsgiref.validate` behind stock nginx: GET, POST, HEAD.
 //! - [`http_pool`]: `protocol = "http"`, no nginx: keep-alive, pipelining, chunked, 100-continue,
 //!   refused heads, 1,000 idle connections, X-Forwarded-For, a client gone mid-body.
+//! - [`factory`]: `app = "module:create_app(...)"`, as gunicorn takes it.
+//! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
+//! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
 
+mod abort;
 mod errors;
+mod factory;
+mod hooks;
 mod http_pool;
+mod lifecycle;
 mod pep3333;
 mod requests;
 mod responses;

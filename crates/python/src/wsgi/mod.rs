@@ -18,6 +18,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 pub use input::Input;
 use response::{Exchange, StartResponse};
+
+use crate::hooks::Hooks;
 pub use streams::{Errors, FileWrapper};
 
 /// A worker's connection: FastCGI from a web server, or HTTP from the client.
@@ -29,6 +31,8 @@ pub struct App {
     mount: String,
     /// `wsgi.*` keys that never change, copied into each environ.
     base: Py<PyDict>,
+    /// The hooks, when they define `pre_request` or `post_request`.
+    hooks: Option<Hooks>,
 }
 
 impl App {
@@ -44,7 +48,14 @@ impl App {
             callable,
             mount,
             base: base.unbind(),
+            hooks: None,
         })
+    }
+
+    /// Calls `pre_request` and `post_request` around each request (None: no Python call).
+    pub fn with_hooks(mut self, hooks: Option<Hooks>) -> App {
+        self.hooks = hooks;
+        self
     }
 
     /// Serves one request on `conn`, to its end; also returns the status the response went
@@ -58,7 +69,16 @@ impl App {
         let head_only = request.params.get("REQUEST_METHOD") == Some(b"HEAD");
         let keep_conn = request.keep_conn;
         let exchange = Rc::new(Exchange::new(conn.clone(), head_only));
-        let served = self.call(py, conn, &request, &exchange);
+        let environ = self.environ(py, conn, &request);
+        let served = environ
+            .as_ref()
+            .map_err(|e| e.clone_ref(py))
+            .and_then(|environ| {
+                if let Some(hooks) = self.hooks.as_ref().filter(|h| h.pre_request) {
+                    hooks.pre_request(py, environ);
+                }
+                self.call(py, environ, &exchange)
+            });
         let failed = match served {
             Ok(()) => false,
             Err(err) => {
@@ -72,6 +92,11 @@ impl App {
             }
         };
         let status = exchange.sent_status();
+        if let (Some(hooks), Ok(environ)) =
+            (self.hooks.as_ref().filter(|h| h.post_request), &environ)
+        {
+            hooks.post_request(py, environ, status);
+        }
         if exchange.broken.get() {
             return (Outcome { keep: false }, status);
         }
@@ -90,13 +115,13 @@ impl App {
         (outcome, status)
     }
 
-    fn call(
+    /// The request's environ, its `wsgi.input` reading the body from `conn`.
+    fn environ<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         conn: &Rc<RefCell<Conn>>,
         request: &Request,
-        exchange: &Rc<Exchange>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         let environ = self.base.bind(py).copy()?;
         environ::fill(py, &environ, &request.params, &self.mount)?;
         let content_length = request
@@ -107,6 +132,15 @@ impl App {
             "wsgi.input",
             Py::new(py, Input::new(conn.clone(), content_length))?,
         )?;
+        Ok(environ)
+    }
+
+    fn call(
+        &self,
+        py: Python<'_>,
+        environ: &Bound<'_, PyDict>,
+        exchange: &Rc<Exchange>,
+    ) -> PyResult<()> {
         let start_response = Py::new(
             py,
             StartResponse {
