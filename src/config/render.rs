@@ -119,8 +119,9 @@ fn pool(out: &mut Out, p: &Pool) {
     if let Some(http) = &p.http {
         out.duration("keepalive_timeout", http.keepalive_timeout);
         out.strings("forwarded_allow_ips", &http.forwarded_allow_ips);
-        if let Some(max) = http.max_request_body {
-            out.raw("max_request_body", format!("\"{max}B\""));
+        match http.max_request_body {
+            Some(bytes) => out.string("max_request_body", &size(bytes)),
+            None => out.unset("max_request_body", "no limit"),
         }
     }
 
@@ -365,6 +366,23 @@ mod tests {
         let (_dir2, again) = loaded(&[("www", block.split_once('\n').unwrap().1)]);
         let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
         a.file = b.file.clone();
+        assert_eq!(a, b, "rendered:\n{text}");
+    }
+
+    #[test]
+    fn a_rendered_http_pool_loads_back_the_same() {
+        let pool = MINIMAL.replace("[php]\nbinary = \"/bin/sh\"", "[python]\napp = \"app\"");
+        let pool = format!(
+            "protocol = \"http\"\nkeepalive_timeout = \"5s\"\nforwarded_allow_ips = [\"10.0.0.5\"]\n\
+             max_request_body = \"20MiB\"\n{pool}"
+        );
+        let (_dir, config) = loaded(&[("www", &pool)]);
+        let text = config.render();
+        let block = text.split("# pool www (").nth(1).unwrap();
+        let (_dir2, again) = loaded(&[("www", block.split_once('\n').unwrap().1)]);
+        let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
+        a.file = b.file.clone();
+        assert!(a.http.is_some());
         assert_eq!(a, b, "rendered:\n{text}");
     }
 

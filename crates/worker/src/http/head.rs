@@ -152,11 +152,13 @@ fn build(
     if hosts > 1 || (minor == 1 && hosts == 0) {
         return Err(Refusal::new(400, "HTTP/1.1 needs exactly one Host header"));
     }
-    if !target.starts_with('/') && target != "*" {
-        // Absolute-form (a proxy request) and authority-form (CONNECT) are not for an
-        // origin server.
-        return Err(Refusal::new(400, "request target is not a path"));
-    }
+    // RFC 9112 §3.2.2: a server must accept the absolute-form (`http://host/path`), and
+    // its authority then stands for Host. The authority-form (CONNECT) is for proxies.
+    let (target, authority) = match absolute_form(target) {
+        Some((authority, path)) => (path, Some(authority)),
+        None if target.starts_with('/') || target == "*" => (target.into(), None),
+        None => return Err(Refusal::new(400, "request target is not a path")),
+    };
     let connection = joined(fields, "connection");
     let has = |token: &str| {
         connection
@@ -170,7 +172,7 @@ fn build(
     };
     let expect_continue =
         minor == 1 && joined(fields, "expect").eq_ignore_ascii_case(b"100-continue");
-    let params = cgi(method, target, minor, fields, framing, peer);
+    let params = cgi(method, &target, authority, minor, fields, framing, peer);
     Ok(Head {
         len,
         framing,
@@ -243,6 +245,27 @@ fn framing(
     Ok(Framing::Length(length))
 }
 
+/// An absolute-form target's authority and its origin-form (`/path?query`); None for any
+/// other form.
+fn absolute_form(target: &str) -> Option<(&str, std::borrow::Cow<'_, str>)> {
+    let (scheme, rest) = target.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return None;
+    }
+    let at = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(at);
+    // userinfo ("user@host") is deprecated and a classic confusion: refused.
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    let path = if path.starts_with('/') {
+        path.into()
+    } else {
+        format!("/{path}").into()
+    };
+    Some((authority, path))
+}
+
 /// The values of every field called `name`, joined with ", " (RFC 9110 §5.3).
 fn joined(fields: &[httparse::Header<'_>], name: &str) -> Vec<u8> {
     let mut out = Vec::new();
@@ -260,6 +283,7 @@ fn joined(fields: &[httparse::Header<'_>], name: &str) -> Vec<u8> {
 fn cgi(
     method: &str,
     target: &str,
+    authority: Option<&str>,
     minor: u8,
     fields: &[httparse::Header<'_>],
     framing: Framing,
@@ -307,7 +331,7 @@ fn cgi(
     if https {
         put(b"HTTPS", b"on");
     }
-    let host = joined(fields, "host");
+    let host = authority.map_or_else(|| joined(fields, "host"), |a| a.as_bytes().to_vec());
     let (name, port) = server_name(&host, peer.local, https);
     put(b"SERVER_NAME", name.as_bytes());
     put(b"SERVER_PORT", port.as_bytes());

@@ -78,7 +78,8 @@ fn smuggling_corners_are_refused() {
     assert_eq!(status(gzip), 501);
     assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), 400);
     assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
-    assert_eq!(status("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status("CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status("GET http://u@a/ HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
     // The same length twice is one length.
     let same = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n";
     assert_eq!(parsed(same).unwrap().unwrap().framing, Framing::Length(3));
@@ -141,4 +142,21 @@ fn forwarded_headers_count_only_from_a_trusted_peer() {
         .unwrap()
         .unwrap();
     assert_eq!(param(&any, "REMOTE_ADDR"), "203.0.113.9");
+}
+
+#[test]
+fn an_absolute_form_target_is_served_as_its_path_on_its_authority() {
+    let head = parsed("GET http://example.org:8080/a%2Fb?q=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(param(&head, "REQUEST_URI"), "/a%2Fb?q=1");
+    assert_eq!(param(&head, "DOCUMENT_URI"), "/a/b");
+    assert_eq!(param(&head, "QUERY_STRING"), "q=1");
+    assert_eq!(param(&head, "SERVER_NAME"), "example.org");
+    assert_eq!(param(&head, "SERVER_PORT"), "8080");
+    let bare = parsed("GET HTTP://example.org?x HTTP/1.1\r\nHost: e\r\n\r\n")
+        .unwrap()
+        .unwrap();
+    assert_eq!(param(&bare, "DOCUMENT_URI"), "/");
+    assert_eq!(param(&bare, "QUERY_STRING"), "x");
 }
