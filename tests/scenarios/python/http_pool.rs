@@ -10,7 +10,9 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::{field, fields, noise, sha256};
-use crate::common::{Drover, PoolFile, Site, TIMEOUT, http, pool_toml, python};
+use crate::common::{
+    Drover, PoolFile, Site, TIMEOUT, http, pool_toml, probe, python, start_with_control,
+};
 
 /// A static Python pool on a loopback TCP port with `protocol = "http"`, and `extra` top-
 /// level keys (`{site}` in them: the site's folder).
@@ -573,4 +575,44 @@ fn term_lets_the_request_in_flight_finish_and_closes_idle_connections() {
     let mut rest = Vec::new();
     idle.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty());
+}
+
+#[test]
+fn a_reload_switches_a_pool_between_http_and_fastcgi_on_the_same_socket() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let mut pool = HttpPool {
+        name: "web",
+        app: "wsgi_app:application",
+        workers: 1,
+        port: free_port(),
+        extra: String::new(),
+        pm: String::new(),
+    };
+    let (drover, _ctl) = start_with_control(&site, &[&pool]);
+    let url = format!("http://127.0.0.1:{}/pid", pool.port);
+    assert_eq!(http::get(&url).status, 200);
+    let config = site.path().join("drover.toml");
+    let reload = |text: String, round: usize| {
+        site.write("pools.d/web.toml", &text);
+        drover.signal(nix::sys::signal::Signal::SIGHUP);
+        drover.log.wait_for_lines(
+            0,
+            "reload done",
+            |l| l.contains("reload done"),
+            round,
+            TIMEOUT,
+        );
+    };
+    // To FastCGI: the HTTP workers left the shared socket non-blocking; the FastCGI ones
+    // must still serve (drover ctl probe speaks FastCGI, as nginx would).
+    reload(pool.toml(&site).replace("protocol = \"http\"\n", ""), 1);
+    for _ in 0..3 {
+        let run = probe(&config, &["web", "/pid"]);
+        assert_eq!(run.code, Some(0), "{run:#?}\n{}", drover.log.text());
+    }
+    // And back to HTTP.
+    pool.extra = "keepalive_timeout = \"1s\"".into();
+    reload(pool.toml(&site), 2);
+    assert_eq!(http::get(&url).status, 200);
 }
