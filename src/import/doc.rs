@@ -99,6 +99,13 @@ impl Doc {
         }
     }
 
+    /// Takes `key` out of `table` again.
+    pub fn remove(&mut self, table: &str, key: &str) {
+        self.table(table)
+            .lines
+            .retain(|l| l.value.is_none() || l.key != key);
+    }
+
     /// A comment line in `table`: something the operator should see where it would go.
     pub fn comment(&mut self, table: &str, text: &str) {
         self.table(table).lines.push(Line {

@@ -3,12 +3,16 @@
 //!
 //! - [`phpfpm`]: php-fpm.conf and pool `.conf` files (their INI dialect is `ini`'s) to
 //!   `drover.toml` and `pools.d/NAME.toml`.
+//! - [`gunicorn`]: a gunicorn command line and `gunicorn.conf.py` (evaluated by
+//!   `drover-python --read-gunicorn-config`, since it is Python) to a Python pool, plus the
+//!   nginx change from `proxy_pass` to `fastcgi_pass`.
 //!
 //! Each importer has a pure mapping (text or settings in, [`doc::Doc`]s and [`Note`]s out)
 //! and a thin shell here that reads, writes (never over an existing file without
 //! `--force`), prints the report, and checks the written files as `drover -t` does.
 
 pub mod doc;
+pub mod gunicorn;
 mod ini;
 pub mod phpfpm;
 
@@ -27,6 +31,9 @@ pub enum From {
     /// pools.d/NAME.toml.
     #[command(name = "php-fpm")]
     PhpFpm(PhpFpmArgs),
+    /// A gunicorn command line (flags, -c gunicorn.conf.py, then the app): writes
+    /// drover.toml and pools.d/NAME.toml, and prints the nginx change.
+    Gunicorn(GunicornArgs),
 }
 
 /// Where the files go.
@@ -51,6 +58,20 @@ pub struct PhpFpmArgs {
     /// php-fpm.conf and/or pool .conf files.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GunicornArgs {
+    #[command(flatten)]
+    pub output: Output,
+    /// gunicorn's own arguments, as you run it: [-c gunicorn.conf.py] [FLAGS...] APP.
+    #[arg(
+        required = true,
+        allow_hyphen_values = true,
+        trailing_var_arg = true,
+        value_name = "GUNICORN ARGS"
+    )]
+    pub args: Vec<String>,
 }
 
 /// One setting that was not carried over as written, and why.
@@ -86,6 +107,7 @@ const EXIT_FAILED: u8 = 1;
 pub fn run(args: ImportArgs) -> u8 {
     match args.from {
         From::PhpFpm(args) => php_fpm(args),
+        From::Gunicorn(args) => gunicorn::run(args),
     }
 }
 

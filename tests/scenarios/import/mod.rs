@@ -4,7 +4,10 @@
 //! - [`phpfpm`]: Debian's stock php-fpm.conf and www.conf import to a pool that serves the
 //!   page php-fpm serves; a pool's php_admin_value, env, pm and slowlog settings round-trip;
 //!   an unknown directive is reported with its file and line; nothing is overwritten.
+//! - [`gunicorn`]: a gunicorn.conf.py (run by drover-python, as gunicorn runs it) and flags
+//!   import to a Python pool that serves the WSGI fixture app; its hooks are named.
 
+mod gunicorn;
 mod phpfpm;
 
 use std::path::Path;
