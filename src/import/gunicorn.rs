@@ -15,11 +15,8 @@ use serde_json::Value as Json;
 use super::doc::Doc;
 use super::{GunicornArgs, Note};
 
-/// Whether this drover's `[python]` table takes `hooks` (gunicorn's hook functions, issue
-/// 14). Until it does, the importer writes the line commented out and reports each hook.
-pub const HOOKS_SUPPORTED: bool = false;
-
-/// gunicorn's hooks that drover calls, with gunicorn's names and arguments.
+/// gunicorn's hooks that drover calls, with gunicorn's names and arguments, from the file
+/// that `[python] hooks` names: a config file that defines one becomes the pool's hooks.
 const DROVER_HOOKS: &[&str] = &[
     "on_starting",
     "when_ready",

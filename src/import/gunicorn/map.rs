@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::{Cli, Context, DROVER_HOOKS, HOOKS_SUPPORTED, Import, OTHER_HOOKS, Origin, Setting};
+use super::{Cli, Context, DROVER_HOOKS, Import, OTHER_HOOKS, Origin, Setting};
 use crate::import::Note;
 use crate::import::doc::{Doc, Value};
 
@@ -478,31 +478,23 @@ impl Mapper {
                 "no equivalent: drover has no such moment, and does not call it",
             );
         }
-        let (Some(first), Some(file)) = (hooks.first(), &context.config) else {
+        let Some(file) = &context.config else {
             return;
         };
-        let names: Vec<&str> = hooks.iter().map(|s| s.name.as_str()).collect();
-        let file = file.display().to_string();
-        if HOOKS_SUPPORTED {
-            let origin = format!("{}: {}", origin(first), names.join(", "));
-            self.pool.set("python", "hooks", Value::Str(file), &origin);
-        } else {
-            self.pool.comment(
-                "python",
-                &format!(
-                    "hooks = {}    # {}: this drover has no [python] hooks yet",
-                    crate::import::doc::quote(&file),
-                    names.join(", ")
-                ),
-            );
-            for s in hooks {
-                self.note(
-                    s,
-                    "not carried over yet: this drover has no [python] hooks; the pool file \
-                     has the hooks line commented out",
-                );
-            }
+        if hooks.is_empty() {
+            return;
         }
+        // drover calls them from the file itself, run unchanged as gunicorn runs it.
+        let defined: Vec<String> = hooks
+            .iter()
+            .map(|s| match &s.origin {
+                Origin::File { line, .. } => format!("{} (line {line})", s.name),
+                Origin::Flag(_) => s.name.clone(),
+            })
+            .collect();
+        let origin = format!("the hooks it defines: {}", defined.join(", "));
+        let file = file.display().to_string();
+        self.pool.set("python", "hooks", Value::Str(file), &origin);
     }
 }
 

@@ -42,7 +42,6 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
             apps = apps.display(),
         ),
     );
-    let post_fork_line = 8;
     let out = import_from(
         site.path(),
         &[
@@ -69,15 +68,9 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
     );
     // The file ran in drover-python (its print went to stderr, not into the JSON).
     assert!(text(&out).contains("the config ran"), "{}", text(&out));
-    let hooks_line = format!("hooks = \"{}\"", config.display());
     let pool = std::fs::read_to_string(site.path().join("pools.d/app.toml")).unwrap();
-    if drover::import::gunicorn::HOOKS_SUPPORTED {
-        assert!(pool.contains(&format!("\n{hooks_line}")), "{pool}");
-    } else {
-        assert!(pool.contains(&format!("# {hooks_line}")), "{pool}");
-        let expected = format!("{}:{post_fork_line}: post_fork", config.display());
-        assert!(report.contains(&expected), "no {expected:?} in {report}");
-    }
+    let hooks = format!("\nhooks = \"{}\"", config.display());
+    assert!(pool.contains(&hooks), "no {hooks:?} in:\n{pool}");
 
     let checked = check_config(&site);
     assert!(checked.status.success(), "{}", text(&checked));
@@ -104,9 +97,20 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
         drover.log.text()
     );
     assert!(reply.body.trim().parse::<i32>().is_ok(), "{reply:?}");
-    if drover::import::gunicorn::HOOKS_SUPPORTED {
-        drover.log.wait_for_line("post_fork", TIMEOUT);
-    }
+    // The config file is the pool's hooks file: post_fork ran in each worker.
+    let pids: std::collections::BTreeSet<String> = drover
+        .log
+        .wait_for_lines(
+            0,
+            "a post_fork line from each worker",
+            |l| l.contains("info: post_fork "),
+            2,
+            TIMEOUT,
+        )
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(pids.len(), 2, "post_fork lines: {pids:?}");
 }
 
 #[test]
