@@ -93,6 +93,15 @@ ensure_flask() {
     python3 -m pip install -q flask || die "pip could not install flask for $(command -v python3)"
 }
 
+# ensure_fastapi: the ASGI scenario tests serve a FastAPI app (and run it on uvloop, as a
+# production install with uvicorn[standard] would); installed with pip when missing.
+ensure_fastapi() {
+    python3 -c 'import fastapi, uvloop' >/dev/null 2>&1 && return 0
+    echo "==> installing fastapi and uvloop (python3 -m pip)"
+    python3 -m pip install -q fastapi uvloop ||
+        die "pip could not install fastapi and uvloop for $(command -v python3)"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

@@ -257,6 +257,26 @@ pub struct Python {
     /// `hooks`: gunicorn's lifecycle hooks, from a module name or a .py file (a
     /// gunicorn.conf.py; a relative path resolves as every path does, and must exist).
     pub hooks: Option<String>,
+    /// How the app is called: a WSGI callable, one request at a time per worker, or an
+    /// ASGI 3.0 app on an event loop, many requests at once per worker.
+    pub interface: Interface,
+}
+
+/// `[python] interface`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interface {
+    #[default]
+    Wsgi,
+    Asgi,
+}
+
+impl Interface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interface::Wsgi => "wsgi",
+            Interface::Asgi => "asgi",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

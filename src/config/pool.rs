@@ -9,7 +9,7 @@ use std::time::Duration;
 use toml::de::DeValue;
 
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{Http, ListenAddr, Php, PhpRuntime, Pool, Runtime};
+use super::model::{Http, Interface, ListenAddr, Php, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, resolve};
 use super::{pm, runtime};
 
@@ -124,6 +124,7 @@ pub(super) fn parse(
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
     let terminate_grace = terminate_grace(root, slowlog.as_ref());
+    asgi_speaks_fastcgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -264,6 +265,23 @@ fn access(
     }
     let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
     Some((file?, format?, suppress))
+}
+
+/// An ASGI app is served over FastCGI only, for now: its event-loop worker does not speak
+/// HTTP, so `protocol = "http"` with `interface = "asgi"` is refused, not ignored.
+fn asgi_speaks_fastcgi(
+    root: &Table<'_, '_>,
+    runtime: Option<&Runtime>,
+    http: Option<&Option<Http>>,
+) {
+    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
+    if asgi && matches!(http, Some(Some(_))) {
+        root.fail(
+            "protocol",
+            "an ASGI app (interface = \"asgi\") is served over FastCGI only: put nginx in front \
+             (fastcgi_pass) and leave protocol out",
+        );
+    }
 }
 
 /// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a

@@ -206,6 +206,7 @@ fn python(out: &mut Out, py: &Python) {
     out.string("mount", &py.mount);
     out.strings("warmup", &py.warmup);
     out.optional_string("hooks", py.hooks.as_deref(), None);
+    out.string("interface", py.interface.as_str());
 }
 
 fn command(out: &mut Out, command: &Command) {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
 
-use super::model::{Command, Php, PhpRuntime, Python, Runtime};
+use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
 use super::value::{Got, Table, resolve};
 use crate::runtime::php::embed;
 
@@ -34,6 +34,7 @@ const PYTHON_KEYS: &[&str] = &[
     "mount",
     "warmup",
     "hooks",
+    "interface",
 ];
 const COMMAND_KEYS: &[&str] = &["argv"];
 
@@ -297,6 +298,7 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         })
         .optional();
     let preload = t.bool("preload").or(true);
+    let interface = t.parse("interface", interface).or(Interface::Wsgi);
     let mount = t.parse("mount", mount).or(String::new());
     let warmup = match t.strings("warmup") {
         Got::Absent => Some(Vec::new()),
@@ -319,6 +321,12 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         );
     }
     let hooks = t.parse("hooks", |s| hooks(base, s)).optional();
+    if interface == Some(Interface::Asgi) && warmup.as_ref().is_some_and(|w| !w.is_empty()) {
+        t.fail(
+            "warmup",
+            "not with interface = \"asgi\": warm-up requests are sent through a WSGI app",
+        );
+    }
     let (module, callable) = app?;
     Some(Python {
         module,
@@ -329,6 +337,7 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         mount: mount?,
         warmup: warmup?,
         hooks: hooks?,
+        interface: interface?,
     })
 }
 
@@ -357,6 +366,15 @@ fn hooks(base: &Path, s: &str) -> Result<String, String> {
         );
     }
     Ok(s.to_owned())
+}
+
+/// `interface`: how the app is called.
+fn interface(s: &str) -> Result<Interface, String> {
+    match s {
+        "wsgi" => Ok(Interface::Wsgi),
+        "asgi" => Ok(Interface::Asgi),
+        _ => Err("\"wsgi\" or \"asgi\"".into()),
+    }
 }
 
 /// A `warmup` entry: a request path with an optional query, as a client sends it.

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::{allowed_clients_env, zygote};
-use crate::config::{Pool, Python};
+use crate::config::{Interface, Pool, Python};
 
 /// The Python runtime's binary, installed beside `drover`.
 pub const PROGRAM: &str = "drover-python";
@@ -42,6 +42,10 @@ pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsStr
     }
     if !python.preload {
         args.push("--no-preload".into());
+    }
+    if python.interface == Interface::Asgi {
+        args.push("--interface".into());
+        args.push("asgi".into());
     }
     for path in &python.warmup {
         args.push("--warmup".into());

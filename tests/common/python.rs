@@ -11,11 +11,12 @@ use super::drover::{PoolFile, pool_toml};
 use super::{Log, Site};
 
 /// The fixture apps, by file name.
-const APPS: [(&str, &str); 4] = [
+const APPS: [(&str, &str); 5] = [
     ("wsgi_app.py", include_str!("../apps/wsgi_app.py")),
     ("flask_app.py", include_str!("../apps/flask_app.py")),
     ("broken_app.py", include_str!("../apps/broken_app.py")),
     ("pep3333_app.py", include_str!("../apps/pep3333_app.py")),
+    ("asgi_app.py", include_str!("../apps/asgi_app.py")),
 ];
 
 /// Writes the fixture apps into `<site>/apps/` and returns that folder.
@@ -38,6 +39,10 @@ pub struct PythonPool {
     pub mount: Option<String>,
     /// `warmup` request paths.
     pub warmup: Vec<String>,
+    /// `interface` when not the default ("wsgi").
+    pub interface: Option<String>,
+    /// More top-level keys, each on its own line.
+    pub keys: String,
 }
 
 impl PythonPool {
@@ -49,7 +54,22 @@ impl PythonPool {
             max_requests: None,
             mount: None,
             warmup: Vec::new(),
+            interface: None,
+            keys: String::new(),
         }
+    }
+
+    /// A top-level key, `key = value` (the value as TOML writes it).
+    pub fn key(mut self, key: &str, value: &str) -> PythonPool {
+        self.keys += &format!("{key} = {value}\n");
+        self
+    }
+
+    /// An ASGI app of `tests/apps/asgi_app.py` (`interface = "asgi"`).
+    pub fn asgi(name: &str, callable: &str) -> PythonPool {
+        let mut pool = PythonPool::new(name, &format!("asgi_app:{callable}"));
+        pool.interface = Some("asgi".to_string());
+        pool
     }
 
     /// The plain WSGI fixture, `wsgi_app:application`.
@@ -109,13 +129,16 @@ impl PoolFile for PythonPool {
         if let Some(mount) = &self.mount {
             python += &format!("mount = \"{mount}\"\n");
         }
+        if let Some(interface) = &self.interface {
+            python += &format!("interface = \"{interface}\"\n");
+        }
         if !self.warmup.is_empty() {
             let quoted: Vec<String> = self.warmup.iter().map(|p| format!("{p:?}")).collect();
             python += &format!("warmup = [{}]\n", quoted.join(", "));
         }
         pool_toml(
             &site.socket(&self.name),
-            &format!("[pm]\n{pm}\n[python]\n{python}"),
+            &format!("{}[pm]\n{pm}\n[python]\n{python}", self.keys),
         )
     }
 }

@@ -129,6 +129,19 @@ pub struct PythonArgs {
     /// (`post_fork`, `child_exit`, ...) the zygote and its workers call.
     #[arg(long)]
     pub hooks: Option<String>,
+    /// How the app is called: `wsgi` (the default) or `asgi`.
+    #[arg(long, value_enum, default_value_t)]
+    pub interface: Interface,
+}
+
+/// `[python] interface`, as the zygote takes it.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interface {
+    /// PEP 3333: one request at a time per worker.
+    #[default]
+    Wsgi,
+    /// ASGI 3.0: an event loop per worker, many requests at once.
+    Asgi,
 }
 
 /// The command line of `drover-php`: an embedded-PHP pool's zygote.

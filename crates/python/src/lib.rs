@@ -14,13 +14,17 @@
 //!   its Python half in `drover_runtime.py`) and the graceful abort of a request past
 //!   `request_terminate_timeout`.
 //! - [`warmup`]: the `warmup` requests the zygote sends through the app before it forks.
-//! - [`worker`]: the WSGI app as the worker loop's handler; `faulthandler` for the slowlog.
+//! - [`worker`]: the WSGI app as the worker loop's handler, or the ASGI worker; `faulthandler`
+//!   for the slowlog.
 //! - [`wsgi`]: PEP 3333: environ, `wsgi.input`, `start_response`, the response.
+//! - [`asgi`]: ASGI 3.0 (`interface = "asgi"`): an event loop per worker, FastCGI
+//!   decoded and encoded in Rust, lifespan.
 //!
 //! What the zygote and the master exchange (its command line, fds, report lines, exit
 //! codes) is `drover_proto::zygote`; the FastCGI codec is `drover_fastcgi`, the scoreboard
 //! `drover_scoreboard`.
 
+pub mod asgi;
 pub mod hooks;
 pub mod warmup;
 pub mod worker;

@@ -6,9 +6,12 @@
 //! abort of a request past `request_terminate_timeout` ([`hooks`]),
 //! `faulthandler` on SIGUSR2 for the slowlog, and the GIL, released while the worker waits
 //! for a connection or for the next request on a kept one.
+//!
+//! With `interface = "asgi"` the worker runs an event loop instead ([`crate::asgi`]), after
+//! the same start (`post_fork`, the app, faulthandler, `post_worker_init`).
 
 use drover_fastcgi::Request;
-use drover_proto::zygote::EXIT_APP_LOAD;
+use drover_proto::zygote::{EXIT_APP_LOAD, Interface};
 use drover_worker::serve::{self, Board, Conn, Handler, Outcome, WorkerConfig};
 use pyo3::prelude::*;
 
@@ -17,16 +20,25 @@ use super::wsgi::App;
 use super::zygote;
 
 /// Runs the worker to its end; returns its exit code. `app` is the preloaded app (None
-/// with `--no-preload`: the worker imports `spec` itself).
+/// with `--no-preload`: the worker imports `spec` itself). An ASGI app runs on an event
+/// loop ([`crate::asgi`]), a WSGI app in the blocking worker loop.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the worker's whole configuration, passed on once"
+)]
 pub fn run(
     py: Python<'_>,
     app: Option<Py<PyAny>>,
     hooks: Hooks,
     spec: &str,
     mount: &str,
+    interface: Interface,
     config: WorkerConfig,
     board: Option<Board<'_>>,
 ) -> i32 {
+    if interface == Interface::Asgi {
+        return run_asgi(py, app, hooks, spec, mount, config, board);
+    }
     let age = config.generation;
     let mut worker = Wsgi {
         py,
@@ -43,6 +55,76 @@ pub fn run(
         worker.hooks.logged(py, "worker_exit");
     }
     code
+}
+
+/// The ASGI worker: the blocking loop's start (death signal, slot, `post_fork`, the app,
+/// faulthandler, `post_worker_init`), then the event loop, then `worker_exit`.
+fn run_asgi(
+    py: Python<'_>,
+    app: Option<Py<PyAny>>,
+    hooks: Hooks,
+    spec: &str,
+    mount: &str,
+    config: WorkerConfig,
+    board: Option<Board<'_>>,
+) -> i32 {
+    // The configuration refuses protocol = "http" with an ASGI app (the loop speaks
+    // FastCGI only); a zygote started by hand with both is told so.
+    if config.http.is_some() {
+        eprintln!("an ASGI app is served over FastCGI only, not protocol = \"http\"");
+        return i32::from(EXIT_APP_LOAD);
+    }
+    serve::install_signals();
+    if let Some(slot) = board.map(|b| b.slot) {
+        slot.claim(nix::unistd::getpid(), config.generation);
+        slot.set_state(drover_scoreboard::State::Idle);
+    }
+    let failed = |err: PyErr, what: &str| {
+        eprintln!("{what}:");
+        err.display(py);
+        i32::from(EXIT_APP_LOAD)
+    };
+    // pre_request and post_request take a WSGI environ: a hooks file that defines them is
+    // refused for an ASGI app rather than silently not called.
+    if hooks.pre_request || hooks.post_request {
+        eprintln!(
+            "the hooks file defines pre_request or post_request, which take a WSGI environ: \
+             they cannot run for an ASGI app (interface = \"asgi\"); remove them"
+        );
+        return i32::from(EXIT_APP_LOAD);
+    }
+    if let Err(err) = hooks.fatal(py, "post_fork", (config.generation,)) {
+        return failed(err, "the post_fork hook raised");
+    }
+    let app = match app {
+        Some(app) => app,
+        None => match zygote::load_app(py, spec) {
+            Ok(app) => app,
+            Err(err) => return failed(err, &format!("cannot load the app {spec:?}")),
+        },
+    };
+    register_faulthandler(py);
+    if let Err(err) = hooks.fatal(py, "post_worker_init", ()) {
+        return failed(err, "the post_worker_init hook raised");
+    }
+    let code = crate::asgi::run(py, app, mount, config, board);
+    hooks.logged(py, "worker_exit");
+    code
+}
+
+/// The master asks for a slow request's stack with SIGUSR2: faulthandler writes it to
+/// stderr (the pool's output socket) without stopping the request.
+fn register_faulthandler(py: Python<'_>) {
+    let registered = py.import("faulthandler").and_then(|faulthandler| {
+        let stderr = py.import("sys")?.getattr("stderr")?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("file", stderr)?;
+        kwargs.set_item("all_threads", true)?;
+        faulthandler.call_method("register", (libc::SIGUSR2,), Some(&kwargs))
+    });
+    if let Err(err) = registered {
+        err.display(py);
+    }
 }
 
 /// The WSGI app behind a worker's loop.
@@ -81,18 +163,7 @@ impl Handler for Wsgi<'_> {
                 Err(err) => return failed(err, &format!("cannot load the app {:?}", self.spec)),
             },
         };
-        // The master asks for a slow request's stack with SIGUSR2: faulthandler writes it to
-        // stderr (the pool's output socket) without stopping the request.
-        let registered = py.import("faulthandler").and_then(|faulthandler| {
-            let stderr = py.import("sys")?.getattr("stderr")?;
-            let kwargs = pyo3::types::PyDict::new(py);
-            kwargs.set_item("file", stderr)?;
-            kwargs.set_item("all_threads", true)?;
-            faulthandler.call_method("register", (libc::SIGUSR2,), Some(&kwargs))
-        });
-        if let Err(err) = registered {
-            err.display(py);
-        }
+        register_faulthandler(py);
         if let Err(err) = hooks::install_abort(py, &self.hooks) {
             err.display(py);
         }

@@ -134,6 +134,7 @@ impl Runtime for Zygote<'_> {
                         hooks,
                         &self.args.app,
                         &self.args.mount,
+                        self.args.interface,
                         config,
                         board,
                     );

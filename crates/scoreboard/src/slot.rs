@@ -282,6 +282,21 @@ impl Slot {
         });
     }
 
+    /// One of several requests the worker runs at once (an ASGI worker) ended while others
+    /// go on: one more request served, its duration and CPU time recorded, and the slot
+    /// stays busy, still showing the request it showed (or the next one, which the worker
+    /// writes with [`Slot::begin_request`]).
+    pub fn count_request(&self, duration_us: u64, cpu: Duration, memory: Option<u64>) {
+        self.write(|| {
+            self.last_duration_us.store(duration_us, Relaxed);
+            self.last_cpu_us
+                .store(u64::try_from(cpu.as_micros()).unwrap_or(u64::MAX), Relaxed);
+            self.last_memory.store(memory.unwrap_or(0), Relaxed);
+            self.requests
+                .store(self.requests.load(Relaxed) + 1, Relaxed);
+        });
+    }
+
     /// A connection ended without a request to serve (the client closed it, or sent
     /// nothing in time): idle again, nothing served.
     pub fn end_reading(&self, now_us: u64) {

@@ -537,3 +537,21 @@ fn forked_workers_adding_at_once_lose_no_request() {
     // 0..=5000 µs: 5001 of every 20000 per worker.
     assert_eq!(view.buckets[0], WORKERS * 5_001);
 }
+
+#[test]
+fn a_request_that_ends_while_others_run_counts_and_keeps_the_slot_busy() {
+    let b = board(1);
+    let slot = b.slot(0);
+    slot.claim(pid(100), 1);
+    slot.begin_request(1_000, "GET", "/slow", "", "main:app");
+    slot.count_request(250, Duration::from_micros(40), None);
+    let view = &b.snapshot()[0];
+    assert_eq!(
+        (view.state, view.since_us, view.requests),
+        (State::Running, 1_000, 1)
+    );
+    assert_eq!(view.request.as_ref().expect("whole").uri, "/slow");
+    slot.end_request(3_000, Duration::from_micros(10), None);
+    let view = &b.snapshot()[0];
+    assert_eq!((view.state, view.requests), (State::Idle, 2));
+}

@@ -591,3 +591,46 @@ fn hooks_is_a_module_or_an_existing_py_file() {
         "expected a module",
     );
 }
+
+#[test]
+fn a_python_interface_other_than_wsgi_or_asgi_is_refused() {
+    let pool = MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[python]\napp = \"main:app\"\ninterface = \"rsgi\"",
+    );
+    let e = only_error(&pool);
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "python.interface",
+        "\"wsgi\" or \"asgi\"",
+    );
+}
+
+#[test]
+fn warmup_is_refused_for_an_asgi_app() {
+    let pool = MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[python]\napp = \"main:app\"\ninterface = \"asgi\"\nwarmup = [\"/\"]",
+    );
+    let e = only_error(&pool);
+    assert_eq!(e.key, "python.warmup");
+    assert!(e.rule.contains("interface = \"asgi\""), "{}", e.rule);
+}
+
+#[test]
+fn an_asgi_app_is_refused_protocol_http() {
+    let pool = MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[python]\napp = \"main:app\"\ninterface = \"asgi\"",
+    );
+    let e = only_error(&format!("protocol = \"http\"\n{pool}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "protocol",
+        "served over FastCGI only",
+    );
+}

@@ -233,6 +233,7 @@ fn python_and_command_pools_are_read() {
         ("myapp.wsgi", "application")
     );
     assert_eq!((py.preload, py.mount.as_str()), (true, "/app"));
+    assert_eq!(py.interface, Interface::Wsgi);
     assert_eq!(py.python_path, [dir.path().join("src")]);
     assert_eq!(config.pools[1].listen_allowed_clients.len(), 2);
     let Runtime::Command(cmd) = &config.pools[1].runtime else {

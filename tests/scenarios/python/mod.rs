@@ -12,8 +12,11 @@
 //! - [`factory`]: `app = "module:create_app(...)"`, as gunicorn takes it.
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
+//! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
+//!   one worker, disconnects, max_requests, request_read_timeout, the status.
 
 mod abort;
+mod asgi;
 mod errors;
 mod factory;
 mod hooks;

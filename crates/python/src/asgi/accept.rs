@@ -1,0 +1,215 @@
+//! The ASGI worker's accepts, on a thread of their own that blocks in `accept()` on fd 0.
+//!
+//! The event loop cannot accept on the pool's listener itself: asyncio and uvloop make a
+//! listening socket non-blocking, and O_NONBLOCK belongs to the open file that every
+//! worker of the pool (and of the next generation, perhaps a WSGI one, or php-cgi after a
+//! reload) shares, whose blocking `accept()` would then fail with EAGAIN. A thread in a
+//! blocking `accept()` also takes part in the kernel's one-waiter-per-connection handoff,
+//! where an epoll on a shared listener wakes every worker for each connection.
+//!
+//! The thread hands each new socket to the loop through a queue and a pipe, whose read end
+//! the loop watches (`add_reader`). It never touches Python. To stop it (the worker
+//! retires), the loop sets a flag and interrupts `accept()` with [`WAKE`], repeated until
+//! the thread has left: a signal sent just before the thread enters `accept()` would be
+//! lost.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::thread::JoinHandleExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+/// The marker `take()` returns when the master shut the listener down (the pool stops).
+pub const CLOSED: RawFd = -1;
+
+/// The signal that interrupts the thread's `accept()` (SIGRTMIN and SIGRTMIN+1 are the
+/// zygote's).
+fn wake_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 2
+}
+
+extern "C" fn on_wake(_: libc::c_int) {}
+
+/// What the thread and the loop share.
+struct Shared {
+    queue: Mutex<VecDeque<RawFd>>,
+    stop: AtomicBool,
+    /// The pipe's write end: one byte when the queue stops being empty.
+    notify: OwnedFd,
+}
+
+#[pyclass(unsendable, module = "_drover_asgi")]
+pub struct Acceptor {
+    shared: Arc<Shared>,
+    /// The pipe's read end, which the loop watches.
+    ready: OwnedFd,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[pymethods]
+impl Acceptor {
+    /// Starts the thread. `allowed`: `listen_allowed_clients` (empty: any client).
+    #[new]
+    fn new() -> PyResult<Acceptor> {
+        let (ready, notify) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(|err| pyo3::exceptions::PyOSError::new_err(err.to_string()))?;
+        // SAFETY: a handler that does nothing, for a signal only this thread is sent; no
+        // SA_RESTART, so that accept() returns EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_wake as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(wake_signal(), &action, std::ptr::null_mut());
+        }
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            stop: AtomicBool::new(false),
+            notify,
+        });
+        let allowed = allowed_clients();
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("accept".into())
+            .spawn(move || accept_loop(&theirs, &allowed))
+            .map_err(|err| pyo3::exceptions::PyOSError::new_err(err.to_string()))?;
+        Ok(Acceptor {
+            shared,
+            ready,
+            thread: Some(thread),
+        })
+    }
+
+    /// The descriptor the loop watches for new sockets.
+    fn fileno(&self) -> RawFd {
+        self.ready.as_raw_fd()
+    }
+
+    /// The sockets accepted since the last call (and [`CLOSED`] when the listener is gone).
+    fn take(&self) -> Vec<RawFd> {
+        let mut buf = [0u8; 64];
+        while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n > 0) {}
+        let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.drain(..).collect()
+    }
+
+    /// Stops accepting; returns once the thread has left. Sockets it accepted meanwhile
+    /// are still in `take()`.
+    fn stop(&mut self, py: Python<'_>) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.shared.stop.store(true, Ordering::Release);
+        let handle = thread.as_pthread_t();
+        py.detach(|| {
+            while !thread.is_finished() {
+                // SAFETY: the thread has not been joined, so its pthread_t is valid.
+                unsafe { libc::pthread_kill(handle, wake_signal()) };
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let _ = thread.join();
+        });
+    }
+}
+
+fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
+    // Only WAKE reaches this thread: SIGTERM and SIGUSR2 are the loop's (Python's handler
+    // and faulthandler run on the main thread).
+    let mut raw: libc::sigset_t = *nix::sys::signal::SigSet::all().as_ref();
+    // SAFETY: removes a valid signal number from an initialised set, which then holds
+    // only valid signals.
+    let only_wake = unsafe {
+        libc::sigdelset(&mut raw, wake_signal());
+        nix::sys::signal::SigSet::from_sigset_t_unchecked(raw)
+    };
+    let _ = only_wake.thread_set_mask();
+    while !shared.stop.load(Ordering::Acquire) {
+        // SAFETY: accept4 on fd 0, the pool's listening socket; null address pointers are
+        // allowed. The new descriptor is ours.
+        let fd = unsafe {
+            libc::accept4(
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        if fd < 0 {
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR | libc::ECONNABORTED) => continue,
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                    eprintln!("accept failed: {err}");
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                // EINVAL: the master shut the listener down, the pool is stopping.
+                Some(libc::EINVAL) => {}
+                _ => eprintln!("accept failed: {err}"),
+            }
+            hand_over(shared, CLOSED);
+            return;
+        }
+        // SAFETY: accept4 succeeded: a new descriptor nothing else owns.
+        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+        if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
+            continue;
+        }
+        hand_over(shared, std::os::fd::IntoRawFd::into_raw_fd(socket));
+    }
+}
+
+fn hand_over(shared: &Shared, fd: RawFd) {
+    let was_empty = {
+        let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push_back(fd);
+        queue.len() == 1
+    };
+    if was_empty {
+        let _ = nix::unistd::write(&shared.notify, b"!");
+    }
+}
+
+/// `listen_allowed_clients`, as the master passes it (`FCGI_WEB_SERVER_ADDRS`).
+fn allowed_clients() -> Vec<IpAddr> {
+    std::env::var("FCGI_WEB_SERVER_ADDRS")
+        .map(|list| {
+            list.split(',')
+                .filter_map(|ip| ip.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A TCP client outside the list is refused (closed, and logged); a unix socket has no
+/// address to check.
+fn peer_allowed(socket: &OwnedFd, allowed: &[IpAddr]) -> bool {
+    use nix::sys::socket::{SockaddrStorage, getpeername};
+    let Ok(peer) = getpeername::<SockaddrStorage>(socket.as_raw_fd()) else {
+        return true;
+    };
+    let ip: IpAddr = if let Some(v4) = peer.as_sockaddr_in() {
+        v4.ip().into()
+    } else if let Some(v6) = peer.as_sockaddr_in6() {
+        v6.ip().into()
+    } else {
+        return true;
+    };
+    let ip = match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    };
+    if allowed.contains(&ip) {
+        return true;
+    }
+    eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
+    false
+}

@@ -1,0 +1,249 @@
+//! `FastCgi`, the Rust half of one ASGI connection, which the Python protocol object calls:
+//! `feed()` decodes the bytes `data_received` got into events (a request comes with its
+//! scope already built), `respond()` frames the app's response, `done()` ends the request
+//! (END_REQUEST is in the last `respond()`), books it and says whether the connection
+//! goes on. One request at a time: nginx does not multiplex FastCGI connections.
+
+use drover_fastcgi::ProtocolError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use super::decode::{Decoder, Event};
+use super::encode;
+use super::ledger::{self, Ticket};
+
+/// Event kinds, as the first item of each tuple `feed()` returns.
+const REQUEST: u8 = 0;
+const BODY: u8 = 1;
+const ABORT: u8 = 2;
+const REPLY: u8 = 3;
+
+/// What `done()` tells the connection.
+const KEEP: u8 = 0;
+const CLOSE: u8 = 1;
+const RETIRE: u8 = 2;
+
+/// The request in hand.
+struct InHand {
+    id: u16,
+    keep: bool,
+    head_only: bool,
+    ticket: Ticket,
+    /// The status of the head sent, once sent.
+    status: Option<u16>,
+    /// The response failed after its head went out: the connection must close.
+    cut: bool,
+}
+
+#[pyclass(unsendable, module = "_drover_asgi")]
+pub struct FastCgi {
+    decoder: Decoder,
+    mount: Py<PyString>,
+    asgi: Py<PyDict>,
+    request: Option<InHand>,
+    /// The last request's verdict, for `done()`.
+    ended: Option<InHand>,
+}
+
+#[pymethods]
+impl FastCgi {
+    #[new]
+    fn new(mount: Py<PyString>, asgi: Py<PyDict>) -> FastCgi {
+        FastCgi {
+            decoder: Decoder::default(),
+            mount,
+            asgi,
+            request: None,
+            ended: None,
+        }
+    }
+
+    /// Decodes `data`; returns the events as tuples: `(0, scope, body, complete)` for a new
+    /// request (with the body that came along), `(1, body, complete)` for more body, `(2,)`
+    /// when nginx aborts the request, `(3, records)` for records to write at once. A
+    /// protocol error raises ValueError: the connection must close.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let mut events = Vec::new();
+        self.decoder
+            .feed(data, &mut events)
+            .map_err(|err: ProtocolError| PyValueError::new_err(err.to_string()))?;
+        let out = PyList::empty(py);
+        let mut events = events.into_iter().peekable();
+        while let Some(event) = events.next() {
+            match event {
+                Event::Request { keep, params } => {
+                    let scope =
+                        super::scope::build(py, &params, self.mount.bind(py), self.asgi.bind(py))?;
+                    let (body, complete) = body_after(&mut events);
+                    let id = self.decoder.request_id().unwrap_or(1);
+                    let head_only = params.get("REQUEST_METHOD") == Some(b"HEAD");
+                    self.request = Some(InHand {
+                        id,
+                        keep,
+                        head_only,
+                        ticket: ledger::begin(params),
+                        status: None,
+                        cut: false,
+                    });
+                    out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
+                }
+                Event::Body(mut body) => {
+                    let (more, complete) = body_after(&mut events);
+                    body.extend_from_slice(&more);
+                    out.append((BODY, PyBytes::new(py, &body), complete))?;
+                }
+                Event::BodyEnd => out.append((BODY, PyBytes::new(py, b""), true))?,
+                Event::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
+                Event::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The records of an `http.response.body` message: the head first when `status` is
+    /// given (the `http.response.start` held until now, so that a small response is one
+    /// write), the body (none for HEAD), and the request's end when `more` is false.
+    #[pyo3(signature = (status, headers, body, more))]
+    fn respond<'py>(
+        &mut self,
+        py: Python<'py>,
+        status: Option<u16>,
+        headers: Option<Bound<'py, PyAny>>,
+        body: &[u8],
+        more: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(request) = &mut self.request else {
+            return Err(PyRuntimeError::new_err("no request in hand"));
+        };
+        let mut head = Vec::new();
+        match (status, request.status) {
+            (Some(status), None) => {
+                let pairs = header_pairs(headers)?;
+                let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+                encode::head(&mut head, status, borrowed).map_err(PyValueError::new_err)?;
+                request.status = Some(status);
+            }
+            (None, Some(_)) => {}
+            (Some(_), Some(_)) => {
+                return Err(PyRuntimeError::new_err(
+                    "the response head was sent already",
+                ));
+            }
+            (None, None) => return Err(PyRuntimeError::new_err("no response head")),
+        }
+        let body = if request.head_only { &b""[..] } else { body };
+        let mut out = Vec::new();
+        encode::stdout(&mut out, request.id, &head, body);
+        if !more {
+            encode::end(&mut out, request.id, 0);
+            self.end();
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The app failed (raised, or returned without finishing its response): a 500 when no
+    /// head went out, else the request ends with app status 1 and the connection closes
+    /// (all nginx can do then is cut the response short).
+    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(request) = &mut self.request else {
+            return Ok(PyBytes::new(py, b""));
+        };
+        let mut out = Vec::new();
+        if request.status.is_none() {
+            let mut head = Vec::new();
+            let headers: [(&[u8], &[u8]); 1] = [(b"content-type", b"text/plain; charset=utf-8")];
+            let _ = encode::head(&mut head, 500, headers);
+            encode::stdout(&mut out, request.id, &head, b"Internal Server Error\n");
+            request.status = Some(500);
+            encode::end(&mut out, request.id, 0);
+        } else {
+            request.cut = true;
+            encode::end(&mut out, request.id, 1);
+        }
+        self.end();
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The connection is gone with the request in hand: it is booked with the status sent,
+    /// if any. Nothing is written.
+    fn gone(&mut self) {
+        if let Some(mut request) = self.request.take() {
+            request.cut = true;
+            let _ = ledger::end(&request.ticket, request.status);
+        }
+    }
+
+    /// After the request's last records: books it and says what the connection does next:
+    /// 0 keep it for the next request, 1 close it, 2 close it and retire the worker.
+    fn done(&mut self) -> u8 {
+        let Some(request) = self.ended.take() else {
+            return CLOSE;
+        };
+        let retire = ledger::end(&request.ticket, request.status);
+        match (retire, request.keep && !request.cut) {
+            (true, _) => RETIRE,
+            (false, true) => KEEP,
+            (false, false) => CLOSE,
+        }
+    }
+
+    /// What the connection waits for (for a `request_read_timeout` line): the text and the
+    /// bytes received so far.
+    fn waiting(&self) -> (String, u64) {
+        self.decoder.waiting()
+    }
+
+    /// Whether body of the last request is still arriving (the app answered without
+    /// reading it all): the connection must linger before it closes.
+    fn body_unread(&self) -> bool {
+        self.decoder.body_unread()
+    }
+}
+
+impl FastCgi {
+    /// The request in hand is answered: the decoder takes the next one.
+    fn end(&mut self) {
+        self.ended = self.request.take();
+        self.decoder.end_request();
+    }
+}
+
+/// The body that follows in the same feed: its bytes, and whether it is complete.
+fn body_after(events: &mut std::iter::Peekable<impl Iterator<Item = Event>>) -> (Vec<u8>, bool) {
+    let mut body = Vec::new();
+    loop {
+        match events.peek() {
+            Some(Event::Body(_)) => {
+                if let Some(Event::Body(more)) = events.next() {
+                    body.extend_from_slice(&more);
+                }
+            }
+            Some(Event::BodyEnd) => {
+                events.next();
+                return (body, true);
+            }
+            _ => return (body, false),
+        }
+    }
+}
+
+/// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
+fn header_pairs(
+    headers: Option<Bound<'_, PyAny>>,
+) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
+    let Some(headers) = headers else {
+        return Ok(Vec::new());
+    };
+    let mut pairs = Vec::new();
+    for item in headers.try_iter()? {
+        let item = item?;
+        let bytes = |i: usize| -> PyResult<Bound<'_, PyBytes>> {
+            item.get_item(i)?
+                .cast_into::<PyBytes>()
+                .map_err(|_| PyTypeError::new_err("ASGI header names and values must be bytes"))
+        };
+        pairs.push((bytes(0)?, bytes(1)?));
+    }
+    Ok(pairs)
+}

@@ -1,0 +1,90 @@
+//! ASGI 3.0 over FastCGI: a Python pool with `interface = "asgi"` runs an event loop in each
+//! worker (uvloop when it is importable, else asyncio), serving many requests at once.
+//!
+//! The split between the languages follows the cost of each part per request:
+//!
+//! | file        | side   | owns |
+//! |-------------|--------|------|
+//! | `server.py` | Python | the loop: connections (`asyncio.Protocol`), each request's `receive`/`send` and task, lifespan, the worker's retire and exit |
+//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: bytes in → events, ASGI messages → records |
+//! | `decode.rs` | Rust   | the push decoder of FastCGI records (pure; `drover_fastcgi`'s codecs) |
+//! | `scope.rs`  | Rust   | the HTTP scope from the params |
+//! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
+//! | `ledger.rs` | Rust   | the scoreboard slot, the pool's histogram, the access log, `max_requests`, `max_memory` |
+//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
+//!
+//! The worker's order: claim its slot, import the app when it was not preloaded, run
+//! lifespan startup (a failure ends the worker with `EXIT_APP_LOAD`, and so the pool, as
+//! an app that cannot be imported does), then start accepting. SIGTERM, `max_requests`,
+//! `max_memory` and the master's retire flag stop the accepts; in-flight requests finish
+//! (the master's `process_control_timeout` bounds them), lifespan shutdown runs, and the
+//! worker exits.
+
+mod accept;
+mod conn;
+pub mod decode;
+pub mod encode;
+mod ledger;
+pub mod scope;
+
+use std::ffi::CString;
+
+use drover_worker::serve::{Board, WorkerConfig};
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+
+/// The Python half, compiled into the binary.
+const SERVER: &str = include_str!("server.py");
+
+/// Runs an ASGI worker to its end; returns its exit code. `app` is loaded already.
+pub fn run(
+    py: Python<'_>,
+    app: Py<PyAny>,
+    mount: &str,
+    config: WorkerConfig,
+    board: Option<Board<'_>>,
+) -> i32 {
+    // SAFETY: the scoreboard is mapped by the zygote before the fork and never unmapped in
+    // the worker, which ends with `_exit` once this returns (`become_worker`); nothing
+    // reads the ledger after that.
+    let board: Option<Board<'static>> = unsafe { std::mem::transmute(board) };
+    let read_timeout = config.request_read_timeout.map(|t| t.as_secs_f64());
+    ledger::open(config, board);
+    match serve(py, app, mount, read_timeout) {
+        Ok(code) => code,
+        Err(err) => {
+            err.print(py);
+            1
+        }
+    }
+}
+
+fn serve(py: Python<'_>, app: Py<PyAny>, mount: &str, read_timeout: Option<f64>) -> PyResult<i32> {
+    let module = PyModule::new(py, "_drover_asgi")?;
+    module.add_class::<conn::FastCgi>()?;
+    module.add_class::<accept::Acceptor>()?;
+    module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
+    py.import("sys")?
+        .getattr("modules")?
+        .set_item("_drover_asgi", &module)?;
+    let code =
+        CString::new(SERVER).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let server = PyModule::from_code(py, &code, c"drover_asgi/server.py", c"drover_asgi")?;
+    server
+        .getattr("run")?
+        .call1((app, mount, read_timeout))?
+        .extract()
+}
+
+/// The worker's books say it must stop (`max_requests`, `max_memory`, the master's flag).
+#[pyfunction]
+fn must_retire() -> bool {
+    ledger::must_retire()
+}
+
+/// SIGTERM came before the loop took the signal over.
+#[pyfunction]
+fn retiring() -> bool {
+    drover_worker::serve::retiring()
+}

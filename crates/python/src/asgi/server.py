@@ -1,0 +1,483 @@
+"""drover's ASGI worker: one event loop serving FastCGI connections from nginx.
+
+The FastCGI records are decoded and encoded in Rust (`_drover_asgi.FastCgi`, which also
+builds each request's scope and keeps the worker's books); this module is the loop's side:
+connections, the ASGI request cycle, lifespan, and the worker's life (retire on SIGTERM,
+max_requests, max_memory or the master's flag: stop accepting, finish what is in flight,
+run lifespan shutdown, exit).
+"""
+
+import asyncio
+import signal
+import socket
+import sys
+import traceback
+
+import _drover_asgi as _rs
+
+REQUEST, BODY, ABORT, REPLY = 0, 1, 2, 3
+KEEP, CLOSE, RETIRE = 0, 1, 2
+EXIT_APP_LOAD = 4
+
+# The ASGI version this server speaks. 2.4: send() raises OSError once the client is gone,
+# which spares Starlette a task per streaming response to watch for http.disconnect.
+ASGI = {"version": "3.0", "spec_version": "2.4"}
+# Request body buffered for an app that does not read it: past this, the connection stops
+# being read until the app takes what is there.
+BODY_HIGH = 1 << 20
+# How long a closing connection with request body still arriving is read and dropped.
+LINGER = 5.0
+# How often the loop looks at the master's retire flag in the scoreboard.
+TICK = 1.0
+
+
+def log(line):
+    sys.stderr.write(line + "\n")
+
+
+class ClientDisconnected(OSError):
+    """send() after the client went away (ASGI 2.4)."""
+
+
+class Cycle:
+    """One request: the app's receive and send."""
+
+    __slots__ = (
+        "conn", "body", "buffered", "body_done", "delivered", "waiter",
+        "started", "status", "headers", "complete", "gone",
+    )
+
+    def __init__(self, conn, body, body_done):
+        self.conn = conn
+        self.body = [body] if body else []
+        self.buffered = len(body)
+        self.body_done = body_done
+        self.delivered = False
+        self.waiter = None
+        self.started = False
+        self.status = None
+        self.headers = None
+        self.complete = False
+        self.gone = False
+
+    def wake(self):
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def feed(self, body, done):
+        if body:
+            self.body.append(body)
+            self.buffered += len(body)
+            if self.buffered > BODY_HIGH:
+                self.conn.pause_reading()
+        if done:
+            self.body_done = True
+        self.wake()
+
+    async def receive(self):
+        while True:
+            if self.gone:
+                return {"type": "http.disconnect"}
+            if not self.delivered:
+                if self.body or self.body_done:
+                    chunks = self.body
+                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                    self.body = []
+                    if self.buffered > BODY_HIGH:
+                        self.conn.resume_reading()
+                    self.buffered = 0
+                    self.delivered = self.body_done
+                    return {"type": "http.request", "body": body, "more_body": not self.body_done}
+            elif self.complete:
+                return {"type": "http.disconnect"}
+            self.waiter = waiter = self.conn.loop.create_future()
+            await waiter
+
+    async def send(self, message):
+        kind = message["type"]
+        if kind == "http.response.body":
+            if not self.started or self.complete:
+                raise RuntimeError(
+                    "http.response.body before http.response.start"
+                    if not self.started else "http.response.body after the response ended")
+            if self.gone:
+                raise ClientDisconnected("the client went away")
+            more = message.get("more_body", False)
+            conn = self.conn
+            data = conn.fcgi.respond(self.status, self.headers, message.get("body", b""), more)
+            self.status = None
+            conn.transport.write(data)
+            if more:
+                if conn.write_paused:
+                    await conn.drained()
+            else:
+                self.complete = True
+                conn.finished(self)
+        elif kind == "http.response.start":
+            if self.started:
+                raise RuntimeError("http.response.start sent twice")
+            if self.gone:
+                raise ClientDisconnected("the client went away")
+            self.started = True
+            self.status = message["status"]
+            self.headers = message.get("headers")
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
+
+    async def run(self, worker, scope):
+        try:
+            await worker.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.gone:
+                log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
+                    + "".join(traceback.format_exception(exc)).rstrip())
+            self.conn.failed(self)
+        else:
+            if not self.complete:
+                if not self.gone:
+                    what = "finishing" if self.started else "starting"
+                    log(f"ASGI app returned without {what} its response "
+                        f"({scope['method']} {scope['path']})")
+                self.conn.failed(self)
+        finally:
+            worker.task_done()
+
+
+class Conn(asyncio.Protocol):
+    """One FastCGI connection from nginx; one request at a time."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.loop = worker.loop
+        self.fcgi = _rs.FastCgi(worker.mount, ASGI)
+        self.transport = None
+        self.cycle = None
+        self.read_paused = False
+        self.write_paused = False
+        self.drain_waiter = None
+        self.lingering = False
+        self.closed = False
+        # request_read_timeout: armed while a request's records are awaited.
+        self.timer = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.worker.conns.add(self)
+        self.arm()
+
+    def arm(self):
+        timeout = self.worker.read_timeout
+        if timeout and self.timer is None:
+            self.timer = self.loop.call_later(timeout, self.read_timed_out)
+
+    def disarm(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def read_timed_out(self):
+        self.timer = None
+        if self.closed or self.lingering:
+            return
+        if self.read_paused:
+            # The app has not taken the body that came: the wait is the app's, not the
+            # client's.
+            self.arm()
+            return
+        what, received = self.fcgi.waiting()
+        log(f"dropped a connection: {what} did not arrive within request_read_timeout "
+            f"({self.worker.read_timeout:g}s); {received} bytes received")
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.gone = True
+            cycle.wake()
+        self.transport.abort()
+
+    def data_received(self, data):
+        if self.lingering:
+            return
+        try:
+            events = self.fcgi.feed(data)
+        except ValueError as err:
+            log(f"closing a FastCGI connection: {err}")
+            self.fcgi.gone()
+            self.transport.abort()
+            return
+        for event in events:
+            kind = event[0]
+            if kind == REQUEST:
+                self.start(event[1], event[2], event[3])
+            elif kind == BODY:
+                if self.cycle is not None:
+                    self.cycle.feed(event[1], event[2])
+            elif kind == REPLY:
+                self.transport.write(event[1])
+            elif self.cycle is not None:  # ABORT: the web server gave up on the request
+                self.cycle.gone = True
+                self.cycle.wake()
+        # The clock runs while a request's records are awaited (not while a kept
+        # connection idles between requests, which costs a descriptor, not a worker).
+        cycle = self.cycle
+        if cycle is None or cycle.body_done:
+            if cycle is not None or self.fcgi.waiting()[1] == 0:
+                self.disarm()
+            else:
+                self.arm()
+        else:
+            self.arm()
+
+    def start(self, scope, body, done):
+        worker = self.worker
+        if worker.state:
+            scope["state"] = worker.state.copy()
+        self.cycle = cycle = Cycle(self, body, done)
+        worker.tasks.add(self.loop.create_task(cycle.run(worker, scope)))
+
+    def finished(self, cycle):
+        """The response is complete (its END_REQUEST is written)."""
+        verdict = self.fcgi.done()
+        self.cycle = None
+        cycle.wake()
+        if verdict == RETIRE:
+            self.worker.retire()
+        if verdict != KEEP or self.worker.retiring:
+            self.close()
+
+    def failed(self, cycle):
+        """The app raised or returned without finishing its response."""
+        if cycle.complete:
+            return
+        cycle.complete = True
+        if self.cycle is cycle:
+            self.cycle = None
+        if cycle.gone or self.closed:
+            self.fcgi.gone()
+            if not self.closed:
+                self.close()
+            return
+        self.transport.write(self.fcgi.fail())
+        verdict = self.fcgi.done()
+        cycle.wake()
+        if verdict == RETIRE:
+            self.worker.retire()
+        if verdict != KEEP or self.worker.retiring:
+            self.close()
+
+    def close(self):
+        if self.closed or self.lingering:
+            return
+        if self.fcgi.body_unread() and self.transport.can_write_eof():
+            # Closing with body unread would reset the connection under the response:
+            # say we are done, drop what still comes, close when nginx does (bounded).
+            self.lingering = True
+            self.resume_reading()
+            self.transport.write_eof()
+            self.loop.call_later(LINGER, self.transport.abort)
+        else:
+            self.transport.close()
+
+    def pause_reading(self):
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self):
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def pause_writing(self):
+        self.write_paused = True
+
+    def resume_writing(self):
+        self.write_paused = False
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def drained(self):
+        if self.drain_waiter is None:
+            self.drain_waiter = self.loop.create_future()
+        await self.drain_waiter
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.disarm()
+        self.worker.conns.discard(self)
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.gone = True
+            cycle.wake()
+        self.resume_writing()
+        self.worker.check_done()
+
+
+class Lifespan:
+    """The lifespan protocol, in this worker, around its serving."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.loop = worker.loop
+        self.queue = asyncio.Queue()
+        self.started = self.loop.create_future()
+        self.stopped = self.loop.create_future()
+        self.engaged = False
+        self.failure = None
+        self.task = None
+
+    async def main(self):
+        scope = {"type": "lifespan", "asgi": ASGI, "state": self.worker.state}
+        try:
+            await self.worker.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.started.done():
+                # An app that does not speak lifespan raises on its scope (uvicorn's
+                # "auto"): it is served without. One that took the startup event and
+                # raised failed its startup.
+                if self.engaged:
+                    self.failure = "".join(traceback.format_exception(exc)).rstrip()
+            elif not self.stopped.done():
+                log("lifespan shutdown raised:\n"
+                    + "".join(traceback.format_exception(exc)).rstrip())
+        finally:
+            for future in (self.started, self.stopped):
+                if not future.done():
+                    future.set_result(None)
+
+    async def receive(self):
+        self.engaged = True
+        return await self.queue.get()
+
+    async def send(self, message):
+        kind = message["type"]
+        if kind == "lifespan.startup.complete":
+            self.started.set_result(None)
+        elif kind == "lifespan.startup.failed":
+            self.failure = message.get("message", "") or "(no message)"
+            self.started.set_result(None)
+        elif kind == "lifespan.shutdown.complete":
+            self.stopped.set_result(None)
+        elif kind == "lifespan.shutdown.failed":
+            log(f"lifespan shutdown failed: {message.get('message', '')}")
+            self.stopped.set_result(None)
+
+    async def startup(self):
+        """None when the worker may serve, else why not."""
+        self.task = self.loop.create_task(self.main())
+        self.queue.put_nowait({"type": "lifespan.startup"})
+        await self.started
+        return self.failure
+
+    async def shutdown(self):
+        if self.task is None or self.task.done():
+            return
+        self.queue.put_nowait({"type": "lifespan.shutdown"})
+        await self.stopped
+
+
+class Worker:
+    def __init__(self, app, mount, read_timeout, loop):
+        self.app = app
+        self.mount = mount
+        self.read_timeout = read_timeout
+        self.loop = loop
+        self.state = {}
+        self.conns = set()
+        self.tasks = set()
+        self.connecting = 0
+        self.acceptor = None
+        self.retiring = False
+        self.done = loop.create_future()
+
+    def task_done(self):
+        task = asyncio.current_task(self.loop)
+        self.tasks.discard(task)
+        if self.retiring and not self.tasks:
+            self.check_done()
+
+    def on_accept(self):
+        for fd in self.acceptor.take():
+            if fd < 0:
+                self.retire()
+                continue
+            self.connect(fd)
+
+    def connect(self, fd):
+        sock = socket.socket(fileno=fd)
+        self.connecting += 1
+        task = self.loop.create_task(
+            self.loop.connect_accepted_socket(lambda: Conn(self), sock))
+        task.add_done_callback(self.connected)
+
+    def connected(self, task):
+        self.connecting -= 1
+        if not task.cancelled() and task.exception() is not None:
+            log(f"cannot serve an accepted connection: {task.exception()}")
+        self.check_done()
+
+    def tick(self):
+        if self.retiring:
+            return
+        if _rs.must_retire() or _rs.retiring():
+            self.retire()
+        else:
+            self.loop.call_later(TICK, self.tick)
+
+    def retire(self):
+        """Stop accepting; finish what is in flight; then exit."""
+        if self.retiring:
+            return
+        self.retiring = True
+        if self.acceptor is not None:
+            self.loop.remove_reader(self.acceptor.fileno())
+            self.acceptor.stop()
+            for fd in self.acceptor.take():
+                if fd >= 0:
+                    self.connect(fd)
+        for conn in list(self.conns):
+            if conn.cycle is None:
+                conn.close()
+        self.check_done()
+
+    def check_done(self):
+        if self.retiring and not self.tasks and not self.conns and not self.connecting:
+            if not self.done.done():
+                self.done.set_result(None)
+
+    async def main(self):
+        self.loop.add_signal_handler(signal.SIGTERM, self.retire)
+        lifespan = Lifespan(self)
+        failure = await lifespan.startup()
+        if failure is not None:
+            log(f"lifespan startup failed: {failure}")
+            return EXIT_APP_LOAD
+        if not self.retiring:
+            self.acceptor = _rs.Acceptor()
+            self.loop.add_reader(self.acceptor.fileno(), self.on_accept)
+            self.tick()
+        await self.done
+        await lifespan.shutdown()
+        return 0
+
+
+def new_loop():
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run(app, mount, read_timeout):
+    loop = new_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(Worker(app, mount, read_timeout, loop).main())
+    finally:
+        sys.stderr.flush()

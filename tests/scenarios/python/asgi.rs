@@ -1,0 +1,434 @@
+//! ASGI pools (`interface = "asgi"`) behind nginx: the FastAPI fixture and two bare ASGI
+//! apps of `tests/apps/asgi_app.py`, each test with its own drover and nginx, nginx keeping
+//! its FastCGI connections open (`fastcgi_keep_conn on`) as a production setup would.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use super::{noise, sha256};
+use crate::common::http::{self, Raw, Wire};
+use crate::common::{
+    Drover, Location, Nginx, PythonPool, Site, Stack, TIMEOUT, proc, python, start_with_control,
+};
+
+/// drover serving `pool`, nginx passing every path under its mount to it on kept
+/// connections.
+fn asgi_stack(pool: PythonPool) -> Stack {
+    let site = Site::new();
+    python::install_apps(&site);
+    let drover = Drover::start(&site, &[&pool]);
+    let location = Location::prefix(&pool.location(), &site.socket(&pool.name)).keep_conn();
+    let nginx = Nginx::start_locations(&site, &[location]);
+    Stack {
+        nginx,
+        drover,
+        site,
+    }
+}
+
+fn fastapi(workers: u32) -> Stack {
+    asgi_stack(PythonPool::asgi("api", "app").max_children(workers))
+}
+
+/// GET `path`: asserts a 200 (showing drover's log otherwise) and returns the body.
+fn ok(stack: &Stack, path: &str) -> String {
+    let reply = http::try_get(&stack.url(path))
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", stack.drover.log.text()));
+    assert_eq!(
+        reply.status,
+        200,
+        "GET {path}: {reply:?}; log:\n{}",
+        stack.drover.log.text()
+    );
+    reply.body
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The pool's workers: the drover-python processes that have no children (the zygote
+/// has).
+fn python_workers(drover: &Drover) -> Vec<i32> {
+    let below = drover.descendants();
+    let is_parent = |pid: i32| {
+        below
+            .iter()
+            .any(|&d| proc::stat(d).is_some_and(|s| s.ppid == pid))
+    };
+    below
+        .iter()
+        .copied()
+        .filter(|&pid| proc::stat(pid).is_some_and(|s| s.comm == "drover-python" && s.state != 'Z'))
+        .filter(|&pid| !is_parent(pid))
+        .collect()
+}
+
+/// The `EVENT PID` lines the fixture's lifespan wrote.
+fn lifespan_events(site: &Site, event: &str) -> Vec<i32> {
+    let text = fs::read_to_string(site.path().join("apps/lifespan.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(event)?.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn fastapi_json_route_with_path_and_query_params_under_a_mount() {
+    let stack = asgi_stack(PythonPool::asgi("api", "app").mount("/api"));
+
+    assert_eq!(
+        json(&ok(&stack, "/api/hello")),
+        json(r#"{"hello":"world"}"#)
+    );
+    let got = json(&ok(&stack, "/api/items/42?q=drover%20rs"));
+
+    assert_eq!(got["item_id"], 42);
+    assert_eq!(got["q"], "drover rs");
+    assert_eq!(got["path"], "/api/items/42");
+    assert_eq!(got["root_path"], "/api");
+    assert_eq!(
+        got["resource_open"], true,
+        "the lifespan state reaches requests"
+    );
+    let missing = http::get(&stack.url("/api/items/nope"));
+    assert_eq!(missing.status, 422, "FastAPI's validation: {missing:?}");
+}
+
+#[test]
+fn the_scope_carries_what_nginx_sent() {
+    let stack = asgi_stack(PythonPool::asgi("raw", "scope_app"));
+
+    let reply = http::get_with(
+        &stack.url("/caf%C3%A9/x?a=1&b=%20"),
+        &[("X-Request-Id", "r-17"), ("Accept", "text/plain")],
+    );
+
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; log:\n{}",
+        stack.drover.log.text()
+    );
+    assert_eq!(
+        reply.header_values("x-one"),
+        ["1", "2"],
+        "repeated headers stay"
+    );
+    let scope = json(&reply.body);
+    assert_eq!(scope["type"], "http");
+    assert_eq!(scope["asgi"]["version"], "3.0");
+    assert_eq!(scope["http_version"], "1.1");
+    assert_eq!(scope["method"], "GET");
+    assert_eq!(scope["scheme"], "http");
+    assert_eq!(scope["path"], "/caf\u{e9}/x");
+    assert_eq!(scope["raw_path"], "/caf%C3%A9/x");
+    assert_eq!(scope["query_string"], "a=1&b=%20");
+    assert_eq!(scope["root_path"], "");
+    assert_eq!(scope["client"][0], "127.0.0.1");
+    assert_eq!(scope["server"][1], stack.nginx.port);
+    let headers = scope["headers"].as_array().expect("headers");
+    let has = |name: &str, value: &str| headers.iter().any(|h| h[0] == name && h[1] == value);
+    assert!(has("x-request-id", "r-17"), "{headers:?}");
+    assert!(has("accept", "text/plain"), "{headers:?}");
+    assert!(headers.iter().any(|h| h[0] == "host"), "{headers:?}");
+}
+
+#[test]
+fn a_post_body_reaches_a_bare_app_and_content_type_is_a_header() {
+    let stack = asgi_stack(PythonPool::asgi("raw", "scope_app"));
+
+    let reply = http::post(&stack.url("/form"), "text/plain", b"hello body");
+
+    let scope = json(&reply.body);
+    assert_eq!(scope["method"], "POST");
+    assert_eq!(scope["body"], "hello body");
+    let headers = scope["headers"].as_array().expect("headers");
+    let count = |name: &str| headers.iter().filter(|h| h[0] == name).count();
+    assert_eq!(count("content-type"), 1, "{headers:?}");
+    assert_eq!(count("content-length"), 1, "{headers:?}");
+}
+
+#[test]
+fn a_five_megabyte_body_streams_to_the_app_intact() {
+    let stack = fastapi(2);
+    let payload = noise(5 << 20);
+
+    let reply = http::post(&stack.url("/sha256"), "application/octet-stream", &payload);
+
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; log:\n{}",
+        stack.drover.log.text()
+    );
+    let expected = format!("{} {}", payload.len(), sha256(&stack.site, &payload));
+    assert_eq!(reply.body, expected);
+}
+
+#[test]
+fn a_streamed_chunk_reaches_the_client_before_the_app_produces_the_last() {
+    let stack = fastapi(1);
+    let marker = stack.site.path().join("stream.go");
+
+    let mut raw = Raw::send(
+        stack.nginx.port,
+        &format!("GET /stream?marker={} HTTP/1.0\r\n", marker.display()),
+    );
+    raw.read_until(b"first\n");
+    fs::write(&marker, "").expect("create the marker");
+    let wire = Wire::parse(&raw.read_to_end());
+
+    assert_eq!(wire.status, 200, "head: {}", wire.head);
+    assert_eq!(String::from_utf8_lossy(&wire.body), "first\nlast\n");
+}
+
+#[test]
+fn slow_requests_run_at_once_on_one_worker() {
+    let stack = fastapi(1);
+    ok(&stack, "/hello");
+    let url = stack.url("/sleep?s=1");
+
+    let started = Instant::now();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            thread::spawn(move || http::get(&url))
+        })
+        .collect();
+    let replies: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let took = started.elapsed();
+
+    let pids: Vec<_> = replies
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status, 200, "{r:?}");
+            json(&r.body)["pid"].as_i64().expect("pid")
+        })
+        .collect();
+    assert!(pids.iter().all(|&p| p == pids[0]), "one worker: {pids:?}");
+    assert!(
+        took < Duration::from_millis(2500),
+        "8 requests sleeping 1 s each took {took:?} on one worker"
+    );
+}
+
+#[test]
+fn an_exception_is_a_500_with_the_traceback_in_the_log_and_the_worker_serves_on() {
+    let stack = fastapi(1);
+    let worker = ok(&stack, "/pid");
+
+    let reply = http::get(&stack.url("/boom"));
+
+    assert_eq!(reply.status, 500, "{reply:?}");
+    let line = stack.drover.log.wait_for_line("ZeroDivisionError", TIMEOUT);
+    assert!(line.contains("pool api"), "{line}");
+    let log = stack.drover.log.text();
+    assert!(log.contains("Exception in ASGI app (GET /boom)"), "{log}");
+    assert!(log.contains("Traceback (most recent call last)"), "{log}");
+    assert_eq!(ok(&stack, "/pid"), worker, "the worker serves on");
+}
+
+#[test]
+fn a_client_that_hangs_up_mid_stream_gives_the_app_http_disconnect() {
+    let stack = fastapi(1);
+    let worker = ok(&stack, "/pid");
+
+    let mut raw = Raw::send(stack.nginx.port, "GET /endless?id=gone HTTP/1.0\r\n");
+    raw.read_until(b"xxxx\n");
+    drop(raw);
+
+    stack.drover.log.wait_for_line("disconnected gone", TIMEOUT);
+    assert_eq!(ok(&stack, "/pid"), worker, "the worker serves on");
+}
+
+#[test]
+fn lifespan_runs_once_per_worker_startup_before_requests_shutdown_on_stop() {
+    let mut stack = fastapi(2);
+    for _ in 0..6 {
+        ok(&stack, "/hello");
+    }
+    let workers = python_workers(&stack.drover);
+    let mut started = lifespan_events(&stack.site, "startup");
+    started.sort();
+    let mut expected = workers.clone();
+    expected.sort();
+    assert_eq!(started, expected, "one startup per worker");
+
+    stack.drover.signal(Signal::SIGTERM);
+    let status = stack.drover.wait_exit(TIMEOUT);
+
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        stack.drover.log.text()
+    );
+    let mut stopped = lifespan_events(&stack.site, "shutdown");
+    stopped.sort();
+    assert_eq!(stopped, expected, "one shutdown per worker");
+}
+
+#[test]
+fn max_requests_retires_the_worker_after_its_lifespan_shutdown() {
+    let stack = asgi_stack(
+        PythonPool::asgi("api", "app")
+            .max_children(1)
+            .max_requests(3, 0),
+    );
+    let first = ok(&stack, "/pid");
+    ok(&stack, "/hello");
+    ok(&stack, "/hello");
+
+    let first: i32 = first.parse().expect("pid");
+    let next = ok(&stack, "/pid");
+
+    assert_ne!(next.parse::<i32>().expect("pid"), first, "a new worker");
+    assert_eq!(lifespan_events(&stack.site, "shutdown"), [first]);
+}
+
+#[test]
+fn an_app_without_lifespan_is_served() {
+    let stack = asgi_stack(PythonPool::asgi("raw", "scope_app"));
+
+    let scope = json(&ok(&stack, "/plain"));
+
+    assert_eq!(scope["path"], "/plain");
+    assert!(
+        !stack.drover.log.text().contains("lifespan"),
+        "{}",
+        stack.drover.log.text()
+    );
+}
+
+#[test]
+fn a_failed_lifespan_startup_stops_the_pool_with_its_message() {
+    let stack = asgi_stack(PythonPool::asgi("bad", "failing_app"));
+
+    let log = &stack.drover.log;
+    let line = log.wait_for_line("lifespan startup failed", TIMEOUT);
+
+    assert!(line.contains("database unreachable"), "{line}");
+    log.wait_for_line(
+        "pool bad: the app failed to load (traceback above); the pool is stopped until a reload",
+        TIMEOUT,
+    );
+}
+
+/// The start of a FastCGI request whose params never end: BEGIN_REQUEST, then a PARAMS
+/// record that announces more bytes than ever come.
+const ENDLESS_PARAMS: [u8; 16 + 9] = [
+    1, 1, 0, 1, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 4, 0, 1, 0xff, 0xff, 0, 0, b'x',
+];
+
+#[test]
+fn slow_clients_cost_no_worker_and_are_dropped_after_request_read_timeout() {
+    let stack = asgi_stack(
+        PythonPool::asgi("api", "app")
+            .max_children(1)
+            .key("request_read_timeout", "\"2s\""),
+    );
+    ok(&stack, "/hello");
+    let socket = stack.site.socket("api");
+
+    // Ten clients that send a request's first bytes and then nothing, on the pool's one
+    // worker.
+    let started = Instant::now();
+    let stalled: Vec<_> = (0..10)
+        .map(|_| {
+            let mut stream = UnixStream::connect(&socket).expect("connect to the pool");
+            stream.write_all(&ENDLESS_PARAMS).expect("send");
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("read timeout");
+            stream
+        })
+        .collect();
+    // Meanwhile the worker serves.
+    assert_eq!(json(&ok(&stack, "/hello"))["hello"], "world");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    for mut stream in stalled {
+        let mut buf = [0u8; 64];
+        let read = stream.read(&mut buf);
+        assert!(
+            matches!(read, Ok(0)) || read.is_err() && started.elapsed() < Duration::from_secs(9),
+            "{read:?}"
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+        "dropped after {took:?}"
+    );
+    let line = "dropped a connection: the params of request 1 did not arrive within \
+                request_read_timeout (2s); 25 bytes received";
+    let dropped = stack
+        .drover
+        .log
+        .wait_for_lines(0, line, |l| l.contains(line), 10, TIMEOUT);
+    assert_eq!(dropped.len(), 10, "{dropped:?}");
+}
+
+#[test]
+fn the_status_shows_the_worker_busy_with_its_oldest_request_and_counts_each() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let pool = PythonPool::asgi("api", "app").max_children(1);
+    let (drover, ctl) = start_with_control(&site, &[&pool]);
+    let location = Location::prefix("/", &site.socket("api")).keep_conn();
+    let nginx = Nginx::start_locations(&site, &[location]);
+    let worker = |log: &str| {
+        let text = ctl.ok(&["status", "api", "--full", "--json"], log);
+        let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        status["processes"][0].clone()
+    };
+    assert_eq!(http::get(&nginx.url("/hello")).status, 200);
+
+    let slow = {
+        let url = nginx.url("/sleep?s=3");
+        thread::spawn(move || http::get(&url))
+    };
+    let quick: Vec<_> = (0..4)
+        .map(|_| {
+            let url = nginx.url("/sleep?s=0.5");
+            thread::spawn(move || http::get(&url))
+        })
+        .collect();
+    for reply in quick {
+        assert_eq!(reply.join().unwrap().status, 200);
+    }
+    // The short ones are done, the long one still runs: the worker is busy with it (the
+    // master reads the slot's state on its 100 ms tick; the count is live).
+    assert_eq!(worker(&drover.log.text())["requests"], 5);
+    let shows = |state: &str, uri: &str| {
+        proc::poll(Duration::from_secs(2), || {
+            let w = worker(&drover.log.text());
+            w["state"] == state && w["request uri"] == uri
+        })
+    };
+    assert!(
+        shows("Running", "/sleep?s=3"),
+        "{}",
+        worker(&drover.log.text())
+    );
+    assert_eq!(slow.join().unwrap().status, 200);
+
+    let idle = worker(&drover.log.text());
+    assert_eq!(idle["requests"], 6, "{idle}");
+    assert!(
+        proc::poll(
+            Duration::from_secs(2),
+            || worker(&drover.log.text())["state"] == "Idle"
+        ),
+        "{}",
+        worker(&drover.log.text())
+    );
+}
