@@ -248,6 +248,33 @@ pub fn parse_args(args: &[String]) -> Result<Cli, String> {
     Ok(cli)
 }
 
+/// The flags in `GUNICORN_CMD_ARGS` (split at spaces), each origin naming the variable.
+fn env_args(value: Option<&str>) -> Result<Vec<Setting>, String> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let words: Vec<String> = value.split_whitespace().map(str::to_owned).collect();
+    let cli = parse_args(&words).map_err(|e| format!("GUNICORN_CMD_ARGS: {e}"))?;
+    if cli.app.is_some() || cli.config.is_some() {
+        return Err(
+            "GUNICORN_CMD_ARGS names an app or a config file; gunicorn takes only \
+                    settings there"
+                .into(),
+        );
+    }
+    Ok(cli
+        .settings
+        .into_iter()
+        .map(|s| Setting {
+            origin: match s.origin {
+                Origin::Flag(flag) => Origin::Flag(format!("GUNICORN_CMD_ARGS {flag}")),
+                other => other,
+            },
+            ..s
+        })
+        .collect())
+}
+
 enum Flag<'a> {
     Long(&'a str),
     Short(char),
@@ -314,6 +341,9 @@ pub struct Context {
     pub root: bool,
     /// `WEB_CONCURRENCY`, gunicorn's default `workers`.
     pub web_concurrency: Option<String>,
+    /// The settings of `GUNICORN_CMD_ARGS`, which gunicorn reads between the config file
+    /// and the command line.
+    pub env_args: Vec<Setting>,
 }
 
 /// The files to write, the nginx change, and what the operator must read.
@@ -357,6 +387,7 @@ fn import(args: &GunicornArgs) -> Result<(Import, Files), String> {
         config,
         root: nix::unistd::geteuid().is_root(),
         web_concurrency: std::env::var("WEB_CONCURRENCY").ok(),
+        env_args: env_args(std::env::var("GUNICORN_CMD_ARGS").ok().as_deref())?,
     };
     let import = map(&file_settings, &cli, &context)?;
     let files = vec![

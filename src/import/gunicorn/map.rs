@@ -24,8 +24,9 @@ pub(super) const DEFAULT_BIND: &str = "127.0.0.1:8000";
 /// Merges the file's settings and the command line's (which win, as in gunicorn) and maps
 /// them. An error only when there is no app to serve.
 pub fn map(file: &[Setting], cli: &Cli, context: &Context) -> Result<Import, String> {
+    // gunicorn's order: the file, then GUNICORN_CMD_ARGS, then the command line.
     let mut settings: Vec<Setting> = file.to_vec();
-    for setting in &cli.settings {
+    for setting in context.env_args.iter().chain(&cli.settings) {
         settings.retain(|s| s.name != setting.name);
         settings.push(setting.clone());
     }

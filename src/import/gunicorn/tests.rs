@@ -32,6 +32,7 @@ fn context() -> Context {
         config: Some("/srv/app/gunicorn.conf.py".into()),
         root: false,
         web_concurrency: None,
+        env_args: Vec::new(),
     }
 }
 
@@ -259,4 +260,33 @@ fn drover_pythons_json_becomes_settings_in_line_order() {
     assert!(settings[2].callable);
     assert_eq!(settings[3].repr.as_deref(), Some("{1}"));
     assert!(settings_from_json("g.py", "not json").is_err());
+}
+
+#[test]
+fn gunicorn_cmd_args_sit_between_the_file_and_the_command_line() {
+    let file = vec![
+        file_setting("workers", serde_json::json!(2), 1),
+        file_setting("timeout", serde_json::json!(10), 2),
+    ];
+    let context = Context {
+        env_args: env_args(Some("--workers 3 --timeout 20")).unwrap(),
+        ..context()
+    };
+    let import = map(
+        &file,
+        &parse_args(&args("-t 40 app:app")).unwrap(),
+        &context,
+    )
+    .unwrap();
+    let pool = toml(&import.pool);
+    assert_eq!(pool["pm"]["max_children"].as_integer(), Some(3));
+    assert_eq!(pool["request_terminate_timeout"].as_str(), Some("40s"));
+    let text = import.pool.render();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("max_children"))
+        .unwrap();
+    assert!(line.ends_with("# GUNICORN_CMD_ARGS --workers 3"), "{line}");
+    assert!(env_args(Some("app:app")).is_err());
+    assert_eq!(env_args(None).unwrap(), Vec::new());
 }

@@ -35,6 +35,9 @@ pub(super) fn global_doc(seen: &[Seen], report: &mut Vec<Note>) -> Doc {
                 "not carried over: drover logs to stderr (the journal, under systemd) or to \
                  a file, not to syslog",
             ),
+            "error_log" if value == "/proc/self/fd/2" => {
+                m.set("", "error_log", Value::str("stderr"), s);
+            }
             "error_log" => {
                 relative_path_note(&mut m, s);
                 m.set("", "error_log", Value::str(value), s);

@@ -295,3 +295,14 @@ fn the_php_ini_php_fpm_loads_is_named() {
         Some("/etc/php/8.2/fpm/php.ini")
     );
 }
+
+#[test]
+fn the_docker_images_stderr_is_drovers_stderr() {
+    let import = import(&[(
+        "docker.conf",
+        "[global]\nerror_log = /proc/self/fd/2\n[www]\nlisten = 9000\n",
+    )]);
+    let global: toml::Table = import.global.render().parse().unwrap();
+    assert_eq!(global["error_log"].as_str(), Some("stderr"));
+    assert_eq!(pool(&import, "www")["listen"].as_str(), Some("9000"));
+}
