@@ -23,6 +23,14 @@ def when_ready(server):
         raise RuntimeError("marker-when_ready-raised")
 
 
+def pre_fork(server, worker):
+    server.log.info("marker-pre_fork age=%d pid=%s", worker.age, worker.pid)
+
+
+def worker_int(worker):
+    worker.log.info("drover never calls this one, and says so")
+
+
 def post_fork(server, worker):
     global resource
     resource = "resource-of-%d" % worker.pid

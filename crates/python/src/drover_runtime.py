@@ -194,6 +194,17 @@ class RequestTerminated(SystemExit):
     while `finally:` blocks and error trackers' middleware see it."""
 
 
+# gunicorn hooks drover has no moment for, and why: a hooks file that defines one is told
+# so when it loads, rather than the hook being skipped in silence.
+UNCALLED = {
+    "pre_exec": "drover never re-executes a running master; a reload starts new zygotes",
+    "on_reload": "a reload starts a new zygote, which calls on_starting",
+    "worker_int": "a worker's INT and QUIT are not hooked; TERM retires it after its request",
+    "nworkers_changed": "drover's master sizes the pool",
+    "ssl_context": "drover speaks no TLS; the web server in front does",
+}
+
+
 class Hooks:
     """The hooks module and the objects its functions get, in a zygote or a worker."""
 
@@ -203,6 +214,11 @@ class Hooks:
         self.worker = None
         # The request pre_request saw, for post_request.
         self.req = None
+        for name, why in UNCALLED.items():
+            if self.has(name):
+                self.server.log.warning(
+                    "the hooks file defines %s, which drover does not call: %s", name, why
+                )
 
     def has(self, name):
         return callable(getattr(self.module, name, None))
@@ -222,6 +238,10 @@ class Hooks:
 
     def on_starting(self):
         self._call("on_starting", self.server)
+
+    def pre_fork(self, age):
+        # gunicorn's worker object before the fork: no pid yet.
+        self._logged("pre_fork", self.server, Worker(None, os.getpid(), age, self.server.log))
 
     def when_ready(self):
         self._logged("when_ready", self.server)

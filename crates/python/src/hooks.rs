@@ -4,7 +4,7 @@
 //! The Python half is `drover_runtime.py`, loaded once per zygote as the module `_drover`:
 //! gunicorn's `import_app`, the hooks file's loading, and the `server`, `worker`, `req`,
 //! `resp` objects. This half decides the moments: the zygote calls `on_starting` before the
-//! app loads, `when_ready` once its first workers are forked, `child_exit` as it reaps one,
+//! app loads, `pre_fork` before each fork, `when_ready` once its first workers are forked, `child_exit` as it reaps one,
 //! `on_exit` as it exits; a worker calls `post_fork` first, `post_worker_init` once its app
 //! is loaded, `pre_request`/`post_request` around each request (only when the hooks file
 //! defines them: no Python call per request otherwise), `worker_exit` as it ends.

@@ -112,6 +112,10 @@ impl Runtime for Zygote<'_> {
     ) -> nix::Result<Pid> {
         let py = self.py;
         let age = config.generation;
+        if let Err(err) = self.hooks.fatal(py, "pre_fork", (age,)) {
+            err.display(py);
+        }
+        flush_python_stdio(py);
         // SAFETY: fork while holding the GIL, bracketed by CPython's own fork hooks, from a
         // process with no other threads.
         unsafe { pyo3::ffi::PyOS_BeforeFork() };

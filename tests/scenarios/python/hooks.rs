@@ -58,6 +58,18 @@ fn a_gunicorn_conf_py_runs_each_hook_at_its_moment_with_gunicorns_arguments() {
         "on_starting must run before the app loads:\n{}",
         log.text()
     );
+    // pre_fork in the zygote before each fork, with gunicorn's pid-less worker.
+    for line in marker_lines(log, "marker-pre_fork", 2) {
+        assert_eq!(tagged_pid(&line), zygote, "{line}");
+        assert!(line.ends_with(" pid=None"), "{line}");
+    }
+    // A hook drover has no moment for is named when the file loads, not skipped silently.
+    let uncalled = marker_lines(
+        log,
+        "the hooks file defines worker_int, which drover does not call",
+        1,
+    );
+    assert_eq!(tagged_pid(&uncalled[0]), zygote);
 
     // Each worker: post_fork once, with its own pid, the zygote as ppid and server.pid,
     // and gunicorn's age (1, 2: the count of workers forked); then post_worker_init.
