@@ -123,7 +123,7 @@ pub(super) fn parse(
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
-    let terminate_grace = terminate_grace(root, slowlog.as_ref());
+    let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
     asgi_speaks_fastcgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
@@ -427,10 +427,16 @@ fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
 /// to end it (its `finally:` blocks, `worker_abort`) before SIGKILL, unless the pool says.
 pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(1);
 
-/// `terminate_grace`: Python pools with a `request_terminate_timeout` only. A PHP or
-/// command worker is killed at once (nothing in it can run a `finally:`), so the key would
-/// be a promise drover cannot keep there.
-fn terminate_grace(root: &Table<'_, '_>, slowlog: Option<&Slowlog>) -> Option<Duration> {
+/// `terminate_grace`: WSGI pools with a `request_terminate_timeout` only. A PHP or command
+/// worker is killed at once (nothing in it can run a `finally:`), and so is an ASGI worker
+/// (the abort raises inside one request; an ASGI worker runs many at once on one event
+/// loop): the key would be a promise drover cannot keep there. Zero for them: no abort.
+fn terminate_grace(
+    root: &Table<'_, '_>,
+    slowlog: Option<&Slowlog>,
+    runtime: Option<&Runtime>,
+) -> Option<Duration> {
+    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
     let grace = root.duration("terminate_grace").or(DEFAULT_TERMINATE_GRACE);
     if root.contains("terminate_grace") {
         if !root.contains("python") {
@@ -439,12 +445,22 @@ fn terminate_grace(root: &Table<'_, '_>, slowlog: Option<&Slowlog>) -> Option<Du
                 "Python pools only: a PHP or [command] worker past request_terminate_timeout \
                  is killed at once, with nothing in it to run first",
             );
+        } else if asgi {
+            root.fail(
+                "terminate_grace",
+                "WSGI pools only: an ASGI worker runs many requests on one event loop, so one \
+                 past request_terminate_timeout cannot be aborted alone; the worker is killed \
+                 at once",
+            );
         } else if slowlog.is_some_and(|s| s.3.is_none()) {
             root.fail(
                 "terminate_grace",
                 "needs request_terminate_timeout, the limit whose abort it gives time to",
             );
         }
+    }
+    if asgi {
+        return Some(Duration::ZERO);
     }
     grace
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::model::{
-    Command, Config, Global, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime, PmMode, Pool,
-    Python, Runtime,
+    Command, Config, Global, Interface, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime, PmMode,
+    Pool, Python, Runtime,
 };
 use super::value::toml_key;
 
@@ -95,12 +95,13 @@ fn pool(out: &mut Out, p: &Pool) {
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),
     );
-    if matches!(p.runtime, Runtime::Python(_)) && p.request_terminate_timeout.is_some() {
+    let wsgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Wsgi);
+    if wsgi && p.request_terminate_timeout.is_some() {
         out.duration("terminate_grace", p.terminate_grace);
     } else {
         out.unset(
             "terminate_grace",
-            "Python pools with a request_terminate_timeout only",
+            "WSGI pools with a request_terminate_timeout only",
         );
     }
     out.duration(

@@ -634,3 +634,28 @@ fn an_asgi_app_is_refused_protocol_http() {
         "served over FastCGI only",
     );
 }
+
+#[test]
+fn terminate_grace_is_refused_for_an_asgi_app_which_is_killed_at_once() {
+    let pool = python_pool(
+        "request_terminate_timeout = \"5s\"\nterminate_grace = \"2s\"",
+        "app = \"myapp\"\ninterface = \"asgi\"",
+    );
+    let e = only_error(&pool);
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        3,
+        "terminate_grace",
+        "WSGI pools only",
+    );
+    // Without the key: no abort, the kill is at once.
+    let (_dir, config) = loaded(&[(
+        "www",
+        &python_pool(
+            "request_terminate_timeout = \"5s\"",
+            "app = \"myapp\"\ninterface = \"asgi\"",
+        ),
+    )]);
+    assert_eq!(config.pools[0].terminate_grace, Duration::ZERO);
+}
