@@ -19,6 +19,7 @@ use super::{GunicornArgs, Note};
 /// that `[python] hooks` names: a config file that defines one becomes the pool's hooks.
 const DROVER_HOOKS: &[&str] = &[
     "on_starting",
+    "pre_fork",
     "when_ready",
     "post_fork",
     "post_worker_init",
@@ -33,7 +34,6 @@ const DROVER_HOOKS: &[&str] = &[
 /// gunicorn's other hooks: drover has no such moment.
 const OTHER_HOOKS: &[&str] = &[
     "on_reload",
-    "pre_fork",
     "pre_exec",
     "worker_int",
     "nworkers_changed",
