@@ -129,7 +129,13 @@ fn a_killed_zygotes_successor_is_watched_like_the_first() {
         log.text()
     );
     let (status, took) = hung.join().unwrap();
-    assert_eq!(status, 502, "{}", log.text());
+    // 500: the graceful abort raised in the request and the worker answered; 502: the
+    // worker was killed before it could.
+    assert!(
+        status == 500 || status == 502,
+        "{status} past request_terminate_timeout\n{}",
+        log.text()
+    );
     assert!(
         took < Duration::from_secs(10),
         "the request past request_terminate_timeout (3s) took {took:?}\n{}",
