@@ -326,10 +326,23 @@ impl Mapper {
             ),
             "worker_class" => match value.as_str() {
                 Some("sync") => self.note(s, "not needed: drover's workers are synchronous"),
+                // An ASGI app: drover runs it on an event loop per worker.
+                Some(
+                    "uvicorn.workers.UvicornWorker"
+                    | "uvicorn_worker.UvicornWorker"
+                    | "uvicorn.workers.UvicornH11Worker"
+                    | "asgi",
+                ) => self.pool.set(
+                    "python",
+                    "interface",
+                    Value::Str("asgi".to_owned()),
+                    &origin(s),
+                ),
                 _ => self.note(
                     s,
                     "no equivalent: drover's workers are synchronous, one request at a time \
-                     (gunicorn's sync)",
+                     (gunicorn's sync), or an event loop for an ASGI app \
+                     (interface = \"asgi\", gunicorn's UvicornWorker)",
                 ),
             },
             "threads" if int(value) == Some(1) => {

@@ -173,7 +173,7 @@ fn what_has_no_equivalent_is_reported_with_its_line_or_flag() {
     let gevent = note(&import, "worker_class");
     assert_eq!(
         gevent.to_string(),
-        "gunicorn.conf.py:4: worker_class = gevent: no equivalent: drover's workers are synchronous, one request at a time (gunicorn's sync)"
+        "gunicorn.conf.py:4: worker_class = gevent: no equivalent: drover's workers are synchronous, one request at a time (gunicorn's sync), or an event loop for an ASGI app (interface = \"asgi\", gunicorn's UvicornWorker)"
     );
     assert_eq!(note(&import, "--threads 4").setting, "threads");
     assert!(note(&import, "--frob").why.starts_with("unknown flag"));
@@ -289,4 +289,25 @@ fn gunicorn_cmd_args_sit_between_the_file_and_the_command_line() {
     assert!(line.ends_with("# GUNICORN_CMD_ARGS --workers 3"), "{line}");
     assert!(env_args(Some("app:app")).is_err());
     assert_eq!(env_args(None).unwrap(), Vec::new());
+}
+
+#[test]
+fn uvicorn_s_worker_class_makes_an_asgi_pool() {
+    for worker in ["uvicorn.workers.UvicornWorker", "asgi"] {
+        let cli = parse_args(&args(&format!("-w 2 -k {worker} main:app"))).unwrap();
+        let import = map(&[], &cli, &context()).unwrap();
+        let pool = toml(&import.pool);
+        assert_eq!(
+            pool["python"]["interface"].as_str(),
+            Some("asgi"),
+            "{worker}"
+        );
+        assert!(
+            !import
+                .report
+                .iter()
+                .any(|n| n.setting.contains("worker_class")),
+            "{worker}"
+        );
+    }
 }

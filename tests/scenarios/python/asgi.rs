@@ -432,3 +432,29 @@ fn the_status_shows_the_worker_busy_with_its_oldest_request_and_counts_each() {
         worker(&drover.log.text())
     );
 }
+
+#[test]
+fn the_access_log_has_a_line_per_request_with_its_status() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let log_path = site.path().join("access.log");
+    let pool = PythonPool::asgi("api", "app").max_children(1).key(
+        "access_log",
+        &format!("{:?}", log_path.display().to_string()),
+    );
+    let drover = Drover::start(&site, &[&pool]);
+    let location = Location::prefix("/", &site.socket("api")).keep_conn();
+    let nginx = Nginx::start_locations(&site, &[location]);
+
+    assert_eq!(http::get(&nginx.url("/hello?x=1")).status, 200);
+    assert_eq!(http::get(&nginx.url("/boom")).status, 500);
+
+    let text = crate::common::wait_until(TIMEOUT, "two access log lines", || {
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        (text.lines().count() >= 2).then_some(text)
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("\"GET /hello\" 200"), "{lines:?}");
+    assert!(lines[1].contains("\"GET /boom\" 500"), "{lines:?}");
+    drover.log.wait_for_line("ZeroDivisionError", TIMEOUT);
+}

@@ -44,7 +44,7 @@ class Cycle:
 
     __slots__ = (
         "conn", "body", "buffered", "body_done", "delivered", "waiter",
-        "started", "status", "headers", "complete", "gone",
+        "started", "status", "headers", "complete", "gone", "task",
     )
 
     def __init__(self, conn, body, body_done):
@@ -59,6 +59,7 @@ class Cycle:
         self.headers = None
         self.complete = False
         self.gone = False
+        self.task = None
 
     def wake(self):
         waiter = self.waiter
@@ -143,7 +144,7 @@ class Cycle:
                         f"({scope['method']} {scope['path']})")
                 self.conn.failed(self)
         finally:
-            worker.task_done()
+            worker.task_done(self.task)
 
 
 class Conn(asyncio.Protocol):
@@ -234,7 +235,9 @@ class Conn(asyncio.Protocol):
         if worker.state:
             scope["state"] = worker.state.copy()
         self.cycle = cycle = Cycle(self, body, done)
-        worker.tasks.add(self.loop.create_task(cycle.run(worker, scope)))
+        # The loop keeps only a weak reference to a task: this set keeps it to its end.
+        cycle.task = task = self.loop.create_task(cycle.run(worker, scope))
+        worker.tasks.add(task)
 
     def finished(self, cycle):
         """The response is complete (its END_REQUEST is written)."""
@@ -395,8 +398,7 @@ class Worker:
         self.retiring = False
         self.done = loop.create_future()
 
-    def task_done(self):
-        task = asyncio.current_task(self.loop)
+    def task_done(self, task):
         self.tasks.discard(task)
         if self.retiring and not self.tasks:
             self.check_done()
