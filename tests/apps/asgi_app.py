@@ -75,6 +75,25 @@ async def sleep(s: float):
     return {"pid": os.getpid(), "slept": s}
 
 
+async def level3(s):
+    await asyncio.sleep(s)
+
+
+async def level2(s):
+    await level3(s)
+
+
+async def level1(s):
+    await level2(s)
+
+
+@app.get("/slow")
+async def slow(s: float):
+    """Three functions deep in a sleep, for the slowlog."""
+    await level1(s)
+    return {"slept": s}
+
+
 @app.get("/boom")
 async def boom():
     return 1 / 0

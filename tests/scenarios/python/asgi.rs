@@ -458,3 +458,44 @@ fn the_access_log_has_a_line_per_request_with_its_status() {
     assert!(lines[1].contains("\"GET /boom\" 500"), "{lines:?}");
     drover.log.wait_for_line("ZeroDivisionError", TIMEOUT);
 }
+
+#[test]
+fn the_slowlog_shows_the_slow_request_s_awaits_innermost_first() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let slowlog = site.path().join("api.slow");
+    let pool = PythonPool::asgi("api", "app")
+        .max_children(1)
+        .key("slowlog", &format!("{:?}", slowlog.display().to_string()))
+        .key("request_slowlog_timeout", "\"1s\"");
+    let drover = Drover::start(&site, &[&pool]);
+    let location = Location::prefix("/", &site.socket("api")).keep_conn();
+    let nginx = Nginx::start_locations(&site, &[location]);
+    let quick = {
+        let url = nginx.url("/sleep?s=0.2");
+        thread::spawn(move || http::get(&url))
+    };
+
+    let reply = http::get(&nginx.url("/slow?s=2.5"));
+
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(quick.join().unwrap().status, 200);
+    let text = crate::common::wait_until(TIMEOUT, "a slowlog entry", || {
+        let text = fs::read_to_string(&slowlog).unwrap_or_default();
+        text.contains("level1()").then_some(text)
+    });
+    assert!(
+        text.contains("/slow?s=2.5"),
+        "{text}; log:\n{}",
+        drover.log.text()
+    );
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("no {needle} in {text}"))
+    };
+    assert!(
+        at("level3()") < at("level2()") && at("level2()") < at("level1()"),
+        "{text}"
+    );
+    assert!(text.contains("asgi_app.py:"), "{text}");
+}

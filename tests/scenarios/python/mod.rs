@@ -13,7 +13,7 @@
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
-//!   one worker, disconnects, max_requests, request_read_timeout, the status.
+//!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog.
 
 mod abort;
 mod asgi;

@@ -8,9 +8,11 @@ run lifespan shutdown, exit).
 """
 
 import asyncio
+import faulthandler
 import signal
 import socket
 import sys
+import threading
 import traceback
 
 import _drover_asgi as _rs
@@ -237,7 +239,7 @@ class Conn(asyncio.Protocol):
         self.cycle = cycle = Cycle(self, body, done)
         # The loop keeps only a weak reference to a task: this set keeps it to its end.
         cycle.task = task = self.loop.create_task(cycle.run(worker, scope))
-        worker.tasks.add(task)
+        worker.tasks[task] = None
 
     def finished(self, cycle):
         """The response is complete (its END_REQUEST is written)."""
@@ -392,14 +394,15 @@ class Worker:
         self.loop = loop
         self.state = {}
         self.conns = set()
-        self.tasks = set()
+        # The requests' tasks, oldest first (a dict keeps insertion order), to their end.
+        self.tasks = {}
         self.connecting = 0
         self.acceptor = None
         self.retiring = False
         self.done = loop.create_future()
 
     def task_done(self, task):
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         if self.retiring and not self.tasks:
             self.check_done()
 
@@ -452,8 +455,33 @@ class Worker:
             if not self.done.done():
                 self.done.set_result(None)
 
+    def dump_stack(self, signum, frame):
+        """SIGUSR2, the master's slowlog: the stack of the request that is slow, in
+        faulthandler's format, which the master reads. A task running now holds the loop
+        (the signal interrupted its code): its frames. Otherwise the oldest request's task
+        (the one the scoreboard shows) waits somewhere: its chain of awaits."""
+        lines = [f"Current thread 0x{threading.get_ident():016x} (most recent call first):"]
+        running = asyncio.current_task(self.loop) if self.loop.is_running() else None
+        if running is not None and frame is not None:
+            frames = []
+            while frame is not None:
+                frames.append(frame)
+                frame = frame.f_back
+        else:
+            oldest = next(iter(self.tasks), None)
+            frames = awaited_frames(oldest.get_coro()) if oldest is not None else []
+        for f in frames:
+            lines.append(f'  File "{f.f_code.co_filename}", line {f.f_lineno} in {f.f_code.co_name}')
+        sys.stderr.write("\n".join(lines) + "\n\n")
+        sys.stderr.flush()
+
     async def main(self):
         self.loop.add_signal_handler(signal.SIGTERM, self.retire)
+        # A Python-level handler, run on the loop's thread at once (uvloop and asyncio both
+        # wake for signals), so that it can tell which task is slow; faulthandler's would
+        # show the loop waiting in epoll.
+        faulthandler.unregister(signal.SIGUSR2)
+        signal.signal(signal.SIGUSR2, self.dump_stack)
         lifespan = Lifespan(self)
         failure = await lifespan.startup()
         if failure is not None:
@@ -466,6 +494,21 @@ class Worker:
         await self.done
         await lifespan.shutdown()
         return 0
+
+
+def awaited_frames(coro):
+    """The frames of a suspended coroutine and of what it awaits, innermost first."""
+    frames = []
+    while coro is not None:
+        frame = (getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+                 or getattr(coro, "ag_frame", None))
+        if frame is None:
+            break
+        frames.append(frame)
+        coro = (getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+                or getattr(coro, "ag_await", None))
+    frames.reverse()
+    return frames
 
 
 def new_loop():
