@@ -94,6 +94,14 @@ async def slow(s: float):
     return {"slept": s}
 
 
+@app.get("/hold")
+async def hold(id: str, s: float):
+    """Says on stderr (drover's log) that it holds request `id`, then sleeps `s`."""
+    print(f"holding {id}", file=sys.stderr, flush=True)
+    await asyncio.sleep(s)
+    return {"pid": os.getpid(), "id": id}
+
+
 @app.get("/boom")
 async def boom():
     return 1 / 0

@@ -499,3 +499,40 @@ fn the_slowlog_shows_the_slow_request_s_awaits_innermost_first() {
     );
     assert!(text.contains("asgi_app.py:"), "{text}");
 }
+
+#[test]
+fn a_graceful_stop_lets_the_requests_in_flight_finish_then_runs_lifespan_shutdown() {
+    let mut stack = fastapi(1);
+    let worker: i32 = ok(&stack, "/pid").parse().expect("pid");
+    let slow: Vec<_> = (0..3)
+        .map(|i| {
+            let url = stack.url(&format!("/hold?id={i}&s=1.5"));
+            thread::spawn(move || http::get(&url))
+        })
+        .collect();
+    // All three are in the worker before the stop.
+    stack
+        .drover
+        .log
+        .wait_for_lines(0, "holding", |l| l.contains("holding "), 3, TIMEOUT);
+
+    stack.drover.signal(Signal::SIGTERM);
+
+    for reply in slow {
+        let reply = reply.join().unwrap();
+        assert_eq!(
+            reply.status,
+            200,
+            "{reply:?}; log:\n{}",
+            stack.drover.log.text()
+        );
+        assert_eq!(json(&reply.body)["pid"], worker);
+    }
+    let status = stack.drover.wait_exit(TIMEOUT);
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        stack.drover.log.text()
+    );
+    assert_eq!(lifespan_events(&stack.site, "shutdown"), [worker]);
+}

@@ -13,7 +13,8 @@
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
-//!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog.
+//!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
+//!   a graceful stop with requests in flight.
 
 mod abort;
 mod asgi;
