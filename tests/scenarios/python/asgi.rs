@@ -536,3 +536,21 @@ fn a_graceful_stop_lets_the_requests_in_flight_finish_then_runs_lifespan_shutdow
     );
     assert_eq!(lifespan_events(&stack.site, "shutdown"), [worker]);
 }
+
+#[test]
+fn a_large_body_the_app_never_reads_does_not_stall_the_kept_connection() {
+    let stack = fastapi(1);
+    let payload = noise(3 << 20);
+
+    for _ in 0..3 {
+        // GET-only route: FastAPI answers 405 without reading the body.
+        let reply = http::post(&stack.url("/hello"), "application/octet-stream", &payload);
+        assert_eq!(
+            reply.status,
+            405,
+            "{reply:?}; log:\n{}",
+            stack.drover.log.text()
+        );
+        assert_eq!(json(&ok(&stack, "/hello"))["hello"], "world");
+    }
+}

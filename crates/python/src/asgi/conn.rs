@@ -188,6 +188,11 @@ impl FastCgi {
         }
     }
 
+    /// Whether a request is being read (`request_read_timeout` runs).
+    fn reading(&self) -> bool {
+        self.decoder.reading()
+    }
+
     /// What the connection waits for (for a `request_read_timeout` line): the text and the
     /// bytes received so far.
     fn waiting(&self) -> (String, u64) {

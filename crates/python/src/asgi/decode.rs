@@ -85,6 +85,13 @@ impl Decoder {
         self.received = 0;
     }
 
+    /// Whether a request is being read: its params, or its body while it runs.
+    /// `request_read_timeout` runs then, and not while a kept connection idles.
+    pub fn reading(&self) -> bool {
+        matches!(self.state, State::Params { .. } | State::Body { .. })
+            || (self.state == State::Idle && !self.pending.is_empty())
+    }
+
     /// What the connection waits for, as a `request_read_timeout` log line says it, and
     /// how many bytes came meanwhile.
     pub fn waiting(&self) -> (String, u64) {
@@ -366,6 +373,21 @@ mod tests {
         let events = feed_all(&mut d, &wire[wire.len() - 16..]);
         assert!(events.is_empty(), "{events:?}");
         assert!(!d.body_unread());
+    }
+
+    #[test]
+    fn a_request_is_being_read_until_its_body_is_complete() {
+        let mut d = Decoder::default();
+        assert!(!d.reading(), "a new connection waits for nothing yet");
+        let wire = get_request(1, b"body");
+        feed_all(&mut d, &wire[..5]);
+        assert!(d.reading(), "half a header");
+        feed_all(&mut d, &wire[5..wire.len() - 8]);
+        assert!(d.reading(), "the body is still coming");
+        feed_all(&mut d, &wire[wire.len() - 8..]);
+        assert!(!d.reading(), "complete: the app runs");
+        d.end_request();
+        assert!(!d.reading(), "a kept connection idles");
     }
 
     #[test]

@@ -223,14 +223,10 @@ class Conn(asyncio.Protocol):
                 self.cycle.wake()
         # The clock runs while a request's records are awaited (not while a kept
         # connection idles between requests, which costs a descriptor, not a worker).
-        cycle = self.cycle
-        if cycle is None or cycle.body_done:
-            if cycle is not None or self.fcgi.waiting()[1] == 0:
-                self.disarm()
-            else:
-                self.arm()
-        else:
+        if self.fcgi.reading():
             self.arm()
+        else:
+            self.disarm()
 
     def start(self, scope, body, done):
         worker = self.worker
@@ -246,6 +242,9 @@ class Conn(asyncio.Protocol):
         verdict = self.fcgi.done()
         self.cycle = None
         cycle.wake()
+        # A body the app left unread may have paused reading: what is left of it is
+        # dropped now, and the next request must be read.
+        self.resume_reading()
         if verdict == RETIRE:
             self.worker.retire()
         if verdict != KEEP or self.worker.retiring:
@@ -266,6 +265,7 @@ class Conn(asyncio.Protocol):
         self.transport.write(self.fcgi.fail())
         verdict = self.fcgi.done()
         cycle.wake()
+        self.resume_reading()
         if verdict == RETIRE:
             self.worker.retire()
         if verdict != KEEP or self.worker.retiring:
