@@ -260,6 +260,9 @@ pub struct Python {
     /// How the app is called: a WSGI callable, one request at a time per worker, or an
     /// ASGI 3.0 app on an event loop, many requests at once per worker.
     pub interface: Interface,
+    /// `threads`: how many threads of each WSGI worker accept and serve requests, as
+    /// gunicorn's gthread worker (1: the worker's own thread, one request at a time).
+    pub threads: u32,
 }
 
 /// `[python] interface`.

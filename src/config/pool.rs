@@ -125,6 +125,7 @@ pub(super) fn parse(
     let http = http(root);
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
     asgi_speaks_fastcgi(root, runtime.as_ref(), http.as_ref());
+    threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -284,6 +285,27 @@ fn asgi_speaks_fastcgi(
     }
 }
 
+/// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its
+/// connections in one epoll set, which its threads do not share, so `threads` above 1 with
+/// `protocol = "http"` is refused, not ignored.
+fn threads_speak_fastcgi(
+    root: &Table<'_, '_>,
+    runtime: Option<&Runtime>,
+    http: Option<&Option<Http>>,
+) {
+    let threaded = matches!(runtime, Some(Runtime::Python(py)) if py.threads > 1);
+    if !threaded || !matches!(http, Some(Some(_))) {
+        return;
+    }
+    if let Got::Valid(python) = root.table("python") {
+        python.fail(
+            "threads",
+            "not with protocol = \"http\": threads serve FastCGI only (put nginx in front \
+             with fastcgi_pass, or leave threads out)",
+        );
+    }
+}
+
 /// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
@@ -437,6 +459,9 @@ fn terminate_grace(
     runtime: Option<&Runtime>,
 ) -> Option<Duration> {
     let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
+    // A threaded WSGI worker's main thread runs no request, and CPython runs signal
+    // handlers there only: nothing can abort a request from inside.
+    let threaded = matches!(runtime, Some(Runtime::Python(py)) if py.threads > 1);
     let grace = root.duration("terminate_grace").or(DEFAULT_TERMINATE_GRACE);
     if root.contains("terminate_grace") {
         if !root.contains("python") {
@@ -452,6 +477,12 @@ fn terminate_grace(
                  past request_terminate_timeout cannot be aborted alone; the worker is killed \
                  at once",
             );
+        } else if threaded {
+            root.fail(
+                "terminate_grace",
+                "not with [python] threads above 1: Python runs the abort on a worker's main \
+                 thread, which serves no request when threads do; the worker is killed at once",
+            );
         } else if slowlog.is_some_and(|s| s.3.is_none()) {
             root.fail(
                 "terminate_grace",
@@ -459,7 +490,7 @@ fn terminate_grace(
             );
         }
     }
-    if asgi {
+    if asgi || threaded {
         return Some(Duration::ZERO);
     }
     grace

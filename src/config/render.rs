@@ -208,6 +208,7 @@ fn python(out: &mut Out, py: &Python) {
     out.strings("warmup", &py.warmup);
     out.optional_string("hooks", py.hooks.as_deref(), None);
     out.string("interface", py.interface.as_str());
+    out.raw("threads", py.threads);
 }
 
 fn command(out: &mut Out, command: &Command) {

@@ -35,7 +35,12 @@ const PYTHON_KEYS: &[&str] = &[
     "warmup",
     "hooks",
     "interface",
+    "threads",
 ];
+
+/// The most threads a WSGI worker may run (`threads`): gunicorn's gthread is used with a
+/// handful; past this the GIL, not the waits, decides, and a slot shows one request.
+pub const MAX_THREADS: u32 = 64;
 const COMMAND_KEYS: &[&str] = &["argv"];
 
 pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
@@ -299,6 +304,14 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         .optional();
     let preload = t.bool("preload").or(true);
     let interface = t.parse("interface", interface).or(Interface::Wsgi);
+    let threads: Option<u32> = t.int("threads", 1..=i64::from(MAX_THREADS)).or(1);
+    if interface == Some(Interface::Asgi) && threads.is_some_and(|n| n > 1) {
+        t.fail(
+            "threads",
+            "not with interface = \"asgi\": an ASGI worker's event loop serves many requests \
+             at once already; leave threads out",
+        );
+    }
     let mount = t.parse("mount", mount).or(String::new());
     let warmup = match t.strings("warmup") {
         Got::Absent => Some(Vec::new()),
@@ -338,6 +351,7 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         warmup: warmup?,
         hooks: hooks?,
         interface: interface?,
+        threads: threads?,
     })
 }
 

@@ -47,6 +47,10 @@ pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsStr
         args.push("--interface".into());
         args.push("asgi".into());
     }
+    if python.threads > 1 {
+        args.push("--threads".into());
+        args.push(python.threads.to_string().into());
+    }
     for path in &python.warmup {
         args.push("--warmup".into());
         args.push(path.into());

@@ -1,6 +1,7 @@
 """A Flask app for drover's scenario tests, as a user moving from gunicorn would have one."""
 
 import os
+import time
 
 from flask import Flask, request, url_for
 
@@ -23,4 +24,13 @@ def hello():
         "url_for=" + url_for("hello"),
         "url_for_echo=" + url_for("echo", q="1"),
     ]
+    return "\n".join(lines) + "\n", 200, {"Content-Type": "text/plain; charset=utf-8"}
+
+
+@app.route("/doze")
+def doze():
+    """Sleeps, then answers what its own request carried: with threads = N, requests
+    overlapping in one worker each still see their own args (Flask's request context)."""
+    time.sleep(float(request.args.get("s", "1")))
+    lines = ["id=" + request.args.get("id", ""), "pid=%d" % os.getpid()]
     return "\n".join(lines) + "\n", 200, {"Content-Type": "text/plain; charset=utf-8"}

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from urllib.parse import parse_qs
 
@@ -240,8 +241,22 @@ def nap(environ, start_response):
     return pid(environ, start_response)
 
 
+def doze(environ, start_response):
+    """Sleeps `s` seconds (releasing the GIL, as a database wait does), then answers the
+    pid and the thread: threads = N overlaps N of these in one worker."""
+    time.sleep(float(query(environ).get("s", "1")))
+    start_response("200 OK", TEXT)
+    body = "pid=%d\nthread=%d\nmultithread=%s\n" % (
+        os.getpid(),
+        threading.get_ident(),
+        environ["wsgi.multithread"],
+    )
+    return [body.encode()]
+
+
 ROUTES = {
     "/pid": pid,
+    "/doze": doze,
     "/nap": nap,
     "/remote": remote,
     "/upload-sha256": upload_sha256,

@@ -43,6 +43,8 @@ pub struct PythonPool {
     pub interface: Option<String>,
     /// More top-level keys, each on its own line.
     pub keys: String,
+    /// `[python] threads`, when set.
+    pub threads: Option<u32>,
 }
 
 impl PythonPool {
@@ -56,6 +58,7 @@ impl PythonPool {
             warmup: Vec::new(),
             interface: None,
             keys: String::new(),
+            threads: None,
         }
     }
 
@@ -89,6 +92,12 @@ impl PythonPool {
 
     pub fn max_requests(mut self, n: u32, jitter: u32) -> PythonPool {
         self.max_requests = Some((n, jitter));
+        self
+    }
+
+    /// `[python] threads`: each worker's threads taking requests.
+    pub fn threads(mut self, n: u32) -> PythonPool {
+        self.threads = Some(n);
         self
     }
 
@@ -131,6 +140,9 @@ impl PoolFile for PythonPool {
         }
         if let Some(interface) = &self.interface {
             python += &format!("interface = \"{interface}\"\n");
+        }
+        if let Some(threads) = self.threads {
+            python += &format!("threads = {threads}\n");
         }
         if !self.warmup.is_empty() {
             let quoted: Vec<String> = self.warmup.iter().map(|p| format!("{p:?}")).collect();

@@ -132,6 +132,9 @@ pub struct PythonArgs {
     /// How the app is called: `wsgi` (the default) or `asgi`.
     #[arg(long, value_enum, default_value_t)]
     pub interface: Interface,
+    /// `threads`: each WSGI worker's threads taking requests (1: the worker's own thread).
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
 }
 
 /// `[python] interface`, as the zygote takes it.

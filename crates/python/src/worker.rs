@@ -14,6 +14,7 @@ use drover_fastcgi::Request;
 use drover_proto::zygote::{EXIT_APP_LOAD, Interface};
 use drover_worker::serve::{self, Board, Conn, Handler, Outcome, WorkerConfig};
 use pyo3::prelude::*;
+use std::sync::Arc;
 
 use super::hooks::{self, Hooks};
 use super::wsgi::App;
@@ -21,7 +22,8 @@ use super::zygote;
 
 /// Runs the worker to its end; returns its exit code. `app` is the preloaded app (None
 /// with `--no-preload`: the worker imports `spec` itself). An ASGI app runs on an event
-/// loop ([`crate::asgi`]), a WSGI app in the blocking worker loop.
+/// loop ([`crate::asgi`]), a WSGI app in the blocking worker loop, on `threads` threads
+/// when more than 1 ([`drover_worker::threads`]).
 #[expect(
     clippy::too_many_arguments,
     reason = "the worker's whole configuration, passed on once"
@@ -33,6 +35,7 @@ pub fn run(
     spec: &str,
     mount: &str,
     interface: Interface,
+    threads: u32,
     config: WorkerConfig,
     board: Option<Board<'_>>,
 ) -> i32 {
@@ -50,7 +53,11 @@ pub fn run(
         app: None,
         status: None,
     };
-    let code = serve::run(&mut worker, config, board);
+    let code = if threads > 1 {
+        drover_worker::threads::run(&mut worker, |wsgi| wsgi.threads(threads), config, board)
+    } else {
+        serve::run(&mut worker, config, board)
+    };
     if worker.app.is_some() {
         worker.hooks.logged(py, "worker_exit");
     }
@@ -138,8 +145,9 @@ struct Wsgi<'a> {
     /// "package.module:callable", for `--no-preload`.
     spec: &'a str,
     mount: &'a str,
-    /// Set by [`Handler::start`], before the first request.
-    app: Option<App>,
+    /// Set by [`Handler::start`], before the first request; shared with the worker's
+    /// threads, if it has several.
+    app: Option<Arc<App>>,
     /// The last response's status, for [`Handler::response_status`].
     status: Option<u16>,
 }
@@ -170,7 +178,7 @@ impl Handler for Wsgi<'_> {
         let request_hooks =
             (self.hooks.pre_request || self.hooks.post_request).then(|| self.hooks.clone_ref(py));
         match App::new(py, callable, self.mount.to_string()) {
-            Ok(app) => self.app = Some(app.with_hooks(request_hooks)),
+            Ok(app) => self.app = Some(Arc::new(app.with_hooks(request_hooks))),
             Err(err) => {
                 err.display(py);
                 return Err(1);
@@ -202,5 +210,57 @@ impl Handler for Wsgi<'_> {
 
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         self.py.detach(f)
+    }
+}
+
+impl Wsgi<'_> {
+    /// The handlers of a worker's `n` threads, sharing the app [`Handler::start`] loaded,
+    /// which now tells the app it may be called from several threads at once.
+    fn threads(&mut self, n: u32) -> Vec<WsgiThread> {
+        let Some(app) = &self.app else {
+            unreachable!("threads::run asks for the threads only after start succeeded")
+        };
+        if let Err(err) = app.set_multithread(self.py) {
+            err.display(self.py);
+        }
+        (0..n)
+            .map(|_| WsgiThread {
+                app: app.clone(),
+                status: None,
+            })
+            .collect()
+    }
+}
+
+/// The WSGI app behind one of a worker's threads (`threads` above 1). It holds no GIL
+/// token: it takes the GIL for each request (cheaply: [`Handler::thread`] keeps the thread
+/// attached) and gives it up around every wait.
+///
+/// A request past `request_terminate_timeout` is not aborted from inside: Python runs
+/// signal handlers in the main thread only, which serves nothing here. The master kills
+/// the worker after `terminate_grace` instead.
+struct WsgiThread {
+    app: Arc<App>,
+    /// The last response's status, for [`Handler::response_status`].
+    status: Option<u16>,
+}
+
+impl Handler for WsgiThread {
+    fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
+        let (outcome, status) = Python::attach(|py| self.app.handle(py, conn, request));
+        self.status = status;
+        outcome
+    }
+
+    fn response_status(&self) -> Option<u16> {
+        self.status
+    }
+
+    fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        Python::attach(|py| py.detach(f))
+    }
+
+    fn thread<T>(f: impl FnOnce() -> T) -> T {
+        Python::attach(|_| f())
     }
 }

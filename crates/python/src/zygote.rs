@@ -139,6 +139,7 @@ impl Runtime for Zygote<'_> {
                         &self.args.app,
                         &self.args.mount,
                         self.args.interface,
+                        self.args.threads,
                         config,
                         board,
                     );

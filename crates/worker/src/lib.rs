@@ -12,6 +12,8 @@
 //!   `request_read_timeout`.
 //! - [`access`]: the pool's access log, a line per request written by the worker itself,
 //!   reopened when the master's USR1 bumps the scoreboard's log generation.
+//! - [`threads`]: a worker whose threads each run that loop (`[python] threads`), sharing
+//!   the `max_requests` count, the slot (the oldest request in flight) and the access log.
 //! - [`socket`]: an accepted connection, with the read budget and the lingering close.
 //! - [`exchange`]: the connection a handler serves a request on, FastCGI or HTTP.
 //! - [`http`]: `protocol = "http"`: HTTP/1.1 straight from clients, turned into the same
@@ -27,4 +29,5 @@ pub mod exchange;
 pub mod http;
 pub mod serve;
 pub mod socket;
+pub mod threads;
 pub mod zygote;

@@ -25,6 +25,7 @@ use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
 use crate::access::{AccessLog, Entry};
 use crate::socket::{NextRequest, Socket, accept};
+use crate::threads::Threaded;
 
 /// What the zygote decided for this worker before forking it.
 pub struct WorkerConfig {
@@ -105,6 +106,16 @@ pub trait Handler {
     fn blocking<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         f()
     }
+
+    /// Runs the whole serving loop of one of a worker's threads ([`crate::threads`]), on
+    /// that thread. Python attaches the thread to the interpreter for the loop's length, so
+    /// that its thread state (and what the app keeps in it) lasts. Default: f().
+    fn thread<T>(f: impl FnOnce() -> T) -> T
+    where
+        Self: Sized,
+    {
+        f()
+    }
 }
 
 /// Set by SIGTERM, or by [`check_memory`]: finish the request in hand, then exit.
@@ -140,13 +151,7 @@ const KEPT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// each request, and lingers on a connection left with body unread.
 pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Board<'_>>) -> i32 {
     let slot = board.map(|b| b.slot);
-    install_signals();
-    CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
-    if let Some(slot) = slot {
-        slot.claim(nix::unistd::getpid(), config.generation);
-        slot.set_state(State::Idle);
-    }
-    if let Err(code) = handler.start() {
+    if let Err(code) = prepare(handler, &config, slot) {
         return code;
     }
     let allowed = allowed_clients();
@@ -157,10 +162,33 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
         slot,
         pool: board.map(|b| b.pool),
         served: 0,
+        threaded: None,
     };
     if let Some(http) = http {
         return crate::http::serve(&mut worker, &http, &allowed);
     }
+    accept_loop(&mut worker, &allowed)
+}
+
+/// A worker's start, before its first accept: the SIGTERM handler, the slot claimed, the
+/// runtime's [`Handler::start`].
+pub(crate) fn prepare<H: Handler>(
+    handler: &mut H,
+    config: &WorkerConfig,
+    slot: Option<&Slot>,
+) -> Result<(), i32> {
+    install_signals();
+    CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
+    if let Some(slot) = slot {
+        slot.claim(nix::unistd::getpid(), config.generation);
+        slot.set_state(State::Idle);
+    }
+    handler.start()
+}
+
+/// Accepts on fd 0 and serves each connection, until the worker must stop; returns the
+/// worker's exit code. A worker's threads ([`crate::threads`]) each run it.
+pub(crate) fn accept_loop<H: Handler>(worker: &mut Worker<'_, H>, allowed: &[IpAddr]) -> i32 {
     while !worker.done() {
         let socket = match worker.handler.blocking(accept) {
             Ok(socket) => socket,
@@ -193,7 +221,7 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
                 return 1;
             }
         };
-        if !allowed.is_empty() && !peer_allowed(&socket, &allowed) {
+        if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
             continue;
         }
         worker.serve_connection(socket);
@@ -207,17 +235,31 @@ pub(crate) struct Worker<'a, H> {
     pub(crate) config: WorkerConfig,
     pub(crate) slot: Option<&'a Slot>,
     /// The pool's area, where every request's duration and status class are added.
-    pool: Option<&'a PoolStats>,
+    pub(crate) pool: Option<&'a PoolStats>,
     /// Requests served so far, for `max_requests`.
-    served: u32,
+    pub(crate) served: u32,
+    /// One of several threads of the worker ([`crate::threads`]): what they share (the
+    /// count for `max_requests`, the slot, the access log). None: the worker's only loop.
+    pub(crate) threaded: Option<Threaded<'a>>,
 }
 
 impl<H: Handler> Worker<'_, H> {
     /// The worker must stop once the request in hand is served.
     pub(crate) fn done(&self) -> bool {
+        let served = match self.threaded {
+            Some(threaded) => threaded.shared.started(),
+            None => self.served,
+        };
         RETIRE.load(Ordering::Relaxed)
-            || (self.config.max_requests > 0 && self.served >= self.config.max_requests)
+            || (self.config.max_requests > 0 && served >= self.config.max_requests)
             || self.slot.is_some_and(Slot::retire_requested)
+            || self.threaded.is_some_and(|t| t.shared.stopping())
+    }
+
+    /// The slot, when this loop writes its phases: a worker's threads share theirs through
+    /// [`Threaded`], which shows the requests only.
+    fn phase_slot(&self) -> Option<&Slot> {
+        self.slot.filter(|_| self.threaded.is_none())
     }
 
     /// Serves requests on one connection until it ends or the worker must stop.
@@ -236,7 +278,7 @@ impl<H: Handler> Worker<'_, H> {
     pub(crate) fn close(&self, conn: &Conn) {
         let mut conn = conn.borrow_mut();
         if conn.body_unread() {
-            if let Some(slot) = self.slot {
+            if let Some(slot) = self.phase_slot() {
                 slot.set_state(State::Finishing);
             }
             let bound = self
@@ -248,7 +290,7 @@ impl<H: Handler> Worker<'_, H> {
         } else {
             conn.get_mut().close_shedding();
         }
-        if let Some(slot) = self.slot {
+        if let Some(slot) = self.phase_slot() {
             slot.end_reading(now_us());
         }
     }
@@ -258,7 +300,7 @@ impl<H: Handler> Worker<'_, H> {
             // From the accept, or from the first bytes of the next request on a kept
             // connection: the worker is busy reading, and the request's clock runs.
             let start_us = now_us();
-            if let Some(slot) = self.slot {
+            if let Some(slot) = self.phase_slot() {
                 slot.begin_reading(start_us);
             }
             conn.borrow_mut()
@@ -303,11 +345,13 @@ impl<H: Handler> Worker<'_, H> {
     /// histogram, the access log, `max_requests`, `max_memory`. Returns whether the
     /// connection may serve another request.
     pub(crate) fn run_request(&mut self, conn: &Conn, request: Request, start_us: u64) -> bool {
-        let logged = self
-            .config
-            .access_log
-            .is_some()
-            .then(|| (request.params.clone(), self.handler.script(&request.params)));
+        let logging = match self.threaded {
+            Some(threaded) => threaded.shared.logging(),
+            None => self.config.access_log.is_some(),
+        };
+        let logged =
+            logging.then(|| (request.params.clone(), self.handler.script(&request.params)));
+        let mut ticket = None;
         if let Some(slot) = self.slot {
             let p = &request.params;
             let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
@@ -315,28 +359,38 @@ impl<H: Handler> Worker<'_, H> {
                 Some((_, script)) => script.clone(),
                 None => self.handler.script(p),
             };
-            slot.begin_request(
-                start_us,
-                &text("REQUEST_METHOD"),
-                &text("DOCUMENT_URI"),
-                &text("QUERY_STRING"),
-                script.as_deref().unwrap_or(&self.config.label),
-            );
+            let shown = [
+                text("REQUEST_METHOD").into_owned(),
+                text("DOCUMENT_URI").into_owned(),
+                text("QUERY_STRING").into_owned(),
+                script.unwrap_or_else(|| self.config.label.clone()),
+            ];
+            match self.threaded {
+                Some(threaded) => ticket = Some(threaded.begin(slot, start_us, shown)),
+                None => slot.begin_request(start_us, &shown[0], &shown[1], &shown[2], &shown[3]),
+            }
+        } else if let Some(threaded) = self.threaded {
+            threaded.shared.count_start();
         }
         let id = request.id;
         let outcome = self.handler.handle(conn, request);
         let end_us = now_us();
         let cpu = request_cpu();
         let memory = self.handler.request_memory();
+        let duration_us = end_us.saturating_sub(start_us);
         if let Some(slot) = self.slot {
-            slot.end_request(end_us, cpu, memory);
+            match (self.threaded, ticket) {
+                (Some(threaded), Some(ticket)) => {
+                    threaded.end(slot, ticket, end_us, duration_us, cpu, memory);
+                }
+                _ => slot.end_request(end_us, cpu, memory),
+            }
         }
         let status = self.handler.response_status();
-        let duration_us = end_us.saturating_sub(start_us);
         if let Some(pool) = self.pool {
             pool.record(duration_us, status);
         }
-        if let (Some(log), Some((params, script))) = (&mut self.config.access_log, &logged) {
+        if let Some((params, script)) = &logged {
             let entry = Entry {
                 params,
                 status,
@@ -345,7 +399,11 @@ impl<H: Handler> Worker<'_, H> {
                 memory,
                 script: script.as_deref().unwrap_or(&self.config.label),
             };
-            log.write(&entry, self.pool);
+            match (self.threaded, &mut self.config.access_log) {
+                (Some(threaded), _) => threaded.shared.log(&entry, self.pool),
+                (None, Some(log)) => log.write(&entry, self.pool),
+                (None, None) => {}
+            }
         }
         self.served += 1;
         let socket_timed_out = conn.borrow().get_ref().timed_out();
@@ -411,7 +469,7 @@ fn check_memory(config: &WorkerConfig) {
 
 /// `listen_allowed_clients`, as the master passes it to every runtime (libfcgi's and
 /// php-cgi's variable): empty = any client.
-fn allowed_clients() -> Vec<IpAddr> {
+pub(crate) fn allowed_clients() -> Vec<IpAddr> {
     std::env::var("FCGI_WEB_SERVER_ADDRS")
         .map(|list| parse_clients(&list))
         .unwrap_or_default()

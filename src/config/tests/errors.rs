@@ -659,3 +659,77 @@ fn terminate_grace_is_refused_for_an_asgi_app_which_is_killed_at_once() {
     )]);
     assert_eq!(config.pools[0].terminate_grace, Duration::ZERO);
 }
+
+/// `[python] threads`: a count in 1..=64, for WSGI apps served over FastCGI.
+fn threads_pool(threads: &str, more: &str) -> String {
+    MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        &format!("[python]\napp = \"main:app\"\nthreads = {threads}\n{more}"),
+    )
+}
+
+#[test]
+fn threads_out_of_range_are_refused_with_the_bound() {
+    for bad in ["0", "65", "-1", "\"4\""] {
+        let e = only_error(&threads_pool(bad, ""));
+        assert_at(&e, "pools.d/www.toml", 9, "python.threads", "");
+        if bad == "65" {
+            assert!(e.rule.contains("64"), "{bad}: {}", e.rule);
+        }
+    }
+}
+
+#[test]
+fn threads_are_refused_for_an_asgi_app() {
+    let e = only_error(&threads_pool("4", "interface = \"asgi\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "python.threads",
+        "interface = \"asgi\"",
+    );
+    // One thread is what an ASGI worker has anyway.
+    let dir = setup("", &[("www", &threads_pool("1", "interface = \"asgi\""))]);
+    assert!(load_dir(&dir).is_ok());
+}
+
+#[test]
+fn threads_are_refused_with_protocol_http() {
+    let e = only_error(&format!("protocol = \"http\"\n{}", threads_pool("4", "")));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "python.threads",
+        "protocol = \"http\"",
+    );
+}
+
+#[test]
+fn threads_are_not_a_php_key() {
+    let pool = MINIMAL.replace(
+        "[php]\nbinary = \"/bin/sh\"",
+        "[php]\nbinary = \"/bin/sh\"\nthreads = 4",
+    );
+    let e = only_error(&pool);
+    assert_eq!(e.key, "php.threads");
+}
+
+#[test]
+fn terminate_grace_is_refused_with_threads_whose_worker_is_killed_at_once() {
+    let pool = python_pool(
+        "request_terminate_timeout = \"5s\"\nterminate_grace = \"2s\"",
+        "app = \"myapp\"\nthreads = 4",
+    );
+    let e = only_error(&pool);
+    assert_at(&e, "pools.d/www.toml", 3, "terminate_grace", "threads");
+    let (_dir, config) = loaded(&[(
+        "www",
+        &python_pool(
+            "request_terminate_timeout = \"5s\"",
+            "app = \"myapp\"\nthreads = 4",
+        ),
+    )]);
+    assert_eq!(config.pools[0].terminate_grace, Duration::ZERO);
+}

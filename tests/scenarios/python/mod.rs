@@ -12,6 +12,8 @@
 //! - [`factory`]: `app = "module:create_app(...)"`, as gunicorn takes it.
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
+//! - [`threads`]: `threads = N`: N sleeping requests overlap on one worker (WSGI, Flask),
+//!   max_requests and TERM with threads, a bad value refused at load.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
 //!   a graceful stop with requests in flight.
@@ -26,6 +28,7 @@ mod lifecycle;
 mod pep3333;
 mod requests;
 mod responses;
+mod threads;
 mod workers;
 
 use std::collections::BTreeMap;

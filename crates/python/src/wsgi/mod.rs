@@ -52,6 +52,11 @@ impl App {
         })
     }
 
+    /// The worker serves the app from several threads (`threads`): `wsgi.multithread`.
+    pub fn set_multithread(&self, py: Python<'_>) -> PyResult<()> {
+        self.base.bind(py).set_item("wsgi.multithread", true)
+    }
+
     /// Calls `pre_request` and `post_request` around each request (None: no Python call).
     pub fn with_hooks(mut self, hooks: Option<Hooks>) -> App {
         self.hooks = hooks;

@@ -115,6 +115,7 @@ fn serve_counted(
         slot,
         pool,
         served: 0,
+        threaded: None,
     };
     worker.serve_connection(socket);
     (worker.served, web_server.join().unwrap())
