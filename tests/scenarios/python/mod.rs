@@ -13,7 +13,8 @@
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
 //! - [`threads`]: `threads = N`: N sleeping requests overlap on one worker (WSGI, Flask),
-//!   max_requests and TERM with threads, a bad value refused at load.
+//!   max_requests, TERM, request_terminate_timeout, the access log and the status with
+//!   threads, a bad value refused at load.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
 //!   a graceful stop with requests in flight.

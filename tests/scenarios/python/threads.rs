@@ -1,6 +1,6 @@
 //! `[python] threads = N`: one WSGI worker serves N requests at once, as gunicorn's gthread
-//! worker does; the worker's guarantees (max_requests, TERM) hold; a bad value is refused
-//! at load with its file and line.
+//! worker does; the worker's guarantees hold (max_requests, TERM, request_terminate_timeout,
+//! the access log, the status); a bad value is refused at load with its file and line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::fields;
-use crate::common::{PoolFile, PythonPool, Site, Stack, TIMEOUT, check_config, http, wait_until};
+use crate::common::{
+    Drover, Location, Nginx, PoolFile, PythonPool, Site, Stack, TIMEOUT, check_config, http, proc,
+    python, start_with_control, wait_until,
+};
 
 /// Sends `n` requests to `path` at once; returns each reply's fields and how long all took.
 fn at_once(
@@ -164,7 +167,7 @@ fn term_lets_every_thread_finish_its_request() {
 #[test]
 fn a_bad_threads_value_is_refused_at_load_with_file_and_line() {
     let site = Site::new();
-    crate::common::python::install_apps(&site);
+    python::install_apps(&site);
     let pool = PythonPool::wsgi("app").threads(0);
     site.write("drover.toml", "error_log = \"stderr\"\n");
     site.write("pools.d/app.toml", &pool.toml(&site));
@@ -205,4 +208,94 @@ fn a_stuck_request_gets_its_threaded_worker_killed_and_replaced() {
     log.wait_for_line("exited on SIGKILL", TIMEOUT);
     let (replies, _) = at_once(&stack, 2, |_| "/doze?s=0".into());
     assert_eq!(replies.len(), 2);
+}
+
+/// The threads write the access log one at a time: one whole line per request.
+#[test]
+fn the_access_log_has_one_whole_line_per_request_of_every_thread() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let log_path = site.path().join("access.log");
+    let pool = PythonPool::wsgi("py").max_children(1).threads(8).key(
+        "access_log",
+        &format!("{:?}", log_path.display().to_string()),
+    );
+    let _drover = Drover::start(&site, &[&pool]);
+    let nginx = Nginx::start_locations(&site, &[Location::prefix("/", &site.socket("py"))]);
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let url = nginx.url("/doze?s=0.01");
+            thread::spawn(move || (0..8).map(|_| http::get(&url).status).collect::<Vec<_>>())
+        })
+        .collect();
+    for client in clients {
+        assert!(client.join().unwrap().iter().all(|&s| s == 200));
+    }
+
+    let text = wait_until(TIMEOUT, "64 access log lines", || {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        (text.lines().count() >= 64).then_some(text)
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 64, "{text}");
+    assert!(
+        lines.iter().all(|l| l.contains("\"GET /doze\" 200")),
+        "{text}"
+    );
+}
+
+/// The status shows one process per worker: busy with its oldest request while any thread
+/// runs one, every request counted, idle when none runs.
+#[test]
+fn the_status_shows_the_worker_busy_with_its_oldest_request_and_counts_each() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let pool = PythonPool::wsgi("py").max_children(1).threads(4);
+    let (drover, ctl) = start_with_control(&site, &[&pool]);
+    let nginx = Nginx::start_locations(&site, &[Location::prefix("/", &site.socket("py"))]);
+    let worker = || {
+        let text = ctl.ok(&["status", "py", "--full", "--json"], &drover.log.text());
+        let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        status["processes"][0].clone()
+    };
+    assert_eq!(http::get(&nginx.url("/doze?s=0")).status, 200);
+
+    let slow = {
+        let url = nginx.url("/doze?s=3");
+        thread::spawn(move || http::get(&url))
+    };
+    // The slow one starts first, so it is the oldest.
+    assert!(
+        proc::poll(Duration::from_secs(2), || worker()["request uri"]
+            == "/doze?s=3"),
+        "{}",
+        worker()
+    );
+    let quick: Vec<_> = (0..3)
+        .map(|_| {
+            let url = nginx.url("/doze?s=0.5");
+            thread::spawn(move || http::get(&url))
+        })
+        .collect();
+    for reply in quick {
+        assert_eq!(reply.join().unwrap().status, 200);
+    }
+    // The short ones are done, the long one still runs: the worker is busy with it.
+    assert_eq!(worker()["requests"], 4, "{}", worker());
+    let shown = worker();
+    assert_eq!(
+        (&shown["state"], &shown["request uri"]),
+        (&"Running".into(), &"/doze?s=3".into()),
+        "{shown}"
+    );
+    assert_eq!(slow.join().unwrap().status, 200);
+
+    assert!(
+        proc::poll(Duration::from_secs(2), || {
+            let w = worker();
+            w["state"] == "Idle" && w["requests"] == 5
+        }),
+        "{}",
+        worker()
+    );
 }
