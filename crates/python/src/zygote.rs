@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use drover_proto::zygote::{EXIT_APP_LOAD, PythonArgs, WorkerExit};
+use drover_proto::zygote::{EXIT_APP_LOAD, Interface, PythonArgs, WorkerExit};
 use drover_worker::serve::{Board, WorkerConfig};
 use drover_worker::zygote::{self, Runtime};
 use nix::sys::signal::SigSet;
@@ -57,6 +57,9 @@ pub fn run(args: PythonArgs) -> u8 {
         };
         if let Some(app) = &app {
             super::warmup::run(py, app, &args.mount, &args.warmup);
+        }
+        if args.interface == Interface::Asgi {
+            crate::asgi::preload(py);
         }
         if let Err(err) = freeze(py) {
             err.print(py);

@@ -554,3 +554,33 @@ fn a_large_body_the_app_never_reads_does_not_stall_the_kept_connection() {
         assert_eq!(json(&ok(&stack, "/hello"))["hello"], "world");
     }
 }
+
+#[test]
+fn a_reload_renews_the_workers_each_running_lifespan_shutdown_and_startup() {
+    let stack = fastapi(2);
+    let first: Vec<i32> = python_workers(&stack.drover);
+    assert_eq!(first.len(), 2);
+    ok(&stack, "/hello");
+    let log = &stack.drover.log;
+
+    let from = log.len();
+    stack.drover.signal(Signal::SIGHUP);
+    log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
+
+    let renewed = crate::common::wait_until(TIMEOUT, "2 workers, both new", || {
+        let pids = python_workers(&stack.drover);
+        (pids.len() == 2 && pids.iter().all(|p| !first.contains(p))).then_some(pids)
+    });
+    assert!(proc::poll(TIMEOUT, || first
+        .iter()
+        .all(|&p| !proc::is_running(p))));
+    let new: i32 = ok(&stack, "/pid").parse().expect("pid");
+    assert!(renewed.contains(&new), "{new} not in {renewed:?}");
+    let mut stopped = lifespan_events(&stack.site, "shutdown");
+    stopped.sort();
+    let mut old = first.clone();
+    old.sort();
+    assert_eq!(stopped, old, "each old worker ran its shutdown once");
+    let started = lifespan_events(&stack.site, "startup");
+    assert!(renewed.iter().all(|p| started.contains(p)), "{started:?}");
+}

@@ -17,7 +17,7 @@
 //!   threads, a bad value refused at load.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
-//!   a graceful stop with requests in flight.
+//!   a graceful stop with requests in flight, a reload.
 
 mod abort;
 mod asgi;

@@ -77,6 +77,16 @@ fn serve(py: Python<'_>, app: Py<PyAny>, mount: &str, read_timeout: Option<f64>)
         .extract()
 }
 
+/// In the zygote, before `gc.freeze()` and the forks: imports what every ASGI worker's
+/// loop needs (asyncio, and uvloop when it is there), so that the workers share it
+/// copy-on-write instead of each importing it after its fork.
+pub fn preload(py: Python<'_>) {
+    for module in ["asyncio", "uvloop"] {
+        // uvloop is optional: the worker falls back to asyncio.
+        let _ = py.import(module);
+    }
+}
+
 /// The worker's books say it must stop (`max_requests`, `max_memory`, the master's flag).
 #[pyfunction]
 fn must_retire() -> bool {
