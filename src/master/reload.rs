@@ -166,6 +166,11 @@ impl Master {
         // A listener shut down for a stopped pool cannot accept again: bind a new one
         // (one systemd passed is never shut down, and `listen` gives it again).
         let same_socket = old.config.listen == pool.listen && !old.refusing();
+        // Two protocols never share a socket: a worker of the old one would take a client
+        // of the new one and read its request as garbage. On a switch the old generation
+        // stops taking connections at once (it finishes those in hand), and new ones wait
+        // in the backlog for the new workers.
+        let switches_protocol = same_socket && old.config.http.is_some() != pool.http.is_some();
         let listener = if same_socket {
             old.listener.clone()
         } else {
@@ -180,9 +185,17 @@ impl Master {
             self.config.global.process_control_timeout,
         )
         .map_err(|e| e.to_string())?;
-        run.replaces = Some(old.id);
+        if !switches_protocol {
+            run.replaces = Some(old.id);
+        }
         run.watch_listener(&self.wakes_tx);
         self.pools.push(run);
+        if switches_protocol {
+            tracing::info!(
+                "pool {name}: the protocol changes: the old workers take no new connection; they wait for the new workers"
+            );
+            self.pools[i].retire_generation(now, false);
+        }
         Ok(())
     }
 
