@@ -326,6 +326,12 @@ impl Mapper {
             ),
             "worker_class" => match value.as_str() {
                 Some("sync") => self.note(s, "not needed: drover's workers are synchronous"),
+                // gunicorn's threaded worker: drover's `threads`, from the threads setting.
+                Some("gthread") => self.note(
+                    s,
+                    "not needed: drover's [python] threads (carried over from threads) gives \
+                     each worker gthread's threads",
+                ),
                 // An ASGI app: drover runs it on an event loop per worker.
                 Some(
                     "uvicorn.workers.UvicornWorker"
@@ -345,13 +351,22 @@ impl Mapper {
                      (interface = \"asgi\", gunicorn's UvicornWorker)",
                 ),
             },
-            "threads" if int(value) == Some(1) => {
-                self.note(s, "not needed: a drover worker runs one request at a time");
-            }
-            "threads" | "worker_connections" => self.note(
+            "threads" => match int(value) {
+                Some(1) => self.note(s, "not needed: drover's default (threads = 1)"),
+                Some(n @ 2..=64) => {
+                    self.pool
+                        .set("python", "threads", Value::Int(n), &origin(s));
+                }
+                Some(n) if n > 64 => self.note(
+                    s,
+                    "refused: drover runs at most 64 threads per worker; raise workers instead",
+                ),
+                _ => self.note(s, "refused: not a positive integer"),
+            },
+            "worker_connections" => self.note(
                 s,
-                "no equivalent: a drover worker runs one request at a time; raise workers \
-                 instead",
+                "no equivalent: a WSGI worker runs one request per thread (threads); an ASGI \
+                 worker's event loop takes every connection it is given",
             ),
             "capture_output" | "initgroups" => {
                 self.note(s, "not needed: drover always does it");
@@ -415,6 +430,21 @@ impl Mapper {
     /// gunicorn's defaults where drover's differ, and what gunicorn took from the machine.
     fn defaults(&mut self, settings: &[Setting], context: &Context) {
         let has = |name: &str| settings.iter().any(|s| s.name == name);
+        let asgi =
+            matches!(self.pool.get("python", "interface"), Some(Value::Str(i)) if i == "asgi");
+        if asgi
+            && self.pool.get("python", "threads").is_some()
+            && let Some(threads) = settings.iter().find(|s| s.name == "threads")
+        {
+            // gunicorn's ASGI workers ignore threads; drover refuses it with an ASGI app.
+            let threads = threads.clone();
+            self.pool.remove("python", "threads");
+            self.note(
+                &threads,
+                "not carried over: an ASGI worker's event loop serves many requests at once \
+                 (gunicorn's UvicornWorker ignores threads too)",
+            );
+        }
         if !has("workers") {
             let (n, origin) = match context.web_concurrency.as_deref().map(str::parse::<i64>) {
                 Some(Ok(n)) if n >= 1 => (n, "WEB_CONCURRENCY, gunicorn's default workers"),

@@ -175,7 +175,11 @@ fn what_has_no_equivalent_is_reported_with_its_line_or_flag() {
         gevent.to_string(),
         "gunicorn.conf.py:4: worker_class = gevent: no equivalent: drover's workers are synchronous, one request at a time (gunicorn's sync), or an event loop for an ASGI app (interface = \"asgi\", gunicorn's UvicornWorker)"
     );
-    assert_eq!(note(&import, "--threads 4").setting, "threads");
+    assert_eq!(
+        toml(&import.pool)["python"]["threads"].as_integer(),
+        Some(4)
+    );
+    assert!(!import.report.iter().any(|n| n.setting == "threads"));
     assert!(note(&import, "--frob").why.starts_with("unknown flag"));
     assert!(
         note(&import, "forwarded_allow_ips")
@@ -310,4 +314,28 @@ fn uvicorn_s_worker_class_makes_an_asgi_pool() {
             "{worker}"
         );
     }
+}
+
+#[test]
+fn threads_become_the_pools_threads_except_for_an_asgi_app() {
+    let cli = parse_args(&args("-k gthread --threads 8 myapp.wsgi:app")).unwrap();
+    let import = map(&[], &cli, &context()).unwrap();
+    assert_eq!(
+        toml(&import.pool)["python"]["threads"].as_integer(),
+        Some(8)
+    );
+    assert!(note(&import, "worker_class").why.starts_with("not needed"));
+
+    let cli = parse_args(&args("--threads 100 myapp.wsgi:app")).unwrap();
+    let import = map(&[], &cli, &context()).unwrap();
+    assert!(toml(&import.pool)["python"].get("threads").is_none());
+    assert!(note(&import, "threads").why.contains("at most 64"));
+
+    let cli = parse_args(&args(
+        "-k uvicorn.workers.UvicornWorker --threads 4 main:app",
+    ))
+    .unwrap();
+    let import = map(&[], &cli, &context()).unwrap();
+    assert!(toml(&import.pool)["python"].get("threads").is_none());
+    assert!(note(&import, "threads").why.contains("ASGI"));
 }
