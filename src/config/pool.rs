@@ -124,7 +124,6 @@ pub(super) fn parse(
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
-    asgi_speaks_fastcgi(root, runtime.as_ref(), http.as_ref());
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
@@ -266,23 +265,6 @@ fn access(
     }
     let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
     Some((file?, format?, suppress))
-}
-
-/// An ASGI app is served over FastCGI only, for now: its event-loop worker does not speak
-/// HTTP, so `protocol = "http"` with `interface = "asgi"` is refused, not ignored.
-fn asgi_speaks_fastcgi(
-    root: &Table<'_, '_>,
-    runtime: Option<&Runtime>,
-    http: Option<&Option<Http>>,
-) {
-    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
-    if asgi && matches!(http, Some(Some(_))) {
-        root.fail(
-            "protocol",
-            "an ASGI app (interface = \"asgi\") is served over FastCGI only: put nginx in front \
-             (fastcgi_pass) and leave protocol out",
-        );
-    }
 }
 
 /// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its

@@ -75,12 +75,6 @@ fn run_asgi(
     config: WorkerConfig,
     board: Option<Board<'_>>,
 ) -> i32 {
-    // The configuration refuses protocol = "http" with an ASGI app (the loop speaks
-    // FastCGI only); a zygote started by hand with both is told so.
-    if config.http.is_some() {
-        eprintln!("an ASGI app is served over FastCGI only, not protocol = \"http\"");
-        return i32::from(EXIT_APP_LOAD);
-    }
     serve::install_signals();
     if let Some(slot) = board.map(|b| b.slot) {
         slot.claim(nix::unistd::getpid(), config.generation);

@@ -620,22 +620,6 @@ fn warmup_is_refused_for_an_asgi_app() {
 }
 
 #[test]
-fn an_asgi_app_is_refused_protocol_http() {
-    let pool = MINIMAL.replace(
-        "[php]\nbinary = \"/bin/sh\"",
-        "[python]\napp = \"main:app\"\ninterface = \"asgi\"",
-    );
-    let e = only_error(&format!("protocol = \"http\"\n{pool}"));
-    assert_at(
-        &e,
-        "pools.d/www.toml",
-        1,
-        "protocol",
-        "served over FastCGI only",
-    );
-}
-
-#[test]
 fn terminate_grace_is_refused_for_an_asgi_app_which_is_killed_at_once() {
     let pool = python_pool(
         "request_terminate_timeout = \"5s\"\nterminate_grace = \"2s\"",

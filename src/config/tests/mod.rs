@@ -263,6 +263,11 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
             )
             .replace("www.sock", "big.sock"),
         ),
+        (
+            "asgi",
+            &format!("protocol = \"http\"\n{python}\ninterface = \"asgi\"")
+                .replace("www.sock", "asgi.sock"),
+        ),
     ]);
     let by_name = |name: &str| config.pools.iter().find(|p| p.name == name).unwrap();
     assert_eq!(by_name("www").http, None);
@@ -274,6 +279,8 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
     assert_eq!(big.keepalive_timeout, Duration::from_secs(30));
     assert_eq!(big.forwarded_allow_ips, ["*"]);
     assert_eq!(big.max_request_body, Some(10 << 20));
+    // An ASGI app is served over HTTP too.
+    assert!(by_name("asgi").http.is_some());
 }
 
 #[test]

@@ -24,6 +24,8 @@ struct HttpPool {
     extra: String,
     /// More `[pm]` keys.
     pm: String,
+    /// More `[python]` keys.
+    python: &'static str,
 }
 
 impl PoolFile for HttpPool {
@@ -37,13 +39,14 @@ impl PoolFile for HttpPool {
             &socket,
             &format!(
                 "protocol = \"http\"\n{}\n[pm]\nmode = \"static\"\nmax_children = {}\n{}\n\
-                 [python]\napp = \"{}\"\npython_path = [\"{}\"]\n",
+                 [python]\napp = \"{}\"\npython_path = [\"{}\"]\n{}\n",
                 self.extra
                     .replace("{site}", &site.path().display().to_string()),
                 self.workers,
                 self.pm,
                 self.app,
-                site.path().join("apps").display()
+                site.path().join("apps").display(),
+                self.python
             ),
         );
         // pool_toml writes a unix socket with a mode; this pool listens on TCP.
@@ -58,10 +61,10 @@ impl PoolFile for HttpPool {
 }
 
 /// drover serving one HTTP pool of the fixture apps; no nginx.
-struct Server {
-    drover: Drover,
-    site: Site,
-    port: u16,
+pub(super) struct Server {
+    pub(super) drover: Drover,
+    pub(super) site: Site,
+    pub(super) port: u16,
 }
 
 impl Server {
@@ -70,6 +73,21 @@ impl Server {
     }
 
     fn start_pm(app: &'static str, workers: u32, extra: &str, pm: &str) -> Server {
+        Server::start_python(app, workers, extra, pm, "")
+    }
+
+    /// An ASGI app (`interface = "asgi"`) on the HTTP listener.
+    pub(super) fn start_asgi(app: &'static str, workers: u32, extra: &str) -> Server {
+        Server::start_python(app, workers, extra, "", "interface = \"asgi\"")
+    }
+
+    fn start_python(
+        app: &'static str,
+        workers: u32,
+        extra: &str,
+        pm: &str,
+        python: &'static str,
+    ) -> Server {
         let site = Site::new();
         python::install_apps(&site);
         let pool = HttpPool {
@@ -79,6 +97,7 @@ impl Server {
             port: free_port(),
             extra: extra.to_string(),
             pm: pm.to_string(),
+            python,
         };
         let drover = Drover::start(&site, &[&pool]);
         Server {
@@ -88,11 +107,11 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn connect(&self) -> TcpStream {
+    pub(super) fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to drover");
         stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         stream
@@ -106,13 +125,13 @@ fn free_port() -> u16 {
 
 /// One response read off `stream`: its head and body, delimited by Content-Length or
 /// chunked, so that the next one can be read from the same connection.
-struct Response {
-    status: u16,
-    head: String,
-    body: Vec<u8>,
+pub(super) struct Response {
+    pub(super) status: u16,
+    pub(super) head: String,
+    pub(super) body: Vec<u8>,
 }
 
-fn read_response(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Response {
+pub(super) fn read_response(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Response {
     let head_end = loop {
         if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
             break at + 4;
@@ -175,7 +194,7 @@ fn fill(stream: &mut TcpStream, pending: &mut Vec<u8>) {
     pending.extend_from_slice(&buf[..n]);
 }
 
-fn body_text(response: &Response) -> String {
+pub(super) fn body_text(response: &Response) -> String {
     String::from_utf8_lossy(&response.body).into_owned()
 }
 
@@ -588,6 +607,7 @@ fn a_reload_switches_a_pool_between_http_and_fastcgi_on_the_same_socket() {
         port: free_port(),
         extra: String::new(),
         pm: String::new(),
+        python: "",
     };
     let (drover, _ctl) = start_with_control(&site, &[&pool]);
     let url = format!("http://127.0.0.1:{}/pid", pool.port);

@@ -18,9 +18,12 @@
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
 //!   a graceful stop with requests in flight, a reload.
+//! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
+//!   pipelining, chunked upload with 100-continue, refused heads, lifespan.
 
 mod abort;
 mod asgi;
+mod asgi_http;
 mod errors;
 mod factory;
 mod hooks;

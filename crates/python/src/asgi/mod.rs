@@ -1,4 +1,4 @@
-//! ASGI 3.0 over FastCGI: a Python pool with `interface = "asgi"` runs an event loop in each
+//! ASGI 3.0 over FastCGI (and HTTP/1.1 with `protocol = "http"`): a Python pool with `interface = "asgi"` runs an event loop in each
 //! worker (uvloop when it is importable, else asyncio), serving many requests at once.
 //!
 //! The split between the languages follows the cost of each part per request:
@@ -12,6 +12,8 @@
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
 //! | `ledger.rs` | Rust   | the scoreboard slot, the pool's histogram, the access log, `max_requests`, `max_memory` |
 //! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
+//! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals) |
+//! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
 //!
 //! The worker's order: claim its slot, import the app when it was not preloaded, run
 //! lifespan startup (a failure ends the worker with `EXIT_APP_LOAD`, and so the pool, as
@@ -24,6 +26,7 @@ mod accept;
 mod conn;
 pub mod decode;
 pub mod encode;
+mod http;
 mod ledger;
 pub mod scope;
 
@@ -35,6 +38,8 @@ use pyo3::types::PyModule;
 
 /// The Python half, compiled into the binary.
 const SERVER: &str = include_str!("server.py");
+/// The HTTP listener's connection (`protocol = "http"`), on top of `server.py`.
+const HTTP: &str = include_str!("http.py");
 
 /// Runs an ASGI worker to its end; returns its exit code. `app` is loaded already.
 pub fn run(
@@ -49,8 +54,15 @@ pub fn run(
     // reads the ledger after that.
     let board: Option<Board<'static>> = unsafe { std::mem::transmute(board) };
     let read_timeout = config.request_read_timeout.map(|t| t.as_secs_f64());
+    let keepalive = config
+        .http
+        .as_ref()
+        .map(|h| h.keepalive_timeout.as_secs_f64());
+    if let Some(http) = config.http.clone() {
+        http::configure(http);
+    }
     ledger::open(config, board);
-    match serve(py, app, mount, read_timeout) {
+    match serve(py, app, mount, read_timeout, keepalive) {
         Ok(code) => code,
         Err(err) => {
             err.print(py);
@@ -59,10 +71,18 @@ pub fn run(
     }
 }
 
-fn serve(py: Python<'_>, app: Py<PyAny>, mount: &str, read_timeout: Option<f64>) -> PyResult<i32> {
+/// `keepalive`: the pool's `keepalive_timeout` on an HTTP pool; None over FastCGI.
+fn serve(
+    py: Python<'_>,
+    app: Py<PyAny>,
+    mount: &str,
+    read_timeout: Option<f64>,
+    keepalive: Option<f64>,
+) -> PyResult<i32> {
     let module = PyModule::new(py, "_drover_asgi")?;
     module.add_class::<conn::FastCgi>()?;
     module.add_class::<accept::Acceptor>()?;
+    module.add_class::<http::Http>()?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     py.import("sys")?
@@ -71,6 +91,15 @@ fn serve(py: Python<'_>, app: Py<PyAny>, mount: &str, read_timeout: Option<f64>)
     let code =
         CString::new(SERVER).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     let server = PyModule::from_code(py, &code, c"drover_asgi/server.py", c"drover_asgi")?;
+    if let Some(keepalive) = keepalive {
+        // http.py subclasses server.py's connection; the worker makes its connections
+        // from the module's `Conn`, which becomes the HTTP one.
+        let code = CString::new(HTTP)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        let http = PyModule::from_code(py, &code, c"drover_asgi/http.py", c"drover_asgi_http")?;
+        http.setattr("KEEPALIVE", keepalive)?;
+        server.setattr("Conn", http.getattr("HttpConn")?)?;
+    }
     server
         .getattr("run")?
         .call1((app, mount, read_timeout))?

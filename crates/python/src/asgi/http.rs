@@ -1,0 +1,395 @@
+//! `Http`, the Rust half of one ASGI connection on an HTTP pool (`protocol = "http"`), the
+//! counterpart of [`super::conn::FastCgi`] with the same methods, so that `http.py`'s
+//! protocol object drives it as `server.py`'s drives FastCGI.
+//!
+//! Nothing of HTTP is parsed here that the WSGI HTTP path does not parse the same way:
+//! heads go through [`drover_worker::http::head::parse`] (httparse, the smuggling checks,
+//! the limits with their 400/413/414/431/501, `forwarded_allow_ips`), which yields the CGI
+//! params a web server would send, so the scope is built by [`super::scope::build`] as over
+//! FastCGI; the response head is framed by [`drover_worker::http::response::translate`]
+//! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the push
+//! side: bytes in, whole events out, a request at a time, pipelined requests kept in the
+//! buffer until the one in hand is answered.
+
+use std::mem::ManuallyDrop;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::FromRawFd;
+use std::sync::OnceLock;
+
+use drover_worker::http::HttpConfig;
+use drover_worker::http::head::{self, Framing, Peer};
+use drover_worker::http::response::{self, Ask, Body};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use super::encode;
+use super::ledger::{self, Ticket};
+
+const REQUEST: u8 = 0;
+const BODY: u8 = 1;
+const REPLY: u8 = 3;
+/// Bytes to write, after which the connection closes (a refused head).
+const REFUSE: u8 = 4;
+
+const KEEP: u8 = 0;
+const CLOSE: u8 = 1;
+const RETIRE: u8 = 2;
+
+/// The longest chunk-size line or trailer section (as the WSGI HTTP path).
+const MAX_CHUNK_META: usize = 8 * 1024;
+
+/// The pool's HTTP settings, set once before the loop starts.
+static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
+
+/// Records the pool's HTTP settings for the connections to come.
+pub fn configure(config: HttpConfig) {
+    let _ = CONFIG.set(config);
+}
+
+/// Where the request body stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyIn {
+    Length(u64),
+    ChunkSize,
+    ChunkData(u64),
+    ChunkEnd,
+    Trailers,
+    Ended,
+}
+
+struct InHand {
+    ask: Ask,
+    ticket: Ticket,
+    status: Option<u16>,
+    /// How the response body goes out, once its head is sent.
+    framing: Option<Body>,
+    keep: bool,
+    cut: bool,
+}
+
+#[pyclass(unsendable, module = "_drover_asgi")]
+pub struct Http {
+    mount: Py<PyString>,
+    asgi: Py<PyDict>,
+    remote: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    buf: Vec<u8>,
+    start: usize,
+    body: BodyIn,
+    /// Body bytes read for the request in hand (for `max_request_body` on chunks).
+    read: u64,
+    request: Option<InHand>,
+    ended: Option<InHand>,
+    /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
+    busy: bool,
+    broken: bool,
+}
+
+#[pymethods]
+impl Http {
+    #[new]
+    fn new(mount: Py<PyString>, asgi: Py<PyDict>, fd: i32) -> Http {
+        // SAFETY: `fd` is the connection's socket, owned by the transport; ManuallyDrop
+        // keeps it open. A unix socket's addresses are not IP ones: None, as the WSGI path.
+        let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
+        Http {
+            mount,
+            asgi,
+            remote: stream.peer_addr().ok(),
+            local: stream.local_addr().ok(),
+            buf: Vec::new(),
+            start: 0,
+            body: BodyIn::Ended,
+            read: 0,
+            request: None,
+            ended: None,
+            busy: false,
+            broken: false,
+        }
+    }
+
+    /// Takes `data`; returns events: `(0, scope, body, complete)`, `(1, body, complete)`,
+    /// `(3, bytes)` to write now (100 Continue), `(4, bytes, reason)` to write before the
+    /// connection closes (a refused head). A malformed body raises ValueError.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        if self.broken {
+            return Ok(out);
+        }
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(data);
+        if self.busy {
+            if self.body != BodyIn::Ended {
+                let (body, complete) = self.take_body()?;
+                if !body.is_empty() || complete {
+                    out.append((BODY, PyBytes::new(py, &body), complete))?;
+                }
+            }
+            return Ok(out);
+        }
+        let Some(config) = CONFIG.get() else {
+            return Err(PyRuntimeError::new_err("the HTTP settings are not set"));
+        };
+        let peer = Peer {
+            remote: self.remote,
+            local: self.local,
+            trusted: &config.trusted,
+            max_body: config.max_body,
+        };
+        let head = match head::parse(&self.buf[self.start..], &peer) {
+            Ok(None) => return Ok(out),
+            Ok(Some(head)) => head,
+            Err(refusal) => {
+                self.broken = true;
+                let bytes = response::refusal(refusal.status, &refusal.reason);
+                out.append((REFUSE, PyBytes::new(py, &bytes), refusal.reason))?;
+                return Ok(out);
+            }
+        };
+        self.start += head.len;
+        let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;
+        self.body = match head.framing {
+            Framing::Length(0) => BodyIn::Ended,
+            Framing::Length(n) => BodyIn::Length(n),
+            Framing::Chunked => BodyIn::ChunkSize,
+        };
+        self.read = 0;
+        self.busy = true;
+        if head.expect_continue && self.body != BodyIn::Ended {
+            out.append((REPLY, PyBytes::new(py, b"HTTP/1.1 100 Continue\r\n\r\n")))?;
+        }
+        let ask = Ask {
+            minor: head.minor,
+            keep_alive: head.keep_alive,
+            head_method: head.head_method,
+        };
+        self.request = Some(InHand {
+            ask,
+            ticket: ledger::begin(head.params),
+            status: None,
+            framing: None,
+            keep: head.keep_alive,
+            cut: false,
+        });
+        let (body, complete) = self.take_body()?;
+        out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
+        Ok(out)
+    }
+
+    /// The bytes of an `http.response.body` message: the head first when `status` is
+    /// given, the body framed as the head says, the last chunk when `more` is false.
+    #[pyo3(signature = (status, headers, body, more))]
+    fn respond<'py>(
+        &mut self,
+        py: Python<'py>,
+        status: Option<u16>,
+        headers: Option<Bound<'py, PyAny>>,
+        body: &[u8],
+        more: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(request) = &mut self.request else {
+            return Err(PyRuntimeError::new_err("no request in hand"));
+        };
+        let mut out = Vec::new();
+        match (status, request.status) {
+            (Some(status), None) => {
+                let pairs = header_pairs(headers)?;
+                let mut cgi = Vec::with_capacity(128 + if more { 0 } else { body.len() });
+                let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+                encode::head(&mut cgi, status, borrowed).map_err(PyValueError::new_err)?;
+                let head_len = cgi.len();
+                if !more {
+                    // The whole response is here: it gets a Content-Length, not chunks.
+                    cgi.extend_from_slice(body);
+                }
+                let translated = response::translate(&cgi, request.ask, !more)
+                    .map_err(PyValueError::new_err)?
+                    .ok_or_else(|| PyValueError::new_err("the response head is incomplete"))?;
+                debug_assert_eq!(translated.consumed, head_len);
+                out.extend_from_slice(&translated.head);
+                request.status = Some(status);
+                request.framing = Some(translated.body);
+                request.keep = translated.keep;
+            }
+            (None, Some(_)) => {}
+            (Some(_), Some(_)) => {
+                return Err(PyRuntimeError::new_err(
+                    "the response head was sent already",
+                ));
+            }
+            (None, None) => return Err(PyRuntimeError::new_err("no response head")),
+        }
+        match request.framing {
+            Some(Body::None) | None => {}
+            Some(Body::Chunked) => {
+                if !body.is_empty() {
+                    out.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+                    out.extend_from_slice(body);
+                    out.extend_from_slice(b"\r\n");
+                }
+                if !more {
+                    out.extend_from_slice(b"0\r\n\r\n");
+                }
+            }
+            Some(Body::Length(_) | Body::Close) => out.extend_from_slice(body),
+        }
+        if !more {
+            self.ended = self.request.take();
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The app failed: a 500 when no head went out, else the connection closes with the
+    /// response cut short (a chunked one without its last chunk, so the client knows).
+    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(request) = &mut self.request else {
+            return Ok(PyBytes::new(py, b""));
+        };
+        let mut out = Vec::new();
+        if request.status.is_none() {
+            out = response::refusal(500, "the app failed");
+            request.status = Some(500);
+        }
+        request.cut = true;
+        self.ended = self.request.take();
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The connection is gone with the request in hand: booked with the status sent.
+    fn gone(&mut self) {
+        if let Some(request) = self.request.take() {
+            let _ = ledger::end(&request.ticket, request.status);
+        }
+        self.broken = true;
+    }
+
+    /// After the response's last bytes: books the request; 0 keep the connection (feed
+    /// `b""` for a pipelined request already here), 1 close it, 2 close and retire.
+    fn done(&mut self) -> u8 {
+        let Some(request) = self.ended.take() else {
+            return CLOSE;
+        };
+        self.busy = false;
+        let retire = ledger::end(&request.ticket, request.status);
+        // Body the app did not read would be taken for the next head: close instead.
+        let keep = request.keep && !request.cut && self.body == BodyIn::Ended;
+        if !keep {
+            self.broken = true;
+        }
+        match (retire, keep) {
+            (true, _) => RETIRE,
+            (false, true) => KEEP,
+            (false, false) => CLOSE,
+        }
+    }
+
+    /// What the connection waits for (for a `request_read_timeout` line) and the bytes
+    /// of it buffered.
+    fn waiting(&self) -> (String, u64) {
+        let buffered = (self.buf.len() - self.start) as u64;
+        if self.busy {
+            ("the request body".into(), self.read)
+        } else {
+            ("the request head".into(), buffered)
+        }
+    }
+
+    /// Body of the request is still arriving: the connection lingers before it closes.
+    fn body_unread(&self) -> bool {
+        self.body != BodyIn::Ended
+    }
+
+    /// Bytes received and not yet taken (pipelined requests): the reader pauses past a
+    /// bound.
+    fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
+impl Http {
+    /// The body bytes in the buffer, de-chunked, and whether the body is complete.
+    fn take_body(&mut self) -> PyResult<(Vec<u8>, bool)> {
+        let max_body = CONFIG.get().and_then(|c| c.max_body);
+        let mut out = Vec::new();
+        loop {
+            let input = &self.buf[self.start..];
+            let (next, used, data): (BodyIn, usize, usize) = match self.body {
+                BodyIn::Ended => break,
+                BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
+                    let n = (left.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..n]);
+                    let left = left - n as u64;
+                    let next = match self.body {
+                        BodyIn::Length(_) if left == 0 => BodyIn::Ended,
+                        BodyIn::Length(_) => BodyIn::Length(left),
+                        _ if left == 0 => BodyIn::ChunkEnd,
+                        _ => BodyIn::ChunkData(left),
+                    };
+                    (next, n, n)
+                }
+                BodyIn::ChunkSize => match httparse::parse_chunk_size(input) {
+                    Ok(httparse::Status::Complete((used, 0))) => (BodyIn::Trailers, used, 0),
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        (BodyIn::ChunkData(size), used, 0)
+                    }
+                    Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => break,
+                    _ => return Err(self.bad_body("invalid chunk size")),
+                },
+                BodyIn::ChunkEnd if input.len() >= 2 => {
+                    if &input[..2] != b"\r\n" {
+                        return Err(self.bad_body("chunk data not followed by CRLF"));
+                    }
+                    (BodyIn::ChunkSize, 2, 0)
+                }
+                BodyIn::Trailers => {
+                    let mut fields = [httparse::EMPTY_HEADER; 32];
+                    match httparse::parse_headers(input, &mut fields) {
+                        Ok(httparse::Status::Complete((used, _))) => (BodyIn::Ended, used, 0),
+                        Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => break,
+                        _ => return Err(self.bad_body("invalid chunked trailer")),
+                    }
+                }
+                _ => break,
+            };
+            self.start += used;
+            self.body = next;
+            self.read += data as u64;
+            if max_body.is_some_and(|max| self.read > max) {
+                return Err(self.bad_body("request body above max_request_body"));
+            }
+        }
+        Ok((out, self.body == BodyIn::Ended))
+    }
+
+    fn bad_body(&mut self, why: &str) -> PyErr {
+        self.broken = true;
+        if let Some(request) = &mut self.request {
+            request.cut = true;
+        }
+        PyValueError::new_err(why.to_string())
+    }
+}
+
+/// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
+fn header_pairs(
+    headers: Option<Bound<'_, PyAny>>,
+) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
+    let Some(headers) = headers else {
+        return Ok(Vec::new());
+    };
+    let mut pairs = Vec::new();
+    for item in headers.try_iter()? {
+        let item = item?;
+        let bytes = |i: usize| -> PyResult<Bound<'_, PyBytes>> {
+            item.get_item(i)?
+                .cast_into::<PyBytes>()
+                .map_err(|_| PyTypeError::new_err("ASGI header names and values must be bytes"))
+        };
+        pairs.push((bytes(0)?, bytes(1)?));
+    }
+    Ok(pairs)
+}

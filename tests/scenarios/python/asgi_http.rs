@@ -1,0 +1,298 @@
+//! An ASGI pool (`interface = "asgi"`) on `protocol = "http"`: the worker's event loop
+//! answers HTTP/1.1 clients itself, no nginx. The FastAPI fixture and the bare `scope_app`
+//! of `tests/apps/asgi_app.py`, a real client (ureq) or bytes written by hand for the edge
+//! cases.
+
+use std::fs;
+use std::io::{Read, Write};
+
+use nix::sys::signal::Signal;
+
+use super::http_pool::{Server, body_text, read_response};
+use super::{noise, sha256};
+use crate::common::{TIMEOUT, http, proc};
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn fastapi(workers: u32) -> Server {
+    Server::start_asgi("asgi_app:app", workers, "")
+}
+
+#[test]
+fn fastapi_json_path_and_query_params_over_http() {
+    let server = fastapi(2);
+
+    let hello = http::get(&server.url("/hello"));
+    assert_eq!(
+        hello.status,
+        200,
+        "{hello:?}; log:\n{}",
+        server.drover.log.text()
+    );
+    assert_eq!(json(&hello.body), json(r#"{"hello":"world"}"#));
+    assert_eq!(
+        hello.header("content-length"),
+        hello.bytes.len().to_string()
+    );
+    let got = json(&http::get(&server.url("/items/42?q=drover%20rs")).body);
+    assert_eq!(got["item_id"], 42);
+    assert_eq!(got["q"], "drover rs");
+    assert_eq!(got["path"], "/items/42");
+    assert_eq!(
+        got["resource_open"], true,
+        "the lifespan state reaches requests"
+    );
+    assert_eq!(http::get(&server.url("/items/nope")).status, 422);
+}
+
+#[test]
+fn the_scope_carries_the_clients_request() {
+    let server = Server::start_asgi("asgi_app:scope_app", 1, "");
+
+    let reply = http::get_with(
+        &server.url("/caf%C3%A9/x?a=1&b=%20"),
+        &[("X-Request-Id", "r-17")],
+    );
+
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; log:\n{}",
+        server.drover.log.text()
+    );
+    assert_eq!(reply.header_values("x-one"), ["1", "2"]);
+    let scope = json(&reply.body);
+    assert_eq!(scope["http_version"], "1.1");
+    assert_eq!(scope["scheme"], "http");
+    assert_eq!(scope["path"], "/caf\u{e9}/x");
+    assert_eq!(scope["raw_path"], "/caf%C3%A9/x");
+    assert_eq!(scope["query_string"], "a=1&b=%20");
+    assert_eq!(scope["client"][0], "127.0.0.1");
+    assert_eq!(scope["server"][1], server.port);
+    let headers = scope["headers"].as_array().expect("headers");
+    assert!(
+        headers
+            .iter()
+            .any(|h| h[0] == "x-request-id" && h[1] == "r-17"),
+        "{headers:?}"
+    );
+}
+
+#[test]
+fn a_streaming_response_is_chunked_and_its_first_chunk_comes_first() {
+    let server = fastapi(1);
+    let marker = server.site.path().join("stream.go");
+    let mut stream = server.connect();
+    stream
+        .write_all(
+            format!(
+                "GET /stream?marker={} HTTP/1.1\r\nHost: t\r\n\r\n",
+                marker.display()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("first\n") {
+        let n = stream.read(&mut buf).expect("read the first chunk");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got).to_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    fs::write(&marker, "").expect("create the marker");
+    let mut rest = Vec::new();
+    while !String::from_utf8_lossy(&rest).ends_with("0\r\n\r\n") {
+        let n = stream.read(&mut buf).expect("read the rest");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&rest));
+        rest.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&rest).contains("last\n"));
+}
+
+#[test]
+fn a_five_megabyte_post_arrives_intact() {
+    let server = fastapi(1);
+    let payload = noise(5 << 20);
+
+    let reply = http::post(&server.url("/sha256"), "application/octet-stream", &payload);
+
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; log:\n{}",
+        server.drover.log.text()
+    );
+    let expected = format!("{} {}", payload.len(), sha256(&server.site, &payload));
+    assert_eq!(reply.body, expected);
+}
+
+#[test]
+fn keep_alive_and_pipelined_requests_are_answered_in_order() {
+    let server = Server::start_asgi("asgi_app:scope_app", 1, "");
+    let mut stream = server.connect();
+    let mut pending = Vec::new();
+
+    stream
+        .write_all(b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let first = read_response(&mut stream, &mut pending);
+    stream
+        .write_all(b"GET /two HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let second = read_response(&mut stream, &mut pending);
+    assert_eq!((first.status, second.status), (200, 200), "{}", first.head);
+    assert_eq!(json(&body_text(&second))["path"], "/two");
+
+    // Three in one write, a body in the middle one: answered in the order sent.
+    stream
+        .write_all(
+            b"GET /p1 HTTP/1.1\r\nHost: t\r\n\r\n\
+              POST /p2 HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\na=b&c\
+              GET /p3 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+    for n in 1..=3 {
+        let response = read_response(&mut stream, &mut pending);
+        assert_eq!(response.status, 200, "{}", response.head);
+        let scope = json(&body_text(&response));
+        assert_eq!(scope["path"], format!("/p{n}"));
+        if n == 2 {
+            assert_eq!(scope["body"], "a=b&c");
+        }
+    }
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "closed after Connection: close: {rest:?}");
+}
+
+#[test]
+fn a_chunked_upload_with_expect_continue_arrives_whole() {
+    let server = fastapi(1);
+    let payload = noise(1 << 20);
+    let mut stream = server.connect();
+    stream
+        .write_all(
+            b"POST /sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+              Expect: 100-continue\r\n\r\n",
+        )
+        .unwrap();
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    for chunk in payload.chunks(100_000) {
+        stream
+            .write_all(format!("{:x};ext=1\r\n", chunk.len()).as_bytes())
+            .unwrap();
+        stream.write_all(chunk).unwrap();
+        stream.write_all(b"\r\n").unwrap();
+    }
+    stream.write_all(b"0\r\nX-Trailer: t\r\n\r\n").unwrap();
+    let mut pending = Vec::new();
+    let response = read_response(&mut stream, &mut pending);
+    assert_eq!(response.status, 200, "{}", response.head);
+    let expected = format!("{} {}", payload.len(), sha256(&server.site, &payload));
+    assert_eq!(body_text(&response), expected);
+}
+
+#[test]
+fn hostile_heads_get_the_same_answers_as_on_a_wsgi_pool() {
+    let server = Server::start_asgi("asgi_app:scope_app", 1, "max_request_body = \"1MiB\"");
+    let cases: [(&str, String); 4] = [
+        (
+            "431",
+            format!("GET / HTTP/1.1\r\nHost: t\r\nX-Big: {}\r\n\r\n", "b".repeat(40 * 1024)),
+        ),
+        (
+            "400",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                .to_string(),
+        ),
+        (
+            "400",
+            "GET / HTTP/1.1\r\nHost: t\r\nX-A: 1\r\n folded\r\n\r\n".to_string(),
+        ),
+        (
+            "413",
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n".to_string(),
+        ),
+    ];
+    for (status, request) in &cases {
+        let mut stream = server.connect();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut received = Vec::new();
+        stream.read_to_end(&mut received).unwrap();
+        let text = String::from_utf8_lossy(&received);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status} ")),
+            "expected {status}, got {text}"
+        );
+    }
+    let log = &server.drover.log;
+    log.wait_for_line("request head too large", TIMEOUT);
+    log.wait_for_line("both Content-Length and Transfer-Encoding", TIMEOUT);
+    assert_eq!(
+        http::get(&server.url("/")).status,
+        200,
+        "the worker serves on"
+    );
+}
+
+#[test]
+fn lifespan_runs_once_per_worker_as_over_fastcgi() {
+    let mut server = fastapi(2);
+    for _ in 0..4 {
+        assert_eq!(http::get(&server.url("/hello")).status, 200);
+    }
+    let events = |event: &str| -> Vec<i32> {
+        let text =
+            fs::read_to_string(server.site.path().join("apps/lifespan.log")).unwrap_or_default();
+        let mut pids: Vec<i32> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(event)?.trim().parse().ok())
+            .collect();
+        pids.sort();
+        pids
+    };
+    // Both workers start; the second may still be in its startup when the first answers.
+    let started = proc::wait_until(TIMEOUT, "a lifespan startup in each worker", || {
+        Some(events("startup")).filter(|s| s.len() >= 2)
+    });
+    assert_eq!(started.len(), 2, "one startup per worker: {started:?}");
+    assert_ne!(started[0], started[1], "in two workers: {started:?}");
+
+    server.drover.signal(Signal::SIGTERM);
+    let status = server.drover.wait_exit(TIMEOUT);
+
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        server.drover.log.text()
+    );
+    assert_eq!(events("shutdown"), started, "one shutdown per worker");
+}
+
+#[test]
+fn an_idle_kept_connection_closes_after_keepalive_timeout() {
+    let server = Server::start_asgi("asgi_app:scope_app", 1, "keepalive_timeout = \"1s\"");
+    let mut stream = server.connect();
+    let mut pending = Vec::new();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut stream, &mut pending).status, 200);
+
+    let idle = std::time::Instant::now();
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).unwrap();
+
+    assert!(rest.is_empty(), "{rest:?}");
+    let waited = idle.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(900) && waited < TIMEOUT,
+        "closed after {waited:?}"
+    );
+}
