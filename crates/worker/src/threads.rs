@@ -102,6 +102,7 @@ fn serve_thread<T: Handler>(
     // SAFETY: pthread_self has no preconditions.
     lane.pthread
         .store(unsafe { libc::pthread_self() } as u64, Relaxed);
+    let _finished = Finished { shared, lane };
     let mut worker = Worker {
         handler,
         config,
@@ -110,12 +111,27 @@ fn serve_thread<T: Handler>(
         served: 0,
         threaded: Some(Threaded { shared, lane }),
     };
-    let code = serve::accept_loop(&mut worker, allowed);
-    if code != 0 {
+    if serve::accept_loop(&mut worker, allowed) != 0 {
         // A thread that cannot accept ends the worker: the master starts a whole one.
         shared.stop.store(true, Relaxed);
     }
-    lane.finished.store(true, Relaxed);
+}
+
+/// Marks a thread finished when its loop returns or unwinds: a thread that panicked stops
+/// the worker too (the scope then re-raises the panic), rather than leaving the others to
+/// serve on short of a thread and [`watch`] waiting for it forever.
+struct Finished<'a> {
+    shared: &'a Shared,
+    lane: &'a Lane,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.stop.store(true, Relaxed);
+        }
+        self.lane.finished.store(true, Relaxed);
+    }
 }
 
 /// The worker's own thread, while the others serve: once the worker must stop, wakes every
@@ -328,5 +344,25 @@ mod tests {
         assert!(!view().state.is_busy());
         assert_eq!(view().requests, 2);
         assert!(!b.in_request.load(Relaxed));
+    }
+
+    /// A thread that panics stops the worker, so the watch does not wait for it forever.
+    #[test]
+    fn a_thread_that_panics_is_finished_and_stops_the_worker() {
+        let shared = Shared::new(None);
+        let lane = Lane::default();
+        let panicked = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _finished = Finished {
+                        shared: &shared,
+                        lane: &lane,
+                    };
+                    panic!("the handler panicked");
+                })
+                .join()
+        });
+        assert!(panicked.is_err());
+        assert!(lane.finished.load(Relaxed) && shared.stopping());
     }
 }
