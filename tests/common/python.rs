@@ -45,6 +45,8 @@ pub struct PythonPool {
     pub keys: String,
     /// `[python] threads`, when set.
     pub threads: Option<u32>,
+    /// More `[python]` keys, each on its own line.
+    pub python_keys: String,
 }
 
 impl PythonPool {
@@ -59,6 +61,7 @@ impl PythonPool {
             interface: None,
             keys: String::new(),
             threads: None,
+            python_keys: String::new(),
         }
     }
 
@@ -92,6 +95,12 @@ impl PythonPool {
 
     pub fn max_requests(mut self, n: u32, jitter: u32) -> PythonPool {
         self.max_requests = Some((n, jitter));
+        self
+    }
+
+    /// A `[python]` key, `key = value` (the value as TOML writes it).
+    pub fn python_key(mut self, key: &str, value: &str) -> PythonPool {
+        self.python_keys += &format!("{key} = {value}\n");
         self
     }
 
@@ -141,6 +150,7 @@ impl PoolFile for PythonPool {
         if let Some(interface) = &self.interface {
             python += &format!("interface = \"{interface}\"\n");
         }
+        python += &self.python_keys;
         if let Some(threads) = self.threads {
             python += &format!("threads = {threads}\n");
         }

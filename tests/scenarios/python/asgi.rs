@@ -584,3 +584,52 @@ fn a_reload_renews_the_workers_each_running_lifespan_shutdown_and_startup() {
     let started = lifespan_events(&stack.site, "startup");
     assert!(renewed.iter().all(|p| started.contains(p)), "{started:?}");
 }
+
+#[test]
+fn an_asgi_worker_runs_the_worker_hooks_and_refuses_request_hooks() {
+    let site = Site::new();
+    python::install_apps(&site);
+    site.write(
+        "apps/asgi_hooks.py",
+        "import sys\n\n\
+         def post_fork(server, worker):\n    print(f'marker-post_fork {worker.pid}', file=sys.stderr, flush=True)\n\n\
+         def post_worker_init(worker):\n    print('marker-post_worker_init', file=sys.stderr, flush=True)\n\n\
+         def worker_exit(server, worker):\n    print('marker-worker_exit', file=sys.stderr, flush=True)\n",
+    );
+    site.write(
+        "apps/request_hooks.py",
+        "def pre_request(worker, req):\n    pass\n",
+    );
+    let hooked = PythonPool::asgi("api", "app")
+        .max_children(1)
+        .python_key("hooks", "\"asgi_hooks\"");
+    let refused = PythonPool::asgi("req", "scope_app")
+        .max_children(1)
+        .python_key("hooks", "\"request_hooks\"");
+    let mut drover = Drover::start(&site, &[&hooked, &refused]);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[Location::prefix("/", &site.socket("api")).keep_conn()],
+    );
+    let log = drover.log.clone();
+
+    let forked = log.wait_for_line("marker-post_fork", TIMEOUT);
+    log.wait_for_line("marker-post_worker_init", TIMEOUT);
+    let pid = ok_at(&nginx, "/pid");
+    assert!(
+        forked.contains(&format!("marker-post_fork {pid}")),
+        "{forked}"
+    );
+    let line = log.wait_for_line("they cannot run for an ASGI app", TIMEOUT);
+    assert!(line.contains("pool req"), "{line}");
+
+    drover.signal(Signal::SIGTERM);
+    drover.wait_exit(TIMEOUT);
+    log.wait_for_line("marker-worker_exit", TIMEOUT);
+}
+
+fn ok_at(nginx: &Nginx, path: &str) -> String {
+    let reply = http::get(&nginx.url(path));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    reply.body
+}
