@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 
 use nix::sys::signal::Signal;
 
-use super::http_pool::{Server, body_text, read_response};
+use super::http_pool::{Server, body_text, connect_from, read_response};
 use super::{noise, sha256};
 use crate::common::{TIMEOUT, http, proc};
 
@@ -295,4 +295,50 @@ fn an_idle_kept_connection_closes_after_keepalive_timeout() {
         waited >= std::time::Duration::from_millis(900) && waited < TIMEOUT,
         "closed after {waited:?}"
     );
+}
+
+#[test]
+fn x_forwarded_for_and_proto_make_the_scope_only_from_an_allowed_peer() {
+    let server = Server::start_asgi(
+        "asgi_app:scope_app",
+        1,
+        "forwarded_allow_ips = [\"127.0.0.2\"]",
+    );
+    let ask = |source: &str| {
+        let mut stream = connect_from(source, server.port);
+        stream
+            .write_all(
+                b"GET / HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 203.0.113.7\r\n\
+                  X-Forwarded-Proto: https\r\n\r\n",
+            )
+            .unwrap();
+        json(&body_text(&read_response(&mut stream, &mut Vec::new())))
+    };
+    let proxied = ask("127.0.0.2");
+    assert_eq!(proxied["client"][0], "203.0.113.7", "{proxied}");
+    assert_eq!(
+        proxied["client"][1], 0,
+        "no port for a forwarded client: {proxied}"
+    );
+    assert_eq!(proxied["scheme"], "https", "{proxied}");
+    let direct = ask("127.0.0.1");
+    assert_eq!(direct["client"][0], "127.0.0.1", "{direct}");
+    assert_eq!(direct["scheme"], "http", "{direct}");
+}
+
+#[test]
+fn a_client_trickling_its_head_is_dropped_after_request_read_timeout() {
+    let server = Server::start_asgi("asgi_app:scope_app", 1, "request_read_timeout = \"1s\"");
+    let mut slow = server.connect();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n").unwrap();
+
+    // The worker serves others meanwhile: the slow head holds a descriptor, not the loop.
+    assert_eq!(http::get(&server.url("/")).status, 200);
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+
+    server
+        .drover
+        .log
+        .wait_for_line("the request head did not arrive within 1s", TIMEOUT);
 }

@@ -442,7 +442,7 @@ fn an_idle_connection_is_closed_after_keepalive_timeout() {
 }
 
 /// A TCP connection to `port` from the loopback address `source`.
-fn connect_from(source: &str, port: u16) -> TcpStream {
+pub(super) fn connect_from(source: &str, port: u16) -> TcpStream {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
     let fd = socket(
         AddressFamily::Inet,

@@ -169,9 +169,15 @@ pub fn build<'py>(
     )?;
     scope.set_item(pyo3::intern!(py, "root_path"), mount)?;
     scope.set_item(pyo3::intern!(py, "headers"), headers(py, params)?)?;
+    // A client address from X-Forwarded-For (an HTTP pool's trusted proxy) has no port:
+    // 0, as uvicorn's proxy headers give it, so that `client` still names the client.
+    let remote_port = match params.get("REMOTE_PORT") {
+        None if params.get("REMOTE_ADDR").is_some_and(|a| !a.is_empty()) => Some(&b"0"[..]),
+        port => port,
+    };
     scope.set_item(
         pyo3::intern!(py, "client"),
-        address(py, params.get("REMOTE_ADDR"), params.get("REMOTE_PORT"))?,
+        address(py, params.get("REMOTE_ADDR"), remote_port)?,
     )?;
     let host = params
         .get("SERVER_NAME")
