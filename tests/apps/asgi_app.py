@@ -43,6 +43,12 @@ async def hello():
     return {"hello": "world"}
 
 
+@app.get("/loop", response_class=PlainTextResponse)
+async def loop():
+    """The module of the running event loop's class: uvloop or asyncio."""
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
 @app.get("/pid", response_class=PlainTextResponse)
 async def pid():
     return str(os.getpid())

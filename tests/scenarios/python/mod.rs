@@ -17,7 +17,7 @@
 //!   threads, a bad value refused at load.
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
-//!   a graceful stop with requests in flight, a reload.
+//!   a graceful stop with requests in flight, a reload, hooks, asyncio without uvloop.
 //! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
 //!   pipelining, chunked upload with 100-continue, refused heads, lifespan.
 
