@@ -102,6 +102,15 @@ ensure_fastapi() {
         die "pip could not install fastapi and uvloop for $(command -v python3)"
 }
 
+# ensure_django: a scenario test serves a Django 5 project through Django's ASGI handler.
+# Django 6 needs Python 3.12, so the newest 5.x is pinned for the CPython drover embeds.
+ensure_django() {
+    python3 -c 'import django, sys; sys.exit(django.VERSION[0] != 5)' >/dev/null 2>&1 && return 0
+    echo "==> installing django 5 (python3 -m pip)"
+    python3 -m pip install -q 'django>=5,<6' ||
+        die "pip could not install django 5 for $(command -v python3)"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

@@ -3,8 +3,8 @@
 #
 # The tests start the real drover binary, nginx, php-cgi and CPython apps, so php-cgi, nginx
 # and curl are installed with apt-get (through sudo when not root) if their commands are
-# absent; a C toolchain too, which cargo needs to link; and Flask, FastAPI and uvloop, with
-# pip, for the python3 on PATH. Then: cargo test --workspace --release (every crate, the release profile).
+# absent; a C toolchain too, which cargo needs to link; and Flask, FastAPI, uvloop and
+# Django 5, with pip, for the python3 on PATH. Then: cargo test --workspace --release (every crate, the release profile).
 # Then the scenario tests' PHP pools again on php-cgi (DROVER_TEST_PHP_RUNTIME=cgi; the
 # default is drover-php). Extra arguments go to cargo test, e.g. scripts/test.sh signals,
 # and skip that second pass.
@@ -17,6 +17,7 @@ source "$repo/scripts/common.sh"
 ensure_packages "${DROVER_PACKAGES[@]}"
 ensure_flask
 ensure_fastapi
+ensure_django
 require_cargo
 cd "$repo"
 echo "==> cargo test --workspace --release${*:+ $*}"

@@ -81,6 +81,15 @@ pub fn post(url: &str, content_type: &str, body: &[u8]) -> Reply {
     )
 }
 
+/// POST with request headers (a `Cookie`, say).
+pub fn post_with(url: &str, headers: &[(&str, &str)], content_type: &str, body: &[u8]) -> Reply {
+    let mut request = agent().post(url).header("Content-Type", content_type);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    reply(url, request.send(body))
+}
+
 fn reply(url: &str, result: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Reply {
     try_reply(url, result).unwrap_or_else(|e| panic!("{e}"))
 }

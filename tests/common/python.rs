@@ -11,12 +11,37 @@ use super::drover::{PoolFile, pool_toml};
 use super::{Log, Site};
 
 /// The fixture apps, by file name.
-const APPS: [(&str, &str); 5] = [
+const APPS: [(&str, &str); 11] = [
     ("wsgi_app.py", include_str!("../apps/wsgi_app.py")),
     ("flask_app.py", include_str!("../apps/flask_app.py")),
     ("broken_app.py", include_str!("../apps/broken_app.py")),
     ("pep3333_app.py", include_str!("../apps/pep3333_app.py")),
     ("asgi_app.py", include_str!("../apps/asgi_app.py")),
+    // A Django project, served as `djangosite.asgi:application`.
+    (
+        "djangosite/__init__.py",
+        include_str!("../apps/djangosite/__init__.py"),
+    ),
+    (
+        "djangosite/settings.py",
+        include_str!("../apps/djangosite/settings.py"),
+    ),
+    (
+        "djangosite/urls.py",
+        include_str!("../apps/djangosite/urls.py"),
+    ),
+    (
+        "djangosite/views.py",
+        include_str!("../apps/djangosite/views.py"),
+    ),
+    (
+        "djangosite/asgi.py",
+        include_str!("../apps/djangosite/asgi.py"),
+    ),
+    (
+        "djangosite/templates/form.html",
+        include_str!("../apps/djangosite/templates/form.html"),
+    ),
 ];
 
 /// Writes the fixture apps into `<site>/apps/` and returns that folder.

@@ -1,0 +1,9 @@
+"""The ASGI entry point, as `django-admin startproject` writes it."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "djangosite.settings")
+
+application = get_asgi_application()
