@@ -73,6 +73,10 @@ def child_exit(server, worker):
     server.log.info("marker-child_exit pid=%d age=%d", worker.pid, worker.age)
 
 
+def on_exit(server):
+    server.log.info("marker-on_exit pid=%d", server.pid)
+
+
 def worker_abort(worker):
     with open(os.path.join(SITE, "abort-%d" % worker.pid), "w") as f:
         f.write("worker_abort ran\n")

@@ -6,8 +6,9 @@
 //! The zygote runs no threads of its own, so that it may fork. Signals are blocked
 //! ([`block_signals`], before the language runtime starts) and taken synchronously with
 //! `sigtimedwait`: CHLD reaps; TERM, INT and QUIT pass TERM on to the workers (each
-//! finishes its request) and exit. The master's graceful stop SIGKILLs the zygote instead
-//! and lets the workers drain on their own.
+//! finishes its request), reap them as they go, and exit. The master's graceful stop and
+//! reload SIGKILL a zygote instead and let the workers drain on their own, unless the
+//! pool has Python hooks: that zygote gets TERM, so that `child_exit` and `on_exit` run.
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -100,6 +101,13 @@ pub fn become_worker(mask: &SigSet, worker: impl FnOnce() -> i32) -> ! {
 
 /// How long the zygote waits before it looks again for a free scoreboard slot.
 const SLOT_WAIT: Duration = Duration::from_millis(50);
+
+/// How long a stopping zygote waits for its workers to finish their requests before it
+/// kills them (the master's own bound, `process_control_timeout`, is usually shorter).
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// After SIGKILL, how long a stopping zygote waits to reap its workers.
+const KILL_WAIT: Duration = Duration::from_secs(1);
 
 /// Keeps `args.workers` workers (then what the master's target signal says), forks through
 /// `runtime`, draws each worker's `max_requests`, claims and releases scoreboard slots (the
@@ -226,10 +234,7 @@ impl<R: Runtime> Zygote<'_, R> {
             match self.runtime.blocking(|| wait_signal(timeout)) {
                 Wake::Child | Wake::Timeout => {}
                 Wake::Target(target) => self.target = target,
-                Wake::Stop => {
-                    self.terminate_workers();
-                    return 0;
-                }
+                Wake::Stop => return self.stop(),
             }
             match self.reap() {
                 Reaped::AppFailed => {
@@ -240,6 +245,32 @@ impl<R: Runtime> Zygote<'_, R> {
                 Reaped::Fine => {}
             }
         }
+    }
+
+    /// TERM, INT or QUIT: the workers are asked to finish their requests and exit, and the
+    /// zygote reaps them as they go (Python: `child_exit` for each) before it returns, so
+    /// that what runs at its exit (`on_exit`) runs after its workers' ends. Bounded by
+    /// [`STOP_WAIT`]; workers still there then are killed. (The master ends a zygote
+    /// without hooks with SIGKILL, and this does not run.)
+    fn stop(&mut self) -> u8 {
+        self.terminate_workers();
+        let deadline = Instant::now() + STOP_WAIT;
+        while !self.workers.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                for &pid in self.workers.keys() {
+                    let _ = kill(pid, Signal::SIGKILL);
+                }
+                // Killed: reaped below as soon as they are gone.
+                let _ = self.runtime.blocking(|| wait_signal(Some(KILL_WAIT)));
+                self.reap();
+                break;
+            }
+            // CHLD, or another stop signal (already stopping), or the bound.
+            let _ = self.runtime.blocking(|| wait_signal(Some(left)));
+            self.reap();
+        }
+        0
     }
 
     fn terminate_workers(&self) {

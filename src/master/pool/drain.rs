@@ -34,9 +34,11 @@ impl PoolRun {
     }
 
     /// A draining generation's tick: SIGTERM to workers once idle, SIGKILL to those stuck
-    /// past `process_control_timeout` (or in a request past `request_terminate_timeout`).
+    /// past `process_control_timeout` (or in a request past `request_terminate_timeout`),
+    /// and to a zygote that outlives its workers by as long.
     pub fn drain_tick(&mut self, now: Instant) {
         self.signal_retiring();
+        self.kill_lingering_parent(now);
         let views: Vec<WorkerView> = self
             .workers
             .iter()

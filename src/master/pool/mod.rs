@@ -30,7 +30,7 @@ use nix::unistd::Pid;
 
 use super::exit::{ExitCause, lifetime};
 use super::spawn::spawn;
-use crate::config::Pool;
+use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Launch, kind};
@@ -75,6 +75,9 @@ pub struct PoolRun {
     exited: Vec<(Pid, &'static str, Instant)>,
     /// When the app failed to load: the message waits a moment for the traceback lines.
     failed_at: Option<Instant>,
+    /// Draining or stopping: since when a parent asked to stop with TERM has had no
+    /// worker left ([`PoolRun::kill_lingering_parent`]).
+    parent_alone_since: Option<Instant>,
     /// When this generation started (status: start time, start since).
     born: Instant,
     /// What the status page counts since the generation started.
@@ -125,6 +128,7 @@ impl PoolRun {
             replaces: None,
             exited: Vec::new(),
             failed_at: None,
+            parent_alone_since: None,
             born: Instant::now(),
             counters: status::Counters::default(),
             watcher: None,
@@ -498,13 +502,47 @@ impl PoolRun {
     /// nothing itself and would replace the workers that exit. SIGKILL makes its end quick;
     /// the master loop reaps it (never waiting), and then adopts every worker it had forked,
     /// seen or not ([`PoolRun::on_reaped`]).
+    ///
+    /// A Python zygote with hooks gets TERM instead: it asks its workers to finish, reaps
+    /// each (`child_exit`), then runs `on_exit` and exits; the workers drain as they would
+    /// without it. [`PoolRun::drain_tick`] kills it if it is still there
+    /// `process_control_timeout` after its last worker (an `on_exit` that hangs).
     pub(super) fn kill_parent(&mut self) {
         if !self.launch.kind.has_parent() {
             return;
         }
+        let hooks = matches!(&self.config.runtime, Runtime::Python(p) if p.hooks.is_some());
+        let signal = if hooks {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
         for (&pid, process) in &mut self.processes {
             process.retiring = true;
-            let _ = kill(pid, Signal::SIGKILL);
+            let _ = kill(pid, signal);
+        }
+    }
+
+    /// A parent asked to stop with TERM ([`PoolRun::kill_parent`]) that outlives its
+    /// workers by `process_control_timeout` is killed.
+    pub(super) fn kill_lingering_parent(&mut self, now: Instant) {
+        if !self.workers.is_empty() {
+            self.parent_alone_since = None;
+            return;
+        }
+        let since = *self.parent_alone_since.get_or_insert(now);
+        if now.duration_since(since) < self.limits.retire_timeout {
+            return;
+        }
+        for (&pid, process) in &self.processes {
+            if process.retiring {
+                tracing::warn!(
+                    "pool {}: zygote {pid} still there {:?} after its last worker; killing it",
+                    self.config.name,
+                    self.limits.retire_timeout
+                );
+                let _ = kill(pid, Signal::SIGKILL);
+            }
         }
     }
 

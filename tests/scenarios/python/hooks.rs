@@ -189,3 +189,52 @@ fn a_raising_hook_is_logged_with_its_traceback_and_the_pool_serves() {
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(value(&reply.body, "pid"), worker);
 }
+
+/// drover's own reload and stop end a zygote with hooks by TERM, not SIGKILL: it reaps its
+/// workers as they finish (`child_exit` for each), then runs `on_exit`.
+#[test]
+fn a_reload_and_a_stop_run_child_exit_for_each_worker_then_on_exit() {
+    let mut stack = lifecycle_stack(Site::new(), &LifecyclePool::hooked().workers(2));
+    let zygote = tagged_pid(&marker_lines(&stack.drover.log, "marker-when_ready", 1)[0]);
+    let forks = marker_lines(&stack.drover.log, "marker-post_fork", 2);
+    let old: BTreeSet<i32> = forks.iter().map(|l| tagged_pid(l)).collect();
+    assert_eq!(http::get(&stack.url("/")).status, 200);
+
+    let from = stack.drover.log.len();
+    stack.drover.signal(nix::sys::signal::Signal::SIGHUP);
+    let log = &stack.drover.log;
+    log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
+    exits(&stack.drover.log, zygote, &old);
+    assert_eq!(http::get(&stack.url("/")).status, 200);
+
+    let new_ready = marker_lines(&stack.drover.log, "marker-when_ready", 2).remove(1);
+    let new_zygote = tagged_pid(&new_ready);
+    let forks = marker_lines(&stack.drover.log, "marker-post_fork", 4);
+    let new: BTreeSet<i32> = forks
+        .iter()
+        .map(|l| tagged_pid(l))
+        .filter(|pid| !old.contains(pid))
+        .collect();
+    assert_eq!(new.len(), 2, "{forks:#?}");
+    stack.drover.signal(nix::sys::signal::Signal::SIGTERM);
+    let status = stack.drover.wait_exit(TIMEOUT);
+    assert_eq!(status.code(), Some(0), "{}", stack.drover.log.text());
+    exits(&stack.drover.log, new_zygote, &new);
+}
+
+/// `child_exit` in `zygote` for each of `workers`, then its `on_exit`.
+fn exits(log: &Log, zygote: i32, workers: &BTreeSet<i32>) {
+    for &pid in workers {
+        let line = marker_lines(log, &format!("marker-child_exit pid={pid} "), 1).remove(0);
+        assert_eq!(tagged_pid(&line), zygote, "{line}");
+    }
+    let on_exit = format!("marker-on_exit pid={zygote}");
+    marker_lines(log, &on_exit, 1);
+    for &pid in workers {
+        assert!(
+            position(log, &format!("marker-child_exit pid={pid} ")) < position(log, &on_exit),
+            "on_exit after every child_exit:\n{}",
+            log.text()
+        );
+    }
+}
