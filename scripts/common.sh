@@ -94,12 +94,13 @@ ensure_flask() {
 }
 
 # ensure_fastapi: the ASGI scenario tests serve a FastAPI app (and run it on uvloop, as a
-# production install with uvicorn[standard] would); installed with pip when missing.
+# production install with uvicorn[standard] would), and WebSockets (the worker's codec and
+# the tests' client are the websockets package); installed with pip when missing.
 ensure_fastapi() {
-    python3 -c 'import fastapi, uvloop' >/dev/null 2>&1 && return 0
-    echo "==> installing fastapi and uvloop (python3 -m pip)"
-    python3 -m pip install -q fastapi uvloop ||
-        die "pip could not install fastapi and uvloop for $(command -v python3)"
+    python3 -c 'import fastapi, uvloop, websockets' >/dev/null 2>&1 && return 0
+    echo "==> installing fastapi, uvloop and websockets (python3 -m pip)"
+    python3 -m pip install -q fastapi uvloop websockets ||
+        die "pip could not install fastapi, uvloop and websockets for $(command -v python3)"
 }
 
 # ensure_django: a scenario test serves a Django 5 project through Django's ASGI handler.

@@ -11,7 +11,7 @@ use super::drover::{PoolFile, pool_toml};
 use super::{Log, Site};
 
 /// The fixture apps, by file name.
-const APPS: [(&str, &str); 11] = [
+const APPS: [(&str, &str); 12] = [
     ("wsgi_app.py", include_str!("../apps/wsgi_app.py")),
     ("flask_app.py", include_str!("../apps/flask_app.py")),
     ("broken_app.py", include_str!("../apps/broken_app.py")),
@@ -42,6 +42,7 @@ const APPS: [(&str, &str); 11] = [
         "djangosite/templates/form.html",
         include_str!("../apps/djangosite/templates/form.html"),
     ),
+    ("asgi_ws_app.py", include_str!("../apps/asgi_ws_app.py")),
 ];
 
 /// Writes the fixture apps into `<site>/apps/` and returns that folder.

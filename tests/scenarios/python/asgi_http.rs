@@ -1,7 +1,7 @@
 //! An ASGI pool (`interface = "asgi"`) on `protocol = "http"`: the worker's event loop
 //! answers HTTP/1.1 clients itself, no nginx. The FastAPI fixture and the bare `scope_app`
 //! of `tests/apps/asgi_app.py`, a real client (ureq) or bytes written by hand for the edge
-//! cases.
+//! cases; WebSockets with the `websockets` client.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -341,4 +341,117 @@ fn a_client_trickling_its_head_is_dropped_after_request_read_timeout() {
         .drover
         .log
         .wait_for_line("the request head did not arrive within 1s", TIMEOUT);
+}
+
+/// The `websockets` client against `/echo` and `/reject` of `asgi_ws_app.py`: what it saw,
+/// one line per check.
+const WS_CLIENT: &str = r#"
+import sys
+from websockets.sync.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+port = int(sys.argv[1])
+with connect(f"ws://127.0.0.1:{port}/echo") as ws:
+    for i in range(1000):
+        ws.send(f"m{i}")
+    got = [ws.recv() for _ in range(1000)]
+    print("in order", got == [f"m{i}" for i in range(1000)])
+    ws.send(b"\x00\x01" * 40000)
+    print("binary", ws.recv() == b"\x00\x01" * 40000)
+    ws.send("close-4001")
+    try:
+        ws.recv()
+    except ConnectionClosed as closed:
+        print("closed", closed.rcvd.code, closed.rcvd.reason)
+with connect(f"ws://127.0.0.1:{port}/echo", subprotocols=["chat.v2"]) as ws:
+    print("subprotocol", ws.subprotocol)
+    ws.send("bye")
+    ws.recv()
+try:
+    connect(f"ws://127.0.0.1:{port}/reject")
+except InvalidStatus as refused:
+    print("rejected", refused.response.status_code)
+"#;
+
+#[test]
+fn a_websocket_echoes_a_thousand_messages_in_order_and_passes_close_codes() {
+    let server = Server::start_asgi("asgi_ws_app:app", 1, "");
+
+    let run = std::process::Command::new("python3")
+        .args(["-c", WS_CLIENT, &server.port.to_string()])
+        .output()
+        .expect("run python3");
+
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{out}\n{}\nlog:\n{}",
+        String::from_utf8_lossy(&run.stderr),
+        server.drover.log.text()
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "in order True",
+            "binary True",
+            "closed 4001 asked",
+            "subprotocol chat.v2",
+            "rejected 403"
+        ],
+        "log:\n{}",
+        server.drover.log.text()
+    );
+    // The client's own close (1000) reaches the app as websocket.disconnect.
+    server
+        .drover
+        .log
+        .wait_for_line("ws disconnect 1000", TIMEOUT);
+    assert_eq!(
+        http::get(&server.url("/")).status,
+        404,
+        "HTTP served beside"
+    );
+}
+
+#[test]
+fn a_graceful_stop_closes_open_websockets_with_1001() {
+    let mut server = Server::start_asgi("asgi_ws_app:app", 1, "");
+    let script = r#"
+import sys
+from websockets.sync.client import connect
+from websockets.exceptions import ConnectionClosed
+with connect(f"ws://127.0.0.1:{sys.argv[1]}/echo") as ws:
+    ws.send("hi")
+    print(ws.recv(), flush=True)
+    try:
+        ws.recv(timeout=30)
+    except ConnectionClosed as closed:
+        print("closed", closed.rcvd.code, flush=True)
+"#;
+    let mut client = std::process::Command::new("python3")
+        .args(["-c", script, &server.port.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let mut stdout = std::io::BufReader::new(client.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert_eq!(first, "hi\n", "log:\n{}", server.drover.log.text());
+
+    server.drover.signal(Signal::SIGTERM);
+    let status = server.drover.wait_exit(TIMEOUT);
+
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let _ = client.wait();
+    assert_eq!(rest, "closed 1001\n", "log:\n{}", server.drover.log.text());
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        server.drover.log.text()
+    );
+    server
+        .drover
+        .log
+        .wait_for_line("ws disconnect 1001", TIMEOUT);
 }

@@ -19,7 +19,7 @@
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
 //!   a graceful stop with requests in flight, a reload, hooks, asyncio without uvloop.
 //! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
-//!   pipelining, chunked upload with 100-continue, refused heads, lifespan.
+//!   pipelining, chunked upload with 100-continue, refused heads, lifespan, WebSockets.
 //! - [`django`]: a Django 5 project through its ASGI handler, behind nginx and on HTTP:
 //!   path converters under a mount, a form POST with CSRF, a 4 MB multipart upload.
 

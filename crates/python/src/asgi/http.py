@@ -7,19 +7,35 @@ request cycle, flow control, lingering close and the worker's life are server.py
 differs is here: a refused head is answered before the close, a pipelined request waits in
 the Rust buffer until the one in hand is answered, and an idle kept connection closes after
 keepalive_timeout (a slow head or body after request_read_timeout, or 60 s without one).
+
+A GET with `Upgrade: websocket` becomes a WebSocket scope: from its head on, the bytes go to
+the `websockets` package's sans-I/O protocol (handshake checks, frames, ping/pong, the
+closing handshake), and `WebSocket` below is the ASGI side of it.
 """
 
+import drover_asgi as _server
 from drover_asgi import REQUEST, BODY, REPLY, ASGI, Conn, log
 
 import _drover_asgi as _rs
 
+try:
+    # The WebSocket codec (sans-I/O): only an app that takes WebSockets needs it.
+    from websockets.frames import Opcode
+    from websockets.server import ServerProtocol
+except ImportError:
+    Opcode = ServerProtocol = None
+
 REFUSE = 4
+WEBSOCKET, RAW = 5, 6
 # Set by the worker: the pool's keepalive_timeout, in seconds.
 KEEPALIVE = 5.0
 # A head that trickles in without request_read_timeout is bounded all the same.
 HEAD_TIMEOUT = 60.0
 # Pipelined requests buffered behind the one in hand: past this, reading pauses.
 PIPELINE_HIGH = 1 << 16
+NO_WEBSOCKETS = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n"
+                 b"Content-Length: 46\r\nConnection: close\r\n\r\n"
+                 b"WebSockets need the websockets package (pip).\n")
 
 
 class HttpConn(Conn):
@@ -108,6 +124,19 @@ class HttpConn(Conn):
                     self.cycle.feed(event[1], event[2])
             elif kind == REPLY:
                 self.transport.write(event[1])
+            elif kind == WEBSOCKET:
+                if ServerProtocol is None:
+                    log("refused a WebSocket: the websockets package is not installed "
+                        "(pip install websockets)")
+                    self.transport.write(NO_WEBSOCKETS)
+                    self.close()
+                    return
+                self.cycle = cycle = WebSocket(self, event[1], event[2])
+                cycle.task = task = self.loop.create_task(cycle.run(self.worker))
+                self.worker.tasks[task] = None
+            elif kind == RAW:
+                if self.cycle is not None:
+                    self.cycle.feed(event[1])
             elif kind == REFUSE:
                 log(f"refused an HTTP request: {event[2]}")
                 self.transport.write(event[1])
@@ -136,3 +165,204 @@ class HttpConn(Conn):
         if self.cycle is None:
             self.next_request()
 
+
+
+class WebSocket:
+    """A WebSocket's ASGI cycle, on websockets' sans-I/O protocol (the handshake's checks,
+    the frames, ping/pong, the closing handshake). Not booked as a request: it may stay open
+    for hours, which request_terminate_timeout and the slowlog must not take for a stuck
+    request."""
+
+    def __init__(self, conn, scope, head):
+        self.conn = conn
+        self.scope = scope
+        scope["subprotocols"] = [
+            p.strip() for n, v in scope["headers"] if n == b"sec-websocket-protocol"
+            for p in v.decode("latin-1").split(",") if p.strip()
+        ]
+        self.proto = ServerProtocol(max_size=None)
+        self.proto.receive_data(head)
+        events = self.proto.events_received()
+        self.request = events[0] if events else None
+        self.response = None
+        self.messages = [{"type": "websocket.connect"}]
+        self.parts = []
+        self.part_text = False
+        self.waiter = None
+        self.accepted = False
+        self.closed = False
+        self.gone = False
+        self.body_done = True
+        self.task = None
+        self.pending = []
+
+    def wake(self):
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def flush(self):
+        transport = self.conn.transport
+        for data in self.proto.data_to_send():
+            if data:
+                transport.write(data)
+            elif transport.can_write_eof():
+                transport.write_eof()
+        if self.proto.close_expected() or self.proto.state.name == "CLOSED":
+            self.conn.loop.call_later(2.0, transport.abort)
+
+    def feed(self, data):
+        if not self.accepted:
+            self.pending.append(data)
+            return
+        self.proto.receive_data(data)
+        for frame in self.proto.events_received():
+            op = frame.opcode
+            if op is Opcode.TEXT or op is Opcode.BINARY:
+                self.part_text = op is Opcode.TEXT
+                self.parts = [frame.data]
+            elif op is Opcode.CONT:
+                self.parts.append(frame.data)
+            else:
+                continue
+            if frame.fin:
+                data = b"".join(self.parts)
+                self.parts = []
+                if self.part_text:
+                    self.messages.append({"type": "websocket.receive", "text": data.decode()})
+                else:
+                    self.messages.append({"type": "websocket.receive", "bytes": data})
+        if self.proto.close_rcvd is not None or self.proto.state.name == "CLOSED":
+            self.disconnect()
+        self.flush()
+        self.wake()
+
+    def disconnect(self, code=None, reason=""):
+        if self.closed:
+            return
+        self.closed = True
+        rcvd = self.proto.close_rcvd
+        if code is None:
+            code = rcvd.code if rcvd is not None else 1006
+            reason = rcvd.reason if rcvd is not None else ""
+        self.messages.append({"type": "websocket.disconnect", "code": code, "reason": reason})
+
+    def going_away(self):
+        """The worker retires: close with 1001 (as uvicorn does), so that the app ends and
+        the worker can exit."""
+        if self.gone or self.closed:
+            return
+        if not self.accepted:
+            self.reject()
+        else:
+            self.proto.send_close(1001)
+            self.flush()
+        self.disconnect(1001)
+        self.wake()
+
+    async def receive(self):
+        while not self.messages:
+            if self.gone:
+                self.disconnect()
+                continue
+            self.waiter = self.conn.loop.create_future()
+            await self.waiter
+        return self.messages.pop(0)
+
+    async def send(self, message):
+        kind = message["type"]
+        if self.gone or self.closed and kind != "websocket.close":
+            raise _server.ClientDisconnected("the client went away")
+        if kind == "websocket.accept":
+            if self.accepted:
+                raise RuntimeError("websocket.accept sent twice")
+            response = self.proto.accept(self.request)
+            if response.status_code == 101:
+                subprotocol = message.get("subprotocol")
+                if subprotocol:
+                    response.headers["Sec-WebSocket-Protocol"] = subprotocol
+                for name, value in message.get("headers") or ():
+                    response.headers[name.decode("latin-1")] = value.decode("latin-1")
+            self.proto.send_response(response)
+            self.accepted = True
+            self.flush()
+            if response.status_code != 101:
+                self.closed = True
+                raise _server.ClientDisconnected(f"bad handshake: {response.status_code}")
+            pending, self.pending = self.pending, []
+            for data in pending:
+                self.feed(data)
+        elif kind == "websocket.send":
+            if not self.accepted:
+                raise RuntimeError("websocket.send before websocket.accept")
+            if message.get("bytes") is not None:
+                self.proto.send_binary(message["bytes"])
+            else:
+                self.proto.send_text(message["text"].encode())
+            self.flush()
+            if self.conn.write_paused:
+                await self.conn.drained()
+        elif kind == "websocket.close":
+            if not self.accepted:
+                self.reject()
+            elif not self.closed:
+                self.proto.send_close(message.get("code", 1000), message.get("reason") or "")
+                self.flush()
+            self.closed = True
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} for a WebSocket")
+
+    def reject(self):
+        """Closed (or failed) before the handshake was accepted: 403, as ASGI says."""
+        if self.accepted or self.gone:
+            return
+        self.accepted = True
+        self.closed = True
+        self.proto.send_response(self.proto.reject(403, "Forbidden\n"))
+        self.flush()
+
+    async def run(self, worker):
+        scope = self.scope
+        if worker.state:
+            scope["state"] = worker.state.copy()
+        try:
+            if self.request is None:
+                raise RuntimeError("the WebSocket handshake did not parse")
+            await worker.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.gone and not isinstance(exc, _server.ClientDisconnected):
+                log(f"Exception in ASGI app (WebSocket {scope['path']}):\n"
+                    + "".join(_server.traceback.format_exception(exc)).rstrip())
+            if not self.accepted:
+                self.reject()
+            elif not self.closed and not self.gone:
+                self.proto.send_close(1011)
+                self.flush()
+                self.closed = True
+        else:
+            if not self.accepted:
+                self.reject()
+            elif not self.closed and not self.gone:
+                self.proto.send_close(1000)
+                self.flush()
+                self.closed = True
+        finally:
+            worker.task_done(self.task)
+            if not self.gone:
+                self.conn.transport.close()
+
+
+_retire = _server.Worker.retire
+
+
+def retire(worker):
+    """server.py's retire, which closes idle connections; open WebSockets never go idle."""
+    _retire(worker)
+    for conn in list(worker.conns):
+        if isinstance(conn.cycle, WebSocket):
+            conn.cycle.going_away()
+
+
+_server.Worker.retire = retire

@@ -9,7 +9,8 @@
 //! FastCGI; the response head is framed by [`drover_worker::http::response::translate`]
 //! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the push
 //! side: bytes in, whole events out, a request at a time, pipelined requests kept in the
-//! buffer until the one in hand is answered.
+//! buffer until the one in hand is answered. A WebSocket upgrade turns the connection raw:
+//! its head and every later byte go to `http.py`, whose codec is the `websockets` package.
 
 use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, TcpStream};
@@ -31,6 +32,10 @@ const BODY: u8 = 1;
 const REPLY: u8 = 3;
 /// Bytes to write, after which the connection closes (a refused head).
 const REFUSE: u8 = 4;
+/// A WebSocket handshake: `(5, scope, head)`, the head's bytes for the codec in Python.
+const WEBSOCKET: u8 = 5;
+/// Bytes after a WebSocket handshake, for the codec: `(6, bytes)`.
+const RAW: u8 = 6;
 
 const KEEP: u8 = 0;
 const CLOSE: u8 = 1;
@@ -84,6 +89,8 @@ pub struct Http {
     /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
     busy: bool,
     broken: bool,
+    /// The connection is a WebSocket's: bytes go to Python as they come.
+    raw: bool,
 }
 
 #[pymethods]
@@ -106,6 +113,7 @@ impl Http {
             ended: None,
             busy: false,
             broken: false,
+            raw: false,
         }
     }
 
@@ -120,6 +128,12 @@ impl Http {
         if self.start > 0 && self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
+        }
+        if self.raw {
+            if !data.is_empty() {
+                out.append((RAW, PyBytes::new(py, data)))?;
+            }
+            return Ok(out);
         }
         self.buf.extend_from_slice(data);
         if self.busy {
@@ -150,8 +164,33 @@ impl Http {
                 return Ok(out);
             }
         };
+        let raw_head = self.start..self.start + head.len;
         self.start += head.len;
         let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;
+        let upgrade = head.params.get("HTTP_UPGRADE");
+        if head.params.get("REQUEST_METHOD") == Some(b"GET")
+            && upgrade.is_some_and(|u| u.trim_ascii().eq_ignore_ascii_case(b"websocket"))
+        {
+            // From here on the connection is the WebSocket codec's (websockets' sans-I/O
+            // protocol, in Python), which also checks the handshake.
+            self.raw = true;
+            self.busy = true;
+            scope.set_item("type", "websocket")?;
+            let https = scope
+                .get_item("scheme")?
+                .is_some_and(|s| s.eq("https").unwrap_or(false));
+            scope.set_item("scheme", if https { "wss" } else { "ws" })?;
+            scope.del_item("method")?;
+            let head_bytes = PyBytes::new(py, &self.buf[raw_head]);
+            out.append((WEBSOCKET, scope, head_bytes))?;
+            let rest = &self.buf[self.start..];
+            if !rest.is_empty() {
+                out.append((RAW, PyBytes::new(py, rest)))?;
+            }
+            self.buf = Vec::new();
+            self.start = 0;
+            return Ok(out);
+        }
         self.body = match head.framing {
             Framing::Length(0) => BodyIn::Ended,
             Framing::Length(n) => BodyIn::Length(n),
