@@ -1,7 +1,10 @@
+import asyncio
 import hashlib
+import os
+import sys
 
 from django import forms
-from django.http import JsonResponse
+from django.http import JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -59,3 +62,31 @@ def upload(request):
             "note": request.POST.get("note"),
         }
     )
+
+
+async def stream(request):
+    """A streamed response: "first", then "last" once the test has created the marker."""
+    marker = request.GET["marker"]
+
+    async def chunks():
+        yield "first\n"
+        while not os.path.exists(marker):
+            await asyncio.sleep(0.01)
+        yield "last\n"
+
+    response = StreamingHttpResponse(chunks(), content_type="text/plain")
+    # nginx buffers a FastCGI response unless told not to.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def wait(request):
+    """Waits for good; Django cancels it when the client goes away (http.disconnect)."""
+    tag = request.GET["id"]
+    print(f"django view started {tag}", file=sys.stderr, flush=True)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        print(f"django view cancelled {tag}", file=sys.stderr, flush=True)
+        raise
+    return JsonResponse({"waited": tag})

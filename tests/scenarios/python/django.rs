@@ -2,11 +2,12 @@
 //! `interface = "asgi"`): the project of `tests/apps/djangosite/` (DEBUG off, a host
 //! allow-list, the CSRF middleware, no database). Routing with path converters under a
 //! mount, a form POST with its CSRF token (and without: 403), a multi-megabyte multipart
-//! upload; behind nginx over FastCGI, and on `protocol = "http"` with no nginx.
+//! upload, a streamed response, an async view cancelled when its client leaves; behind
+//! nginx over FastCGI, and on `protocol = "http"` with no nginx.
 
 use super::http_pool::Server;
 use super::{noise, sha256};
-use crate::common::http::{self, Reply};
+use crate::common::http::{self, Raw, Reply, Wire};
 use crate::common::{Drover, Location, Nginx, PythonPool, Site, Stack, TIMEOUT, python};
 
 const APP: &str = "djangosite.asgi:application";
@@ -218,6 +219,37 @@ fn upload(base: &str, mount: &str, site: &Site, drover: &Drover) {
     assert_eq!(got["note"], "café");
 }
 
+/// A `StreamingHttpResponse`'s first chunk reaches the client before the view makes the
+/// last; a client that hangs up on a waiting async view gets it cancelled (Django 5 listens
+/// for `http.disconnect`), and the worker serves on.
+fn stream_and_disconnect(port: u16, mount: &str, site: &Site, drover: &Drover) {
+    let marker = site.path().join("django-stream.go");
+    let mut raw = Raw::send(
+        port,
+        &format!(
+            "GET {mount}/stream/?marker={} HTTP/1.0\r\n",
+            marker.display()
+        ),
+    );
+    raw.read_until(b"first\n");
+    std::fs::write(&marker, "").expect("create the marker");
+    let wire = Wire::parse(&raw.read_to_end());
+    assert_eq!(wire.status, 200, "head: {}", wire.head);
+    assert_eq!(String::from_utf8_lossy(&wire.body), "first\nlast\n");
+
+    let from = drover.log.len();
+    let raw = Raw::send(port, &format!("GET {mount}/wait/?id=gone HTTP/1.0\r\n"));
+    let started = "django view started gone";
+    drover
+        .log
+        .wait_for(from, started, |l| l.contains(started), TIMEOUT);
+    drop(raw);
+    let cancelled = "django view cancelled gone";
+    drover
+        .log
+        .wait_for(from, cancelled, |l| l.contains(cancelled), TIMEOUT);
+}
+
 #[test]
 fn django_routes_under_a_mount_behind_nginx() {
     let stack = behind_nginx();
@@ -237,6 +269,13 @@ fn django_file_upload_behind_nginx() {
 }
 
 #[test]
+fn django_streams_and_cancels_a_view_when_the_client_leaves_behind_nginx() {
+    let stack = behind_nginx();
+    stream_and_disconnect(stack.nginx.port, "/dj", &stack.site, &stack.drover);
+    routing(&stack.url("/dj"), "/dj", &stack.drover);
+}
+
+#[test]
 fn django_over_http_without_nginx() {
     let server = Server::start_asgi(APP, 2, "");
     let base = server.url("");
@@ -244,4 +283,16 @@ fn django_over_http_without_nginx() {
     routing(&base, "", &server.drover);
     csrf_form(&base, "", &server.drover);
     upload(&base, "", &server.site, &server.drover);
+    stream_and_disconnect(server.port, "", &server.site, &server.drover);
+    routing(&base, "", &server.drover);
+
+    // Django runs its sync views and middleware on asgiref's thread, where Python's cycle
+    // collector may free the objects of a connection closed meanwhile (each request here is
+    // a connection): they must drop there without an error (and without leaking).
+    for n in 0..40 {
+        let reply = http::get(&format!("{base}/items/{n}/"));
+        expect(&reply, 200, "GET /items/N/", &server.drover);
+    }
+    let log = server.drover.log.text();
+    assert!(!log.contains("RuntimeError"), "{log}");
 }

@@ -21,7 +21,8 @@
 //! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
 //!   pipelining, chunked upload with 100-continue, refused heads, lifespan, WebSockets.
 //! - [`django`]: a Django 5 project through its ASGI handler, behind nginx and on HTTP:
-//!   path converters under a mount, a form POST with CSRF, a 4 MB multipart upload.
+//!   path converters under a mount, a form POST with CSRF, a 4 MB multipart upload,
+//!   streaming, a view cancelled on disconnect, connections freed on asgiref's thread.
 
 mod abort;
 mod asgi;

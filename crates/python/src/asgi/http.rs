@@ -73,7 +73,12 @@ struct InHand {
     cut: bool,
 }
 
-#[pyclass(unsendable, module = "_drover_asgi")]
+// Not `unsendable`: the object is used on the loop's thread only, but the protocol object
+// that holds it sits in reference cycles, and Python's cycle collector may free it on
+// whichever thread it runs, such as the thread of asgiref's `sync_to_async` (Django's sync
+// views and middleware). An unsendable object freed there is leaked with a RuntimeError
+// in the log; this one is plain data and drops anywhere.
+#[pyclass(module = "_drover_asgi")]
 pub struct Http {
     mount: Py<PyString>,
     asgi: Py<PyDict>,
