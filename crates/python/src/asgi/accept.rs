@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::thread::JoinHandleExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,6 +39,8 @@ extern "C" fn on_wake(_: libc::c_int) {}
 struct Shared {
     queue: Mutex<VecDeque<RawFd>>,
     stop: AtomicBool,
+    /// Connections accepted and not yet closed by the loop ([`Acceptor::released`]).
+    open: AtomicUsize,
     /// The pipe's write end: one byte when the queue stops being empty.
     notify: OwnedFd,
 }
@@ -70,6 +72,7 @@ impl Acceptor {
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
             stop: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
             notify,
         });
         let allowed = allowed_clients();
@@ -96,6 +99,14 @@ impl Acceptor {
         while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n > 0) {}
         let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         queue.drain(..).collect()
+    }
+
+    /// The loop closed one of the connections this acceptor handed over.
+    fn released(&self) {
+        let _ = self
+            .shared
+            .open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Stops accepting; returns once the thread has left. Sockets it accepted meanwhile
@@ -129,6 +140,7 @@ fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
     };
     let _ = only_wake.thread_set_mask();
     while !shared.stop.load(Ordering::Acquire) {
+        spread_pause(shared.open.load(Ordering::Relaxed));
         // SAFETY: accept4 on fd 0, the pool's listening socket; null address pointers are
         // allowed. The new descriptor is ours.
         let fd = unsafe {
@@ -160,9 +172,29 @@ fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
             continue;
         }
+        shared.open.fetch_add(1, Ordering::Relaxed);
         hand_over(shared, std::os::fd::IntoRawFd::into_raw_fd(socket));
     }
 }
+
+/// Spreads kept connections over the pool's workers. Every worker's thread waits in
+/// `accept()`, and the kernel wakes one per connection; but a thread that is running takes
+/// what is queued before a woken one is scheduled, so on a burst of connects (a load
+/// balancer's or wrk's pool) the workers that happen to run took them all, and kept them:
+/// 2 of 4 workers held all of wrk's 50 connections, the other two idle. A worker that
+/// holds connections therefore waits a little before each accept, longer the more it
+/// holds, which leaves the next ones to less busy workers; with one or two connections
+/// open (nginx without upstream keepalive) the pause is tens of microseconds.
+fn spread_pause(open: usize) {
+    if open > 0 {
+        let micros = (open as u64 * SPREAD_STEP_US).min(SPREAD_MAX_US);
+        std::thread::sleep(Duration::from_micros(micros));
+    }
+}
+
+/// The pause before an accept per connection the worker holds, and its cap.
+const SPREAD_STEP_US: u64 = 50;
+const SPREAD_MAX_US: u64 = 2_000;
 
 fn hand_over(shared: &Shared, fd: RawFd) {
     let was_empty = {

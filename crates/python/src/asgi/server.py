@@ -315,6 +315,7 @@ class Conn(asyncio.Protocol):
         self.closed = True
         self.disarm()
         self.worker.conns.discard(self)
+        self.worker.released()
         cycle = self.cycle
         if cycle is not None:
             cycle.gone = True
@@ -422,9 +423,16 @@ class Worker:
 
     def connected(self, task):
         self.connecting -= 1
-        if not task.cancelled() and task.exception() is not None:
-            log(f"cannot serve an accepted connection: {task.exception()}")
+        if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                log(f"cannot serve an accepted connection: {task.exception()}")
+            self.released()
         self.check_done()
+
+    def released(self):
+        """One accepted connection is closed: the acceptor counts what this worker holds."""
+        if self.acceptor is not None:
+            self.acceptor.released()
 
     def tick(self):
         if self.retiring:
