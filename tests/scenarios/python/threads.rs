@@ -93,6 +93,17 @@ fn a_flask_app_serves_overlapping_requests_each_with_its_own_context() {
     assert_eq!(ids, ["r0", "r1", "r2", "r3"], "{replies:?}");
     assert_eq!(pids(&replies).len(), 1, "one worker: {replies:?}");
     assert!(took < Duration::from_millis(1800), "took {took:?}");
+
+    // Flask's request contexts are cycles, freed by the collector on whichever thread it
+    // runs: the request's objects must not complain there (nor leak).
+    for _ in 0..30 {
+        at_once(&stack, 4, |i| format!("/doze?s=0&id=q{i}"));
+    }
+    let log = stack.drover.log.text();
+    assert!(
+        !log.contains("RuntimeError"),
+        "an object freed on another thread:\n{log}"
+    );
 }
 
 /// max_requests counts the worker's requests, all threads together: workers are replaced

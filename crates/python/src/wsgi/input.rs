@@ -9,12 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::Conn;
+use super::pinned::Pinned;
 
 const CHUNK: usize = 64 * 1024;
 
-#[pyclass(unsendable, module = "drover")]
+#[pyclass(module = "drover")]
 pub struct Input {
-    conn: Rc<RefCell<Conn>>,
+    conn: Pinned<Rc<RefCell<Conn>>>,
     /// Body bytes not yet read from the socket; `usize::MAX` when no CONTENT_LENGTH was
     /// sent (the body then ends with its STDIN stream).
     remaining: usize,
@@ -25,10 +26,15 @@ pub struct Input {
 impl Input {
     pub fn new(conn: Rc<RefCell<Conn>>, content_length: Option<usize>) -> Input {
         Input {
-            conn,
+            conn: Pinned::new(conn),
             remaining: content_length.unwrap_or(usize::MAX),
             buffered: Vec::new(),
         }
+    }
+
+    /// The request ended: its connection is let go of (see [`Pinned`]).
+    pub fn release(&mut self) {
+        self.conn.release();
     }
 
     /// Moves up to `want` more bytes from the socket into `buffered`; false at the end.
@@ -41,6 +47,7 @@ impl Input {
         self.buffered.resize(start + want, 0);
         let n = self
             .conn
+            .get()?
             .borrow_mut()
             .read_stdin(&mut self.buffered[start..]);
         let n = match n {

@@ -5,6 +5,7 @@
 pub mod environ;
 pub mod headers;
 mod input;
+mod pinned;
 mod response;
 mod streams;
 
@@ -74,7 +75,10 @@ impl App {
         let head_only = request.params.get("REQUEST_METHOD") == Some(b"HEAD");
         let keep_conn = request.keep_conn;
         let exchange = Rc::new(Exchange::new(conn.clone(), head_only));
-        let environ = self.environ(py, conn, &request);
+        // The objects that reach the app, let go of when the request ends (`pinned.rs`).
+        let mut input = None;
+        let mut start_response = None;
+        let environ = self.environ(py, conn, &request, &mut input);
         let served = environ
             .as_ref()
             .map_err(|e| e.clone_ref(py))
@@ -82,7 +86,7 @@ impl App {
                 if let Some(hooks) = self.hooks.as_ref().filter(|h| h.pre_request) {
                     hooks.pre_request(py, environ);
                 }
-                self.call(py, environ, &exchange)
+                self.call(py, environ, &exchange, &mut start_response)
             });
         let failed = match served {
             Ok(()) => false,
@@ -96,6 +100,18 @@ impl App {
                 true
             }
         };
+        if let Some(mut input) = input
+            .as_ref()
+            .and_then(|i| i.bind(py).try_borrow_mut().ok())
+        {
+            input.release();
+        }
+        if let Some(mut start) = start_response
+            .as_ref()
+            .and_then(|s| s.bind(py).try_borrow_mut().ok())
+        {
+            start.release(py);
+        }
         let status = exchange.sent_status();
         if let (Some(hooks), Ok(environ)) =
             (self.hooks.as_ref().filter(|h| h.post_request), &environ)
@@ -126,6 +142,7 @@ impl App {
         py: Python<'py>,
         conn: &Rc<RefCell<Conn>>,
         request: &Request,
+        input: &mut Option<Py<Input>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let environ = self.base.bind(py).copy()?;
         environ::fill(py, &environ, &request.params, &self.mount)?;
@@ -133,10 +150,9 @@ impl App {
             .params
             .get("CONTENT_LENGTH")
             .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
-        environ.set_item(
-            "wsgi.input",
-            Py::new(py, Input::new(conn.clone(), content_length))?,
-        )?;
+        let made = Py::new(py, Input::new(conn.clone(), content_length))?;
+        environ.set_item("wsgi.input", made.clone_ref(py))?;
+        *input = Some(made);
         Ok(environ)
     }
 
@@ -145,13 +161,10 @@ impl App {
         py: Python<'_>,
         environ: &Bound<'_, PyDict>,
         exchange: &Rc<Exchange>,
+        made: &mut Option<Py<StartResponse>>,
     ) -> PyResult<()> {
-        let start_response = Py::new(
-            py,
-            StartResponse {
-                exchange: exchange.clone(),
-            },
-        )?;
+        let start_response = Py::new(py, StartResponse::new(exchange.clone()))?;
+        *made = Some(start_response.clone_ref(py));
         let result = self.callable.bind(py).call1((environ, start_response))?;
         let sent = send_body(exchange, &result);
         // PEP 3333: close() is called whatever happened, also when the client went away. A

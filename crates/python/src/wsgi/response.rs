@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use super::Conn;
 use super::headers::{check_header, check_status, encode_head};
+use super::pinned::Pinned;
 
 /// One request's response, shared by `start_response`, `write` and the server loop.
 pub struct Exchange {
@@ -104,9 +105,32 @@ impl Exchange {
     }
 }
 
-#[pyclass(unsendable, module = "drover")]
+#[pyclass(module = "drover")]
 pub struct StartResponse {
-    pub exchange: Rc<Exchange>,
+    pub exchange: Pinned<Rc<Exchange>>,
+    /// The `write` callables it returned, let go of with it ([`StartResponse::release`]).
+    writes: std::sync::Mutex<Vec<Py<Write>>>,
+}
+
+impl StartResponse {
+    pub fn new(exchange: Rc<Exchange>) -> StartResponse {
+        StartResponse {
+            exchange: Pinned::new(exchange),
+            writes: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The request ended: this and its `write` callables let go of the exchange (see
+    /// [`Pinned`]).
+    pub fn release(&mut self, py: Python<'_>) {
+        self.exchange.release();
+        let writes = std::mem::take(&mut *self.writes.lock().unwrap_or_else(|e| e.into_inner()));
+        for write in writes {
+            if let Ok(mut write) = write.bind(py).try_borrow_mut() {
+                write.exchange.release();
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -117,8 +141,8 @@ impl StartResponse {
         status: &Bound<'_, PyAny>,
         headers: &Bound<'_, PyAny>,
         exc_info: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Write> {
-        let exchange = &self.exchange;
+    ) -> PyResult<Py<Write>> {
+        let exchange = self.exchange.get()?;
         match exc_info.filter(|e| !e.is_none()) {
             Some(exc_info) if exchange.head_sent() => {
                 // PEP 3333: too late to change the head; re-raise the app's exception.
@@ -139,22 +163,30 @@ impl StartResponse {
         };
         check_status(&head.status).map_err(PyValueError::new_err)?;
         *exchange.head.borrow_mut() = Some(head);
-        Ok(Write {
-            exchange: exchange.clone(),
-        })
+        let write = Py::new(
+            status.py(),
+            Write {
+                exchange: Pinned::new(exchange.clone()),
+            },
+        )?;
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(write.clone_ref(status.py()));
+        Ok(write)
     }
 }
 
 /// The legacy `write(data)` callable returned by start_response: data goes out at once.
-#[pyclass(unsendable, module = "drover")]
+#[pyclass(module = "drover")]
 pub struct Write {
-    exchange: Rc<Exchange>,
+    exchange: Pinned<Rc<Exchange>>,
 }
 
 #[pymethods]
 impl Write {
     fn __call__(&self, data: &Bound<'_, PyBytes>) -> PyResult<()> {
-        self.exchange.send(data.as_bytes(), true)
+        self.exchange.get()?.send(data.as_bytes(), true)
     }
 }
 
