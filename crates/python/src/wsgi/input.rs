@@ -32,7 +32,7 @@ impl Input {
         }
     }
 
-    /// The request ended: its connection is let go of (see [`Pinned`]).
+    /// The request ended: its connection is let go of (see `pinned.rs`).
     pub fn release(&mut self) {
         self.conn.release();
     }

@@ -121,7 +121,7 @@ impl StartResponse {
     }
 
     /// The request ended: this and its `write` callables let go of the exchange (see
-    /// [`Pinned`]).
+    /// `pinned.rs`).
     pub fn release(&mut self, py: Python<'_>) {
         self.exchange.release();
         let writes = std::mem::take(&mut *self.writes.lock().unwrap_or_else(|e| e.into_inner()));
