@@ -1,5 +1,6 @@
-//! Raw FastCGI abuse at a pool's socket, past nginx: a WSGI pool (drover's own worker) and a
-//! php-cgi pool each get every malformed conversation in [`CASES`]. Each one must end with
+//! Raw FastCGI abuse at a pool's socket, past nginx: a WSGI pool (drover's own worker), an
+//! ASGI pool (its event loop's own FastCGI decoding) and a PHP pool each get every
+//! malformed conversation in [`CASES`]. Each one must end with
 //! that connection closed (by drover's worker with a logged reason where it is a protocol
 //! error), the pool still answering a normal request through nginx, and the master alive
 //! with every process below it tracked.
@@ -239,24 +240,27 @@ fn malformed_fastcgi_closes_the_connection_and_the_pools_carry_on() {
     python::install_apps(&site);
     site.script("hello.php", "<?php echo 'hello';");
     let py = PythonPool::wsgi("py").mount("/py");
+    let asgi = PythonPool::asgi("asgi", "app").mount("/asgi");
     let php = PhpPool::new("www");
-    let (drover, ctl) = start_with_control(&site, &[&php, &py]);
+    let (drover, ctl) = start_with_control(&site, &[&php, &py, &asgi]);
     let nginx = Nginx::start_locations(
         &site,
         &[
             Location::php(&site.socket("www")),
             Location::prefix(&py.location(), &site.socket("py")),
+            Location::prefix(&asgi.location(), &site.socket("asgi")).keep_conn(),
         ],
     );
     let answers = || {
         let php = http::get(&nginx.url("/hello.php"));
         let py = http::get(&nginx.url("/py/pid"));
-        (php.status, py.status)
+        let asgi = http::get(&nginx.url("/asgi/pid"));
+        (php.status, py.status, asgi.status)
     };
-    assert_eq!(answers(), (200, 200));
+    assert_eq!(answers(), (200, 200, 200));
 
     for case in CASES {
-        for pool in ["py", "www"] {
+        for pool in ["py", "asgi", "www"] {
             let from = drover.log.len();
             let answer = send(&site.socket(pool), &(case.bytes)()).unwrap_or_else(|| {
                 panic!(
@@ -264,25 +268,25 @@ fn malformed_fastcgi_closes_the_connection_and_the_pools_carry_on() {
                     case.name
                 )
             });
-            if let (Some(kind), "py") = (case.answer, pool) {
+            if let (Some(kind), "py" | "asgi") = (case.answer, pool) {
                 let types = record_types(&answer);
                 assert!(
                     types.contains(&kind),
-                    "py, {}: no record of type {kind} in the answer ({types:?})",
+                    "{pool}, {}: no record of type {kind} in the answer ({types:?})",
                     case.name
                 );
             }
-            if let (Some(reason), "py") = (case.logged, pool) {
+            if let (Some(reason), "py" | "asgi") = (case.logged, pool) {
                 drover.log.wait_for(
                     from,
-                    &format!("py, {}: a logged reason with {reason:?}", case.name),
+                    &format!("{pool}, {}: a logged reason with {reason:?}", case.name),
                     |l| l.contains(reason),
                     TIMEOUT,
                 );
             }
             assert_eq!(
                 answers(),
-                (200, 200),
+                (200, 200, 200),
                 "{pool}, {}: the pools stopped answering; log:\n{}",
                 case.name,
                 drover.log.text()

@@ -179,6 +179,12 @@ impl FastCgi {
         }
     }
 
+    /// Why the web server's end of the connection (EOF) cuts a record or a request short,
+    /// for the log; None when it came between requests.
+    fn closed(&self) -> Option<String> {
+        self.decoder.closed().map(|err| err.to_string())
+    }
+
     /// After the request's last records: books it and says what the connection does next:
     /// 0 keep it for the next request, 1 close it, 2 close it and retire the worker.
     fn done(&mut self) -> u8 {

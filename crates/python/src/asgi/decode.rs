@@ -5,7 +5,7 @@
 //! request at a time (nginx does not multiplex) while the app runs between two feeds.
 
 use drover_fastcgi::{
-    BeginRequestBody, HEADER_LEN, Header, Limits, Params, ProtocolError, ProtocolStatus,
+    BeginRequestBody, HEADER_LEN, Header, Limits, Params, Phase, ProtocolError, ProtocolStatus,
     RecordType, Role, end_request_body, get_values_result, unknown_type_body,
 };
 
@@ -104,6 +104,29 @@ impl Decoder {
     }
 
     /// Whether the body of the request in hand (or the one just answered) is still arriving.
+    /// What the web server's end of the connection means now: a record cut short, or
+    /// params or a body that never ended; None at a request's end or between requests
+    /// (the WSGI worker logs the same reasons, from `drover_fastcgi::Connection`).
+    pub fn closed(&self) -> Option<ProtocolError> {
+        let phase = self.phase();
+        if !self.pending.is_empty() {
+            return Some(ProtocolError::Truncated { phase });
+        }
+        match self.state {
+            State::Params { .. } | State::Body { .. } => Some(ProtocolError::Closed { phase }),
+            _ => None,
+        }
+    }
+
+    /// What is being read, as the errors name it.
+    fn phase(&self) -> Phase {
+        match self.state {
+            State::Idle | State::Skipping { .. } | State::Running { .. } => Phase::Idle,
+            State::Params { id, .. } => Phase::Params(id),
+            State::Body { id } => Phase::Stdin(id),
+        }
+    }
+
     pub fn body_unread(&self) -> bool {
         matches!(self.state, State::Body { .. } | State::Skipping { .. })
     }
@@ -235,6 +258,21 @@ impl Decoder {
                 if id == current =>
             {
                 out.push(Event::Abort);
+            }
+            // A record of the request in hand that its phase does not allow (a body before
+            // the params end, an END_REQUEST from the web server): the web server is broken,
+            // and the connection closes, as the blocking responder's does.
+            (record_type, State::Params { id: current, .. }) if id == current => {
+                return Err(ProtocolError::UnexpectedRecord {
+                    record_type,
+                    phase: self.phase(),
+                });
+            }
+            (RecordType::EndRequest, _) if self.request_id() == Some(id) => {
+                return Err(ProtocolError::UnexpectedRecord {
+                    record_type: RecordType::EndRequest,
+                    phase: self.phase(),
+                });
             }
             // A management record this side does not know: the spec's answer.
             (other, _) if id == 0 => {

@@ -41,6 +41,11 @@ NO_WEBSOCKETS = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n"
 class HttpConn(Conn):
     """One HTTP/1.1 client connection; requests answered one at a time, in order."""
 
+    def eof_received(self):
+        # A half-closed HTTP client is handled by the read path (a head cut short is
+        # refused there); this is the FastCGI connection's check.
+        return False
+
     def __init__(self, worker):
         self.worker = worker
         self.loop = worker.loop

@@ -309,6 +309,9 @@ class Conn(asyncio.Protocol):
         await self.drain_waiter
 
     def eof_received(self):
+        reason = self.fcgi.closed()
+        if reason is not None:
+            log(f"closing a FastCGI connection: {reason}")
         return False
 
     def connection_lost(self, exc):
