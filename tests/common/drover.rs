@@ -257,8 +257,27 @@ impl Drover {
 
     /// [`Drover::spawn`] with these variables added to drover's environment.
     pub fn spawn_with_env(site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
+        Drover::spawn_program(Path::new(BIN), site, env)
+    }
+
+    /// [`Drover::spawn`] of copies of drover and drover-php in `<site>/bin`, for pools that
+    /// run as another user (`www-data`): the build's own folder may be one that user cannot
+    /// reach (a checkout under a 0700 folder), the site is one it can.
+    pub fn spawn_reachable(site: &Site) -> Drover {
         runtimes();
-        let mut child = Command::new(BIN)
+        let bin = site.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("create <site>/bin");
+        let drover = bin.join("drover");
+        for from in [Some(Path::new(BIN)), php_runtime()].into_iter().flatten() {
+            let to = bin.join(from.file_name().expect("a binary's name"));
+            std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        }
+        Drover::spawn_program(&drover, site, &[])
+    }
+
+    fn spawn_program(program: &Path, site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
+        runtimes();
+        let mut child = Command::new(program)
             .envs(env.iter().copied())
             .arg("-c")
             .arg(site.path().join("drover.toml"))

@@ -141,7 +141,8 @@ fn debians_stock_configuration_imports_and_serves_the_page_php_fpm_serves() {
     local_global(&site);
     let socket = site.socket("www");
     local_listen(&site.path().join("pools.d/www.toml"), &socket);
-    let drover = Drover::spawn(&site);
+    // The imported pool runs as www-data, as php-fpm's did.
+    let drover = Drover::spawn_reachable(&site);
     drover.log.wait_for_line("ready:", TIMEOUT);
     let nginx = Nginx::start(&site, &socket);
     let drover_page = page(&nginx);
