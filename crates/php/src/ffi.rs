@@ -37,8 +37,9 @@ pub struct Request {
 unsafe extern "C" {
     /// Starts PHP once (module startup): 0 on success.
     pub fn drover_php_startup(ini_path: *const c_char, ini_entries: *const c_char) -> c_int;
-    /// Sets and locks one `[php.admin_ini]` value: 0, or -1 for an unknown name or a value
-    /// the entry refuses.
+    /// Sets and locks one `[php.admin_ini]` value (and applies `disable_functions` and
+    /// `disable_classes`): 0, -1 for a name PHP has no setting for, -2 for a value the
+    /// setting refuses.
     pub fn drover_php_admin_ini(name: *const c_char, value: *const c_char) -> c_int;
     /// Runs one request; the HTTP status it answered, or -1 if PHP could not start it.
     pub fn drover_php_run(request: *const Request, now: c_double) -> c_int;

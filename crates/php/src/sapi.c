@@ -30,6 +30,8 @@
 #include <ext/standard/head.h>
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -81,6 +83,8 @@ static int finished;
 /* The peak memory of the request drover_php_run() ran last (0: PHP did not run it), read
  * by drover_deactivate() before php_request_shutdown() resets the allocator's peak. */
 static size_t request_peak;
+/* When the request began (SAPI's request time), in seconds since the epoch. */
+static double request_time;
 
 /* ---------------------------------------------------------------- SAPI callbacks */
 
@@ -278,7 +282,10 @@ static void register_one(const char *name, const char *value, size_t len, zval *
 	efree(filtered);
 }
 
-static void drover_register_variables(zval *array)
+/* PHP's own import of the process environment (environ), which php-fpm calls first. */
+static void (*import_environ)(zval *array);
+
+static void register_params(zval *array)
 {
 	if (!current) {
 		return;
@@ -286,6 +293,25 @@ static void drover_register_variables(zval *array)
 	for (size_t i = 0; i < current->params_len; i++) {
 		const struct drover_param *p = &current->params[i];
 		register_one(p->name, p->value, p->value_len, array);
+	}
+}
+
+/* $_ENV (when variables_order has "E"), as php-fpm fills it: the environment, then the
+ * FastCGI params. */
+static void import_environment(zval *array)
+{
+	import_environ(array);
+	register_params(array);
+}
+
+static void drover_register_variables(zval *array)
+{
+	/* As php-fpm: the worker's environment first (with clear_env, the pool's [env]), then
+	 * the FastCGI params, which win over a variable of the same name. */
+	import_environ(array);
+	register_params(array);
+	if (!current) {
+		return;
 	}
 	/* php-fpm rewrites these from SCRIPT_FILENAME and cgi.fix_pathinfo. */
 	if (current->script_filename) {
@@ -307,6 +333,108 @@ static void drover_register_variables(zval *array)
 	}
 }
 
+/* ---------------------------------------------------------------- per-directory ini */
+
+/* One directory's .user.ini values (from the document root down to it), and until when
+ * they hold (user_ini.cache_ttl after they were read, as php-fpm keeps them). */
+struct user_ini {
+	HashTable values;
+	time_t expires;
+};
+
+/* Directory (with its trailing slash) -> struct user_ini; persistent, in each worker (the
+ * zygote's is empty when it forks). */
+static HashTable user_ini_cache;
+
+/* Reads the .user.ini files that apply in `dir` (which ends with a slash): those of the
+ * document root and of every directory below it down to `dir`, outer ones first so that
+ * an inner file wins; only `dir`'s own when it is outside the document root (php-fpm). */
+static void read_user_ini(char *dir, size_t dir_len, const char *root, size_t root_len,
+			  HashTable *into)
+{
+	/* root_len 0: the document root is "/", and every directory is inside. */
+	int inside = dir_len > root_len && memcmp(dir, root, root_len) == 0 && dir[root_len] == '/';
+	size_t from = inside ? root_len : dir_len - 1;
+	for (size_t i = from; i < dir_len; i++) {
+		if (dir[i] != '/') {
+			continue;
+		}
+		/* Each directory without its trailing slash, "/" for the root itself. */
+		char saved = dir[i ? i : 1];
+		dir[i ? i : 1] = '\0';
+		php_parse_user_ini_file(dir, PG(user_ini_filename), into);
+		dir[i ? i : 1] = saved;
+	}
+}
+
+/* The values of the .user.ini files for `dir`, from the cache while they hold. */
+static HashTable *user_ini_for(char *dir, size_t dir_len, const char *root, size_t root_len)
+{
+	time_t now = (time_t) request_time;
+	struct user_ini *entry = zend_hash_str_find_ptr(&user_ini_cache, dir, dir_len);
+	if (!entry) {
+		entry = pemalloc(sizeof(*entry), 1);
+		zend_hash_init(&entry->values, 8, NULL, config_zval_dtor, 1);
+		entry->expires = 0;
+		zend_hash_str_update_ptr(&user_ini_cache, dir, dir_len, entry);
+	}
+	if (now > entry->expires) {
+		zend_hash_clean(&entry->values);
+		read_user_ini(dir, dir_len, root, root_len, &entry->values);
+		entry->expires = now + PG(user_ini_cache_ttl);
+	}
+	return &entry->values;
+}
+
+/* The request's per-host and per-directory configuration, as php-fpm's activate callback
+ * applies it (inside php_request_startup(), so undone at the request's end): php.ini's
+ * [HOST=name] section for SERVER_NAME, its [PATH=/dir] sections for the script's directory
+ * and those above it, then the .user.ini files from DOCUMENT_ROOT down to the script's
+ * directory (user_ini.filename; only PHP_INI_PERDIR and PHP_INI_USER settings; a setting
+ * [php.admin_ini] or PHP_ADMIN_VALUE locked stays). */
+static int drover_activate(void)
+{
+	const char *script = SG(request_info).path_translated;
+	if (!current || !script) {
+		return SUCCESS;
+	}
+	if (php_ini_has_per_host_config()) {
+		const char *host = drover_getenv("SERVER_NAME", sizeof("SERVER_NAME") - 1);
+		if (host) {
+			size_t len = strlen(host);
+			char *lower = estrndup(host, len);
+			zend_str_tolower(lower, len);
+			php_ini_activate_per_host_config(lower, len);
+			efree(lower);
+		}
+	}
+	int user_ini = PG(user_ini_filename) && *PG(user_ini_filename);
+	if (!php_ini_has_per_dir_config() && !user_ini) {
+		return SUCCESS;
+	}
+	/* The script's directory with its trailing slash: "/srv/www/app/". */
+	const char *slash = strrchr(script, '/');
+	if (!slash) {
+		return SUCCESS;
+	}
+	size_t dir_len = (size_t) (slash - script) + 1;
+	char *dir = estrndup(script, dir_len);
+	php_ini_activate_per_dir_config(dir, dir_len);
+	if (user_ini) {
+		const char *root = drover_getenv("DOCUMENT_ROOT", sizeof("DOCUMENT_ROOT") - 1);
+		if (root) {
+			size_t root_len = strlen(root);
+			while (root_len > 0 && root[root_len - 1] == '/') {
+				root_len--;
+			}
+			HashTable *values = user_ini_for(dir, dir_len, root, root_len);
+			php_ini_activate_config(values, PHP_INI_PERDIR, PHP_INI_STAGE_HTACCESS);
+		}
+	}
+	efree(dir);
+	return SUCCESS;
+}
+
 /* PHP's log: "PHP message: ..." into the web server's error log (FCGI_STDERR, as php-fpm
  * with fastcgi.logging) during a request, and into drover's log always. */
 static void drover_log_message(const char *message, int syslog_type)
@@ -314,8 +442,6 @@ static void drover_log_message(const char *message, int syslog_type)
 	(void) syslog_type;
 	drover_php_rs_log(message, strlen(message));
 }
-
-static double request_time;
 
 static zend_result drover_get_request_time(double *out)
 {
@@ -399,7 +525,7 @@ static sapi_module_struct drover_sapi = {
 	"drover (FastCGI, php-fpm compatible)",
 	drover_startup,
 	php_module_shutdown_wrapper,
-	NULL,				/* activate */
+	drover_activate,
 	drover_deactivate,
 	drover_ub_write,
 	drover_flush,
@@ -436,12 +562,52 @@ int drover_php_startup(const char *ini_path, const char *ini_entries)
 	if (drover_sapi.startup(&drover_sapi) == FAILURE) {
 		return -1;
 	}
+	zend_hash_init(&user_ini_cache, 8, NULL, NULL, 1);
+	import_environ = php_import_environment_variables;
+	php_import_environment_variables = import_environment;
 	return 0;
 }
 
-/* php_admin_value from the pool file: sets the value for good and makes it one that no
- * script (ini_set) and no PHP_VALUE can change. Returns 0, or -1 for an unknown name or a
- * value the entry refuses. */
+/* Writes one line to drover's log (the worker's stderr), in one write so that it stays
+ * whole. */
+static void log_line(const char *format, ...)
+{
+	char line[1024];
+	va_list args;
+	va_start(args, format);
+	int n = vsnprintf(line, sizeof(line) - 1, format, args);
+	va_end(args);
+	if (n < 0) {
+		return;
+	}
+	if ((size_t) n > sizeof(line) - 2) {
+		n = (int) sizeof(line) - 2;
+	}
+	line[n++] = '\n';
+	ssize_t ignored = write(2, line, (size_t) n);
+	(void) ignored;
+}
+
+/* disable_classes: every class named in a list separated by commas or spaces. */
+static void disable_classes(const char *list)
+{
+	const char *at = list;
+	while (*at) {
+		size_t len = strcspn(at, ", ");
+		if (len) {
+			zend_disable_class(at, len);
+		}
+		at += len;
+		at += strspn(at, ", ");
+	}
+}
+
+/* php_admin_value from the pool file, in the zygote once PHP has started: sets the value
+ * for good and makes it one that no script (ini_set), no .user.ini and no PHP_VALUE can
+ * change. disable_functions and disable_classes, which PHP applies only at its startup,
+ * are applied here as php-fpm applies its pool's values (fpm_php.c), so a disabled
+ * function is gone from every worker ("Call to undefined function"). Returns 0, -1 for a
+ * name PHP has no setting for, -2 for a value the setting refuses. */
 int drover_php_admin_ini(const char *name, const char *value)
 {
 	zend_ini_entry *entry = zend_hash_str_find_ptr(EG(ini_directives), name, strlen(name));
@@ -453,10 +619,15 @@ int drover_php_admin_ini(const char *name, const char *value)
 	    entry->on_modify(entry, dup, entry->mh_arg1, entry->mh_arg2, entry->mh_arg3,
 			     ZEND_INI_STAGE_ACTIVATE) != SUCCESS) {
 		zend_string_release_ex(dup, 1);
-		return -1;
+		return -2;
 	}
 	entry->value = dup;
 	entry->modifiable = ZEND_INI_SYSTEM;
+	if (strcmp(name, "disable_functions") == 0) {
+		zend_disable_functions(value);
+	} else if (strcmp(name, "disable_classes") == 0) {
+		disable_classes(value);
+	}
 	return 0;
 }
 
@@ -464,21 +635,46 @@ int drover_php_admin_ini(const char *name, const char *value)
  * (php-fpm changes the worker's values for good, so one request's PHP_VALUE leaks into
  * the next ones that worker serves; drover's are undone at the end of the request).
  * PHP_VALUE may set what a .user.ini may (PHP_INI_PERDIR and PHP_INI_ALL entries) and not
- * what [php.admin_ini] locked; PHP_ADMIN_VALUE may set any entry, and locks it. */
+ * what [php.admin_ini] locked; PHP_ADMIN_VALUE may set any entry, and locks it. A value
+ * that is not set is logged, naming the setting, as php-fpm logs it. */
 static void apply_ini_line(zval *name, zval *value, zval *unused, int type, void *arg)
 {
 	(void) unused;
 	int admin = *(int *) arg;
-	if (type != ZEND_INI_PARSER_ENTRY || !name || !value || Z_TYPE_P(name) != IS_STRING) {
+	const char *param = admin ? "PHP_ADMIN_VALUE" : "PHP_VALUE";
+	if (type != ZEND_INI_PARSER_ENTRY || !name || Z_TYPE_P(name) != IS_STRING) {
+		log_line("%s: only name=value lines are allowed; a line was ignored", param);
+		return;
+	}
+	const char *key = Z_STRVAL_P(name);
+	if (!value) {
+		log_line("%s: unable to set '%s': no value", param, key);
+		return;
+	}
+	zend_ini_entry *entry = zend_hash_find_ptr(EG(ini_directives), Z_STR_P(name));
+	if (!entry) {
+		log_line("%s: unable to set '%s': PHP has no such setting", param, key);
+		return;
+	}
+	/* PHP applies these two only at its startup, and a per-request value cannot be undone
+	 * at the request's end: php-fpm applies them to the worker for good, so one request's
+	 * value would hold for every later request that worker serves. */
+	if (strcmp(key, "disable_functions") == 0 || strcmp(key, "disable_classes") == 0) {
+		log_line("%s: unable to set '%s': set it in the pool's [php.admin_ini]", param, key);
+		return;
+	}
+	int mode = admin ? ZEND_INI_SYSTEM : ZEND_INI_PERDIR;
+	if (!(entry->modifiable & mode)) {
+		log_line("%s: unable to set '%s': %s may not change it (a PHP_INI_SYSTEM setting, or "
+			 "one [php.admin_ini] locked)", param, key, param);
 		return;
 	}
 	zend_string *text = zval_get_string(value);
-	if (admin) {
-		zend_alter_ini_entry_chars_ex(Z_STR_P(name), ZSTR_VAL(text), ZSTR_LEN(text),
-					      ZEND_INI_SYSTEM, ZEND_INI_STAGE_ACTIVATE, 0);
-	} else {
-		zend_alter_ini_entry_chars_ex(Z_STR_P(name), ZSTR_VAL(text), ZSTR_LEN(text),
-					      ZEND_INI_PERDIR, ZEND_INI_STAGE_HTACCESS, 0);
+	if (zend_alter_ini_entry_chars_ex(Z_STR_P(name), ZSTR_VAL(text), ZSTR_LEN(text), mode,
+					  admin ? ZEND_INI_STAGE_ACTIVATE : ZEND_INI_STAGE_HTACCESS,
+					  0) != SUCCESS) {
+		log_line("%s: unable to set '%s': PHP refuses the value \"%s\"", param, key,
+			 ZSTR_VAL(text));
 	}
 	zend_string_release(text);
 }
@@ -501,7 +697,7 @@ static void apply_ini(const char *lines, int admin)
  * could not start the request. */
 int drover_php_run(const struct drover_request *req, double now)
 {
-	int status = 500;
+	int status;
 	current = req;
 	finished = 0;
 	request_peak = 0;
@@ -519,12 +715,17 @@ int drover_php_run(const struct drover_request *req, double now)
 	SG(sapi_headers).http_response_code = 200;
 	php_handle_auth_data(req->authorization);
 
+	/* volatile: read after a bailout's longjmp. */
+	volatile int started = 0;
 	zend_first_try {
-		if (php_request_startup() == FAILURE) {
-			status = -1;
-		} else {
-			apply_ini(req->php_value, 0);
-			apply_ini(req->php_admin_value, 1);
+		/* Before the request starts, as php-fpm: what PHP reads while it starts the
+		 * request (post_max_size, upload_max_filesize, max_input_vars,
+		 * enable_post_data_reading, output_buffering, variables_order) takes them. PHP
+		 * records each change, and php_request_shutdown() undoes them. */
+		apply_ini(req->php_value, 0);
+		apply_ini(req->php_admin_value, 1);
+		if (php_request_startup() == SUCCESS) {
+			started = 1;
 			zend_file_handle file;
 			zend_stream_init_filename(&file, req->script_filename);
 			php_execute_script(&file);
@@ -532,9 +733,14 @@ int drover_php_run(const struct drover_request *req, double now)
 		}
 	} zend_end_try();
 
-	if (status != -1) {
+	if (started) {
 		status = SG(sapi_headers).http_response_code;
 		php_request_shutdown(NULL);
+	} else {
+		status = -1;
+		/* No request shutdown to undo PHP_VALUE: undone here, so that the next request
+		 * does not inherit it. */
+		zend_ini_deactivate();
 	}
 	SG(server_context) = NULL;
 	SG(request_info).request_method = NULL;

@@ -93,11 +93,17 @@ fn start(args: &PhpArgs) -> Result<(), String> {
         let (name, value) = line.split_once('=').unwrap_or((line, ""));
         let (cname, cvalue) = (c(name, "[php.admin_ini]")?, c(value, "[php.admin_ini]")?);
         // SAFETY: NUL-terminated strings; PHP is started and no request runs.
-        if unsafe { ffi::drover_php_admin_ini(cname.as_ptr(), cvalue.as_ptr()) } != 0 {
-            return Err(format!(
-                "[php.admin_ini] {name} = {value:?}: PHP has no such setting, or refuses the value"
-            ));
-        }
+        let rule = match unsafe { ffi::drover_php_admin_ini(cname.as_ptr(), cvalue.as_ptr()) } {
+            0 => continue,
+            -1 => {
+                "PHP has no such setting (a typo, or the extension that defines it is not loaded)"
+            }
+            _ => "PHP refuses this value for it",
+        };
+        return Err(format!(
+            "pool {}: [php.admin_ini] {name} = {value:?}: {rule}",
+            args.zygote.pool
+        ));
     }
     Ok(())
 }

@@ -8,22 +8,28 @@
 //! - [`shared`]: a dynamic pool's workers share one OPcache and one APCu.
 //! - [`memory`]: the status shows each worker's last request memory, as php-fpm's does.
 //! - [`apache`]: Apache httpd with Debian's stock php-fpm wiring (`proxy:unix:…|fcgi://`).
+//! - [`settings`]: where a script's settings and `$_SERVER` come from, as under php-fpm:
+//!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
+//!   `.user.ini` and php.ini's `[PATH=]` sections, `[env]` in `$_SERVER`, and an unknown
+//!   `[php.admin_ini]` name.
 
 mod apache;
 mod memory;
 mod sapi;
+mod settings;
 mod shared;
 
 use crate::common::{PoolFile, Site, pool_toml};
 
 /// An embedded-PHP pool: `[pm]`, `[php]` with `runtime = "embed"`, `[php.ini]` and
-/// `[php.admin_ini]` lines as the test gives them.
+/// `[php.admin_ini]` and `[env]` lines as the test gives them.
 pub struct Embed {
     pub name: String,
     pub pm: String,
     pub php: String,
     pub ini: String,
     pub admin: String,
+    pub env: String,
 }
 
 impl Embed {
@@ -35,6 +41,7 @@ impl Embed {
             php: String::new(),
             ini: String::new(),
             admin: String::new(),
+            env: String::new(),
         }
     }
 
@@ -52,6 +59,17 @@ impl Embed {
         self.admin = lines.to_string();
         self
     }
+
+    /// `[php]` lines besides `runtime`, such as `ini_file = "..."`.
+    pub fn php(mut self, lines: &str) -> Embed {
+        self.php = lines.to_string();
+        self
+    }
+
+    pub fn env(mut self, lines: &str) -> Embed {
+        self.env = lines.to_string();
+        self
+    }
 }
 
 impl PoolFile for Embed {
@@ -64,8 +82,8 @@ impl PoolFile for Embed {
         pool_toml(
             &site.socket(&self.name),
             &format!(
-                "[pm]\n{}\n[php]\nruntime = \"embed\"\n{}\n[php.ini]\n{}\n[php.admin_ini]\n{}\n",
-                self.pm, self.php, self.ini, self.admin
+                "[pm]\n{}\n[php]\nruntime = \"embed\"\n{}\n[php.ini]\n{}\n[php.admin_ini]\n{}\n[env]\n{}\n",
+                self.pm, self.php, self.ini, self.admin, self.env
             ),
         )
     }

@@ -1,0 +1,242 @@
+//! Where a script's settings and `$_SERVER` come from on drover-php, as under php-fpm:
+//! `[php.admin_ini]`'s `disable_functions`, `PHP_VALUE` read by PHP's request startup,
+//! `.user.ini` files and php.ini's `[PATH=]` sections, the pool's `[env]`, and what an
+//! unknown `[php.admin_ini]` name does at a reload.
+
+use nix::sys::signal::Signal;
+
+use super::Embed;
+use crate::common::{Drover, Location, Nginx, Site, TIMEOUT, http};
+
+const PID_PHP: &str = "<?php echo getmypid();";
+
+/// `disable_functions` in `[php.admin_ini]` removes the functions as php.ini's would
+/// (PHP 8: "Call to undefined function"), in every request, and `ini_set` cannot bring them
+/// back; the same name through nginx's `PHP_ADMIN_VALUE` is refused with a log line.
+#[test]
+fn disable_functions_in_admin_ini_removes_them_for_good() {
+    let site = Site::new();
+    let probe = r#"<?php
+function helper() { return 'helper'; }
+echo var_export(ini_set('disable_functions', ''), true), ' ';
+echo function_exists('system') ? 'system' : 'no-system', ' ';
+echo function_exists('shell_exec') ? 'shell_exec' : 'no-shell_exec', ' ', helper(), ' ';
+try { exec('true'); echo 'exec ran'; } catch (Error $e) { echo $e->getMessage(); }"#;
+    site.script("probe.php", probe);
+    site.script("admin.php", probe);
+    let pool = Embed::new("www", 1).admin("disable_functions = \"exec,system\"\n");
+    let drover = Drover::start(&site, &[&pool]);
+    let socket = site.socket("www");
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location {
+                pattern: "= /admin.php".into(),
+                ..Location::php(&socket)
+            }
+            .with(r#"fastcgi_param PHP_ADMIN_VALUE "disable_functions=shell_exec";"#),
+            Location::php(&socket),
+        ],
+    );
+
+    let expected =
+        "false no-system shell_exec helper Call to undefined function exec()".to_string();
+    // Twice in the one worker: the script's own function is declared again each time.
+    for _ in 0..2 {
+        let reply = http::get(&nginx.url("/probe.php"));
+        assert_eq!((reply.status, &reply.body), (200, &expected), "{reply:?}");
+    }
+    let admin = http::get(&nginx.url("/admin.php"));
+    assert_eq!(
+        (admin.status, &admin.body),
+        (200, &expected),
+        "PHP_ADMIN_VALUE disable_functions took effect: {admin:?}"
+    );
+    drover.log.wait_for_line(
+        "PHP_ADMIN_VALUE: unable to set 'disable_functions': set it in the pool's [php.admin_ini]",
+        TIMEOUT,
+    );
+}
+
+/// `PHP_VALUE` is applied before PHP starts the request, as php-fpm applies it: the
+/// request's body is read under its `post_max_size`, `upload_max_filesize` and
+/// `enable_post_data_reading`. The next request the one worker serves without it reads the
+/// body as usual, and a value PHP rejects is logged naming the setting.
+#[test]
+fn php_value_governs_how_its_request_s_body_is_read() {
+    let site = Site::new();
+    let post = "<?php echo count($_POST), ' ', strlen(file_get_contents('php://input')), ' ', ini_get('post_max_size'), ' ', ini_get('enable_post_data_reading');";
+    let upload = "<?php echo $_FILES['f']['error'] ?? 'none', ' ', ini_get('upload_max_filesize');";
+    for name in ["post", "small-post", "raw"] {
+        site.script(&format!("{name}.php"), post);
+    }
+    for name in ["upload", "small-upload"] {
+        site.script(&format!("{name}.php"), upload);
+    }
+    site.script("pid.php", PID_PHP);
+    let drover = Drover::start(&site, &[&Embed::new("www", 1)]);
+    let socket = site.socket("www");
+    let with_value = |script: &str, value: &str| {
+        Location {
+            pattern: format!("= /{script}"),
+            ..Location::php(&socket)
+        }
+        .with(&format!("fastcgi_param PHP_VALUE \"{value}\";"))
+    };
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            with_value("small-post.php", "post_max_size=1K"),
+            with_value("small-upload.php", "upload_max_filesize=1K"),
+            with_value(
+                "raw.php",
+                "enable_post_data_reading=Off\nno_such_setting.at_all=1",
+            ),
+            Location::php(&socket),
+        ],
+    );
+    let pid = http::get(&nginx.url("/pid.php")).body;
+    let form = format!("a={}&b=1", "x".repeat(2000));
+    let form_type = "application/x-www-form-urlencoded";
+    let boundary = "drover-boundary-9";
+    let file = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"f.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n{}\r\n--{boundary}--\r\n",
+        "y".repeat(2000)
+    );
+    let file_type = format!("multipart/form-data; boundary={boundary}");
+
+    let small_post = http::post(&nginx.url("/small-post.php"), form_type, form.as_bytes());
+    let raw = http::post(&nginx.url("/raw.php"), form_type, form.as_bytes());
+    let small_upload = http::post(&nginx.url("/small-upload.php"), &file_type, file.as_bytes());
+    let plain_post = http::post(&nginx.url("/post.php"), form_type, form.as_bytes());
+    let plain_upload = http::post(&nginx.url("/upload.php"), &file_type, file.as_bytes());
+
+    let default_max = plain_post.body.split(' ').nth(2).unwrap_or("").to_string();
+    assert_ne!(default_max, "1K");
+    // Over post_max_size, PHP reads no form; php://input still has the body (php-fpm too).
+    assert_eq!(
+        small_post.body,
+        format!("0 {} 1K 1", form.len()),
+        "{small_post:?}"
+    );
+    // enable_post_data_reading=Off: no $_POST, the body in php://input (ini_get: "").
+    assert_eq!(raw.body, format!("0 {} {default_max} ", form.len()));
+    // UPLOAD_ERR_INI_SIZE
+    assert_eq!(small_upload.body, "1 1K", "{small_upload:?}");
+    assert_eq!(
+        plain_post.body,
+        format!("2 {} {default_max} 1", form.len()),
+        "PHP_VALUE leaked"
+    );
+    let plain_upload_max = plain_upload.body.split(' ').nth(1).unwrap_or("");
+    assert_eq!(plain_upload.body, format!("0 {plain_upload_max}"));
+    assert_ne!(plain_upload_max, "1K", "PHP_VALUE leaked");
+    assert_eq!(
+        http::get(&nginx.url("/pid.php")).body,
+        pid,
+        "one worker served them all"
+    );
+    drover.log.wait_for_line(
+        "PHP_VALUE: unable to set 'no_such_setting.at_all': PHP has no such setting",
+        TIMEOUT,
+    );
+}
+
+/// `.user.ini` files from the document root down to the script's directory apply to its
+/// request, inner ones last, except what `[php.admin_ini]` locked; they are cached for
+/// `user_ini.cache_ttl` (300 s) as php-fpm caches them. php.ini's `[PATH=dir]` section
+/// applies to the scripts under that directory.
+#[test]
+fn user_ini_files_and_path_sections_apply_per_directory() {
+    let site = Site::new();
+    let show = "<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('post_max_size'), ' ', ini_get('default_charset');";
+    site.script("show.php", show);
+    site.write("www/app/show.php", show);
+    site.write("www/legacy/show.php", show);
+    let docroot = site.docroot.display().to_string();
+    site.write("www/.user.ini", "memory_limit = 99M\npost_max_size = 5M\n");
+    site.write("www/app/.user.ini", "max_input_vars = 77\n");
+    let ini = site.write(
+        "php.ini",
+        &format!("[PATH={docroot}/legacy]\ndefault_charset = \"ISO-8859-1\"\n"),
+    );
+    let pool = Embed::new("www", 1)
+        .php(&format!("ini_file = {:?}\n", ini.display().to_string()))
+        .admin("post_max_size = \"3M\"\n");
+    let drover = Drover::start(&site, &[&pool]);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+
+    let top = http::get(&nginx.url("/show.php")).body;
+    let app = http::get(&nginx.url("/app/show.php")).body;
+    let legacy = http::get(&nginx.url("/legacy/show.php")).body;
+
+    let default_vars = top.split(' ').nth(1).unwrap_or("").to_string();
+    assert_ne!(default_vars, "77");
+    assert_eq!(top, format!("99M {default_vars} 3M UTF-8"));
+    assert_eq!(app, "99M 77 3M UTF-8");
+    assert_eq!(legacy, format!("99M {default_vars} 3M ISO-8859-1"));
+    // Cached: a change shows once user_ini.cache_ttl has passed, not at once.
+    site.write("www/.user.ini", "memory_limit = 55M\n");
+    assert_eq!(http::get(&nginx.url("/show.php")).body, top);
+    drop(drover);
+}
+
+/// `$_SERVER` holds the worker's environment (with `clear_env`, the default, the pool's
+/// `[env]` only), then the FastCGI params, which win; drover's own environment stays out.
+#[test]
+fn env_is_in_server_and_params_win() {
+    let site = Site::new();
+    site.script(
+        "env.php",
+        "<?php echo $_SERVER['APP_ENV'] ?? '-', ' ', $_SERVER['SHARED'] ?? '-', ' ', $_SERVER['DROVER_TEST_OUTSIDE'] ?? '-', ' ', getenv('APP_ENV');",
+    );
+    let pool = Embed::new("www", 1).env("APP_ENV = \"prod\"\nSHARED = \"from-env\"\n");
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    site.write(
+        "pools.d/www.toml",
+        &crate::common::PoolFile::toml(&pool, &site),
+    );
+    let drover = Drover::spawn_with_env(&site, &[("DROVER_TEST_OUTSIDE", "leaked".as_ref())]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[Location::php(&site.socket("www")).with(r#"fastcgi_param SHARED "from-param";"#)],
+    );
+
+    let reply = http::get(&nginx.url("/env.php"));
+
+    assert_eq!(reply.body, "prod from-param - prod", "{reply:?}");
+}
+
+/// A `[php.admin_ini]` name PHP does not know fails the new generation's start with a line
+/// naming the pool, the key and why; the running generation keeps serving.
+#[test]
+fn an_unknown_admin_ini_name_at_reload_keeps_the_old_pool_serving() {
+    let site = Site::new();
+    site.script("pid.php", PID_PHP);
+    let drover = Drover::start(&site, &[&Embed::new("www", 1)]);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    let pid = http::get(&nginx.url("/pid.php")).body;
+
+    let broken = Embed::new("www", 1).admin("no_such_setting = \"1\"\n");
+    site.write(
+        "pools.d/www.toml",
+        &crate::common::PoolFile::toml(&broken, &site),
+    );
+    drover.signal(Signal::SIGHUP);
+
+    let log = &drover.log;
+    log.wait_for_line(
+        "pool www: [php.admin_ini] no_such_setting = \"1\": PHP has no such setting",
+        TIMEOUT,
+    );
+    log.wait_for_line(
+        "pool www: the new generation failed to start; the old one keeps serving",
+        TIMEOUT,
+    );
+    let reply = http::get(&nginx.url("/pid.php"));
+    assert_eq!((reply.status, reply.body), (200, pid));
+}
