@@ -51,8 +51,12 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_INVALID_CONFIG);
         }
     };
-    // Checks that depend on the machine drover runs on (its user), not on the files alone.
-    let problems = drover::runtime::check(&config);
+    // Checks that depend on the machine drover runs on (its user), not on the files alone;
+    // with -t, also what PHP makes of each pool's [php.admin_ini].
+    let mut problems = drover::runtime::check(&config);
+    if args.test && problems.is_empty() {
+        problems = drover::runtime::check_php_settings(&config);
+    }
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("{problem}");

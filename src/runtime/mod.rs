@@ -110,6 +110,31 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
         .collect()
 }
 
+/// `drover -t`'s check of the embedded-PHP pools that set `[php.admin_ini]`: PHP is
+/// started as each pool's zygote would start it ([`php::embed::check`]), so that a name PHP
+/// has no setting for, or a value it refuses, is reported with the pool's file now rather
+/// than when the pool starts. Only for `-t`: it costs a PHP startup per pool, which a
+/// reload on the master's thread should not pay (a zygote that fails at a reload leaves
+/// the running generation serving). One problem per pool, as [`check`]'s.
+pub fn check_php_settings(config: &crate::config::Config) -> Vec<String> {
+    config
+        .pools
+        .iter()
+        .filter(|pool| {
+            matches!(&pool.runtime, Runtime::Php(php)
+                if matches!(&php.runtime, PhpRuntime::Embed { admin_ini, .. } if !admin_ini.is_empty()))
+        })
+        .filter_map(|pool| {
+            let launch = launch(pool, 0).ok()?;
+            let why = php::embed::check(&launch.spec).err()?;
+            // drover-php names the pool; the file says which already.
+            let prefix = format!("pool {}: ", pool.name);
+            let why = why.strip_prefix(&prefix).unwrap_or(&why);
+            Some(format!("{}: {why}", pool.file.display()))
+        })
+        .collect()
+}
+
 /// Plans how to run `pool`, with `max_requests` in the spec ([`Launch::spec`] gives a spec
 /// with another).
 pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {

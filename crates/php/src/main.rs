@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover_proto::zygote::{PHP_PROBE, PhpArgs};
+use drover_proto::zygote::{PHP_CHECK, PHP_PROBE, PhpArgs};
 
 /// The zygote of one PHP pool (started by the drover master, not by hand).
 #[derive(Parser, Debug)]
@@ -18,12 +18,16 @@ struct Args {
 
 /// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
 /// run PHP and exits `EXIT_NO_PHP`: the master asks it before it picks a PHP
-/// pool's runtime.
+/// pool's runtime. `drover-php --check ARGS` is `drover -t`'s: see [`PHP_CHECK`].
 fn main() -> ExitCode {
-    let code = if std::env::args().nth(1).as_deref() == Some(PHP_PROBE) {
-        probe()
-    } else {
-        run(Args::parse())
+    let code = match std::env::args().nth(1).as_deref() {
+        Some(PHP_PROBE) => probe(),
+        Some(PHP_CHECK) => check(Args::parse_from(
+            std::env::args_os()
+                .enumerate()
+                .filter_map(|(i, arg)| (i != 1).then_some(arg)),
+        )),
+        _ => run(Args::parse()),
     };
     ExitCode::from(code)
 }
@@ -39,8 +43,19 @@ fn run(args: Args) -> u8 {
     drover_php::zygote::run(args.php)
 }
 
+/// `drover-php --check ARGS`: PHP started as the zygote would start it, then the exit.
+#[cfg(not(no_php))]
+fn check(args: Args) -> u8 {
+    drover_php::zygote::check(&args.php)
+}
+
 #[cfg(no_php)]
 fn run(_: Args) -> u8 {
+    probe()
+}
+
+#[cfg(no_php)]
+fn check(_: Args) -> u8 {
     probe()
 }
 

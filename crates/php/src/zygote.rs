@@ -65,6 +65,19 @@ pub fn run(args: PhpArgs) -> u8 {
     zygote::serve(&mut forker, &args.zygote, "php", mask)
 }
 
+/// `drover-php --check`: PHP started as [`run`] starts it, then the exit: 0 when PHP
+/// started and took every `[php.admin_ini]` value, else `EXIT_APP_LOAD` and the reason on
+/// stdout (`drover -t` reads it).
+pub fn check(args: &PhpArgs) -> u8 {
+    match start(args) {
+        Ok(()) => 0,
+        Err(why) => {
+            println!("{why}");
+            EXIT_APP_LOAD
+        }
+    }
+}
+
 /// Module startup with the pool's php.ini and values, then the admin values.
 fn start(args: &PhpArgs) -> Result<(), String> {
     let c = |s: &str, what: &str| CString::new(s).map_err(|_| format!("{what} holds a NUL byte"));

@@ -41,6 +41,11 @@ pub const EXIT_APP_LOAD: u8 = 4;
 /// one line on its stdout and exits, 0 when it can.
 pub const PHP_PROBE: &str = "--probe";
 
+/// The first argument of `drover-php --check <PhpArgs>` (`drover -t`): starts PHP as the
+/// pool's zygote would (php.ini, `[php.ini]`, `[php.admin_ini]`) and exits without forking,
+/// 0 when it could, [`EXIT_APP_LOAD`] with the reason on its stdout when not.
+pub const PHP_CHECK: &str = "--check";
+
 /// `drover-php --probe`'s exit code when it cannot run PHP (built without PHP's headers, or
 /// libphp missing); its line says why.
 pub const EXIT_NO_PHP: u8 = 3;

@@ -20,10 +20,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use drover_proto::zygote::{EXIT_NO_PHP, PHP_PROBE};
+use drover_proto::zygote::{EXIT_NO_PHP, PHP_CHECK, PHP_PROBE};
 
 use crate::config::{Php, Pool};
-use crate::runtime::{allowed_clients_env, zygote};
+use crate::runtime::{ProcessSpec, allowed_clients_env, zygote};
 
 /// The embedded-PHP runtime's binary, installed beside `drover`.
 pub const PROGRAM: &str = "drover-php";
@@ -122,9 +122,49 @@ pub fn assume(answer: Result<&'static str, &'static str>) {
 /// Runs `program --probe` and reads its answer: `Ok` with the line naming PHP, or why it
 /// cannot run PHP (missing, failed, silent, too slow).
 pub fn probe(program: &Path) -> Result<String, String> {
+    let mut command = Command::new(program);
+    command.arg(PHP_PROBE);
+    let (status, stdout, stderr) = run_bounded(command, PHP_PROBE)?;
+    answer(status, &stdout, &stderr)
+}
+
+/// `drover -t`'s check of an embedded-PHP pool: its zygote's command line, environment and
+/// folder, run as `drover-php --check` ([`PHP_CHECK`]), which starts PHP as the zygote
+/// would and exits before forking. `Err` with drover-php's reason: a `[php.admin_ini]`
+/// name PHP has no setting for, a value it refuses, a PHP that cannot start. Run as the
+/// user running `drover -t`, not as the pool's.
+pub fn check(spec: &ProcessSpec) -> Result<(), String> {
+    let mut command = Command::new(&spec.program);
+    command.arg(PHP_CHECK).args(&spec.args);
+    if spec.clear_env {
+        command.env_clear();
+    }
+    command.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = &spec.chdir {
+        command.current_dir(dir);
+    }
+    let (status, stdout, stderr) = run_bounded(command, PHP_CHECK)?;
+    if status.success() {
+        return Ok(());
+    }
+    // The reason is drover-php's last line; PHP's own startup warnings may come first.
+    let last = |text: &str| {
+        text.lines()
+            .map(str::trim)
+            .rfind(|line| !line.is_empty())
+            .map(str::to_owned)
+    };
+    Err(last(&stdout)
+        .or_else(|| last(&stderr))
+        .unwrap_or_else(|| format!("{PROGRAM} {PHP_CHECK} failed ({status})")))
+}
+
+/// Runs `command` (drover-php with `flag`) with its output captured, bounded by
+/// [`PROBE_TIMEOUT`]: its exit status, stdout and stderr, or why it could not run.
+fn run_bounded(mut command: Command, flag: &str) -> Result<(ExitStatus, String, String), String> {
+    let program = PathBuf::from(command.get_program());
     let shown = program.display();
-    let mut child = Command::new(program)
-        .arg(PHP_PROBE)
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -149,14 +189,14 @@ pub fn probe(program: &Path) -> Result<String, String> {
         let _ = tx.send((child.wait(), out));
     });
     match rx.recv_timeout(PROBE_TIMEOUT) {
-        Ok((Ok(status), (stdout, stderr))) => answer(status, &stdout, &stderr),
+        Ok((Ok(status), (stdout, stderr))) => Ok((status, stdout, stderr)),
         Ok((Err(e), _)) => Err(format!("cannot wait for {shown}: {e}")),
         Err(_) => {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             // Let the thread reap it, rather than leave a zombie the master would find.
             let _ = rx.recv_timeout(Duration::from_secs(1));
             Err(format!(
-                "{shown} {PHP_PROBE} did not answer within {}s",
+                "{shown} {flag} did not answer within {}s",
                 PROBE_TIMEOUT.as_secs()
             ))
         }

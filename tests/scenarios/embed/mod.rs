@@ -11,7 +11,7 @@
 //! - [`settings`]: where a script's settings and `$_SERVER` come from, as under php-fpm:
 //!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
 //!   `.user.ini` and php.ini's `[PATH=]` sections, `[env]` in `$_SERVER`, and an unknown
-//!   `[php.admin_ini]` name.
+//!   `[php.admin_ini]` name at `drover -t` and at a reload.
 
 mod apache;
 mod memory;

@@ -240,3 +240,55 @@ fn an_unknown_admin_ini_name_at_reload_keeps_the_old_pool_serving() {
     let reply = http::get(&nginx.url("/pid.php"));
     assert_eq!((reply.status, reply.body), (200, pid));
 }
+
+/// `drover -t` starts PHP as each embedded pool's zygote would, and refuses a
+/// `[php.admin_ini]` name PHP has no setting for, or a value it refuses, naming the pool
+/// file, the key and why.
+#[test]
+fn drover_t_refuses_an_admin_ini_name_php_does_not_know() {
+    let site = Site::new();
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    let file = site.path().join("pools.d/www.toml");
+    let write = |admin: &str| {
+        let pool = Embed::new("www", 1).admin(admin);
+        site.write(
+            "pools.d/www.toml",
+            &crate::common::PoolFile::toml(&pool, &site),
+        );
+    };
+
+    write("disable_functions = \"exec\"\n");
+    let good = crate::common::check_config(&site);
+    write("no_such_setting = \"1\"\n");
+    let unknown = crate::common::check_config(&site);
+    write("memory_limit = \"lots\"\n");
+    let refused = crate::common::check_config(&site);
+
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let said = |output: &std::process::Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        said(&unknown).contains(&format!(
+            "{}: [php.admin_ini] no_such_setting = \"1\": PHP has no such setting",
+            file.display()
+        )),
+        "{}",
+        said(&unknown)
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        said(&refused).contains(&format!(
+            "{}: [php.admin_ini] memory_limit = \"lots\": PHP refuses this value",
+            file.display()
+        )),
+        "{}",
+        said(&refused)
+    );
+}
