@@ -18,6 +18,7 @@
 //!   [`start_with_control`].
 //! - [`FolderWatch`]: the entries created or removed in a folder while it was watched.
 //! - [`Strace`]: the system calls a running process makes (strace attached to it).
+//! - [`PhpFpm`]: a real php-fpm 8.2, for tests that compare drover-php with it.
 
 #![allow(
     dead_code,
@@ -27,6 +28,7 @@
 pub mod bytes;
 mod ctl;
 mod drover;
+mod fpm;
 pub mod http;
 mod log;
 mod nginx;
@@ -42,6 +44,7 @@ pub use drover::{
     BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
     pool_toml, python_runtime, run_bounded,
 };
+pub use fpm::{FpmPool, PhpFpm};
 pub use log::Log;
 pub use nginx::{Location, Nginx};
 pub use proc::wait_until;

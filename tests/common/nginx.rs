@@ -76,14 +76,26 @@ impl Nginx {
     /// [`Nginx::start_locations`] with room for `worker_connections` connections: a load
     /// test's clients and nginx's connections to the pools both count against it.
     pub fn start_sized(site: &Site, locations: &[Location], worker_connections: u32) -> Nginx {
+        Nginx::launch(site, |port| {
+            config(site, locations, port, worker_connections)
+        })
+    }
+
+    /// Serves the site's docroot on a free loopback port with `server_body` (location
+    /// blocks written out in full) as the `server` block's directives.
+    pub fn start_server(site: &Site, server_body: &str) -> Nginx {
+        Nginx::launch(site, |port| {
+            wrap(site, "", server_body, port, WORKER_CONNECTIONS)
+        })
+    }
+
+    /// Starts nginx with the configuration `conf(port)` makes.
+    fn launch(site: &Site, conf: impl Fn(u16) -> String) -> Nginx {
         // Another test may take the port between our probe and nginx's bind: then nginx
         // exits, and we try another port.
         for _ in 0..5 {
             let port = free_port();
-            let conf = site.write(
-                "nginx.conf",
-                &config(site, locations, port, worker_connections),
-            );
+            let conf = site.write("nginx.conf", &conf(port));
             let child = Command::new("nginx")
                 .arg("-p")
                 .arg(site.path())
@@ -135,7 +147,6 @@ fn free_port() -> u16 {
 }
 
 fn config(site: &Site, locations: &[Location], port: u16, worker_connections: u32) -> String {
-    let dir = site.path().display();
     let upstreams: String = locations
         .iter()
         .enumerate()
@@ -162,6 +173,19 @@ fn config(site: &Site, locations: &[Location], port: u16, worker_connections: u3
             )
         })
         .collect();
+    wrap(site, &upstreams, &locations, port, worker_connections)
+}
+
+/// The whole configuration around `upstreams` (http-level blocks) and `locations` (the
+/// server block's directives).
+fn wrap(
+    site: &Site,
+    upstreams: &str,
+    locations: &str,
+    port: u16,
+    worker_connections: u32,
+) -> String {
+    let dir = site.path().display();
     // As root, nginx's workers would run as www-data, which cannot reach a root-made
     // socket or temp folder (measured.md, "Harness notes").
     let user = if proc::running_as_root() {

@@ -34,7 +34,19 @@ pub struct Request {
     pub php_admin_value: *const c_char,
 }
 
+/// php-fpm's settings that decide the script (`cgi.*`, `doc_root`), as the worker has them.
+#[repr(C)]
+pub struct PathSettings {
+    pub fix_pathinfo: c_int,
+    pub discard_path: c_int,
+    pub fcgi_logging: c_int,
+    /// php.ini's `doc_root`; null when unset.
+    pub doc_root: *const c_char,
+}
+
 unsafe extern "C" {
+    /// Reads [`PathSettings`] (PHP started; the pointer stays valid while PHP runs).
+    pub fn drover_php_path_settings(out: *mut PathSettings);
     /// Starts PHP once (module startup): 0 on success.
     pub fn drover_php_startup(ini_path: *const c_char, ini_entries: *const c_char) -> c_int;
     /// Sets and locks one `[php.admin_ini]` value (and applies `disable_functions` and

@@ -8,8 +8,10 @@
 //! longjmps, handled in C, which must never cross a Rust frame.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int};
+use std::ffi::{CStr, c_char, c_int};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use drover_fastcgi::{Params, Request};
@@ -17,7 +19,7 @@ use drover_worker::serve::{Conn, Handler, Outcome};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
 use super::ffi;
-use super::script::{self, Target};
+use super::script::{self, Kind, Settings, Target};
 
 /// The request PHP is running, for the callbacks.
 struct Current {
@@ -33,10 +35,16 @@ thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
 }
 
+/// `fastcgi.logging`: PHP's messages also go to the web server (FCGI_STDERR).
+static FCGI_LOGGING: AtomicBool = AtomicBool::new(true);
+
 /// The PHP runtime's request handler, one per worker.
 pub struct Php {
-    /// `security.limit_extensions`; empty: any file.
-    limit_extensions: Vec<String>,
+    /// `cgi.fix_pathinfo`, `cgi.discard_path`, `doc_root`, `security.limit_extensions`.
+    settings: Settings,
+    /// The target [`Handler::script`] decided for the request [`Handler::handle`] serves
+    /// next, so that a request resolves its script once.
+    decided: RefCell<Option<Target>>,
     /// The last request's peak memory, for the scoreboard: None when PHP did not run it
     /// (drover answered 404 or 403 itself), so that no older request's peak shows.
     memory: Option<u64>,
@@ -47,10 +55,32 @@ pub struct Php {
 }
 
 impl Php {
-    /// A worker's handler; `limit_extensions` empty: any file.
+    /// A worker's handler; `limit_extensions` empty: any file. PHP's settings that decide
+    /// the script (`cgi.fix_pathinfo`, `cgi.discard_path`, `doc_root`, `fastcgi.logging`)
+    /// are read now, as php.ini, `[php.ini]` and `[php.admin_ini]` left them.
     pub fn new(limit_extensions: Vec<String>) -> Php {
+        let mut read = ffi::PathSettings {
+            fix_pathinfo: 1,
+            discard_path: 0,
+            fcgi_logging: 1,
+            doc_root: std::ptr::null(),
+        };
+        // SAFETY: PHP is started (the zygote started it before forking this worker);
+        // the call fills `read`, whose doc_root points into PHP's ini storage.
+        unsafe { ffi::drover_php_path_settings(&mut read) };
+        let doc_root = (!read.doc_root.is_null()).then(|| {
+            // SAFETY: a NUL-terminated string of PHP's, read once here and copied.
+            unsafe { CStr::from_ptr(read.doc_root) }.to_bytes().to_vec()
+        });
+        FCGI_LOGGING.store(read.fcgi_logging != 0, Ordering::Relaxed);
         Php {
-            limit_extensions,
+            settings: Settings {
+                fix_pathinfo: read.fix_pathinfo != 0,
+                discard_path: read.discard_path != 0,
+                doc_root,
+                limit_extensions,
+            },
+            decided: RefCell::new(None),
             memory: None,
             status: None,
             arena: Arena::default(),
@@ -78,33 +108,60 @@ impl Handler for Php {
         Ok(())
     }
 
+    /// The script as php-fpm's status and access log show it: the file that runs, without
+    /// Apache's `proxy:fcgi://HOST` and without the path info; "-" when there is none.
     fn script(&self, params: &Params) -> Option<String> {
-        params
-            .get("SCRIPT_FILENAME")
-            .map(|name| String::from_utf8_lossy(name).into_owned())
+        let target = self.resolve(params);
+        let shown = match &target {
+            Target::Script(found) => String::from_utf8_lossy(&found.filename).into_owned(),
+            Target::Denied { filename } | Target::NoInput { filename } => {
+                String::from_utf8_lossy(filename).into_owned()
+            }
+            Target::NotFound { .. } => "-".to_owned(),
+        };
+        *self.decided.borrow_mut() = Some(target);
+        Some(shown)
     }
 
     fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
         self.memory = None;
         self.status = None;
-        let params = &request.params;
-        let text = |name: &str| params.get(name).and_then(|v| std::str::from_utf8(v).ok());
-        let target = script::resolve(text, &self.limit_extensions, |path| {
-            std::fs::metadata(path).is_ok_and(|m| m.is_file())
-        });
+        let decided = self.decided.borrow_mut().take();
+        let target = decided.unwrap_or_else(|| self.resolve(&request.params));
         match target {
             Target::Script(found) => self.run(conn, &request, &found),
+            Target::NoInput { filename } => {
+                // php-fpm's answer when it cannot open the script, and its log line.
+                let error = match std::fs::metadata(std::ffi::OsStr::from_bytes(&filename)) {
+                    Ok(_) => "Not a regular file".to_owned(),
+                    Err(err) => describe(&err),
+                };
+                let line = format!(
+                    "Unable to open primary script: {} ({error})",
+                    String::from_utf8_lossy(&filename)
+                );
+                let _ = writeln!(std::io::stderr(), "{line}");
+                let mut c = conn.borrow_mut();
+                if FCGI_LOGGING.load(Ordering::Relaxed) {
+                    let _ = c.write_stderr(line.as_bytes());
+                }
+                self.status = Some(404);
+                answer(&mut c, "404 Not Found", "No input file specified.\n")
+            }
             Target::NotFound { .. } => {
                 // php-fpm's answer, and its line in the web server's error log.
                 let mut c = conn.borrow_mut();
-                let _ = c.write_stderr(b"Primary script unknown");
+                if FCGI_LOGGING.load(Ordering::Relaxed) {
+                    let _ = c.write_stderr(b"Primary script unknown");
+                }
                 self.status = Some(404);
                 answer(&mut c, "404 Not Found", "File not found.\n")
             }
             Target::Denied { filename } => {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "access to the script '{filename}' has been denied (see security.limit_extensions)"
+                    "access to the script '{}' has been denied (see security.limit_extensions)",
+                    String::from_utf8_lossy(&filename)
                 );
                 self.status = Some(403);
                 answer(&mut conn.borrow_mut(), "403 Forbidden", "Access denied.\n")
@@ -120,6 +177,31 @@ impl Handler for Php {
 
     fn response_status(&self) -> Option<u16> {
         self.status
+    }
+}
+
+impl Php {
+    /// The script a request runs, as php-fpm decides it ([`script::resolve`]).
+    fn resolve(&self, params: &Params) -> Target {
+        script::resolve(
+            |name| params.get(name),
+            &self.settings,
+            |path| match std::fs::metadata(std::ffi::OsStr::from_bytes(path)) {
+                Err(_) => Kind::Missing,
+                Ok(meta) if meta.is_file() => Kind::File,
+                Ok(_) => Kind::Other,
+            },
+        )
+    }
+}
+
+/// An I/O error as strerror(3) words it ("No such file or directory"), without Rust's
+/// " (os error N)".
+fn describe(err: &std::io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
     }
 }
 
@@ -180,9 +262,27 @@ impl Php {
         let get = |name: &str| params.get(name);
         let a = &mut self.arena;
         a.clear();
+        // The params as php-fpm rewrites them (script::Script::changes): PHP's $_SERVER
+        // and getenv() see these.
         for (name, value) in params.iter() {
+            let changed = std::str::from_utf8(name)
+                .ok()
+                .and_then(|name| found.changes.get(name));
+            let value = match changed {
+                None => value,
+                Some(Some(new)) => new,
+                Some(None) => continue,
+            };
             let pair = [a.push(name), a.push(value)];
             a.params.push(pair);
+        }
+        for (name, value) in &found.changes.0 {
+            if let Some(value) = value
+                && params.get(name).is_none()
+            {
+                let pair = [a.push(name.as_bytes()), a.push(value)];
+                a.params.push(pair);
+            }
         }
         let spans = [
             a.keep(get("REQUEST_METHOD").or(Some(b"GET"))),
@@ -192,11 +292,12 @@ impl Php {
             a.keep(get("HTTP_COOKIE")),
             a.keep(get("HTTP_AUTHORIZATION")),
             a.keep(get("SERVER_PROTOCOL")),
-            a.keep(Some(found.filename.as_bytes())),
-            a.keep(found.script_name.as_deref().map(str::as_bytes)),
-            a.keep(found.path_info.as_deref().map(str::as_bytes)),
-            a.keep(found.path_translated.as_deref().map(str::as_bytes)),
-            a.keep(Some(found.php_self.as_bytes())),
+            a.keep(Some(found.filename.as_slice())),
+            // In the params already, as php-fpm rewrote them.
+            None,
+            None,
+            None,
+            a.keep(Some(found.php_self.as_slice())),
             a.keep(get("PHP_VALUE")),
             a.keep(get("PHP_ADMIN_VALUE")),
         ];
@@ -407,8 +508,8 @@ fn close_now(conn: &mut drover_worker::exchange::Exchange) {
 /// the rest of an unread body (it stops sending once it has the response, and closes).
 const LINGER_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// PHP's log messages: into the web server's error log during a request (php-fpm's
-/// `fastcgi.logging`), and into drover's log.
+/// PHP's log messages: into the web server's error log during a request (unless
+/// `fastcgi.logging = 0`, as php-fpm), and into drover's log.
 #[unsafe(no_mangle)]
 pub extern "C" fn drover_php_rs_log(message: *const c_char, len: usize) {
     if message.is_null() {
@@ -419,11 +520,13 @@ pub extern "C" fn drover_php_rs_log(message: *const c_char, len: usize) {
     let mut line = Vec::with_capacity(len + 14);
     line.extend_from_slice(b"PHP message: ");
     line.extend_from_slice(message);
-    with_open(|c| {
-        if let Ok(mut conn) = c.conn.try_borrow_mut() {
-            let _ = conn.write_stderr(&line);
-        }
-    });
+    if FCGI_LOGGING.load(Ordering::Relaxed) {
+        with_open(|c| {
+            if let Ok(mut conn) = c.conn.try_borrow_mut() {
+                let _ = conn.write_stderr(&line);
+            }
+        });
+    }
     line.push(b'\n');
     // One write, so that the line reaches drover's log whole.
     let _ = std::io::stderr().write_all(&line);

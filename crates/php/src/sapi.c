@@ -88,9 +88,12 @@ static double request_time;
 
 /* ---------------------------------------------------------------- SAPI callbacks */
 
+/* php-fpm's cgi.* and fastcgi.* settings, at the end of this file. */
+static zend_module_entry drover_cgi_module;
+
 static int drover_startup(sapi_module_struct *module)
 {
-	return php_module_startup(module, NULL);
+	return php_module_startup(module, &drover_cgi_module);
 }
 
 static size_t drover_ub_write(const char *str, size_t len)
@@ -985,4 +988,104 @@ void drover_php_install_stack_dump(void)
 	sigaction(SIGUSR2, &action, NULL);
 	action.sa_handler = dump_stack_for_kill;
 	sigaction(SIGUSR1, &action, NULL);
+}
+
+/* ------------------------------------------------- php-fpm's cgi.* and fastcgi.* settings */
+
+#include <ext/standard/info.h>
+
+/* The entries php-fpm's own module ("cgi-fcgi") registers, with its defaults and its
+ * modes, so that php.ini, [php.ini] and [php.admin_ini] may set them and ini_get() reads
+ * them as under php-fpm. drover honours cgi.fix_pathinfo and cgi.discard_path (the Rust
+ * side reads them once per worker: crates/php/src/script.rs decides the script with them)
+ * and fastcgi.logging; the others are accepted and read back, and change nothing (see the
+ * README's PHP runtime section). */
+struct drover_cgi_settings {
+	zend_bool rfc2616_headers;
+	zend_bool nph;
+	zend_bool force_redirect;
+	char *redirect_status_env;
+	zend_bool fix_pathinfo;
+	zend_bool discard_path;
+	zend_bool fcgi_logging;
+	char *error_header;
+	char *fpm_config;
+};
+
+static struct drover_cgi_settings cgi_settings = {
+	0, 0, 1, NULL, 1, 0, 1, NULL, NULL
+};
+
+PHP_INI_BEGIN()
+	STD_PHP_INI_BOOLEAN("cgi.rfc2616_headers", "0", PHP_INI_ALL, OnUpdateBool,
+			    rfc2616_headers, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_BOOLEAN("cgi.nph", "0", PHP_INI_ALL, OnUpdateBool,
+			    nph, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_BOOLEAN("cgi.force_redirect", "1", PHP_INI_SYSTEM, OnUpdateBool,
+			    force_redirect, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_ENTRY("cgi.redirect_status_env", NULL, PHP_INI_SYSTEM, OnUpdateString,
+			  redirect_status_env, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_BOOLEAN("cgi.fix_pathinfo", "1", PHP_INI_SYSTEM, OnUpdateBool,
+			    fix_pathinfo, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_BOOLEAN("cgi.discard_path", "0", PHP_INI_SYSTEM, OnUpdateBool,
+			    discard_path, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_BOOLEAN("fastcgi.logging", "1", PHP_INI_SYSTEM, OnUpdateBool,
+			    fcgi_logging, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_ENTRY("fastcgi.error_header", NULL, PHP_INI_SYSTEM, OnUpdateString,
+			  error_header, struct drover_cgi_settings, cgi_settings)
+	STD_PHP_INI_ENTRY("fpm.config", NULL, PHP_INI_SYSTEM, OnUpdateString,
+			  fpm_config, struct drover_cgi_settings, cgi_settings)
+PHP_INI_END()
+
+static PHP_MINIT_FUNCTION(drover_cgi)
+{
+	REGISTER_INI_ENTRIES();
+	return SUCCESS;
+}
+
+static PHP_MSHUTDOWN_FUNCTION(drover_cgi)
+{
+	UNREGISTER_INI_ENTRIES();
+	return SUCCESS;
+}
+
+static PHP_MINFO_FUNCTION(drover_cgi)
+{
+	php_info_print_table_start();
+	php_info_print_table_row(2, "php-fpm", "active (drover)");
+	php_info_print_table_end();
+	DISPLAY_INI_ENTRIES();
+}
+
+/* Named as php-fpm's, so that extension_loaded('cgi-fcgi') answers as under php-fpm. */
+static zend_module_entry drover_cgi_module = {
+	STANDARD_MODULE_HEADER,
+	"cgi-fcgi",
+	NULL,
+	PHP_MINIT(drover_cgi),
+	PHP_MSHUTDOWN(drover_cgi),
+	NULL,
+	NULL,
+	PHP_MINFO(drover_cgi),
+	PHP_VERSION,
+	STANDARD_MODULE_PROPERTIES
+};
+
+/* What the Rust side decides the script with, as the worker's settings are (php.ini,
+ * [php.ini], then [php.admin_ini]). */
+struct drover_path_settings {
+	int fix_pathinfo;
+	int discard_path;
+	int fcgi_logging;
+	/* php.ini's doc_root (NULL: unset; Debian's php.ini sets it empty): DOCUMENT_ROOT
+	 * when the web server sends none. */
+	const char *doc_root;
+};
+
+void drover_php_path_settings(struct drover_path_settings *out)
+{
+	out->fix_pathinfo = cgi_settings.fix_pathinfo;
+	out->discard_path = cgi_settings.discard_path;
+	out->fcgi_logging = cgi_settings.fcgi_logging;
+	out->doc_root = PG(doc_root);
 }

@@ -1,140 +1,434 @@
-//! Which script a request runs, as php-fpm decides it (`init_request_info` in php-src's
-//! `sapi/fpm/fpm/fpm_main.c`, with `cgi.fix_pathinfo = 1`, its default): pure, so that every
-//! case is a unit test.
+//! Which script a request runs, and the path variables PHP sees, as php-fpm 8.2 decides
+//! them (`init_request_info` in php-src's `sapi/fpm/fpm/fpm_main.c`): pure, so that every
+//! case is a unit test; `tests/scenarios/embed/paths.rs` compares the result with a real
+//! php-fpm behind nginx and Apache.
 //!
-//! - `SCRIPT_FILENAME` names the script. Apache's mod_proxy_fcgi in its default (FPM)
-//!   backend mode sends `proxy:fcgi://HOST/path/to/script.php`, sometimes with the query
-//!   appended: the scheme, host and query are stripped, as php-fpm does.
-//! - When that path is not a file, its trailing components are path info: the longest
-//!   leading part that is a regular file is the script, the rest becomes `PATH_INFO`,
-//!   `PATH_TRANSLATED` is `DOCUMENT_ROOT` + `PATH_INFO`, and `SCRIPT_NAME` loses the same
-//!   tail.
-//! - `security.limit_extensions` then refuses scripts with another suffix ("Access
-//!   denied.", 403), and no file at all is "File not found." (404).
+//! php-fpm rewrites the request's params before PHP sees them, and `$_SERVER` shows the
+//! rewritten ones; [`resolve`] returns the same rewrites ([`Script::changes`]):
+//!
+//! - Apache's mod_proxy_fcgi sends `SCRIPT_FILENAME` as `proxy:fcgi://HOST/path`, sometimes
+//!   with a query: the scheme, host and query are cut off, in `SCRIPT_FILENAME` itself.
+//! - `cgi.fix_pathinfo = 1` (the default): when that path is not a file (or ends in '/'),
+//!   the longest leading part that is a regular file is the script. `SCRIPT_FILENAME`
+//!   becomes it (the old value is kept as `ORIG_SCRIPT_FILENAME`), and `PATH_TRANSLATED`
+//!   becomes `DOCUMENT_ROOT` + `PATH_INFO`. `PATH_INFO` and `SCRIPT_NAME` change only when
+//!   the web server sent a `PATH_INFO` longer than the cut-off tail (its tail becomes
+//!   `PATH_INFO`, its head `SCRIPT_NAME`), or for Apache: nginx's plain
+//!   `SCRIPT_FILENAME $document_root$fastcgi_script_name` with `/index.php/a/b` keeps
+//!   `SCRIPT_NAME = /index.php/a/b` and gets no `PATH_INFO`. `PHP_SELF` is `SCRIPT_NAME` +
+//!   `PATH_INFO`.
+//! - `cgi.fix_pathinfo = 0`: nothing is split; `PHP_SELF` is `PATH_INFO` when the web
+//!   server sent one (even empty), else `SCRIPT_NAME`, and a `PATH_TRANSLATED` the web
+//!   server sent names the script (unless `cgi.discard_path`).
+//! - A script path with a `..` component, or none at all, is "File not found." (404);
+//!   `security.limit_extensions` refuses other suffixes ("Access denied.", 403); a path
+//!   that is not a regular file is "No input file specified." (404).
+
+use std::borrow::Cow;
+
+/// The settings [`resolve`] follows: php-fpm's `cgi.*` values, php.ini's `doc_root` and the
+/// pool's `security.limit_extensions`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `cgi.fix_pathinfo`.
+    pub fix_pathinfo: bool,
+    /// `cgi.discard_path`: with `cgi.fix_pathinfo = 0`, `PATH_TRANSLATED` is not the script.
+    pub discard_path: bool,
+    /// php.ini's `doc_root`: `DOCUMENT_ROOT` when the web server sends none.
+    pub doc_root: Option<Vec<u8>>,
+    /// `security.limit_extensions`; empty: any file.
+    pub limit_extensions: Vec<String>,
+}
+
+impl Default for Settings {
+    /// php-fpm's defaults, with `security.limit_extensions = .php`.
+    fn default() -> Settings {
+        Settings {
+            fix_pathinfo: true,
+            discard_path: false,
+            doc_root: None,
+            limit_extensions: vec![".php".to_owned()],
+        }
+    }
+}
+
+/// What a path is, as one `stat` tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Missing,
+    File,
+    /// A directory or anything else that is not a regular file.
+    Other,
+}
 
 /// What a request runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     Script(Script),
-    /// No script file: php-fpm answers 404 "File not found." and logs "Primary script
-    /// unknown".
+    /// No script path: php-fpm answers 404 "File not found." and tells the web server
+    /// "Primary script unknown".
     NotFound {
-        filename: String,
+        /// The path php-fpm looked for (after `proxy:fcgi://` was cut off), when any.
+        filename: Option<Vec<u8>>,
     },
     /// The file's suffix is not in `security.limit_extensions`: 403 "Access denied.".
     Denied {
-        filename: String,
+        filename: Vec<u8>,
+    },
+    /// The path is no regular file (`cgi.fix_pathinfo = 0`, or a directory): 404 "No
+    /// input file specified.", logged as "Unable to open primary script".
+    NoInput {
+        filename: Vec<u8>,
     },
 }
 
-/// The script and the variables derived from where it was found.
+/// The script, and the params as PHP sees them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
-    pub filename: String,
-    /// `SCRIPT_NAME` when it differs from the param (path info was split off).
-    pub script_name: Option<String>,
-    pub path_info: Option<String>,
-    pub path_translated: Option<String>,
-    /// `SCRIPT_NAME` + `PATH_INFO`.
-    pub php_self: String,
+    pub filename: Vec<u8>,
+    /// The params php-fpm rewrites, in the order it does: a value replaces the param of
+    /// that name (or is added after the others), `None` removes it.
+    pub changes: Changes,
+    pub php_self: Vec<u8>,
 }
 
-/// Decides the target of a request from its params (`param` looks one up), the allowed
-/// suffixes (empty: any) and the file system (`is_file`: a regular file exists there).
-pub fn resolve<'a>(
-    param: impl Fn(&str) -> Option<&'a str>,
-    limit_extensions: &[String],
-    is_file: impl Fn(&str) -> bool,
-) -> Target {
-    let raw = param("SCRIPT_FILENAME")
-        .or_else(|| param("PATH_TRANSLATED"))
-        .unwrap_or("");
-    let filename = strip_proxy(raw);
-    let script_name = param("SCRIPT_NAME").unwrap_or("");
-    let (filename, split_info) = if is_file(filename) {
-        (filename.to_owned(), None)
-    } else {
-        match split_path_info(filename, &is_file) {
-            Some((script, info)) => (script.to_owned(), Some(info.to_owned())),
-            None => {
-                return Target::NotFound {
-                    filename: filename.to_owned(),
-                };
-            }
+/// Rewritten params: name and new value (`None`: removed), one entry per name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes(pub Vec<(&'static str, Option<Vec<u8>>)>);
+
+impl Changes {
+    fn set(&mut self, name: &'static str, value: Option<&[u8]>) {
+        let value = value.map(<[u8]>::to_vec);
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((name, value)),
         }
+    }
+
+    /// The change to `name`: `Some(None)` when it was removed, `None` when unchanged.
+    pub fn get(&self, name: &str) -> Option<Option<&[u8]>> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_deref())
+    }
+}
+
+const PROXY_PREFIXES: [&[u8]; 2] = [b"proxy:fcgi://", b"proxy:balancer://"];
+
+/// A param as PHP reads it: up to its first NUL.
+fn c_str(value: &[u8]) -> &[u8] {
+    value
+        .iter()
+        .position(|&b| b == 0)
+        .map_or(value, |end| &value[..end])
+}
+
+fn concat(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    out.extend_from_slice(a);
+    out.extend_from_slice(b);
+    out
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Decides the target of a request from its params (`param` looks one up), the settings
+/// and the file system (`kind`: what a path is, following symlinks).
+pub fn resolve<'a>(
+    param: impl Fn(&str) -> Option<&'a [u8]>,
+    settings: &Settings,
+    kind: impl Fn(&[u8]) -> Kind,
+) -> Target {
+    let p = |name: &str| param(name).map(c_str);
+    let mut changes = Changes::default();
+    let env_path_translated = p("PATH_TRANSLATED");
+    let mut env_script_filename: Option<Cow<'a, [u8]>> = p("SCRIPT_FILENAME").map(Cow::Borrowed);
+    if env_script_filename.is_none() && env_path_translated.is_none() {
+        return Target::NotFound { filename: None };
+    }
+    let env_script_name = p("SCRIPT_NAME");
+    let mut env_path_info: Option<Cow<'a, [u8]>> = p("PATH_INFO").map(Cow::Borrowed);
+
+    // IIS sends SCRIPT_NAME again at the start of PATH_INFO.
+    if let (Some(software), Some(name), Some(info)) =
+        (p("SERVER_SOFTWARE"), env_script_name, env_path_info.clone())
+        && software.starts_with(b"Microsoft-IIS")
+        && info.starts_with(name)
+    {
+        changes.set("ORIG_PATH_INFO", Some(&info));
+        let rest = &info[name.len()..];
+        let rest = (!rest.is_empty()).then_some(rest);
+        changes.set("PATH_INFO", rest);
+        env_path_info = rest.map(|r| Cow::Owned(r.to_vec()));
+    }
+
+    // Apache's proxy:fcgi://HOST/path?query: the path, in SCRIPT_FILENAME itself.
+    let mut apache = false;
+    for prefix in PROXY_PREFIXES {
+        let Some(filename) = env_script_filename.as_deref() else {
+            break;
+        };
+        let matches = filename
+            .get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix));
+        if !matches {
+            continue;
+        }
+        let rest = &filename[prefix.len()..];
+        let mut path = match rest.iter().position(|&b| b == b'/') {
+            Some(at) => {
+                apache = true;
+                &rest[at..]
+            }
+            None => filename,
+        };
+        if let Some(query) = path.iter().position(|&b| b == b'?') {
+            path = &path[..query];
+        }
+        if path != filename {
+            let path = path.to_vec();
+            changes.set("SCRIPT_FILENAME", Some(&path));
+            env_script_filename = Some(Cow::Owned(path));
+        }
+    }
+
+    let mut script_path: Option<Cow<'a, [u8]>> = env_script_filename
+        .clone()
+        .or(env_path_translated.map(Cow::Borrowed));
+    // SCRIPT_NAME before PATH_INFO (PHP_SELF's head): php-fpm's request_uri.
+    let request_uri: Option<Vec<u8>>;
+
+    if settings.fix_pathinfo {
+        let redirect_url = p("REDIRECT_URL");
+        let mut document_root: Option<Cow<'a, [u8]>> = p("DOCUMENT_ROOT").map(Cow::Borrowed);
+        let orig_path_translated = env_path_translated;
+        let orig_path_info = env_path_info.clone();
+        let orig_script_name = env_script_name;
+        let orig_script_filename = env_script_filename.clone();
+        let mut script_name: Option<Cow<'a, [u8]>> = env_script_name.map(Cow::Borrowed);
+        let mut name_from_redirect = false;
+        let mut uri: Option<Option<Vec<u8>>> = None;
+
+        if document_root.is_none()
+            && let Some(root) = &settings.doc_root
+        {
+            changes.set("DOCUMENT_ROOT", Some(root));
+            document_root = Some(Cow::Owned(root.clone()));
+        }
+        // Apache's mod_fastcgi (not mod_proxy_fcgi): SCRIPT_FILENAME names PHP itself,
+        // PATH_TRANSLATED the script and REDIRECT_URL its URL.
+        if !apache
+            && let (Some(translated), Some(redirect)) = (env_path_translated, redirect_url)
+            && script_path.as_deref() != Some(translated)
+        {
+            script_path = Some(Cow::Borrowed(translated));
+            script_name = Some(Cow::Borrowed(redirect));
+            name_from_redirect = true;
+        }
+
+        let path = script_path.clone().unwrap_or_default();
+        let split = !path.is_empty() && (path.ends_with(b"/") || kind(&path) == Kind::Missing);
+        if split {
+            let len = path.len();
+            let mut end = len;
+            let mut found = None;
+            loop {
+                let head = &path[..end];
+                let Some(cut) = head
+                    .iter()
+                    .rposition(|&b| b == b'/')
+                    .or_else(|| head.iter().rposition(|&b| b == b'\\'))
+                else {
+                    break;
+                };
+                end = cut;
+                if kind(&path[..end]) == Kind::File {
+                    found = Some(end);
+                    break;
+                }
+            }
+            match found {
+                Some(script_len) => {
+                    let script = &path[..script_len];
+                    let tail_len = len - script_len;
+                    let (path_info, replace) = if apache {
+                        let tail = &path[script_len..];
+                        let differs = orig_path_info.as_deref() != Some(tail);
+                        (Some(tail.to_vec()), tail_len != 0 && differs)
+                    } else {
+                        match env_path_info.as_deref() {
+                            Some(info) if info.len() > tail_len => {
+                                (Some(info[info.len() - tail_len..].to_vec()), true)
+                            }
+                            _ => (None, false),
+                        }
+                    };
+                    if replace && let Some(path_info) = path_info {
+                        if let Some(orig_info) = orig_path_info.as_deref() {
+                            changes.set("ORIG_PATH_INFO", Some(orig_info));
+                            // The sent PATH_INFO minus its tail (Apache: all of it).
+                            let head = if apache {
+                                orig_info
+                            } else {
+                                &orig_info[..orig_info.len() - tail_len]
+                            };
+                            if orig_script_name != Some(head) {
+                                if let Some(name) = orig_script_name {
+                                    changes.set("ORIG_SCRIPT_NAME", Some(name));
+                                }
+                                changes.set("SCRIPT_NAME", Some(head));
+                                uri = Some(Some(head.to_vec()));
+                            } else {
+                                uri = Some(orig_script_name.map(<[u8]>::to_vec));
+                            }
+                        } else if apache && let Some(name) = script_name.clone() {
+                            // mod_proxy_fcgi with ProxyPass sends the path info in
+                            // SCRIPT_NAME too, and no PATH_INFO.
+                            if name.len() > tail_len && name[name.len() - tail_len..] == path_info {
+                                changes.set("ORIG_SCRIPT_NAME", orig_script_name);
+                                let head = name[..name.len() - tail_len].to_vec();
+                                changes.set("SCRIPT_NAME", Some(&head));
+                                uri = Some(Some(head.clone()));
+                                script_name = Some(Cow::Owned(head));
+                            }
+                        }
+                        changes.set("PATH_INFO", Some(&path_info));
+                        env_path_info = Some(Cow::Owned(path_info));
+                    }
+                    if orig_script_filename.as_deref() != Some(script) {
+                        if let Some(orig) = orig_script_filename.as_deref() {
+                            changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+                        }
+                        changes.set("SCRIPT_FILENAME", Some(script));
+                        script_path = Some(Cow::Owned(script.to_vec()));
+                    }
+                    let info = env_path_info.as_deref().unwrap_or_default();
+                    let translated = if let Some(root) = document_root.as_deref() {
+                        let root = root.strip_suffix(b"/").unwrap_or(root);
+                        Some(concat(root, info))
+                    } else if let Some(name) = script_name.as_deref()
+                        && contains(script, name)
+                    {
+                        Some(concat(&script[..script.len() - name.len()], info))
+                    } else {
+                        None
+                    };
+                    if let Some(translated) = translated {
+                        if let Some(orig) = orig_path_translated {
+                            changes.set("ORIG_PATH_TRANSLATED", Some(orig));
+                        }
+                        changes.set("PATH_TRANSLATED", Some(&translated));
+                    }
+                }
+                None => {
+                    if let Some(orig) = orig_script_filename.as_deref() {
+                        changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+                    }
+                    changes.set("SCRIPT_FILENAME", None);
+                    script_path = None;
+                }
+            }
+            request_uri = match uri {
+                Some(uri) => uri,
+                None if orig_script_name.is_none()
+                    || orig_script_name != script_name.as_deref() =>
+                {
+                    if let Some(name) = orig_script_name {
+                        changes.set("ORIG_SCRIPT_NAME", Some(name));
+                    }
+                    changes.set("SCRIPT_NAME", script_name.as_deref());
+                    script_name.map(Cow::into_owned)
+                }
+                None => orig_script_name.map(<[u8]>::to_vec),
+            };
+        } else {
+            if orig_script_filename.is_none() || orig_script_filename != script_path {
+                if let Some(orig) = orig_script_filename.as_deref() {
+                    changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+                }
+                changes.set("SCRIPT_FILENAME", script_path.as_deref());
+            }
+            if !apache && redirect_url.is_some() {
+                if let Some(orig) = orig_path_info.as_deref() {
+                    changes.set("ORIG_PATH_INFO", Some(orig));
+                    changes.set("PATH_INFO", None);
+                }
+                if let Some(orig) = orig_path_translated {
+                    changes.set("ORIG_PATH_TRANSLATED", Some(orig));
+                    changes.set("PATH_TRANSLATED", None);
+                }
+            }
+            if name_from_redirect {
+                if let Some(name) = orig_script_name {
+                    changes.set("ORIG_SCRIPT_NAME", Some(name));
+                }
+                changes.set("SCRIPT_NAME", script_name.as_deref());
+            }
+            request_uri = script_name.map(Cow::into_owned);
+        }
+    } else {
+        // php-fpm's "pre 4.3 behaviour".
+        request_uri = env_path_info
+            .as_deref()
+            .or(env_script_name)
+            .map(<[u8]>::to_vec);
+        if !settings.discard_path
+            && let Some(translated) = env_path_translated
+        {
+            script_path = Some(Cow::Borrowed(translated));
+        }
+    }
+
+    let php_self = if settings.fix_pathinfo {
+        let info = match changes.get("PATH_INFO") {
+            Some(changed) => changed,
+            None => p("PATH_INFO"),
+        };
+        concat(
+            request_uri.as_deref().unwrap_or_default(),
+            info.unwrap_or_default(),
+        )
+    } else {
+        request_uri.unwrap_or_default()
     };
-    if !allowed(&filename, limit_extensions) {
+
+    let Some(filename) = script_path.filter(|path| is_valid_path(path)) else {
+        let filename = changes
+            .get("ORIG_SCRIPT_FILENAME")
+            .flatten()
+            .map(<[u8]>::to_vec)
+            .or_else(|| env_script_filename.map(Cow::into_owned));
+        return Target::NotFound { filename };
+    };
+    let filename = filename.into_owned();
+    if !allowed(&filename, &settings.limit_extensions) {
         return Target::Denied { filename };
     }
-    let script = match split_info {
-        None => {
-            let path_info = param("PATH_INFO").filter(|info| !info.is_empty());
-            Script {
-                php_self: format!("{script_name}{}", path_info.unwrap_or("")),
-                filename,
-                script_name: None,
-                path_info: None,
-                path_translated: None,
-            }
-        }
-        Some(info) => {
-            let name = script_name
-                .strip_suffix(info.as_str())
-                .unwrap_or(script_name);
-            let translated = param("DOCUMENT_ROOT")
-                .map(|root| format!("{}{info}", root.strip_suffix('/').unwrap_or(root)));
-            Script {
-                php_self: format!("{name}{info}"),
-                filename,
-                script_name: Some(name.to_owned()),
-                path_info: Some(info),
-                path_translated: translated,
-            }
-        }
-    };
-    Target::Script(script)
-}
-
-/// `proxy:fcgi://host:port/path?query` (or `proxy:balancer://`) → `/path`.
-fn strip_proxy(filename: &str) -> &str {
-    let rest = ["proxy:fcgi://", "proxy:balancer://"]
-        .iter()
-        .find_map(|scheme| {
-            filename
-                .get(..scheme.len())
-                .filter(|head| head.eq_ignore_ascii_case(scheme))
-                .map(|_| &filename[scheme.len()..])
-        });
-    let Some(rest) = rest else {
-        return filename;
-    };
-    let path = rest.find('/').map_or("", |at| &rest[at..]);
-    path.split_once('?').map_or(path, |(path, _)| path)
-}
-
-/// The longest leading part of `path`, ending before a '/', that is a file, and the rest.
-fn split_path_info<'p>(
-    path: &'p str,
-    is_file: &impl Fn(&str) -> bool,
-) -> Option<(&'p str, &'p str)> {
-    let mut end = path.len();
-    while let Some(slash) = path[..end].rfind('/') {
-        if slash == 0 {
-            return None;
-        }
-        if is_file(&path[..slash]) {
-            return Some((&path[..slash], &path[slash..]));
-        }
-        end = slash;
+    if kind(&filename) != Kind::File {
+        return Target::NoInput { filename };
     }
-    None
+    Target::Script(Script {
+        filename,
+        changes,
+        php_self,
+    })
 }
 
-fn allowed(filename: &str, limit_extensions: &[String]) -> bool {
+/// php-fpm refuses a script path with a `..` component.
+fn is_valid_path(path: &[u8]) -> bool {
+    !path
+        .split(|&b| b == b'/' || b == b'\\')
+        .any(|component| component == b"..")
+}
+
+fn allowed(filename: &[u8], limit_extensions: &[String]) -> bool {
     limit_extensions.is_empty()
         || limit_extensions
             .iter()
-            .any(|ext| filename.ends_with(ext.as_str()))
+            .any(|ext| filename.ends_with(ext.as_bytes()))
 }
 
 /// `security.limit_extensions` as php-fpm writes it: suffixes separated by spaces.
@@ -146,13 +440,34 @@ pub fn parse_extensions(list: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn run(params: &[(&str, &str)], files: &[&str], limit: &[&str]) -> Target {
-        let limit: Vec<String> = limit.iter().map(|s| s.to_string()).collect();
+    const ROOT: &str = "/srv/www";
+
+    fn run_with(params: &[(&str, &str)], files: &[&str], settings: &Settings) -> Target {
         resolve(
-            |name| params.iter().find(|(n, _)| *n == name).map(|(_, v)| *v),
-            &limit,
-            |path| files.contains(&path),
+            |name| {
+                params
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes())
+            },
+            settings,
+            |path| {
+                let path = std::str::from_utf8(path).unwrap();
+                if files.contains(&path) {
+                    Kind::File
+                } else if path.is_empty()
+                    || !files.iter().any(|f| f.starts_with(&format!("{path}/")))
+                {
+                    Kind::Missing
+                } else {
+                    Kind::Other
+                }
+            },
         )
+    }
+
+    fn run(params: &[(&str, &str)], files: &[&str]) -> Target {
+        run_with(params, files, &Settings::default())
     }
 
     fn script(target: Target) -> Script {
@@ -162,93 +477,309 @@ mod tests {
         }
     }
 
+    /// `$_SERVER`'s path variables: the params with the changes applied, and PHP_SELF.
+    fn server(params: &[(&str, &str)], s: &Script) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = params
+            .iter()
+            .filter_map(|(name, value)| match s.changes.get(name) {
+                Some(changed) => changed.map(|v| (name.to_string(), text(v))),
+                None => Some((name.to_string(), value.to_string())),
+            })
+            .collect();
+        for (name, value) in &s.changes.0 {
+            if let Some(value) = value
+                && !params.iter().any(|(n, _)| n == name)
+            {
+                out.push((name.to_string(), text(value)));
+            }
+        }
+        out.push(("PHP_SELF".into(), text(&s.php_self)));
+        out.sort();
+        out
+    }
+
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = expected
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        out.sort();
+        out
+    }
+
     #[test]
     fn nginx_split_path_info_is_taken_as_sent() {
-        let s = script(run(
-            &[
-                ("SCRIPT_FILENAME", "/srv/index.php"),
-                ("SCRIPT_NAME", "/index.php"),
-                ("PATH_INFO", "/a/b"),
-            ],
-            &["/srv/index.php"],
-            &[".php"],
-        ));
-        assert_eq!(s.filename, "/srv/index.php");
-        assert_eq!(s.php_self, "/index.php/a/b");
-        assert_eq!(s.path_info, None, "the param is kept as nginx sent it");
+        let params = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php"),
+            ("SCRIPT_NAME", "/index.php"),
+            ("PATH_INFO", "/a/b"),
+            ("DOCUMENT_ROOT", ROOT),
+        ];
+        let s = script(run(&params, &["/srv/www/index.php"]));
+        assert_eq!(s.filename, b"/srv/www/index.php");
+        assert_eq!(s.changes, Changes::default());
+        assert_eq!(s.php_self, b"/index.php/a/b");
     }
 
     #[test]
-    fn apache_proxy_fcgi_filename_loses_scheme_host_and_query() {
-        let s = script(run(
-            &[
-                (
-                    "SCRIPT_FILENAME",
-                    "proxy:fcgi://localhost/var/www/html/index.php?x=1",
-                ),
-                ("SCRIPT_NAME", "/index.php"),
-            ],
-            &["/var/www/html/index.php"],
-            &[".php"],
-        ));
-        assert_eq!(s.filename, "/var/www/html/index.php");
-        assert_eq!(s.php_self, "/index.php");
-        assert_eq!(strip_proxy("PROXY:FCGI://127.0.0.1:9000/x.php"), "/x.php");
-        assert_eq!(strip_proxy("proxy:balancer://cluster/x.php"), "/x.php");
-        assert_eq!(strip_proxy("/plain.php"), "/plain.php");
-    }
-
-    #[test]
-    fn path_info_is_split_off_a_filename_that_is_not_a_file() {
-        let s = script(run(
-            &[
-                (
-                    "SCRIPT_FILENAME",
-                    "proxy:fcgi://localhost/var/www/index.php/users/7",
-                ),
-                ("SCRIPT_NAME", "/index.php/users/7"),
-                ("DOCUMENT_ROOT", "/var/www/"),
-            ],
-            &["/var/www/index.php"],
-            &[".php"],
-        ));
-        assert_eq!(s.filename, "/var/www/index.php");
-        assert_eq!(s.path_info.as_deref(), Some("/users/7"));
-        assert_eq!(s.script_name.as_deref(), Some("/index.php"));
-        assert_eq!(s.path_translated.as_deref(), Some("/var/www/users/7"));
-        assert_eq!(s.php_self, "/index.php/users/7");
-    }
-
-    #[test]
-    fn no_file_is_not_found() {
+    fn nginx_without_split_keeps_script_name_and_sends_no_path_info() {
+        let params = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php/a/b"),
+            ("SCRIPT_NAME", "/index.php/a/b"),
+            ("DOCUMENT_ROOT", "/srv/www/"),
+        ];
+        let s = script(run(&params, &["/srv/www/index.php"]));
+        assert_eq!(s.filename, b"/srv/www/index.php");
         assert_eq!(
-            run(&[("SCRIPT_FILENAME", "/srv/missing.php")], &[], &[".php"]),
-            Target::NotFound {
-                filename: "/srv/missing.php".into()
+            server(&params, &s),
+            pairs(&[
+                ("SCRIPT_FILENAME", "/srv/www/index.php"),
+                ("ORIG_SCRIPT_FILENAME", "/srv/www/index.php/a/b"),
+                ("SCRIPT_NAME", "/index.php/a/b"),
+                ("DOCUMENT_ROOT", "/srv/www/"),
+                ("PATH_TRANSLATED", "/srv/www"),
+                ("PHP_SELF", "/index.php/a/b"),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_sent_path_info_longer_than_the_tail_is_split_into_script_name_and_path_info() {
+        // nginx: fastcgi_param PATH_INFO $uri with the whole path as SCRIPT_FILENAME.
+        let params = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php/a/b"),
+            ("SCRIPT_NAME", "/index.php/a/b"),
+            ("PATH_INFO", "/index.php/a/b"),
+            ("PATH_TRANSLATED", "/srv/www/index.php/a/b"),
+            ("DOCUMENT_ROOT", ROOT),
+        ];
+        let s = script(run(&params, &["/srv/www/index.php"]));
+        assert_eq!(
+            server(&params, &s),
+            pairs(&[
+                ("SCRIPT_FILENAME", "/srv/www/index.php"),
+                ("ORIG_SCRIPT_FILENAME", "/srv/www/index.php/a/b"),
+                ("SCRIPT_NAME", "/index.php"),
+                ("ORIG_SCRIPT_NAME", "/index.php/a/b"),
+                ("PATH_INFO", "/a/b"),
+                ("ORIG_PATH_INFO", "/index.php/a/b"),
+                ("PATH_TRANSLATED", "/srv/www/a/b"),
+                ("ORIG_PATH_TRANSLATED", "/srv/www/index.php/a/b"),
+                ("DOCUMENT_ROOT", ROOT),
+                ("PHP_SELF", "/index.php/a/b"),
+            ])
+        );
+    }
+
+    #[test]
+    fn apache_proxy_fcgi_filename_loses_scheme_host_and_query_in_place() {
+        let params = [
+            (
+                "SCRIPT_FILENAME",
+                "proxy:fcgi://localhost/srv/www/index.php?x=1",
+            ),
+            ("SCRIPT_NAME", "/index.php"),
+            ("PATH_INFO", "/extra"),
+            ("PATH_TRANSLATED", "/srv/www/extra"),
+        ];
+        let s = script(run(&params, &["/srv/www/index.php"]));
+        assert_eq!(s.filename, b"/srv/www/index.php");
+        assert_eq!(
+            server(&params, &s),
+            pairs(&[
+                ("SCRIPT_FILENAME", "/srv/www/index.php"),
+                ("SCRIPT_NAME", "/index.php"),
+                ("PATH_INFO", "/extra"),
+                ("PATH_TRANSLATED", "/srv/www/extra"),
+                ("PHP_SELF", "/index.php/extra"),
+            ])
+        );
+        for (sent, path) in [
+            (
+                "PROXY:FCGI://127.0.0.1:9000/srv/www/index.php",
+                "/srv/www/index.php",
+            ),
+            (
+                "proxy:balancer://cluster/srv/www/index.php",
+                "/srv/www/index.php",
+            ),
+        ] {
+            let s = script(run(&[("SCRIPT_FILENAME", sent)], &["/srv/www/index.php"]));
+            assert_eq!(s.filename, path.as_bytes());
+        }
+    }
+
+    #[test]
+    fn apache_proxy_pass_path_info_comes_off_script_name() {
+        let params = [
+            (
+                "SCRIPT_FILENAME",
+                "proxy:fcgi://127.0.0.1:9000/srv/www/index.php/users/7",
+            ),
+            ("SCRIPT_NAME", "/index.php/users/7"),
+            ("DOCUMENT_ROOT", "/srv/www/"),
+        ];
+        let s = script(run(&params, &["/srv/www/index.php"]));
+        assert_eq!(
+            server(&params, &s),
+            pairs(&[
+                ("SCRIPT_FILENAME", "/srv/www/index.php"),
+                ("ORIG_SCRIPT_FILENAME", "/srv/www/index.php/users/7"),
+                ("SCRIPT_NAME", "/index.php"),
+                ("ORIG_SCRIPT_NAME", "/index.php/users/7"),
+                ("PATH_INFO", "/users/7"),
+                ("PATH_TRANSLATED", "/srv/www/users/7"),
+                ("DOCUMENT_ROOT", "/srv/www/"),
+                ("PHP_SELF", "/index.php/users/7"),
+            ])
+        );
+    }
+
+    #[test]
+    fn mod_fastcgi_redirect_takes_path_translated_and_redirect_url() {
+        let params = [
+            ("SCRIPT_FILENAME", "/usr/lib/cgi-bin/php"),
+            ("SCRIPT_NAME", "/cgi-bin/php"),
+            ("PATH_TRANSLATED", "/srv/www/info.php"),
+            ("PATH_INFO", "/info.php"),
+            ("REDIRECT_URL", "/info.php"),
+        ];
+        let s = script(run(&params, &["/srv/www/info.php", "/usr/lib/cgi-bin/php"]));
+        assert_eq!(s.filename, b"/srv/www/info.php");
+        assert_eq!(
+            server(&params, &s),
+            pairs(&[
+                ("SCRIPT_FILENAME", "/srv/www/info.php"),
+                ("ORIG_SCRIPT_FILENAME", "/usr/lib/cgi-bin/php"),
+                ("SCRIPT_NAME", "/info.php"),
+                ("ORIG_SCRIPT_NAME", "/cgi-bin/php"),
+                ("ORIG_PATH_INFO", "/info.php"),
+                ("ORIG_PATH_TRANSLATED", "/srv/www/info.php"),
+                ("REDIRECT_URL", "/info.php"),
+                ("PHP_SELF", "/info.php"),
+            ])
+        );
+    }
+
+    #[test]
+    fn fix_pathinfo_off_splits_nothing_and_php_self_is_path_info() {
+        let off = Settings {
+            fix_pathinfo: false,
+            ..Settings::default()
+        };
+        let params = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php"),
+            ("SCRIPT_NAME", "/index.php"),
+            ("PATH_INFO", "/a/b"),
+        ];
+        let s = script(run_with(&params, &["/srv/www/index.php"], &off));
+        assert_eq!(s.changes, Changes::default());
+        assert_eq!(s.php_self, b"/a/b");
+        let empty = [("SCRIPT_FILENAME", "/srv/www/index.php"), ("PATH_INFO", "")];
+        assert_eq!(
+            script(run_with(&empty, &["/srv/www/index.php"], &off)).php_self,
+            b""
+        );
+
+        let unsplit = [("SCRIPT_FILENAME", "/srv/www/index.php/a/b")];
+        assert_eq!(
+            run_with(&unsplit, &["/srv/www/index.php"], &off),
+            Target::Denied {
+                filename: b"/srv/www/index.php/a/b".to_vec()
             }
         );
-        assert!(matches!(run(&[], &[], &[".php"]), Target::NotFound { .. }));
+        let missing = [("SCRIPT_FILENAME", "/srv/www/missing.php")];
+        assert_eq!(
+            run_with(&missing, &[], &off),
+            Target::NoInput {
+                filename: b"/srv/www/missing.php".to_vec()
+            }
+        );
+        // PATH_TRANSLATED names the script, unless cgi.discard_path.
+        let translated = [
+            ("SCRIPT_FILENAME", "/srv/www/index.php"),
+            ("PATH_TRANSLATED", "/srv/www/other.php"),
+        ];
+        let files = ["/srv/www/index.php", "/srv/www/other.php"];
+        assert_eq!(
+            script(run_with(&translated, &files, &off)).filename,
+            b"/srv/www/other.php"
+        );
+        let discard = Settings {
+            discard_path: true,
+            ..off
+        };
+        assert_eq!(
+            script(run_with(&translated, &files, &discard)).filename,
+            b"/srv/www/index.php"
+        );
+    }
+
+    #[test]
+    fn doc_root_stands_in_for_a_missing_document_root() {
+        let settings = Settings {
+            doc_root: Some(b"/srv/www".to_vec()),
+            ..Settings::default()
+        };
+        let params = [("SCRIPT_FILENAME", "/srv/www/index.php/x")];
+        let s = script(run_with(&params, &["/srv/www/index.php"], &settings));
+        assert_eq!(s.changes.get("DOCUMENT_ROOT"), Some(Some(&b"/srv/www"[..])));
+        assert_eq!(
+            s.changes.get("PATH_TRANSLATED"),
+            Some(Some(&b"/srv/www"[..]))
+        );
+    }
+
+    #[test]
+    fn no_file_is_not_found_and_a_directory_is_no_input() {
+        assert_eq!(
+            run(&[("SCRIPT_FILENAME", "/srv/www/missing.php")], &[]),
+            Target::NotFound {
+                filename: Some(b"/srv/www/missing.php".to_vec())
+            }
+        );
+        assert_eq!(run(&[], &[]), Target::NotFound { filename: None });
         assert!(matches!(
-            run(&[("SCRIPT_FILENAME", "/x.php")], &["/"], &[]),
+            run(
+                &[("SCRIPT_FILENAME", "/srv/www/../www/index.php")],
+                &["/srv/www/index.php"]
+            ),
             Target::NotFound { .. }
         ));
+        assert_eq!(
+            run(
+                &[("SCRIPT_FILENAME", "/srv/www/dir.php")],
+                &["/srv/www/dir.php/inner"]
+            ),
+            Target::NoInput {
+                filename: b"/srv/www/dir.php".to_vec()
+            }
+        );
     }
 
     #[test]
     fn limit_extensions_refuses_other_suffixes_and_empty_allows_all() {
         let params = [("SCRIPT_FILENAME", "/srv/notes.txt")];
+        let with = |limit: &[&str]| Settings {
+            limit_extensions: limit.iter().map(|s| s.to_string()).collect(),
+            ..Settings::default()
+        };
         assert_eq!(
-            run(&params, &["/srv/notes.txt"], &[".php"]),
+            run_with(&params, &["/srv/notes.txt"], &with(&[".php"])),
             Target::Denied {
-                filename: "/srv/notes.txt".into()
+                filename: b"/srv/notes.txt".to_vec()
             }
         );
         assert!(matches!(
-            run(&params, &["/srv/notes.txt"], &[]),
+            run_with(&params, &["/srv/notes.txt"], &with(&[])),
             Target::Script(_)
         ));
         assert!(matches!(
-            run(&params, &["/srv/notes.txt"], &[".php", ".txt"]),
+            run_with(&params, &["/srv/notes.txt"], &with(&[".php", ".txt"])),
             Target::Script(_)
         ));
         assert_eq!(parse_extensions(" .php  .php7 "), vec![".php", ".php7"]);

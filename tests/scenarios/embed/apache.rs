@@ -1,7 +1,9 @@
 //! Apache httpd wired to a pool as Debian wires it to php-fpm (`SetHandler
 //! "proxy:unix:SOCKET|fcgi://localhost"`, `ProxyFCGIBackendType` left at FPM): Apache then
 //! sends `SCRIPT_FILENAME` as `proxy:fcgi://localhost/path`, which php-fpm, and drover-php,
-//! strip (php-cgi answers "No input file specified.").
+//! strip (php-cgi answers "No input file specified."). With path info
+//! (`/index.php/extra`), the path variables are compared with a real php-fpm's behind the
+//! same Apache.
 
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -9,7 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use super::Embed;
-use crate::common::{Drover, Site, TIMEOUT, http, proc, wait_until};
+use super::paths::{PAGE, differences, field};
+use crate::common::{Drover, FpmPool, PhpFpm, Site, TIMEOUT, http, proc, wait_until};
 
 const MODULES: &str = "/usr/lib/apache2/modules";
 
@@ -122,4 +125,93 @@ fn apache_with_the_stock_fpm_wiring_serves_a_page_and_a_post() {
     assert_eq!(page.body, format!("GET {} - -", script.display()));
     assert_eq!(post.body, format!("POST {} drover -", script.display()));
     drop(drover);
+}
+
+/// Requests with path info, a query and encoded characters.
+const PATH_URLS: &[&str] = &[
+    "/index.php",
+    "/index.php/extra",
+    "/index.php/extra/more/?x=1&y=%20z",
+    "/my%20page.php/caf%C3%A9",
+    "/index.php/index.php",
+];
+
+/// Status and body of every [`PATH_URLS`], through Apache to `socket`.
+fn pages(site: &Site, socket: &Path) -> Vec<(u16, String)> {
+    let apache = Apache::start(site, socket);
+    PATH_URLS
+        .iter()
+        .map(|url| {
+            let reply = http::get(&apache.url(url));
+            (reply.status, reply.body)
+        })
+        .collect()
+}
+
+/// Behind the same Apache wiring, drover-php's path variables are php-fpm's: the
+/// `proxy:fcgi://localhost` prefix is cut off `SCRIPT_FILENAME`, the path info Apache
+/// splits off stays `PATH_INFO`, with `cgi.fix_pathinfo` 1 and 0.
+#[test]
+fn apache_path_info_gives_the_variables_php_fpm_gives() {
+    let site = Site::new();
+    site.script("index.php", PAGE);
+    site.script("my page.php", PAGE);
+    let fpm_pools = [
+        FpmPool::new(&site, "fpm1", ""),
+        FpmPool::new(&site, "fpm0", "php_admin_value[cgi.fix_pathinfo] = 0"),
+    ];
+    let (fpm1, fpm0) = {
+        let _fpm = PhpFpm::start(&site, &fpm_pools);
+        (
+            pages(&site, &fpm_pools[0].socket),
+            pages(&site, &fpm_pools[1].socket),
+        )
+    };
+    let access = site.path().join("on.access");
+    let on = Embed::new("on", 1).top(&format!(
+        "access_log = \"{}\"\naccess_format = \"%f %r\"\n",
+        access.display()
+    ));
+    let off = Embed::new("off", 1).admin("\"cgi.fix_pathinfo\" = \"0\"\n");
+    let drover = Drover::start(&site, &[&on, &off]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let drover1 = pages(&site, &site.socket("on"));
+    let drover0 = pages(&site, &site.socket("off"));
+
+    let extra = &fpm1[1];
+    assert_eq!(extra.0, 200, "{extra:?}");
+    let script = site.docroot.join("index.php");
+    assert_eq!(
+        field(extra, "SCRIPT_FILENAME"),
+        format!("\"{}\"", script.display())
+    );
+    assert_eq!(field(extra, "PATH_INFO"), "\"/extra\"");
+    assert_eq!(field(extra, "PHP_SELF"), "\"/index.php/extra\"");
+    let report = differences("cgi.fix_pathinfo=1", PATH_URLS, &fpm1, &drover1)
+        + &differences("cgi.fix_pathinfo=0", PATH_URLS, &fpm0, &drover0);
+    // The access log names the script that ran, as php-fpm's %f does: not Apache's
+    // proxy:fcgi://localhost/..., and without the path info.
+    let lines = wait_until(TIMEOUT, "an access log line per request", || {
+        let text = std::fs::read_to_string(&access).unwrap_or_default();
+        (text.lines().count() >= PATH_URLS.len()).then_some(text)
+    });
+    let expected: String = PATH_URLS
+        .iter()
+        .map(|url| {
+            let name = if url.starts_with("/my%20page.php") {
+                "my page.php"
+            } else {
+                "index.php"
+            };
+            // %r is the URI without its query.
+            let uri = url.split('?').next().unwrap();
+            format!("{} {uri}\n", site.docroot.join(name).display())
+        })
+        .collect();
+    assert_eq!(lines, expected);
+    assert!(
+        report.is_empty(),
+        "drover-php's pages differ from php-fpm's behind Apache:\n{report}\ndrover's log:\n{}",
+        drover.log.text()
+    );
 }

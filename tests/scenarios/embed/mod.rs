@@ -12,9 +12,12 @@
 //!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
 //!   `.user.ini` and php.ini's `[PATH=]` sections, `[env]` in `$_SERVER`, and an unknown
 //!   `[php.admin_ini]` name at `drover -t` and at a reload.
+//! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
+//!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
 mod memory;
+mod paths;
 mod sapi;
 mod settings;
 mod shared;
@@ -25,6 +28,8 @@ use crate::common::{PoolFile, Site, pool_toml};
 /// `[php.admin_ini]` and `[env]` lines as the test gives them.
 pub struct Embed {
     pub name: String,
+    /// Top-level keys of the pool file, before its tables.
+    pub top: String,
     pub pm: String,
     pub php: String,
     pub ini: String,
@@ -37,12 +42,19 @@ impl Embed {
     pub fn new(name: &str, workers: u32) -> Embed {
         Embed {
             name: name.to_string(),
+            top: String::new(),
             pm: format!("mode = \"static\"\nmax_children = {workers}\n"),
             php: String::new(),
             ini: String::new(),
             admin: String::new(),
             env: String::new(),
         }
+    }
+
+    /// Top-level keys (`access_log = "..."`), one per line.
+    pub fn top(mut self, lines: &str) -> Embed {
+        self.top = lines.to_string();
+        self
     }
 
     pub fn pm(mut self, lines: &str) -> Embed {
@@ -82,8 +94,8 @@ impl PoolFile for Embed {
         pool_toml(
             &site.socket(&self.name),
             &format!(
-                "[pm]\n{}\n[php]\nruntime = \"embed\"\n{}\n[php.ini]\n{}\n[php.admin_ini]\n{}\n[env]\n{}\n",
-                self.pm, self.php, self.ini, self.admin, self.env
+                "{}\n[pm]\n{}\n[php]\nruntime = \"embed\"\n{}\n[php.ini]\n{}\n[php.admin_ini]\n{}\n[env]\n{}\n",
+                self.top, self.pm, self.php, self.ini, self.admin, self.env
             ),
         )
     }

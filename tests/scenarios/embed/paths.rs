@@ -1,0 +1,195 @@
+//! `$_SERVER`'s path variables (`SCRIPT_NAME`, `PATH_INFO`, `PATH_TRANSLATED`, `PHP_SELF`,
+//! the `ORIG_*` copies) from drover-php against a real php-fpm 8.2, behind the same nginx
+//! configurations, with `cgi.fix_pathinfo` 1 and 0: the pages must be the same, byte for
+//! byte (status and body).
+
+use std::fs;
+
+use super::Embed;
+use crate::common::{Drover, FpmPool, Nginx, PhpFpm, Site, TIMEOUT, http};
+
+/// The variables a script reads to know where it is, as JSON.
+pub const PAGE: &str = r#"<?php
+$keys = ['SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO', 'PATH_TRANSLATED', 'PHP_SELF',
+    'REQUEST_URI', 'DOCUMENT_ROOT', 'DOCUMENT_URI', 'QUERY_STRING', 'ORIG_SCRIPT_NAME',
+    'ORIG_SCRIPT_FILENAME', 'ORIG_PATH_INFO', 'ORIG_PATH_TRANSLATED'];
+$out = [];
+foreach ($keys as $key) {
+    $out[$key] = array_key_exists($key, $_SERVER) ? $_SERVER[$key] : null;
+}
+$out['getenv(PATH_INFO)'] = getenv('PATH_INFO');
+$out['__FILE__'] = __FILE__;
+$out['cgi.fix_pathinfo'] = ini_get('cgi.fix_pathinfo');
+echo json_encode($out, JSON_PRETTY_PRINT | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE), "\n";
+"#;
+
+/// Four ways nginx passes PHP on, one per folder of the docroot.
+fn locations(socket: &std::path::Path) -> String {
+    let pass = format!("fastcgi_pass unix:{};", socket.display());
+    format!(
+        r#"
+        # Debian's snippets/fastcgi-php.conf, in the location the nginx wiki gives.
+        location ~ ^/split/.*[^/]\.php(/|$) {{
+            fastcgi_split_path_info ^(.+?\.php)(/.*)$;
+            try_files $fastcgi_script_name =404;
+            set $path_info $fastcgi_path_info;
+            fastcgi_param PATH_INFO $path_info;
+            fastcgi_index index.php;
+            include /etc/nginx/fastcgi.conf;
+            {pass}
+        }}
+        # SCRIPT_FILENAME $document_root$fastcgi_script_name and no split: the path info
+        # stays in SCRIPT_FILENAME and SCRIPT_NAME.
+        location ~ ^/plain/.*\.php {{
+            include /etc/nginx/fastcgi.conf;
+            {pass}
+        }}
+        # A PATH_INFO param without a split: sent empty.
+        location ~ ^/empty-info/.*\.php {{
+            include /etc/nginx/fastcgi.conf;
+            fastcgi_param PATH_INFO $fastcgi_path_info;
+            {pass}
+        }}
+        # A front controller.
+        location /front/ {{
+            try_files $uri /front/index.php$is_args$args;
+        }}
+        location ~ ^/front/.*\.php$ {{
+            include /etc/nginx/fastcgi.conf;
+            {pass}
+        }}
+"#
+    )
+}
+
+/// The requests, per folder: path info, queries, encoded characters, a trailing slash, a
+/// script that is not there.
+const URLS: &[&str] = &[
+    "/split/index.php",
+    "/split/index.php/extra/path",
+    "/split/index.php/extra/path?q=1&r=a%20b",
+    "/split/my%20page.php/caf%C3%A9/x%2Fy?e=%C3%A9&f",
+    "/split/sub/app.php/a/b/",
+    "/plain/index.php",
+    "/plain/index.php/extra/path",
+    "/plain/index.php/extra/path?q=1&r=a%20b",
+    "/plain/my%20page.php/caf%C3%A9?e=%C3%A9",
+    "/plain/sub/app.php/a/b/",
+    "/plain/sub/app.php/",
+    "/plain/missing.php/x",
+    "/plain/missing.php",
+    "/plain/sub.php/x",
+    "/plain/sub.php",
+    "/empty-info/index.php",
+    "/empty-info/index.php/extra/path",
+    "/front/",
+    "/front/some/route?x=1&y=%20z",
+    "/front/caf%C3%A9/route/",
+    "/front/index.php?x=1",
+];
+
+fn docroot(site: &Site) {
+    for folder in ["split", "plain", "empty-info", "front"] {
+        let dir = site.docroot.join(folder);
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        fs::write(dir.join("index.php"), PAGE).unwrap();
+        fs::write(dir.join("my page.php"), PAGE).unwrap();
+        fs::write(dir.join("sub/app.php"), PAGE).unwrap();
+    }
+    // A folder named like a script.
+    fs::create_dir_all(site.docroot.join("plain/sub.php")).unwrap();
+}
+
+/// Status and body of every URL, through nginx to `socket`.
+fn pages(site: &Site, socket: &std::path::Path) -> Vec<(u16, String)> {
+    let nginx = Nginx::start_server(site, &locations(socket));
+    URLS.iter()
+        .map(|url| {
+            let reply = http::get(&nginx.url(url));
+            (reply.status, reply.body)
+        })
+        .collect()
+}
+
+/// Where drover's page differs from php-fpm's, per URL of `urls`.
+pub fn differences(
+    label: &str,
+    urls: &[&str],
+    fpm: &[(u16, String)],
+    drover: &[(u16, String)],
+) -> String {
+    let mut out = String::new();
+    for ((url, f), d) in urls.iter().zip(fpm).zip(drover) {
+        if f != d {
+            out.push_str(&format!(
+                "{label} {url}\n  php-fpm: {} {}\n  drover:  {} {}\n",
+                f.0, f.1, d.0, d.1
+            ));
+        }
+    }
+    out
+}
+
+/// One variable of a page, as JSON text (`null` when unset).
+pub fn field(page: &(u16, String), key: &str) -> String {
+    let json: serde_json::Value = serde_json::from_str(&page.1)
+        .unwrap_or_else(|e| panic!("not the JSON page ({e}): {page:?}"));
+    json[key].to_string()
+}
+
+#[test]
+fn path_variables_match_php_fpm_behind_nginx_with_fix_pathinfo_1_and_0() {
+    let site = Site::new();
+    docroot(&site);
+    let fpm_pools = [
+        FpmPool::new(&site, "fpm1", ""),
+        FpmPool::new(&site, "fpm0", "php_admin_value[cgi.fix_pathinfo] = 0"),
+    ];
+    let (fpm1, fpm0) = {
+        let _fpm = PhpFpm::start(&site, &fpm_pools);
+        (
+            pages(&site, &fpm_pools[0].socket),
+            pages(&site, &fpm_pools[1].socket),
+        )
+    };
+    // cgi.fix_pathinfo set both ways drover reads it: [php.ini] and [php.admin_ini].
+    let on = Embed::new("on", 1).ini("\"cgi.fix_pathinfo\" = \"1\"\n");
+    let off = Embed::new("off", 1).admin("\"cgi.fix_pathinfo\" = \"0\"\n");
+    let drover = Drover::start(&site, &[&on, &off]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let drover1 = pages(&site, &site.socket("on"));
+    let drover0 = pages(&site, &site.socket("off"));
+
+    // php-fpm's values, as the comparison relies on them (and as the README describes).
+    let at = |pages: &[(u16, String)], url: &str| {
+        let i = URLS.iter().position(|u| *u == url).unwrap();
+        pages[i].clone()
+    };
+    let root = site.docroot.display().to_string();
+    let plain = at(&fpm1, "/plain/index.php/extra/path");
+    assert_eq!(plain.0, 200, "{plain:?}");
+    assert_eq!(
+        field(&plain, "SCRIPT_NAME"),
+        "\"/plain/index.php/extra/path\""
+    );
+    assert_eq!(field(&plain, "PATH_INFO"), "null");
+    assert_eq!(field(&plain, "PATH_TRANSLATED"), format!("\"{root}\""));
+    assert_eq!(
+        field(&plain, "ORIG_SCRIPT_FILENAME"),
+        format!("\"{root}/plain/index.php/extra/path\"")
+    );
+    let split = at(&fpm0, "/split/index.php/extra/path");
+    assert_eq!(field(&split, "PHP_SELF"), "\"/extra/path\"");
+    assert_eq!(field(&split, "cgi.fix_pathinfo"), "\"0\"");
+    assert_eq!(at(&fpm0, "/plain/index.php/extra/path").0, 403);
+    let missing = at(&fpm0, "/plain/missing.php");
+    assert_eq!(missing, (404, "No input file specified.\n".to_owned()));
+
+    let report = differences("cgi.fix_pathinfo=1", URLS, &fpm1, &drover1)
+        + &differences("cgi.fix_pathinfo=0", URLS, &fpm0, &drover0);
+    assert!(
+        report.is_empty(),
+        "drover-php's pages differ from php-fpm's:\n{report}\ndrover's log:\n{}",
+        drover.log.text()
+    );
+}
