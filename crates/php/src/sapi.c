@@ -358,6 +358,8 @@ static void read_user_ini(char *dir, size_t dir_len, const char *root, size_t ro
 	/* root_len 0: the document root is "/", and every directory is inside. */
 	int inside = dir_len > root_len && memcmp(dir, root, root_len) == 0 && dir[root_len] == '/';
 	size_t from = inside ? root_len : dir_len - 1;
+	HashTable parsed;
+	zend_hash_init(&parsed, 8, NULL, config_zval_dtor, 1);
 	for (size_t i = from; i < dir_len; i++) {
 		if (dir[i] != '/') {
 			continue;
@@ -365,9 +367,23 @@ static void read_user_ini(char *dir, size_t dir_len, const char *root, size_t ro
 		/* Each directory without its trailing slash, "/" for the root itself. */
 		char saved = dir[i ? i : 1];
 		dir[i ? i : 1] = '\0';
-		php_parse_user_ini_file(dir, PG(user_ini_filename), into);
+		php_parse_user_ini_file(dir, PG(user_ini_filename), &parsed);
 		dir[i ? i : 1] = saved;
 	}
+	/* Copied into strings of the worker's lifetime: PHP's parser may give names and values
+	 * that live only as long as this request (its interned strings), and the cache outlives
+	 * it. */
+	zend_string *name;
+	zval *value;
+	ZEND_HASH_FOREACH_STR_KEY_VAL(&parsed, name, value) {
+		if (!name || Z_TYPE_P(value) != IS_STRING) {
+			continue;
+		}
+		zval copy;
+		ZVAL_STR(&copy, zend_string_init(Z_STRVAL_P(value), Z_STRLEN_P(value), 1));
+		zend_hash_str_update(into, ZSTR_VAL(name), ZSTR_LEN(name), &copy);
+	} ZEND_HASH_FOREACH_END();
+	zend_hash_destroy(&parsed);
 }
 
 /* The values of the .user.ini files for `dir`, from the cache while they hold. */

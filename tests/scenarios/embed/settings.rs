@@ -177,7 +177,10 @@ fn user_ini_files_and_path_sections_apply_per_directory() {
     assert_eq!(legacy, format!("99M {default_vars} 3M ISO-8859-1"));
     // Cached: a change shows once user_ini.cache_ttl has passed, not at once.
     site.write("www/.user.ini", "memory_limit = 55M\n");
-    assert_eq!(http::get(&nginx.url("/show.php")).body, top);
+    for _ in 0..3 {
+        assert_eq!(http::get(&nginx.url("/show.php")).body, top);
+        assert_eq!(http::get(&nginx.url("/app/show.php")).body, app);
+    }
     drop(drover);
 }
 
