@@ -48,6 +48,7 @@ pub fn www() -> PoolStatus {
             buckets: [6, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 1],
             sum: Duration::from_micros(12_250_000),
             classes: [0, 7, 0, 1, 2],
+            accepted: 10,
         }),
         workers: vec![busy(), idle()],
     }

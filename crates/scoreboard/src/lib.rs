@@ -41,7 +41,7 @@ pub use slot::{METHOD_MAX, QUERY_MAX, Request, SCRIPT_MAX, Slot, SlotView, State
 const MAGIC: u64 = u64::from_le_bytes(*b"DROVERSB");
 /// Bumped whenever the slot layout changes: master and zygote are the same binary today,
 /// but a zygote surviving a binary upgrade must not misread a new master's slots.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const HEADER_SIZE: usize = size_of::<Header>();
 const POOL_SIZE: usize = size_of::<PoolStats>();
 const SLOT_SIZE: usize = size_of::<Slot>();

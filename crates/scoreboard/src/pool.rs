@@ -1,5 +1,6 @@
-//! The pool's own area of the scoreboard: a request-duration histogram and responses by
-//! status class, which every worker adds to at the end of each of its requests.
+//! The pool's own area of the scoreboard: the requests accepted (php-fpm's `accepted conn`),
+//! which every worker adds to as it takes a request, and a request-duration histogram and
+//! responses by status class, which it adds to at the end of each.
 //!
 //! Counted by the workers, not sampled by the master: the master looks every 100 ms and
 //! would miss most fast requests. Many workers write at once, so every field is a
@@ -36,6 +37,9 @@ pub struct PoolStats {
     sum_us: AtomicU64,
     /// Responses by status class, `[0]` = 1xx.
     classes: [AtomicU64; CLASSES],
+    /// Requests taken, counted as each starts: a request whose worker dies in it counts too,
+    /// as in php-fpm's `accepted conn`.
+    accepted: AtomicU64,
     /// Bumped by the master on USR1: a worker whose access log was opened at another
     /// generation reopens it (logrotate renamed it) before its next line.
     log_generation: AtomicU64,
@@ -49,6 +53,8 @@ pub struct PoolView {
     pub sum: Duration,
     /// Responses by class, `[0]` = 1xx.
     pub classes: [u64; CLASSES],
+    /// Requests taken (accepted conn), those in progress included.
+    pub accepted: u64,
 }
 
 impl PoolView {
@@ -75,6 +81,11 @@ pub fn class(status: u16) -> Option<usize> {
 }
 
 impl PoolStats {
+    /// A worker took a request (its parameters are read; the application has not run).
+    pub fn accept(&self) {
+        self.accepted.fetch_add(1, Relaxed);
+    }
+
     /// A worker's request ended after `duration_us`, answered with `status` when the
     /// runtime knows it (an unknown or out-of-range status counts in the histogram only).
     pub fn record(&self, duration_us: u64, status: Option<u16>) {
@@ -101,6 +112,7 @@ impl PoolStats {
             buckets: std::array::from_fn(|i| self.buckets[i].load(Relaxed)),
             sum: Duration::from_micros(self.sum_us.load(Relaxed)),
             classes: std::array::from_fn(|i| self.classes[i].load(Relaxed)),
+            accepted: self.accepted.load(Relaxed),
         }
     }
 }

@@ -473,8 +473,13 @@ fn statuses_count_by_class_and_odd_ones_in_the_histogram_only() {
     pool.record(20_000_000, Some(404));
     pool.record(7_000, None);
     pool.record(1, Some(999));
+    pool.accept();
     let view = pool.view();
     assert_eq!(view.count(), 5);
+    assert_eq!(
+        view.accepted, 1,
+        "counted apart: a request taken, not yet ended"
+    );
     assert_eq!(view.buckets[0], 2);
     assert_eq!(view.buckets[1], 1);
     assert_eq!(view.buckets[3], 1);
@@ -517,6 +522,7 @@ fn forked_workers_adding_at_once_lose_no_request() {
             ForkResult::Child => {
                 let pool = zygote.pool();
                 for i in 0..REQUESTS {
+                    pool.accept();
                     let status = [200, 404, 500][((i + w) % 3) as usize];
                     pool.record(i % 20_000, Some(status));
                 }
@@ -531,6 +537,7 @@ fn forked_workers_adding_at_once_lose_no_request() {
     }
     let view = master.pool().view();
     assert_eq!(view.count(), WORKERS * REQUESTS);
+    assert_eq!(view.accepted, WORKERS * REQUESTS, "accepted conn");
     assert_eq!(view.classes.iter().sum::<u64>(), WORKERS * REQUESTS);
     let per_worker_sum: u64 = (0..REQUESTS).map(|i| i % 20_000).sum();
     assert_eq!(view.sum, Duration::from_micros(WORKERS * per_worker_sum));

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
@@ -178,7 +178,6 @@ pub(crate) fn prepare<H: Handler>(
     slot: Option<&Slot>,
 ) -> Result<(), i32> {
     install_signals();
-    CPU_MARK.store(cpu_time().as_nanos() as u64, Ordering::Relaxed);
     if let Some(slot) = slot {
         slot.claim(nix::unistd::getpid(), config.generation);
         slot.set_state(State::Idle);
@@ -372,10 +371,14 @@ impl<H: Handler> Worker<'_, H> {
         } else if let Some(threaded) = self.threaded {
             threaded.shared.count_start();
         }
+        if let Some(pool) = self.pool {
+            pool.accept();
+        }
         let id = request.id;
+        let cpu_start = thread_cpu_time();
         let outcome = self.handler.handle(conn, request);
         let end_us = now_us();
-        let cpu = request_cpu();
+        let cpu = thread_cpu_time().saturating_sub(cpu_start);
         let memory = self.handler.request_memory();
         let duration_us = end_us.saturating_sub(start_us);
         if let Some(slot) = self.slot {
@@ -495,20 +498,14 @@ pub(crate) fn peer_allowed(socket: &Socket, allowed: &[IpAddr]) -> bool {
     false
 }
 
-/// The worker's CPU time when its previous request ended (or when it started).
-static CPU_MARK: AtomicU64 = AtomicU64::new(0);
-
-/// The CPU time of the request that just ended: since the previous one ended, so its
-/// accept and reads count too and the clock is read once per request, not twice.
-fn request_cpu() -> Duration {
-    let now = cpu_time().as_nanos() as u64;
-    let before = CPU_MARK.swap(now, Ordering::Relaxed);
-    Duration::from_nanos(now.saturating_sub(before))
-}
-
-/// CPU time this process has used so far.
-fn cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+/// CPU time the calling thread has used so far. A request's CPU (`last request cpu`, the
+/// access log's `%C`) is this thread's from the handler's start to its end: php-fpm reads
+/// `times()` at the request's start and end the same way. Not the process's, because a
+/// worker with threads runs several requests at once, and not since the previous request's
+/// end: a drover-php worker showed 450% of a request's duration so, the previous request's
+/// close and a new worker's start counted in.
+fn thread_cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
         .map(Duration::from)
         .unwrap_or_default()
 }

@@ -463,8 +463,6 @@ impl PoolRun {
                 _ => self.counters.crash_exits += 1,
             }
         }
-        // Its slot is already free (the zygote releases it on reaping): use the last count seen.
-        self.counters.accepted += worker.state.requests.unwrap_or(0);
         let lived = lifetime(now.duration_since(worker.started));
         let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
             && !worker.orphan

@@ -96,9 +96,6 @@ impl PoolRun {
             } else {
                 None
             };
-            if let Some(view) = slots.get(&pid) {
-                worker.state.requests = Some(view.requests);
-            }
         }
         self.probes
             .php

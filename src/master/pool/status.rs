@@ -70,11 +70,11 @@ impl PoolRun {
             runtime: self.config.runtime.name().to_owned(),
             start_time: SystemTime::now() - since,
             start_since: since,
-            // Only a scoreboard counts requests.
+            // Only a scoreboard counts requests: its workers, as each takes one.
             accepted_conn: self
                 .scoreboard
                 .as_ref()
-                .map(|_| self.counters.accepted + slots.values().map(|s| s.requests).sum::<u64>()),
+                .map(|board| board.pool().view().accepted),
             listen_queue: self.listen_queue(),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
             listen_queue_len: u32::try_from(self.config.listen_backlog).unwrap_or(0),
@@ -132,9 +132,6 @@ fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) ->
 /// kept by the policy ([`crate::pm::PolicyState`]), which updates them as it decides.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Requests served by Python workers that have exited (accepted conn): the live ones'
-    /// are read from the scoreboard.
-    pub accepted: u64,
     /// The most workers busy at once (max active processes).
     pub max_active: u32,
     /// The longest listen queue seen, on a tick or by a status request (max listen queue);

@@ -78,8 +78,6 @@ pub struct Observed {
     pub since: Instant,
     pub request: Option<RequestInfo>,
     pub rss: Option<u64>,
-    /// Requests served, from the scoreboard (Python).
-    pub requests: Option<u64>,
     /// Waiting for the client to send its request (php-cgi), since `since`.
     pub reading: Option<Reading>,
     /// The request in hand was waited for first: `since` is the wait's start, kept while
@@ -106,7 +104,6 @@ impl Observed {
             since: now,
             request: None,
             rss: None,
-            requests: None,
             reading: None,
             waited: false,
         }

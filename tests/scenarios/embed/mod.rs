@@ -7,6 +7,7 @@
 //!   a worker that segfaults.
 //! - [`shared`]: a dynamic pool's workers share one OPcache and one APCu.
 //! - [`memory`]: the status shows each worker's last request memory, as php-fpm's does.
+//! - [`counts`]: the master counts a drover-php pool's requests, CPU, recycles and crashes.
 //! - [`apache`]: Apache httpd with Debian's stock php-fpm wiring (`proxy:unix:…|fcgi://`).
 //! - [`settings`]: where a script's settings and `$_SERVER` come from, as under php-fpm:
 //!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
@@ -16,6 +17,7 @@
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
+mod counts;
 mod memory;
 mod paths;
 mod sapi;

@@ -88,6 +88,7 @@ pub fn begin(params: Params) -> Ticket {
         ledger.next += 1;
         let number = ledger.next;
         if let Some(board) = ledger.board {
+            board.pool.accept();
             let text = |name: &str| {
                 String::from_utf8_lossy(params.get(name).unwrap_or_default()).into_owned()
             };
