@@ -266,8 +266,10 @@ static char *drover_getenv(const char *name, size_t name_len)
 	if (!current) {
 		return NULL;
 	}
-	for (size_t i = 0; i < current->params_len; i++) {
-		const struct drover_param *p = &current->params[i];
+	/* The last of a name sent twice, as php-fpm's params table and $_SERVER keep it (nginx
+	 * sends both of a fastcgi_param set in fastcgi.conf and again in a location). */
+	for (size_t i = current->params_len; i > 0; i--) {
+		const struct drover_param *p = &current->params[i - 1];
 		if (p->name_len == name_len && memcmp(p->name, name, name_len) == 0) {
 			return (char *) p->value;
 		}

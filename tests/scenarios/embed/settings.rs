@@ -145,9 +145,10 @@ fn php_value_governs_how_its_request_s_body_is_read() {
 /// `.user.ini` files from the document root down to the script's directory apply to its
 /// request, inner ones last, except what `[php.admin_ini]` locked; they are cached for
 /// `user_ini.cache_ttl` (300 s) as php-fpm caches them. php.ini's `[PATH=dir]` section
-/// applies to the scripts under that directory.
+/// applies to the scripts under that directory, `[HOST=name]` to the requests whose
+/// `SERVER_NAME` is that name.
 #[test]
-fn user_ini_files_and_path_sections_apply_per_directory() {
+fn user_ini_files_and_path_and_host_sections_apply() {
     let site = Site::new();
     let show = "<?php echo ini_get('memory_limit'), ' ', ini_get('max_input_vars'), ' ', ini_get('post_max_size'), ' ', ini_get('default_charset');";
     site.script("show.php", show);
@@ -158,14 +159,32 @@ fn user_ini_files_and_path_sections_apply_per_directory() {
     site.write("www/app/.user.ini", "max_input_vars = 77\n");
     let ini = site.write(
         "php.ini",
-        &format!("[PATH={docroot}/legacy]\ndefault_charset = \"ISO-8859-1\"\n"),
+        &format!(
+            "[PATH={docroot}/legacy]\ndefault_charset = \"ISO-8859-1\"\n[HOST=shop.example]\nmax_input_nesting_level = 21\n"
+        ),
     );
     let pool = Embed::new("www", 1)
         .php(&format!("ini_file = {:?}\n", ini.display().to_string()))
         .admin("post_max_size = \"3M\"\n");
     let drover = Drover::start(&site, &[&pool]);
-    let nginx = Nginx::start(&site, &site.socket("www"));
+    let socket = site.socket("www");
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location {
+                pattern: "= /shop.php".into(),
+                ..Location::php(&socket)
+            }
+            .with("fastcgi_param SERVER_NAME Shop.Example;"),
+            Location::php(&socket),
+        ],
+    );
+    let nesting = "<?php echo ini_get('max_input_nesting_level');";
+    site.script("shop.php", nesting);
+    site.script("plain.php", nesting);
 
+    let shop = http::get(&nginx.url("/shop.php")).body;
+    let plain = http::get(&nginx.url("/plain.php")).body;
     let top = http::get(&nginx.url("/show.php")).body;
     let app = http::get(&nginx.url("/app/show.php")).body;
     let legacy = http::get(&nginx.url("/legacy/show.php")).body;
@@ -175,6 +194,9 @@ fn user_ini_files_and_path_sections_apply_per_directory() {
     assert_eq!(top, format!("99M {default_vars} 3M UTF-8"));
     assert_eq!(app, "99M 77 3M UTF-8");
     assert_eq!(legacy, format!("99M {default_vars} 3M ISO-8859-1"));
+    // [HOST=] for SERVER_NAME, compared in lower case, for that request only.
+    assert_eq!(shop, "21");
+    assert_ne!(plain, "21");
     // Cached: a change shows once user_ini.cache_ttl has passed, not at once.
     site.write("www/.user.ini", "memory_limit = 55M\n");
     for _ in 0..3 {
