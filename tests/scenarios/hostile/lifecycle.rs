@@ -11,8 +11,8 @@ use nix::sys::signal::Signal;
 
 use crate::common::python::wait_started;
 use crate::common::{
-    Ctl, Drover, Location, Nginx, PoolFile, Site, TIMEOUT, http, pool_toml, proc,
-    start_with_control,
+    Ctl, Drover, Location, Nginx, PoolFile, Site, TIMEOUT, default_php_runtime, http, php_table,
+    pool_toml, proc, start_with_control,
 };
 
 /// A static `[python]` pool running `tests/apps/lifecycle_app.py` (or `app`).
@@ -312,7 +312,8 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A dynamic php-cgi pool of one worker that exits after `max_requests`.
+/// A dynamic PHP pool (on the runtime under test) of one worker that exits after
+/// `max_requests`.
 struct RecyclingPhp;
 
 impl PoolFile for RecyclingPhp {
@@ -323,7 +324,10 @@ impl PoolFile for RecyclingPhp {
     fn toml(&self, site: &Site) -> String {
         pool_toml(
             &site.socket("www"),
-            "[pm]\nmode = \"dynamic\"\nmax_children = 2\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\nmax_requests = 5\n\n[php]\nbinary = \"php-cgi\"\n",
+            &format!(
+                "[pm]\nmode = \"dynamic\"\nmax_children = 2\nstart_servers = 1\nmin_spare_servers = 1\nmax_spare_servers = 1\nmax_requests = 5\n\n{}",
+                php_table(default_php_runtime())
+            ),
         )
     }
 }

@@ -1,6 +1,7 @@
 //! Hostile: reloads in quick succession. Two HUPs 10 ms apart, the second reverting the
 //! first change, leave the pool as the files say; two HUPs 10 ms apart with different
-//! php.ini settings leave no php-cgi worker of the superseded generation serving.
+//! php.ini settings leave no worker of the superseded generation serving, on php-cgi and on
+//! drover-php (`DROVER_TEST_PHP_RUNTIME`).
 
 use std::thread;
 use std::time::Duration;
@@ -8,11 +9,11 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::{
-    Ctl, Drover, Location, Nginx, PoolFile, Site, TIMEOUT, check_config, http, pool_toml, proc,
-    start_with_control,
+    Ctl, Drover, Location, Nginx, PoolFile, Site, TIMEOUT, check_config, default_php_runtime, http,
+    php_table, pool_toml, proc, start_with_control,
 };
 
-/// A static php-cgi pool with a `memory_limit` in its `[php.ini]`.
+/// A static PHP pool, on the runtime under test, with a `memory_limit` in its `[php.ini]`.
 pub struct IniPool {
     pub max_children: u32,
     pub memory_limit: &'static str,
@@ -27,8 +28,10 @@ impl PoolFile for IniPool {
         pool_toml(
             &site.socket("www"),
             &format!(
-                "[pm]\nmode = \"static\"\nmax_children = {}\n\n[php]\nbinary = \"php-cgi\"\n\n[php.ini]\nmemory_limit = \"{}\"\n",
-                self.max_children, self.memory_limit
+                "[pm]\nmode = \"static\"\nmax_children = {}\n\n{}\n[php.ini]\nmemory_limit = \"{}\"\n",
+                self.max_children,
+                php_table(default_php_runtime()),
+                self.memory_limit
             ),
         )
     }
@@ -103,7 +106,7 @@ fn a_reload_reverting_one_10ms_before_leaves_the_pool_as_the_files_say() {
         let settled = proc::poll(TIMEOUT, || drover.workers().len() == 3);
         assert!(
             settled,
-            "round {round}: {} php-cgi workers, the files say 3\ndrover's log:\n{}",
+            "round {round}: {} PHP workers, the files say 3\ndrover's log:\n{}",
             drover.workers().len(),
             drover.log.text()
         );
