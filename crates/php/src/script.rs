@@ -200,6 +200,8 @@ pub fn resolve<'a>(
         .or(env_path_translated.map(Cow::Borrowed));
     // SCRIPT_NAME before PATH_INFO (PHP_SELF's head): php-fpm's request_uri.
     let request_uri: Option<Vec<u8>>;
+    // `script_path` is known to be a regular file: one stat per request in the usual case.
+    let mut verified = false;
 
     if settings.fix_pathinfo {
         let redirect_url = p("REDIRECT_URL");
@@ -230,7 +232,9 @@ pub fn resolve<'a>(
         }
 
         let path = script_path.clone().unwrap_or_default();
-        let split = !path.is_empty() && (path.ends_with(b"/") || kind(&path) == Kind::Missing);
+        let found_kind = (!path.is_empty()).then(|| kind(&path));
+        let split = !path.is_empty() && (path.ends_with(b"/") || found_kind == Some(Kind::Missing));
+        verified = !split && found_kind == Some(Kind::File);
         if split {
             let len = path.len();
             let mut end = len;
@@ -304,6 +308,7 @@ pub fn resolve<'a>(
                         }
                         changes.set("SCRIPT_FILENAME", Some(script));
                         script_path = Some(Cow::Owned(script.to_vec()));
+                        verified = true;
                     }
                     let info = env_path_info.as_deref().unwrap_or_default();
                     let translated = if let Some(root) = document_root.as_deref() {
@@ -407,7 +412,7 @@ pub fn resolve<'a>(
     if !allowed(&filename, &settings.limit_extensions) {
         return Target::Denied { filename };
     }
-    if kind(&filename) != Kind::File {
+    if !verified && kind(&filename) != Kind::File {
         return Target::NoInput { filename };
     }
     Target::Script(Script {
@@ -523,6 +528,21 @@ mod tests {
         assert_eq!(s.filename, b"/srv/www/index.php");
         assert_eq!(s.changes, Changes::default());
         assert_eq!(s.php_self, b"/index.php/a/b");
+    }
+
+    #[test]
+    fn a_script_that_is_there_costs_one_stat() {
+        let stats = std::cell::Cell::new(0);
+        let target = resolve(
+            |name| (name == "SCRIPT_FILENAME").then_some(&b"/srv/www/index.php"[..]),
+            &Settings::default(),
+            |_| {
+                stats.set(stats.get() + 1);
+                Kind::File
+            },
+        );
+        assert!(matches!(target, Target::Script(_)));
+        assert_eq!(stats.get(), 1);
     }
 
     #[test]
