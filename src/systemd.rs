@@ -112,6 +112,12 @@ impl StatusLine {
         Some(line)
     }
 
+    /// Another line replaced the activity on `STATUS=` ([`ready`] sends "ready: ..."
+    /// after a reload): the next tick sends the activity again, even unchanged.
+    pub fn overwritten(&mut self) {
+        self.last = None;
+    }
+
     fn due(&mut self, now: Instant, activity: Activity) -> Option<String> {
         if let Some((last, at)) = self.last
             && (last == activity || now.duration_since(at) < Self::EVERY)
@@ -296,6 +302,29 @@ mod tests {
         .collect();
         // At once, then a change only a second after the last line; nothing when unchanged.
         assert_eq!(sent, [(0, 0), (1_000, 2), (2_500, 3)]);
+    }
+
+    #[test]
+    fn the_activity_comes_back_after_another_line_replaced_it() {
+        let mut line = StatusLine::default();
+        let start = Instant::now();
+        let idle = Activity {
+            active: 0,
+            idle: 4,
+            requests: Some(7),
+            slow: 0,
+        };
+        assert!(line.due(start, idle).is_some());
+        // An idle host: nothing changes, so nothing is sent...
+        assert_eq!(line.due(start + Duration::from_secs(5), idle), None);
+        // ...until a reload's "ready: ..." takes STATUS=: the same activity is due again,
+        // at once, not only when it next changes.
+        line.overwritten();
+        assert_eq!(
+            line.due(start + Duration::from_millis(5_100), idle),
+            Some(idle.status_line())
+        );
+        assert_eq!(line.due(start + Duration::from_secs(7), idle), None);
     }
 
     fn fd(fd: RawFd, name: &str) -> PassedFd {

@@ -415,6 +415,11 @@ impl Master {
             self.reloading = false;
             tracing::info!("reload done: {status}");
             systemd::ready(&status);
+            // "ready: ..." replaced the activity line: send it again on the next tick,
+            // even on an idle host where it has not changed.
+            if let Some(line) = &mut self.status_line {
+                line.overwritten();
+            }
             return;
         }
         self.ready = true;

@@ -7,6 +7,7 @@
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::time::Instant;
 
 use nix::sys::signal::Signal;
 
@@ -16,11 +17,22 @@ use crate::common::{Drover, Nginx, PhpPool, PoolFile, Site, TIMEOUT, http};
 struct Notifications(UnixDatagram);
 
 impl Notifications {
-    /// Reads datagrams until one satisfies `wanted`; returns it and the ones before it.
+    /// Reads datagrams until one satisfies `wanted`, for [`TIMEOUT`] at most (the watchdog's
+    /// pings keep coming, so a read alone would never time out); returns it and the ones
+    /// before it.
     fn until(&self, what: &str, wanted: impl Fn(&str) -> bool) -> (String, Vec<String>) {
         let mut before = Vec::new();
         let mut buf = [0u8; 4096];
+        let deadline = Instant::now() + TIMEOUT;
         loop {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} within {TIMEOUT:?}; got {:?}",
+                before
+                    .iter()
+                    .filter(|m: &&String| m.as_str() != "WATCHDOG=1")
+                    .collect::<Vec<_>>()
+            );
             let n = self
                 .0
                 .recv(&mut buf)
@@ -91,6 +103,29 @@ fn drover_tells_systemd_ready_reloading_watchdog_and_stopping() {
     drover
         .log
         .wait_for_line("reload done: ready: 1 pools, 3 workers", TIMEOUT);
+    let activity = |m: &str| {
+        m.lines()
+            .any(|l| l.starts_with("STATUS=Processes active: 0, idle: 3, "))
+    };
+    let (after, _) = notes.until("STATUS= with the activity after the reload", activity);
+
+    // A reload that changes nothing leaves the activity as it was (the same workers
+    // count, the request still counted): STATUS= must still come back to it from the
+    // "ready: ..." line, on an idle host too.
+    drover.signal(Signal::SIGHUP);
+    notes.until("RELOADING=1 (no change)", is("RELOADING=1"));
+    let (done, _) = notes.until("READY=1 after the second reload", is("READY=1"));
+    assert!(
+        done.contains("STATUS=ready: 1 pools, 3 workers"),
+        "{done:?}"
+    );
+    let (again, _) = notes.until("STATUS= with the activity after a reload", activity);
+    let line = |m: &str| {
+        m.lines()
+            .find(|l| l.starts_with("STATUS="))
+            .map(str::to_owned)
+    };
+    assert_eq!(line(&again), line(&after));
 
     drover.signal(Signal::SIGTERM);
     notes.until("STOPPING=1", is("STOPPING=1"));
