@@ -518,3 +518,28 @@ fn an_unknown_access_format_token_names_file_line_key() {
     );
     assert!(error.contains("unknown token %z"), "no rule in {error:?}");
 }
+
+#[test]
+fn a_bad_access_format_modifier_names_file_line_key_and_the_allowed_ones() {
+    let site = Site::new();
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\naccess_format = \"%R %{{mili}}d %{{giga}}M\"\n{}",
+        tables("", "")
+    );
+    write_config(&site, &[("www", &text)]);
+
+    let stderr = refused(&site);
+
+    let error = located(
+        &stderr,
+        "pools.d/www.toml",
+        line_of(&text, "access_format"),
+        "access_format",
+    );
+    assert!(
+        error.contains(
+            "%{giga}M: the modifier of %M must be bytes, kilo, kilobytes, mega or megabytes"
+        ),
+        "no rule in {error:?}"
+    );
+}

@@ -1,13 +1,17 @@
 //! The access log's format (`access_format`), php-fpm's `access.format`, parsed once: by
-//! the master at config load (to refuse an unknown token with file:line:key) and by each
-//! zygote into the [`Part`]s its workers render every line from.
+//! the master at config load (to refuse an unknown token or modifier with file:line:key)
+//! and by each zygote into the [`Part`]s its workers render every line from.
 //!
-//! Tokens, with php-fpm's meanings: `%R` remote address, `%u` remote user, `%t` time
-//! (`%{strftime}t`), `%m` method, `%r` request URI, `%q` query, `%Q` `?` when there is a
-//! query, `%s` status, `%f` script, `%d` duration in seconds (`%{mili}d`, `%{micro}d`),
-//! `%M` peak memory in bytes, `%C` CPU %, `%l` content length, `%{Header-Name}i` a request
-//! header, `%{VAR}e` a FastCGI param, `%p` pid, `%n` pool name, `%%`. `"json"` instead of a
-//! format writes one JSON object per line.
+//! Tokens, with php-fpm's meanings (`sapi/fpm/fpm/fpm_log.c`): `%R` remote address, `%u`
+//! remote user, `%t` when the request began and `%T` when its line is written
+//! (`%{strftime}t`, `%{strftime}T`), `%m` method, `%r` request URI, `%q` query, `%Q` `?`
+//! when there is a query, `%s` status, `%f` script, `%d` duration (`%{seconds|mili|
+//! miliseconds|milli|milliseconds|micro|microseconds}d`), `%M` peak memory
+//! (`%{bytes|kilo|kilobytes|mega|megabytes}M`), `%C` CPU % of the duration
+//! (`%{total|user|system}C`), `%l` content length, `%{Name}o` a response header,
+//! `%{VAR}e` a FastCGI param, `%p` pid, `%P` parent pid, `%n` pool name, `%%`. drover
+//! adds `%{Header-Name}i`, a request header. Modifiers are case-insensitive, as in
+//! php-fpm. `"json"` instead of a format writes one JSON object per line.
 
 /// php-fpm's `access.format` default.
 pub const DEFAULT_FORMAT: &str = "%R - %u %t \"%m %r\" %s";
@@ -20,8 +24,37 @@ pub const DEFAULT_TIME: &str = "%d/%b/%Y:%H:%M:%S %z";
 pub enum Unit {
     /// Seconds with milliseconds (`0.012`), php-fpm's `%d`.
     Seconds,
+    /// Milliseconds with microseconds (`12.345`), `%{mili}d`.
     Millis,
+    /// Whole microseconds (`12345`), `%{micro}d`.
     Micros,
+}
+
+/// The unit `%M` shows the peak memory in; php-fpm divides by 1024 and truncates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryUnit {
+    Bytes,
+    Kilobytes,
+    Megabytes,
+}
+
+/// Which CPU time `%C` shows (user mode, system mode or both), as a percentage of the
+/// request's duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuMode {
+    /// User and system.
+    Total,
+    User,
+    System,
+}
+
+/// Which moment a time token shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// `%t`: when the request began.
+    Start,
+    /// `%T`: when the line is written (the request has ended).
+    End,
 }
 
 /// One piece of a parsed format.
@@ -30,8 +63,8 @@ pub enum Part {
     Literal(String),
     RemoteAddr,
     RemoteUser,
-    /// strftime format.
-    Time(String),
+    /// A moment, in a strftime format.
+    Time(Moment, String),
     Method,
     Uri,
     Query,
@@ -39,14 +72,19 @@ pub enum Part {
     Status,
     Script,
     Duration(Unit),
-    Memory,
-    Cpu,
+    Memory(MemoryUnit),
+    Cpu(CpuMode),
     ContentLength,
-    /// The param's name in its `HTTP_` form (`User-Agent` → `HTTP_USER_AGENT`).
+    /// A request header, by the name of its param in the `HTTP_` form (`User-Agent` →
+    /// `HTTP_USER_AGENT`).
     Header(String),
+    /// A response header, by its name as the app wrote it (matched case-sensitively, as
+    /// php-fpm does).
+    ResponseHeader(String),
     /// A FastCGI param by name.
     Param(String),
     Pid,
+    ParentPid,
     Pool,
 }
 
@@ -58,7 +96,19 @@ pub enum Format {
     Json,
 }
 
-/// Parses `access_format` (`"json"` or a php-fpm format); the error names the token.
+impl Format {
+    /// Whether a line shows a response header (`%{Name}o`): only then does a worker keep
+    /// a copy of each response's head.
+    pub fn shows_response_headers(&self) -> bool {
+        match self {
+            Format::Text(parts) => parts.iter().any(|p| matches!(p, Part::ResponseHeader(_))),
+            Format::Json => false,
+        }
+    }
+}
+
+/// Parses `access_format` (`"json"` or a php-fpm format); the error names the token and
+/// the rule it breaks.
 pub fn parse(format: &str) -> Result<Format, String> {
     if format == "json" {
         return Ok(Format::Json);
@@ -82,50 +132,16 @@ pub fn parse(format: &str) -> Result<Format, String> {
                     None => return Err(format!("%{{{inner} is not closed with }}")),
                 }
             }
+            token = chars
+                .next()
+                .ok_or_else(|| format!("%{{{inner}}} lacks its token letter"))?;
             arg = Some(inner);
-            token = chars.next().ok_or_else(|| {
-                format!(
-                    "%{{{}}} lacks its token letter",
-                    arg.as_deref().unwrap_or("")
-                )
-            })?;
         }
         if token == '%' && arg.is_none() {
             literal.push('%');
             continue;
         }
-        let part = match (token, arg) {
-            ('R', None) => Part::RemoteAddr,
-            ('u', None) => Part::RemoteUser,
-            ('t', arg) => Part::Time(arg.unwrap_or_else(|| DEFAULT_TIME.to_owned())),
-            ('m', None) => Part::Method,
-            ('r', None) => Part::Uri,
-            ('q', None) => Part::Query,
-            ('Q', None) => Part::QueryMark,
-            ('s', None) => Part::Status,
-            ('f', None) => Part::Script,
-            ('d', None) => Part::Duration(Unit::Seconds),
-            ('d', Some(unit)) => Part::Duration(match unit.as_str() {
-                "seconds" => Unit::Seconds,
-                "mili" | "milli" | "milliseconds" => Unit::Millis,
-                "micro" | "microseconds" => Unit::Micros,
-                _ => {
-                    return Err(format!(
-                        "%{{{unit}}}d: the unit must be seconds, mili or micro"
-                    ));
-                }
-            }),
-            ('M', None) => Part::Memory,
-            ('C', None) => Part::Cpu,
-            ('l', None) => Part::ContentLength,
-            ('i', Some(header)) if !header.is_empty() => Part::Header(header_param(&header)),
-            ('e', Some(var)) if !var.is_empty() => Part::Param(var),
-            ('p', None) => Part::Pid,
-            ('n', None) => Part::Pool,
-            ('i' | 'e', _) => return Err(format!("%{token} needs a name: %{{NAME}}{token}")),
-            (token, Some(arg)) => return Err(format!("unknown token %{{{arg}}}{token}")),
-            (token, None) => return Err(format!("unknown token %{token}")),
-        };
+        let part = token_part(token, arg)?;
         if !literal.is_empty() {
             parts.push(Part::Literal(std::mem::take(&mut literal)));
         }
@@ -135,6 +151,86 @@ pub fn parse(format: &str) -> Result<Format, String> {
         parts.push(Part::Literal(literal));
     }
     Ok(Format::Text(parts))
+}
+
+/// One token, with its `{modifier}` when it has one.
+fn token_part(token: char, arg: Option<String>) -> Result<Part, String> {
+    // php-fpm reads an empty `{}` as no modifier.
+    let arg = arg.filter(|a| !a.is_empty());
+    let modifier = arg.as_deref().map(str::to_ascii_lowercase);
+    let part = match (token, modifier.as_deref()) {
+        ('t', _) => Part::Time(Moment::Start, arg.unwrap_or_else(|| DEFAULT_TIME.into())),
+        ('T', _) => Part::Time(Moment::End, arg.unwrap_or_else(|| DEFAULT_TIME.into())),
+        ('d', None | Some("seconds")) => Part::Duration(Unit::Seconds),
+        ('d', Some("mili" | "miliseconds" | "milli" | "milliseconds")) => {
+            Part::Duration(Unit::Millis)
+        }
+        ('d', Some("micro" | "microseconds")) => Part::Duration(Unit::Micros),
+        ('M', None | Some("bytes")) => Part::Memory(MemoryUnit::Bytes),
+        ('M', Some("kilo" | "kilobytes")) => Part::Memory(MemoryUnit::Kilobytes),
+        ('M', Some("mega" | "megabytes")) => Part::Memory(MemoryUnit::Megabytes),
+        ('C', None | Some("total")) => Part::Cpu(CpuMode::Total),
+        ('C', Some("user")) => Part::Cpu(CpuMode::User),
+        ('C', Some("system")) => Part::Cpu(CpuMode::System),
+        ('d' | 'M' | 'C', Some(_)) => {
+            let allowed = match token {
+                'd' => "seconds, mili, miliseconds, milli, milliseconds, micro or microseconds",
+                'M' => "bytes, kilo, kilobytes, mega or megabytes",
+                _ => "total, user or system",
+            };
+            let given = arg.unwrap_or_default();
+            return Err(format!(
+                "%{{{given}}}{token}: the modifier of %{token} must be {allowed}"
+            ));
+        }
+        ('i' | 'o' | 'e', Some(_)) => {
+            let name = arg.unwrap_or_default();
+            match token {
+                'i' => Part::Header(header_param(&name)),
+                'o' => Part::ResponseHeader(name),
+                _ => Part::Param(name),
+            }
+        }
+        ('i' | 'o' | 'e', _) => {
+            let what = match token {
+                'i' => "a request header's name",
+                'o' => "a response header's name",
+                _ => "a FastCGI param's name",
+            };
+            return Err(format!("%{token} needs {what}: %{{NAME}}{token}"));
+        }
+        (token, Some(_)) if simple(token).is_some() => {
+            let given = arg.unwrap_or_default();
+            return Err(format!(
+                "%{{{given}}}{token}: %{token} takes no {{modifier}}"
+            ));
+        }
+        (token, None) => simple(token).ok_or_else(|| format!("unknown token %{token}"))?,
+        (token, Some(_)) => {
+            let given = arg.unwrap_or_default();
+            return Err(format!("unknown token %{{{given}}}{token}"));
+        }
+    };
+    Ok(part)
+}
+
+/// The tokens that take no modifier.
+fn simple(token: char) -> Option<Part> {
+    Some(match token {
+        'R' => Part::RemoteAddr,
+        'u' => Part::RemoteUser,
+        'm' => Part::Method,
+        'r' => Part::Uri,
+        'q' => Part::Query,
+        'Q' => Part::QueryMark,
+        's' => Part::Status,
+        'f' => Part::Script,
+        'l' => Part::ContentLength,
+        'p' => Part::Pid,
+        'P' => Part::ParentPid,
+        'n' => Part::Pool,
+        _ => return None,
+    })
 }
 
 /// A header's FastCGI param: `User-Agent` → `HTTP_USER_AGENT`.
@@ -168,7 +264,7 @@ mod tests {
                 Part::Literal(" - ".into()),
                 Part::RemoteUser,
                 Part::Literal(" ".into()),
-                Part::Time(DEFAULT_TIME.into()),
+                Part::Time(Moment::Start, DEFAULT_TIME.into()),
                 Part::Literal(" \"".into()),
                 Part::Method,
                 Part::Literal(" ".into()),
@@ -195,7 +291,7 @@ mod tests {
                 Part::Literal(" ".into()),
                 Part::Duration(Unit::Micros),
                 Part::Literal(" ".into()),
-                Part::Time("%H".into()),
+                Part::Time(Moment::Start, "%H".into()),
                 Part::Literal(" 100%".into()),
             ]
         );
@@ -206,13 +302,137 @@ mod tests {
         assert_eq!(parse("json"), Ok(Format::Json));
     }
 
+    /// The one part of a format of one token.
+    fn one(format: &str) -> Part {
+        match parse(format) {
+            Ok(Format::Text(parts)) if parts.len() == 1 => parts.into_iter().next().unwrap(),
+            other => panic!("{format}: {other:?}"),
+        }
+    }
+
     #[test]
-    fn bad_tokens_are_named() {
+    fn php_fpms_own_sample_format_parses() {
+        let sample = "%R - %u %t \"%m %r%Q%q\" %s %f %{mili}d %{kilo}M %C%%";
+        let Format::Text(parts) = parse(sample).unwrap() else {
+            panic!("text expected");
+        };
+        let tokens: Vec<_> = parts
+            .into_iter()
+            .filter(|p| !matches!(p, Part::Literal(_)))
+            .collect();
+        assert_eq!(
+            tokens,
+            vec![
+                Part::RemoteAddr,
+                Part::RemoteUser,
+                Part::Time(Moment::Start, DEFAULT_TIME.into()),
+                Part::Method,
+                Part::Uri,
+                Part::QueryMark,
+                Part::Query,
+                Part::Status,
+                Part::Script,
+                Part::Duration(Unit::Millis),
+                Part::Memory(MemoryUnit::Kilobytes),
+                Part::Cpu(CpuMode::Total),
+            ]
+        );
+    }
+
+    #[test]
+    fn duration_modifiers_are_php_fpms_in_any_case() {
+        for (modifier, unit) in [
+            ("seconds", Unit::Seconds),
+            ("mili", Unit::Millis),
+            ("miliseconds", Unit::Millis),
+            ("milli", Unit::Millis),
+            ("milliseconds", Unit::Millis),
+            ("MiliSeconds", Unit::Millis),
+            ("micro", Unit::Micros),
+            ("microseconds", Unit::Micros),
+            ("MICRO", Unit::Micros),
+        ] {
+            assert_eq!(one(&format!("%{{{modifier}}}d")), Part::Duration(unit));
+        }
+        assert_eq!(one("%d"), Part::Duration(Unit::Seconds));
+        assert_eq!(one("%{}d"), Part::Duration(Unit::Seconds));
+    }
+
+    #[test]
+    fn memory_modifiers_are_php_fpms_in_any_case() {
+        for (modifier, unit) in [
+            ("bytes", MemoryUnit::Bytes),
+            ("kilo", MemoryUnit::Kilobytes),
+            ("kilobytes", MemoryUnit::Kilobytes),
+            ("Kilo", MemoryUnit::Kilobytes),
+            ("mega", MemoryUnit::Megabytes),
+            ("megabytes", MemoryUnit::Megabytes),
+            ("MEGA", MemoryUnit::Megabytes),
+        ] {
+            assert_eq!(one(&format!("%{{{modifier}}}M")), Part::Memory(unit));
+        }
+        assert_eq!(one("%M"), Part::Memory(MemoryUnit::Bytes));
+    }
+
+    #[test]
+    fn cpu_modifiers_are_php_fpms_in_any_case() {
+        assert_eq!(one("%C"), Part::Cpu(CpuMode::Total));
+        assert_eq!(one("%{total}C"), Part::Cpu(CpuMode::Total));
+        assert_eq!(one("%{user}C"), Part::Cpu(CpuMode::User));
+        assert_eq!(one("%{System}C"), Part::Cpu(CpuMode::System));
+    }
+
+    #[test]
+    fn end_time_parent_pid_and_response_headers() {
+        assert_eq!(one("%T"), Part::Time(Moment::End, DEFAULT_TIME.into()));
+        assert_eq!(one("%{%s}T"), Part::Time(Moment::End, "%s".into()));
+        assert_eq!(one("%P"), Part::ParentPid);
+        assert_eq!(
+            one("%{Content-Type}o"),
+            Part::ResponseHeader("Content-Type".into())
+        );
+        assert_eq!(one("%l"), Part::ContentLength);
+        assert!(parse("%{X-Id}o").unwrap().shows_response_headers());
+        assert!(!parse(DEFAULT_FORMAT).unwrap().shows_response_headers());
+        assert!(!parse("json").unwrap().shows_response_headers());
+    }
+
+    #[test]
+    fn bad_tokens_and_modifiers_are_named_with_the_rule() {
         assert_eq!(parse("%z").unwrap_err(), "unknown token %z");
-        assert!(parse("%{x}d").unwrap_err().contains("%{x}d"));
-        assert!(parse("%i").unwrap_err().contains("needs a name"));
+        assert_eq!(parse("%{x}z").unwrap_err(), "unknown token %{x}z");
+        assert_eq!(
+            parse("%{hours}d").unwrap_err(),
+            "%{hours}d: the modifier of %d must be seconds, mili, miliseconds, milli, \
+             milliseconds, micro or microseconds"
+        );
+        assert_eq!(
+            parse("%{giga}M").unwrap_err(),
+            "%{giga}M: the modifier of %M must be bytes, kilo, kilobytes, mega or megabytes"
+        );
+        assert_eq!(
+            parse("%{idle}C").unwrap_err(),
+            "%{idle}C: the modifier of %C must be total, user or system"
+        );
+        assert_eq!(parse("%{x}R").unwrap_err(), "%{x}R: %R takes no {modifier}");
+        assert_eq!(
+            parse("%i").unwrap_err(),
+            "%i needs a request header's name: %{NAME}i"
+        );
+        assert_eq!(
+            parse("%o").unwrap_err(),
+            "%o needs a response header's name: %{NAME}o"
+        );
+        assert_eq!(
+            parse("%{}e").unwrap_err(),
+            "%e needs a FastCGI param's name: %{NAME}e"
+        );
         assert!(parse("%{abc").unwrap_err().contains("not closed"));
+        assert!(
+            parse("%{abc}")
+                .unwrap_err()
+                .contains("lacks its token letter")
+        );
         assert!(parse("50%").unwrap_err().contains("lone %"));
-        assert_eq!(parse("%{x}R").unwrap_err(), "unknown token %{x}R");
     }
 }

@@ -70,7 +70,7 @@ fn request(py: Python<'_>, app: &App, path: &str) -> std::io::Result<Vec<u8>> {
     });
     let mut fastcgi = Connection::new(Socket::from(server), Limits::default());
     let next = fastcgi.next_request();
-    let conn = Rc::new(RefCell::new(Exchange::FastCgi(fastcgi)));
+    let conn = Rc::new(RefCell::new(Exchange::fastcgi(fastcgi)));
     match next {
         Ok(Some(request)) => {
             app.handle(py, &conn, request);

@@ -12,6 +12,7 @@
 //!   `request_read_timeout`.
 //! - [`access`]: the pool's access log, a line per request written by the worker itself,
 //!   reopened when the master's USR1 bumps the scoreboard's log generation.
+//! - [`cpu`]: a request's CPU time, user and system, for the scoreboard and the log.
 //! - [`threads`]: a worker whose threads each run that loop (`[python] threads`), sharing
 //!   the `max_requests` count, the slot (the oldest request in flight) and the access log.
 //! - [`socket`]: an accepted connection, with the read budget and the lingering close.
@@ -25,6 +26,7 @@
 //! codec is `drover_fastcgi`, the scoreboard `drover_scoreboard`.
 
 pub mod access;
+pub mod cpu;
 pub mod exchange;
 pub mod http;
 pub mod serve;

@@ -19,6 +19,7 @@ use std::time::Duration;
 use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
 
 pub use crate::exchange::Exchange;
+use crate::exchange::Protocol;
 use crate::http::HttpConfig;
 use drover_proto::zygote::retiring_line;
 use drover_scoreboard::{PoolStats, Slot, State, now_us};
@@ -263,7 +264,7 @@ impl<H: Handler> Worker<'_, H> {
 
     /// Serves requests on one connection until it ends or the worker must stop.
     fn serve_connection(&mut self, socket: Socket) {
-        let conn = Rc::new(RefCell::new(Exchange::FastCgi(Connection::new(
+        let conn = Rc::new(RefCell::new(Exchange::fastcgi(Connection::new(
             socket,
             Limits::default(),
         ))));
@@ -305,9 +306,9 @@ impl<H: Handler> Worker<'_, H> {
             conn.borrow_mut()
                 .get_mut()
                 .start_request(self.config.request_read_timeout);
-            let next = match &mut *conn.borrow_mut() {
-                Exchange::FastCgi(fastcgi) => fastcgi.next_request(),
-                Exchange::Http(_) => Ok(None),
+            let next = match conn.borrow_mut().protocol_mut() {
+                Protocol::FastCgi(fastcgi) => fastcgi.next_request(),
+                Protocol::Http(_) => Ok(None),
             };
             let request = match next {
                 Ok(Some(request)) => request,
@@ -344,10 +345,12 @@ impl<H: Handler> Worker<'_, H> {
     /// histogram, the access log, `max_requests`, `max_memory`. Returns whether the
     /// connection may serve another request.
     pub(crate) fn run_request(&mut self, conn: &Conn, request: Request, start_us: u64) -> bool {
-        let logging = match self.threaded {
-            Some(threaded) => threaded.shared.logging(),
-            None => self.config.access_log.is_some(),
+        let (logging, heads) = match (self.threaded, &self.config.access_log) {
+            (Some(threaded), _) => (threaded.shared.logging(), threaded.shared.heads()),
+            (None, Some(log)) => (true, log.shows_response_headers()),
+            (None, None) => (false, false),
         };
+        conn.borrow_mut().keep_head(heads);
         let logged =
             logging.then(|| (request.params.clone(), self.handler.script(&request.params)));
         let mut ticket = None;
@@ -375,18 +378,18 @@ impl<H: Handler> Worker<'_, H> {
             pool.accept();
         }
         let id = request.id;
-        let cpu_start = thread_cpu_time();
+        let cpu_start = crate::cpu::thread_cpu();
         let outcome = self.handler.handle(conn, request);
         let end_us = now_us();
-        let cpu = thread_cpu_time().saturating_sub(cpu_start);
+        let cpu = crate::cpu::thread_cpu().since(&cpu_start);
         let memory = self.handler.request_memory();
         let duration_us = end_us.saturating_sub(start_us);
         if let Some(slot) = self.slot {
             match (self.threaded, ticket) {
                 (Some(threaded), Some(ticket)) => {
-                    threaded.end(slot, ticket, end_us, duration_us, cpu, memory);
+                    threaded.end(slot, ticket, end_us, duration_us, cpu.total(), memory);
                 }
-                _ => slot.end_request(end_us, cpu, memory),
+                _ => slot.end_request(end_us, cpu.total(), memory),
             }
         }
         let status = self.handler.response_status();
@@ -394,6 +397,7 @@ impl<H: Handler> Worker<'_, H> {
             pool.record(duration_us, status);
         }
         if let Some((params, script)) = &logged {
+            let conn = conn.borrow();
             let entry = Entry {
                 params,
                 status,
@@ -401,6 +405,7 @@ impl<H: Handler> Worker<'_, H> {
                 cpu,
                 memory,
                 script: script.as_deref().unwrap_or(&self.config.label),
+                head: conn.kept_head(),
             };
             match (self.threaded, &mut self.config.access_log) {
                 (Some(threaded), _) => threaded.shared.log(&entry, self.pool),
@@ -496,18 +501,6 @@ pub(crate) fn peer_allowed(socket: &Socket, allowed: &[IpAddr]) -> bool {
     }
     eprintln!("refused a connection from {ip}: not in listen_allowed_clients");
     false
-}
-
-/// CPU time the calling thread has used so far. A request's CPU (`last request cpu`, the
-/// access log's `%C`) is this thread's from the handler's start to its end: php-fpm reads
-/// `times()` at the request's start and end the same way. Not the process's, because a
-/// worker with threads runs several requests at once, and not since the previous request's
-/// end: a drover-php worker showed 450% of a request's duration so, the previous request's
-/// close and a new worker's start counted in.
-fn thread_cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(Duration::from)
-        .unwrap_or_default()
 }
 
 /// The worker's SIGTERM handler (retire after the request in hand) and its death signal.

@@ -190,6 +190,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     /// Whether there is an access log, without taking the lock.
     logging: bool,
+    /// Whether its lines show a response header: each response's head is kept.
+    heads: bool,
     books: Mutex<Books>,
 }
 
@@ -208,6 +210,9 @@ impl Shared {
             started: AtomicU32::new(0),
             stop: AtomicBool::new(false),
             logging: access_log.is_some(),
+            heads: access_log
+                .as_ref()
+                .is_some_and(AccessLog::shows_response_headers),
             books: Mutex::new(Books {
                 access_log,
                 in_flight: BTreeMap::new(),
@@ -226,6 +231,10 @@ impl Shared {
 
     pub(crate) fn logging(&self) -> bool {
         self.logging
+    }
+
+    pub(crate) fn heads(&self) -> bool {
+        self.heads
     }
 
     /// A request starts on a worker without a slot: it counts for `max_requests`.

@@ -306,3 +306,20 @@ fn the_docker_images_stderr_is_drovers_stderr() {
     assert_eq!(global["error_log"].as_str(), Some("stderr"));
     assert_eq!(pool(&import, "www")["listen"].as_str(), Some("9000"));
 }
+
+#[test]
+fn php_fpms_sample_access_format_passes_through_unchanged() {
+    let import = import(&[(
+        "www.conf",
+        "[www]\nlisten = 9000\naccess.log = /var/log/www.access\n\
+         access.format = \"%R - %u %t \\\"%m %r%Q%q\\\" %s %f %{mili}d %{kilo}M %C%%\"\n",
+    )]);
+    let www = pool(&import, "www");
+    assert_eq!(
+        www["access_format"].as_str(),
+        Some(r#"%R - %u %t "%m %r%Q%q" %s %f %{mili}d %{kilo}M %C%%"#),
+        "{:#?}",
+        import.report
+    );
+    assert_eq!(www["access_log"].as_str(), Some("/var/log/www.access"));
+}

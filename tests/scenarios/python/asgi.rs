@@ -443,10 +443,17 @@ fn the_access_log_has_a_line_per_request_with_its_status() {
     let site = Site::new();
     python::install_apps(&site);
     let log_path = site.path().join("access.log");
-    let pool = PythonPool::asgi("api", "app").max_children(1).key(
-        "access_log",
-        &format!("{:?}", log_path.display().to_string()),
-    );
+    let pool = PythonPool::asgi("api", "app")
+        .max_children(1)
+        .key(
+            "access_log",
+            &format!("{:?}", log_path.display().to_string()),
+        )
+        // A response header (the app's names are lower case), and one it did not send.
+        .key(
+            "access_format",
+            r#""%R - %u %t \"%m %r\" %s %{Content-Type}o %{X-Absent}o""#,
+        );
     let drover = Drover::start(&site, &[&pool]);
     let location = Location::prefix("/", &site.socket("api")).keep_conn();
     let nginx = Nginx::start_locations(&site, &[location]);
@@ -459,8 +466,14 @@ fn the_access_log_has_a_line_per_request_with_its_status() {
         (text.lines().count() >= 2).then_some(text)
     });
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].contains("\"GET /hello\" 200"), "{lines:?}");
-    assert!(lines[1].contains("\"GET /boom\" 500"), "{lines:?}");
+    assert!(
+        lines[0].ends_with("\"GET /hello\" 200 application/json -"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("\"GET /boom\" 500 text/plain"),
+        "{lines:?}"
+    );
     drover.log.wait_for_line("ZeroDivisionError", TIMEOUT);
 }
 

@@ -127,6 +127,7 @@ impl FastCgi {
                 let pairs = header_pairs(headers)?;
                 let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
                 encode::head(&mut head, status, borrowed).map_err(PyValueError::new_err)?;
+                ledger::keep_head(&mut request.ticket, &head);
                 request.status = Some(status);
             }
             (None, Some(_)) => {}
@@ -159,6 +160,7 @@ impl FastCgi {
             let mut head = Vec::new();
             let headers: [(&[u8], &[u8]); 1] = [(b"content-type", b"text/plain; charset=utf-8")];
             let _ = encode::head(&mut head, 500, headers);
+            ledger::keep_head(&mut request.ticket, &head);
             encode::stdout(&mut out, request.id, &head, b"Internal Server Error\n");
             request.status = Some(500);
             encode::end(&mut out, request.id, 0);

@@ -246,6 +246,7 @@ impl Http {
                 let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
                 encode::head(&mut cgi, status, borrowed).map_err(PyValueError::new_err)?;
                 let head_len = cgi.len();
+                ledger::keep_head(&mut request.ticket, &cgi);
                 if !more {
                     // The whole response is here: it gets a Content-Length, not chunks.
                     cgi.extend_from_slice(body);

@@ -17,6 +17,7 @@ use drover_fastcgi::Params;
 use drover_proto::zygote::retiring_line;
 use drover_scoreboard::{Slot, now_us};
 use drover_worker::access::{AccessLog, Entry};
+use drover_worker::cpu::{CpuTime, process_cpu};
 use drover_worker::serve::{Board, WorkerConfig};
 
 /// One worker's books. A worker process has one, in [`LEDGER`].
@@ -33,7 +34,7 @@ pub struct Ledger {
     in_flight: BTreeMap<(u64, u64), Shown>,
     next: u64,
     /// CPU time at the previous request's end.
-    cpu_mark: Duration,
+    cpu_mark: CpuTime,
     /// Set once the worker must stop; the memory line is written once.
     retire: bool,
 }
@@ -50,6 +51,9 @@ pub struct Ticket {
     start_us: u64,
     number: u64,
     pub params: Params,
+    /// The response's CGI head, kept (by [`keep_head`]) when the access log shows a
+    /// response header.
+    head: Vec<u8>,
 }
 
 thread_local! {
@@ -68,7 +72,7 @@ pub fn open(config: WorkerConfig, board: Option<Board<'static>>) {
         served: 0,
         in_flight: BTreeMap::new(),
         next: 0,
-        cpu_mark: cpu_time(),
+        cpu_mark: process_cpu(),
         retire: false,
     };
     LEDGER.with_borrow_mut(|l| *l = Some(ledger));
@@ -83,6 +87,7 @@ pub fn begin(params: Params) -> Ticket {
                 start_us,
                 number: 0,
                 params,
+                head: Vec::new(),
             };
         };
         ledger.next += 1;
@@ -106,8 +111,23 @@ pub fn begin(params: Params) -> Ticket {
             start_us,
             number,
             params,
+            head: Vec::new(),
         }
     })
+}
+
+/// The response's CGI head went out: the ticket keeps a copy when the access log shows a
+/// response header (`%{Name}o`).
+pub fn keep_head(ticket: &mut Ticket, head: &[u8]) {
+    let keeps = LEDGER.with_borrow(|ledger| {
+        ledger
+            .as_ref()
+            .and_then(|l| l.access_log.as_ref())
+            .is_some_and(AccessLog::shows_response_headers)
+    });
+    if keeps {
+        ticket.head = head.to_vec();
+    }
 }
 
 /// A request ended with `status` (None: the client went away before a head was sent).
@@ -119,17 +139,17 @@ pub fn end(ticket: &Ticket, status: Option<u16>) -> bool {
         };
         let end_us = now_us();
         let duration_us = end_us.saturating_sub(ticket.start_us);
-        let now_cpu = cpu_time();
-        let cpu = now_cpu.saturating_sub(ledger.cpu_mark);
+        let now_cpu = process_cpu();
+        let cpu = now_cpu.since(&ledger.cpu_mark);
         ledger.cpu_mark = now_cpu;
         if let Some(board) = ledger.board {
             let key = (ticket.start_us, ticket.number);
             let was_oldest = ledger.in_flight.keys().next() == Some(&key);
             ledger.in_flight.remove(&key);
             match ledger.in_flight.iter().next() {
-                None => board.slot.end_request(end_us, cpu, None),
+                None => board.slot.end_request(end_us, cpu.total(), None),
                 Some((&(start, _), shown)) => {
-                    board.slot.count_request(duration_us, cpu, None);
+                    board.slot.count_request(duration_us, cpu.total(), None);
                     if was_oldest {
                         show(board.slot, start, shown, &ledger.label);
                     }
@@ -145,6 +165,7 @@ pub fn end(ticket: &Ticket, status: Option<u16>) -> bool {
                 cpu,
                 memory: None,
                 script: &ledger.label,
+                head: &ticket.head,
             };
             log.write(&entry, ledger.board.map(|b| b.pool));
         }
@@ -194,10 +215,4 @@ fn over_memory(limit: Option<u64>) -> bool {
     ));
     let _ = std::io::stderr().write_all(line.as_bytes());
     true
-}
-
-fn cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
-        .map(Duration::from)
-        .unwrap_or_default()
 }

@@ -24,7 +24,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 
 use super::head::{Head, Peer};
 use super::{DEFAULT_HEAD_TIMEOUT, HttpConfig, HttpConn};
-use crate::exchange::Exchange;
+use crate::exchange::{Exchange, Protocol};
 use crate::serve::{Conn, Handler, Worker, peer_allowed};
 use crate::socket::Socket;
 
@@ -195,7 +195,7 @@ impl<'c> Set<'c> {
             EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP, token),
         )?;
         socket.set_wait(false);
-        let conn = Rc::new(RefCell::new(Exchange::Http(HttpConn::new(socket))));
+        let conn = Rc::new(RefCell::new(Exchange::http(HttpConn::new(socket))));
         let deadline = Instant::now() + self.head_timeout;
         self.hold(
             token,
@@ -364,9 +364,9 @@ impl<'c> Set<'c> {
 
 /// Runs `f` on the HTTP connection inside `conn` (a held connection is always one).
 fn with_http<T>(conn: &Conn, f: impl FnOnce(&mut HttpConn) -> T) -> T {
-    match &mut *conn.borrow_mut() {
-        Exchange::Http(http) => f(http),
-        Exchange::FastCgi(_) => unreachable!("the HTTP loop holds only HTTP connections"),
+    match conn.borrow_mut().protocol_mut() {
+        Protocol::Http(http) => f(http),
+        Protocol::FastCgi(_) => unreachable!("the HTTP loop holds only HTTP connections"),
     }
 }
 
