@@ -58,8 +58,12 @@ struct drover_request {
 	const char *cookie;
 	const char *authorization;
 	const char *protocol;
-	/* As drover computed them (cgi.fix_pathinfo, proxy:fcgi://): they override the
-	 * params of the same name in $_SERVER. */
+	/* The file to run, and PHP_SELF, as drover computed them (crates/php/src/script.rs:
+	 * cgi.fix_pathinfo, proxy:fcgi://). The params already hold SCRIPT_FILENAME,
+	 * SCRIPT_NAME, PATH_INFO, PATH_TRANSLATED and the ORIG_* copies as php-fpm rewrites
+	 * them (with cgi.fix_pathinfo = 0, the file to run may be PATH_TRANSLATED while
+	 * $_SERVER['SCRIPT_FILENAME'] stays what was sent); script_name, path_info and
+	 * path_translated are NULL. */
 	const char *script_filename;
 	const char *script_name;
 	const char *path_info;
@@ -318,11 +322,7 @@ static void drover_register_variables(zval *array)
 	if (!current) {
 		return;
 	}
-	/* php-fpm rewrites these from SCRIPT_FILENAME and cgi.fix_pathinfo. */
-	if (current->script_filename) {
-		register_one("SCRIPT_FILENAME", current->script_filename,
-			     strlen(current->script_filename), array);
-	}
+	/* SCRIPT_FILENAME is in the params as php-fpm rewrote it. */
 	if (current->script_name) {
 		register_one("SCRIPT_NAME", current->script_name, strlen(current->script_name), array);
 	}

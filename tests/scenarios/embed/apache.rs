@@ -134,6 +134,8 @@ const PATH_URLS: &[&str] = &[
     "/index.php/extra/more/?x=1&y=%20z",
     "/my%20page.php/caf%C3%A9",
     "/index.php/index.php",
+    // With cgi.fix_pathinfo = 0, PATH_TRANSLATED (here "my page.php") is what runs.
+    "/index.php/my%20page.php",
 ];
 
 /// Status and body of every [`PATH_URLS`], through Apache to `socket`.
