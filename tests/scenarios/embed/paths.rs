@@ -1,12 +1,15 @@
 //! `$_SERVER`'s path variables (`SCRIPT_NAME`, `PATH_INFO`, `PATH_TRANSLATED`, `PHP_SELF`,
 //! the `ORIG_*` copies) from drover-php against a real php-fpm 8.2, behind the same nginx
 //! configurations, with `cgi.fix_pathinfo` 1 and 0: the pages must be the same, byte for
-//! byte (status and body).
+//! byte (status and body). And `fastcgi.logging`, the other `cgi.*`/`fastcgi.*` setting
+//! drover-php honours.
 
 use std::fs;
 
 use super::Embed;
-use crate::common::{Drover, FpmPool, Nginx, PhpFpm, Site, TIMEOUT, http};
+use crate::common::{
+    Drover, FpmPool, Location, Nginx, PhpFpm, Site, TIMEOUT, check_config, http, wait_until,
+};
 
 /// The variables a script reads to know where it is, as JSON.
 pub const PAGE: &str = r#"<?php
@@ -152,13 +155,20 @@ fn path_variables_match_php_fpm_behind_nginx_with_fix_pathinfo_1_and_0() {
             pages(&site, &fpm_pools[1].socket),
         )
     };
-    // cgi.fix_pathinfo set both ways drover reads it: [php.ini] and [php.admin_ini].
+    // cgi.fix_pathinfo set every way drover reads it: [php.ini], [php.admin_ini], and the
+    // pool's php.ini file.
     let on = Embed::new("on", 1).ini("\"cgi.fix_pathinfo\" = \"1\"\n");
+    let ini = site.write("php.ini", "cgi.fix_pathinfo = 0\n");
+    let file = Embed::new("file", 1).php(&format!("ini_file = \"{}\"\n", ini.display()));
     let off = Embed::new("off", 1).admin("\"cgi.fix_pathinfo\" = \"0\"\n");
-    let drover = Drover::start(&site, &[&on, &off]);
+    let drover = Drover::start(&site, &[&on, &off, &file]);
+    // drover -t starts PHP as the pools would: the cgi.* names are PHP's now.
+    let checked = check_config(&site);
+    assert!(checked.status.success(), "drover -t: {checked:?}");
     drover.log.wait_for_line("ready:", TIMEOUT);
     let drover1 = pages(&site, &site.socket("on"));
     let drover0 = pages(&site, &site.socket("off"));
+    let from_file = pages(&site, &site.socket("file"));
 
     // php-fpm's values, as the comparison relies on them (and as the README describes).
     let at = |pages: &[(u16, String)], url: &str| {
@@ -186,10 +196,64 @@ fn path_variables_match_php_fpm_behind_nginx_with_fix_pathinfo_1_and_0() {
     assert_eq!(missing, (404, "No input file specified.\n".to_owned()));
 
     let report = differences("cgi.fix_pathinfo=1", URLS, &fpm1, &drover1)
-        + &differences("cgi.fix_pathinfo=0", URLS, &fpm0, &drover0);
+        + &differences("cgi.fix_pathinfo=0", URLS, &fpm0, &drover0)
+        + &differences("php.ini's cgi.fix_pathinfo=0", URLS, &fpm0, &from_file);
     assert!(
         report.is_empty(),
         "drover-php's pages differ from php-fpm's:\n{report}\ndrover's log:\n{}",
         drover.log.text()
     );
+}
+
+/// `fastcgi.logging = 0` (php-fpm's setting, registered by drover-php) keeps PHP's
+/// messages and "Primary script unknown" out of nginx's error log; drover's log still has
+/// them. The default pool beside it shows they would be there.
+#[test]
+fn fastcgi_logging_0_keeps_php_messages_out_of_the_web_servers_log() {
+    let site = Site::new();
+    for folder in ["quiet", "loud"] {
+        site.write(
+            &format!("www/{folder}/log.php"),
+            "<?php error_log('marker-' . $_GET['n']); echo ini_get('fastcgi.logging');",
+        );
+    }
+    let quiet = Embed::new("quiet", 1).admin("\"fastcgi.logging\" = \"0\"\n");
+    let loud = Embed::new("loud", 1);
+    let drover = Drover::start(&site, &[&quiet, &loud]);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location::prefix(r"~ ^/quiet/.*\.php$", &site.socket("quiet")),
+            Location::prefix(r"~ ^/loud/.*\.php$", &site.socket("loud")),
+        ],
+    );
+    let get = |url: &str| {
+        let reply = http::get(&nginx.url(url));
+        (reply.status, reply.body)
+    };
+    assert_eq!(get("/quiet/log.php?n=q"), (200, "0".to_owned()));
+    assert_eq!(get("/quiet/missing.php").0, 404);
+    assert_eq!(get("/loud/log.php?n=l"), (200, "1".to_owned()));
+    assert_eq!(get("/loud/missing.php").0, 404);
+
+    let errors = site.path().join("nginx-error.log");
+    let text = wait_until(
+        TIMEOUT,
+        "the loud pool's lines in nginx's error log",
+        || {
+            let text = fs::read_to_string(&errors).unwrap_or_default();
+            let unknown = text
+                .lines()
+                .any(|l| l.contains("Primary script unknown") && l.contains("/loud/missing.php"));
+            (text.contains("marker-l") && unknown).then_some(text)
+        },
+    );
+    assert!(!text.contains("marker-q"), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("Primary script unknown") && l.contains("/quiet/")),
+        "{text}"
+    );
+    drover.log.wait_for_line("marker-q", TIMEOUT);
 }
