@@ -236,6 +236,10 @@ pub fn reap_any() -> nix::Result<Option<(Pid, Option<WorkerExit>)>> {
 /// What the zygote tells the master about its workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Report {
+    /// The runtime is started (PHP's modules, a preloaded Python app), before the first
+    /// fork: the pool can serve once its workers are forked, so an `ondemand` pool is
+    /// ready from here.
+    Ready,
     Started {
         pid: Pid,
     },
@@ -247,10 +251,11 @@ pub enum Report {
 }
 
 impl Report {
-    /// One line: `MARK started PID`, `MARK exited PID code N MS` or
+    /// One line: `MARK ready`, `MARK started PID`, `MARK exited PID code N MS` or
     /// `MARK exited PID signal N MS`.
     pub fn encode(&self) -> String {
         match self {
+            Report::Ready => format!("{REPORT_MARK}ready\n"),
             Report::Started { pid } => format!("{REPORT_MARK}started {pid}\n"),
             Report::Exited { pid, exit, lived } => {
                 let (kind, n) = match exit {
@@ -267,7 +272,11 @@ impl Report {
 
     /// `None` for a line that is not a report (ordinary output).
     pub fn parse(line: &str) -> Option<Report> {
-        let mut words = line.strip_prefix(REPORT_MARK)?.split(' ');
+        let body = line.strip_prefix(REPORT_MARK)?;
+        if body == "ready" {
+            return Some(Report::Ready);
+        }
+        let mut words = body.split(' ');
         let kind = words.next()?;
         let pid = Pid::from_raw(words.next()?.parse().ok()?);
         let report = match kind {
@@ -338,6 +347,7 @@ mod tests {
     #[test]
     fn reports_round_trip() {
         let reports = [
+            Report::Ready,
             Report::Started {
                 pid: Pid::from_raw(42),
             },

@@ -189,6 +189,9 @@ struct Zygote<'a, R> {
 
 impl<R: Runtime> Zygote<'_, R> {
     fn serve(mut self) -> u8 {
+        // The runtime started before the zygote came here: an ondemand pool, which forks
+        // nothing yet, is ready for its first request from now on.
+        report(Report::Ready);
         let mut hold_until: Option<Instant> = None;
         loop {
             let now = Instant::now();

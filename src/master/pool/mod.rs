@@ -84,6 +84,10 @@ pub struct PoolRun {
     counters: status::Counters,
     /// ondemand: the task watching the listener (see `watch_listener`), stopped on drop.
     watcher: Option<tokio::task::AbortHandle>,
+    /// The zygote said its runtime is started ([`Report::Ready`]), so that an ondemand pool
+    /// is ready only once a request would find PHP or the app loaded; true from the start
+    /// for runtimes whose parent does not report.
+    runtime_ready: bool,
 }
 
 impl PoolRun {
@@ -124,6 +128,7 @@ impl PoolRun {
             None => None,
         };
         Ok(PoolRun {
+            runtime_ready: !launch.kind.parent_reports(),
             id,
             replaces: None,
             exited: Vec::new(),
@@ -199,9 +204,12 @@ impl PoolRun {
         }
     }
 
-    /// Running the workers it starts with, or stopped for good: nothing more to wait for.
+    /// Running the workers it starts with, its runtime started (an ondemand pool starts
+    /// none), or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
-        self.lifecycle.failed() || self.workers() >= pm::initial_workers(&self.config.pm) as usize
+        self.lifecycle.failed()
+            || (self.runtime_ready
+                && self.workers() >= pm::initial_workers(&self.config.pm) as usize)
     }
 
     /// Every pid of this pool still alive (for stop).
@@ -636,6 +644,7 @@ impl PoolRun {
             return None;
         }
         match Report::parse(line) {
+            Some(Report::Ready) => self.runtime_ready = true,
             Some(Report::Started { pid }) => {
                 if !self.processes.contains_key(&from) {
                     // Its zygote is gone: the worker was adopted when the zygote was reaped.

@@ -1,4 +1,4 @@
-//! An ondemand PHP pool keeps no worker at rest: it is ready with none, spawns one when a
+//! An ondemand PHP pool keeps no worker at rest: it is ready with none (once its zygote has started PHP or the app), spawns one when a
 //! connection waits, and retires it after process_idle_timeout.
 
 use std::time::{Duration, Instant};
@@ -164,5 +164,39 @@ fn a_request_sent_when_an_ondemand_pool_is_ready_is_served() {
         !drover.log.text().contains("exited on signal"),
         "the zygote died: {}",
         drover.log.text()
+    );
+}
+
+/// An ondemand pool is ready once its runtime is, as php-fpm is ready once PHP has started:
+/// a Python app that takes a second to import (preloaded in the zygote) has loaded before
+/// drover says "ready", so the first request after that line finds it loaded. (drover-php's
+/// zygote says the same once PHP's modules have started.)
+#[test]
+fn an_ondemand_pool_is_ready_once_its_app_is_loaded() {
+    let site = Site::new();
+    site.write(
+        "apps/pm_app.py",
+        "import time\ntime.sleep(1)\nprint('app module loaded', flush=True)\n\n\
+         def application(environ, start_response):\n    \
+         start_response('200 OK', [('Content-Type', 'text/plain')])\n    return [b'ok']\n",
+    );
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    let pool = Pool::python("py", "", PM);
+    site.write(
+        "pools.d/py.toml",
+        &crate::common::PoolFile::toml(&pool, &site),
+    );
+    let drover = crate::common::Drover::spawn(&site);
+
+    drover.log.wait_for_line("ready:", TIMEOUT);
+
+    let text = drover.log.text();
+    let ready = text.find("ready:").expect("the line waited for");
+    assert!(
+        text[..ready].contains("app module loaded"),
+        "drover was ready before the ondemand pool's app had loaded:\n{text}"
     );
 }
