@@ -41,7 +41,7 @@ mod route;
 pub mod server;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 #[cfg(test)]
 mod tests;
 

@@ -21,6 +21,7 @@ mod reload;
 mod signals;
 mod sockets;
 mod spawn;
+mod totals;
 
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -437,7 +438,11 @@ impl Master {
             return;
         }
         let mut activity = systemd::Activity::default();
-        for status in self.pools.serving().map(|pool| pool.status(now)) {
+        for status in self
+            .pools
+            .serving()
+            .map(|pool| self.pools.status_of(pool, now))
+        {
             activity.active += status.active_processes;
             activity.idle += status.idle_processes;
             activity.slow += status.slow_requests;

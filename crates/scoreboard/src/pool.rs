@@ -5,7 +5,8 @@
 //! Counted by the workers, not sampled by the master: the master looks every 100 ms and
 //! would miss most fast requests. Many workers write at once, so every field is a
 //! `fetch_add` (one locked add per field, a handful per request); the master only reads.
-//! A scoreboard is made per pool generation, so these counters start at 0 with it.
+//! A scoreboard is made per pool generation, so these counters start at 0 with it; the
+//! master adds up a pool's generations (src/master/totals.rs).
 //!
 //! The fields are read one by one, so a read may see a request in one field and not yet
 //! in another; [`PoolView::count`] is therefore the sum of the buckets, which keeps the

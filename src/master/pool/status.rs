@@ -6,6 +6,7 @@ use std::time::{Instant, SystemTime};
 use super::PoolRun;
 use crate::config::PmMode;
 use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
+use crate::master::totals::Totals;
 use crate::scoreboard;
 
 impl PoolRun {
@@ -98,15 +99,40 @@ impl PoolRun {
                 request_terminate_timeout: self.config.request_terminate_timeout,
                 request_slowlog_timeout: self.config.request_slowlog_timeout,
             },
-            recycled: Recycled {
-                max_requests: self.counters.clean_exits,
-                max_memory: counters.retired_max_memory,
-                terminate: counters.killed_request_timeout,
-                crash: self.counters.crash_exits,
-                idle: counters.retired_max_spare + counters.retired_idle_timeout,
-            },
+            recycled: self.recycled(),
             requests: self.scoreboard.as_ref().map(|board| board.pool().view()),
             workers,
+        }
+    }
+}
+
+impl PoolRun {
+    /// What this generation counted so far, for its pool's totals
+    /// ([`crate::master::totals`]): the counters of [`PoolRun::status`], without its
+    /// per-worker reads.
+    pub fn totals(&self) -> Totals {
+        let counters = &self.policy.counters;
+        let requests = self.scoreboard.as_ref().map(|board| board.pool().view());
+        Totals {
+            born: Some(self.born),
+            accepted_conn: requests.as_ref().map(|view| view.accepted),
+            max_listen_queue: Some(self.counters.max_listen_queue.get()),
+            max_active_processes: self.counters.max_active,
+            max_children_reached: counters.max_children_reached,
+            slow_requests: self.counters.slow_requests,
+            recycled: self.recycled(),
+            requests,
+        }
+    }
+
+    fn recycled(&self) -> Recycled {
+        let counters = &self.policy.counters;
+        Recycled {
+            max_requests: self.counters.clean_exits,
+            max_memory: counters.retired_max_memory,
+            terminate: counters.killed_request_timeout,
+            crash: self.counters.crash_exits,
+            idle: counters.retired_max_spare + counters.retired_idle_timeout,
         }
     }
 }
@@ -127,7 +153,8 @@ fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) ->
     }
 }
 
-/// What a generation counts for its status page, since it started. The policy's own
+/// What a generation counts for its status page, since it started (a pool's status adds
+/// up its generations': [`crate::master::totals`]). The policy's own
 /// counts (retired for spare or memory, killed past a timeout, max_children reached) are
 /// kept by the policy ([`crate::pm::PolicyState`]), which updates them as it decides.
 #[derive(Debug, Default)]

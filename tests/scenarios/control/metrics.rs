@@ -168,3 +168,93 @@ fn metrics_count_every_request_of_python_and_embedded_php_pools_by_class() {
         );
     }
 }
+
+/// The pool's `/metrics` parsed (Prometheus text), once the histogram counts `count`.
+fn counted(setup: &Setup, addr: &str, pool: &str, count: u64, when: &str) -> Vec<Sample> {
+    let mut page = String::new();
+    let reached = proc::poll(TIMEOUT, || {
+        page = get_status(setup, addr, "/metrics").body;
+        page.contains(&format!(
+            "drover_request_duration_seconds_count{{pool=\"{pool}\"}} {count}\n"
+        ))
+    });
+    assert!(
+        reached,
+        "{when}: /metrics never counted {count} requests:\n{page}\ndrover's log:\n{}",
+        setup.log()
+    );
+    parsed_samples(&setup.stack.site, &page, "prometheus").expect("prometheus_client")
+}
+
+/// Every deploy is a HUP, which gives every pool a new generation with a new scoreboard:
+/// the pool's counters must still only grow, and count what the old generation finishes
+/// while it drains.
+#[test]
+fn counters_go_on_across_a_reload_and_count_what_the_old_generation_finishes() {
+    let site = site();
+    let python = Pool::python("app")
+        .mount("/py")
+        .max_children(2)
+        .top(PYTHON_STATUS);
+    let setup = start(site, &[&python]);
+    let addr = status_addr(&setup, "app");
+    let log = &setup.stack.drover.log;
+    let before = send(&setup, &[("/py/greeting", 200, 4), ("/py/fail", 500, 1)]);
+    counted(&setup, &addr, "app", before, "before the reload");
+
+    // A request the old generation is running when the reload starts: it finishes there
+    // (3 s), after the new generation took over.
+    let url = setup.stack.url("/py/slow");
+    let slow = std::thread::spawn(move || http::try_get(&url).map(|r| r.status));
+    let busy = proc::poll(TIMEOUT, || {
+        get_status(&setup, &addr, "/metrics")
+            .body
+            .contains("drover_active_processes{pool=\"app\"} 1\n")
+    });
+    assert!(busy, "the slow request never ran; log:\n{}", setup.log());
+    let from = log.len();
+    setup.stack.drover.signal(nix::sys::signal::Signal::SIGHUP);
+    log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
+    // Renewed, the old generation still draining: nothing went back to 0.
+    let samples = counted(&setup, &addr, "app", before, "right after the reload");
+    assert_eq!(
+        value(
+            &samples,
+            "drover_responses_total",
+            &[("pool", "app"), ("class", "5xx")]
+        ),
+        Some(1.0)
+    );
+
+    assert_eq!(slow.join().expect("the slow request's thread"), Ok(200));
+    let after = send(&setup, &[("/py/greeting", 200, 3), ("/py/nothing", 404, 2)]);
+    let total = before + 1 + after;
+    let samples = counted(&setup, &addr, "app", total, "after the reload");
+    let p = [("pool", "app")];
+    let got = |name: &str, labels: &[(&str, &str)]| value(&samples, name, labels);
+    assert_eq!(
+        got("drover_accepted_connections_total", &p),
+        Some(total as f64)
+    );
+    assert_eq!(
+        got(
+            "drover_request_duration_seconds_bucket",
+            &[("pool", "app"), ("le", "+Inf")]
+        ),
+        Some(total as f64)
+    );
+    for (class, expected) in [("2xx", 4 + 1 + 3), ("4xx", 2), ("5xx", 1)] {
+        let labels = [("pool", "app"), ("class", class)];
+        assert_eq!(
+            got("drover_responses_total", &labels),
+            Some(expected as f64),
+            "{class}"
+        );
+    }
+    // The slow request took 3 s: the histogram's sum has it.
+    assert!(got("drover_request_duration_seconds_sum", &p).is_some_and(|s| s >= 3.0));
+    let json = get_status(&setup, &addr, "/status?json").body;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("status JSON");
+    assert_eq!(json["accepted conn"], total, "{json:#}");
+    assert_eq!(json["request durations"]["count"], total, "{json:#}");
+}
