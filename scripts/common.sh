@@ -112,6 +112,15 @@ ensure_django() {
         die "pip could not install django 5 for $(command -v python3)"
 }
 
+# ensure_prometheus_client: the metrics scenario tests parse /metrics with Prometheus's own
+# Python parser (prometheus_client), in both formats; installed with pip when missing.
+ensure_prometheus_client() {
+    python3 -c 'import prometheus_client' >/dev/null 2>&1 && return 0
+    echo "==> installing prometheus_client (python3 -m pip)"
+    python3 -m pip install -q prometheus_client ||
+        die "pip could not install prometheus_client for $(command -v python3)"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

@@ -3,8 +3,8 @@
 #
 # The tests start the real drover binary, nginx, php-cgi and CPython apps, so php-cgi, nginx
 # and curl are installed with apt-get (through sudo when not root) if their commands are
-# absent; a C toolchain too, which cargo needs to link; and Flask, FastAPI, uvloop and
-# Django 5, with pip, for the python3 on PATH. Then: cargo test --workspace --release (every crate, the release profile).
+# absent; a C toolchain too, which cargo needs to link; and Flask, FastAPI, uvloop,
+# Django 5 and prometheus_client (which parses /metrics), with pip, for the python3 on PATH. Then: cargo test --workspace --release (every crate, the release profile).
 # Then the scenario tests' PHP pools again on php-cgi (DROVER_TEST_PHP_RUNTIME=cgi; the
 # default is drover-php). Extra arguments go to cargo test, e.g. scripts/test.sh signals,
 # and skip that second pass.
@@ -18,6 +18,7 @@ ensure_packages "${DROVER_PACKAGES[@]}"
 ensure_flask
 ensure_fastapi
 ensure_django
+ensure_prometheus_client
 require_cargo
 cd "$repo"
 echo "==> cargo test --workspace --release${*:+ $*}"

@@ -68,7 +68,8 @@ fn check_pool(setup: &Setup, pool: &str, count: u64, classes: [u64; 3]) {
         reply.header("Content-Type"),
         "text/plain; version=0.0.4; charset=utf-8"
     );
-    if let Some(samples) = parsed_samples(&setup.stack.site, &page, "prometheus") {
+    {
+        let samples = parsed_samples(&setup.stack.site, &page, "prometheus");
         let p = [("pool", pool)];
         let got = |name: &str, labels: &[(&str, &str)]| {
             value(&samples, name, labels)
@@ -122,7 +123,8 @@ fn check_pool(setup: &Setup, pool: &str, count: u64, classes: [u64; 3]) {
         "?full shows the workers:\n{}",
         open.body
     );
-    if let Some(samples) = parsed_samples(&setup.stack.site, &open.body, "openmetrics") {
+    {
+        let samples = parsed_samples(&setup.stack.site, &open.body, "openmetrics");
         let p = [("pool", pool)];
         let count_now = value(&samples, "drover_request_duration_seconds_count", &p);
         // /metrics and the polls above are no requests of the pool: still `count`.
@@ -183,7 +185,7 @@ fn counted(setup: &Setup, addr: &str, pool: &str, count: u64, when: &str) -> Vec
         "{when}: /metrics never counted {count} requests:\n{page}\ndrover's log:\n{}",
         setup.log()
     );
-    parsed_samples(&setup.stack.site, &page, "prometheus").expect("prometheus_client")
+    parsed_samples(&setup.stack.site, &page, "prometheus")
 }
 
 /// Every deploy is a HUP, which gives every pool a new generation with a new scoreboard:

@@ -138,7 +138,8 @@ fn status_in_text_json_and_openmetrics_shows_two_busy_workers_of_three() {
         "{content_type:?}"
     );
     println!("/status?openmetrics:\n{}", metrics.body);
-    if let Some(samples) = openmetrics_samples(&setup.stack.site, &metrics.body) {
+    {
+        let samples = openmetrics_samples(&setup.stack.site, &metrics.body);
         let value = |name: &str| sample(&samples, name, "www");
         assert_eq!(value("drover_active_processes"), 2.0, "{}", metrics.body);
         assert_eq!(value("drover_idle_processes"), 1.0, "{}", metrics.body);
@@ -246,18 +247,15 @@ fn sample(samples: &[Sample], name: &str, pool: &str) -> f64 {
 }
 
 /// `text` parsed by prometheus_client's OpenMetrics parser (`tests/apps/openmetrics_samples.py`);
-/// a parse error fails the test. None, with the reason printed, when python3 or
-/// prometheus_client is not available.
-fn openmetrics_samples(site: &Site, text: &str) -> Option<Vec<Sample>> {
+/// a parse error fails the test, and so does a python3 without prometheus_client.
+fn openmetrics_samples(site: &Site, text: &str) -> Vec<Sample> {
     parsed_samples(site, text, "openmetrics")
 }
 
 /// [`openmetrics_samples`], with the parser of `format`: `"openmetrics"` or
 /// `"prometheus"` (the 0.0.4 text format).
-pub(super) fn parsed_samples(site: &Site, text: &str, format: &str) -> Option<Vec<Sample>> {
-    if !prometheus_client_available() {
-        return None;
-    }
+pub(super) fn parsed_samples(site: &Site, text: &str, format: &str) -> Vec<Sample> {
+    require_prometheus_client();
     let script = site.write(
         "openmetrics_samples.py",
         include_str!("../../apps/openmetrics_samples.py"),
@@ -270,7 +268,7 @@ pub(super) fn parsed_samples(site: &Site, text: &str, format: &str) -> Option<Ve
         "prometheus_client refused the {format} output: {}\nthe output:\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let samples = stdout
+    stdout
         .lines()
         .map(|line| {
             let v: serde_json::Value = serde_json::from_str(line).expect("the parser's JSON");
@@ -280,45 +278,24 @@ pub(super) fn parsed_samples(site: &Site, text: &str, format: &str) -> Option<Ve
                 value: v["value"].as_f64().expect("value"),
             }
         })
-        .collect();
-    Some(samples)
+        .collect()
 }
 
-/// Whether `python3` can import prometheus_client, installing it with pip if needed.
-fn prometheus_client_available() -> bool {
-    let imports = || {
-        Command::new("python3")
-            .args(["-c", "import prometheus_client"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-    };
-    match imports() {
-        Err(e) => {
-            println!("skipping the OpenMetrics parse: python3 is not available ({e})");
-            return false;
-        }
-        Ok(status) if status.success() => return true,
-        Ok(_) => {}
-    }
-    println!("installing prometheus_client for the OpenMetrics parse (python3 -m pip)");
-    let mut pip = Command::new("python3")
-        .args(["-m", "pip", "install", "-q", "prometheus_client"])
-        .stdin(Stdio::null())
+/// Fails the test unless `python3` can import prometheus_client, which parses what
+/// Prometheus would scrape: a metrics test that cannot parse must not pass unnoticed.
+/// `scripts/test.sh` installs it (`ensure_prometheus_client`).
+fn require_prometheus_client() {
+    let imports = Command::new("python3")
+        .args(["-c", "import prometheus_client"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn python3 -m pip");
-    let done = proc::poll(Duration::from_secs(180), || {
-        pip.try_wait().ok().flatten().is_some()
-    });
-    if !done {
-        proc::signal(pip.id() as i32, nix::sys::signal::Signal::SIGKILL);
-        let _ = pip.wait();
+        .status();
+    match imports {
+        Ok(status) if status.success() => {}
+        Ok(_) => panic!(
+            "python3 cannot import prometheus_client, which parses /metrics here: run \
+             scripts/test.sh, or python3 -m pip install prometheus_client"
+        ),
+        Err(e) => panic!("python3, which parses /metrics with prometheus_client: {e}"),
     }
-    let available = imports().is_ok_and(|s| s.success());
-    if !available {
-        println!("skipping the OpenMetrics parse: prometheus_client cannot be installed");
-    }
-    available
 }
