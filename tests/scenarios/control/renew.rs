@@ -2,8 +2,8 @@
 //! the pool files. A PHP pool whose OPcache never revalidates (`validate_timestamps = 0`,
 //! so only a new generation can see a changed script) and a Python pool (a module is
 //! imported once) keep serving the old code after the files on disk change; `drover ctl
-//! reload --changed` leaves every worker as it was; HUP gives both pools new workers, and
-//! they serve the new code.
+//! reload --changed` leaves every worker as it was; HUP, USR2 and `drover ctl reload` each
+//! give both pools new workers, and they serve the new code.
 
 use nix::sys::signal::Signal;
 
@@ -48,8 +48,32 @@ fn workers(setup: &Setup) -> Vec<i32> {
     pids
 }
 
+/// What renews the pools after the deploy.
+#[derive(Debug, Clone, Copy)]
+enum Renew {
+    Signal(Signal),
+    /// `drover ctl reload`, without `--changed`.
+    Ctl,
+}
+
 #[test]
 fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_not() {
+    deploy_then(Renew::Signal(Signal::SIGHUP));
+}
+
+#[test]
+fn usr2_renews_every_worker_and_serves_the_deployed_code() {
+    deploy_then(Renew::Signal(Signal::SIGUSR2));
+}
+
+#[test]
+fn ctl_reload_renews_every_worker_and_serves_the_deployed_code() {
+    deploy_then(Renew::Ctl);
+}
+
+/// A deploy (the code changes, not the pool files), then `renew`: every worker is new and
+/// serves the new code. `drover ctl reload --changed` before it changes nothing.
+fn deploy_then(renew: Renew) {
     let site = site();
     site.script("deploy.php", &script("v1"));
     site.write("apps/control_app.py", &module("v1"));
@@ -94,7 +118,18 @@ fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_
     assert_eq!(workers(&setup), first);
 
     let from = log.len();
-    setup.stack.drover.signal(Signal::SIGHUP);
+    match renew {
+        Renew::Signal(signal) => setup.stack.drover.signal(signal),
+        Renew::Ctl => {
+            // ctl prints what the log sums up, and returns before the new workers are up.
+            let printed = setup.ctl.ok(&["reload"], &setup.log());
+            assert!(
+                printed.contains("www: new generation (renewed)")
+                    && printed.contains("py: new generation (renewed)"),
+                "ctl reload with no file changed printed {printed:?}"
+            );
+        }
+    }
     let summary = log.wait_for(
         from,
         "the reload's summary",
@@ -107,14 +142,14 @@ fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_
     assert!(
         summary.contains("www: new generation (renewed)")
             && summary.contains("py: new generation (renewed)"),
-        "HUP with no file changed: {summary:?}"
+        "{renew:?} with no file changed: {summary:?}"
     );
     log.wait_for(from, "reload done", |l| l.contains("reload done"), TIMEOUT);
     let renewed = wait_until(TIMEOUT, "4 workers, every one new", || {
         let pids = workers(&setup);
         (pids.len() == 4 && pids.iter().all(|p| !first.contains(p))).then_some(pids)
     });
-    println!("HUP renewed the workers: {first:?} → {renewed:?}");
+    println!("{renew:?} renewed the workers: {first:?} → {renewed:?}");
     let gone = proc::poll(TIMEOUT, || first.iter().all(|&p| !proc::is_running(p)));
     assert!(
         gone,
@@ -126,6 +161,7 @@ fn hup_renews_every_worker_and_serves_the_deployed_code_and_reload_changed_does_
         setup.log()
     );
     let expected = format!("deploy={V2}");
-    assert_serves(&setup, "/deploy.php", &expected, "after HUP");
-    assert_serves(&setup, "/py/deploy", &expected, "after HUP");
+    let when = format!("after {renew:?}");
+    assert_serves(&setup, "/deploy.php", &expected, &when);
+    assert_serves(&setup, "/py/deploy", &expected, &when);
 }
