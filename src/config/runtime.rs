@@ -97,6 +97,11 @@ fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
                      remove binary, or set runtime = \"cgi\"",
                 );
             }
+            for key in ["ini", "admin_ini"] {
+                if let Got::Valid(table) = t.table(key) {
+                    refuse_unhonoured(&table, "");
+                }
+            }
             PhpRuntime::Embed {
                 admin_ini: admin_ini?,
                 limit_extensions: limit_extensions?
@@ -140,6 +145,63 @@ fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
         ini_file: ini_file?,
         ini: ini?,
     })
+}
+
+/// php-fpm's SAPI settings that drover-php registers (so that `ini_get()` reads them)
+/// but does not act on, each with the value that is php-fpm's behaviour too, and why a
+/// pool may not set another: accepted, it would change nothing.
+const UNHONOURED: [(&str, &str, &str); 3] = [
+    (
+        "cgi.rfc2616_headers",
+        "0",
+        "drover-php sends a response's status as a Status: header (php-fpm's default, 0); \
+         an HTTP status line is not sent",
+    ),
+    (
+        "cgi.nph",
+        "0",
+        "drover-php sends Status: only when it is not 200 (php-fpm's default, 0)",
+    ),
+    (
+        "fastcgi.error_header",
+        "",
+        "drover-php answers a fatal error with PHP's 500; another status line is not sent",
+    ),
+];
+
+/// Refuses, in a drover-php pool's `[php.ini]` or `[php.admin_ini]` (`table`, whose dotted
+/// names so far are `prefix`), a value of an [`UNHONOURED`] setting other than the one
+/// drover-php behaves as.
+fn refuse_unhonoured(table: &Table<'_, '_>, prefix: &str) {
+    for (key, value) in table.entries() {
+        let name = format!("{prefix}{}", key.get_ref());
+        let text = match value.get_ref() {
+            DeValue::Table(_) => {
+                if let Got::Valid(inner) = table.table(key.get_ref()) {
+                    refuse_unhonoured(&inner, &format!("{name}."));
+                }
+                continue;
+            }
+            DeValue::String(s) => s.to_string(),
+            DeValue::Boolean(b) => if *b { "1" } else { "0" }.to_owned(),
+            DeValue::Integer(n) => n.as_str().to_owned(),
+            _ => continue,
+        };
+        let off = |t: &str| {
+            matches!(
+                t.to_ascii_lowercase().as_str(),
+                "0" | "off" | "false" | "no" | ""
+            )
+        };
+        if let Some((_, default, why)) = UNHONOURED.iter().find(|(n, _, _)| *n == name)
+            && !(text == *default || (default == &"0" && off(&text)))
+        {
+            table.fail(
+                key.get_ref(),
+                format!("drover-php does not honour {name}: {why}; remove it"),
+            );
+        }
+    }
 }
 
 /// The runtime a `[php]` table asks for or defaults to.

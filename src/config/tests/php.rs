@@ -288,3 +288,38 @@ fn drover_php_takes_listen_allowed_clients_and_php_cgi_does_not() {
     );
     assert!(e.rule.contains("runtime = \"embed\""), "{e}");
 }
+
+#[test]
+fn php_fpm_sapi_settings_drover_php_does_not_act_on_are_refused_unless_at_its_behaviour() {
+    assume(USABLE);
+    // At the value drover-php behaves as (php-fpm's defaults): accepted, whatever the form.
+    let fine =
+        "[php]\nruntime = \"embed\"\n[php.ini]\n\"cgi.nph\" = \"off\"\ncgi.rfc2616_headers = 0\n";
+    loaded(&[("www", &with_php(fine))]);
+
+    let e = only_error(&with_php(
+        "[php]\nruntime = \"embed\"\n[php.admin_ini]\ncgi.rfc2616_headers = 1\n",
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "php.admin_ini.cgi.rfc2616_headers",
+        "drover-php does not honour cgi.rfc2616_headers",
+    );
+    let e = only_error(&with_php(
+        "[php]\nruntime = \"embed\"\n[php.ini]\n\"fastcgi.error_header\" = \"HTTP/1.0 550 Oops\"\n",
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        10,
+        "php.ini.\"fastcgi.error_header\"",
+        "drover-php does not honour fastcgi.error_header",
+    );
+    // php-cgi acts on them itself.
+    loaded(&[(
+        "www",
+        &with_php("[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\n[php.ini]\n\"cgi.nph\" = 1\n"),
+    )]);
+}
