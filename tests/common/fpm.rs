@@ -51,17 +51,23 @@ impl PhpFpm {
             ));
         }
         let conf = site.write("php-fpm.conf", &conf);
+        let sockets: Vec<&Path> = pools.iter().map(|pool| pool.socket.as_path()).collect();
+        PhpFpm::run(&conf, &sockets)
+    }
+
+    /// php-fpm with the configuration file `conf`, once it listens on every one of
+    /// `sockets`.
+    pub fn run(conf: &Path, sockets: &[&Path]) -> PhpFpm {
         let child = Command::new(PHP_FPM)
             .args(["--nodaemonize", "--fpm-config"])
-            .arg(&conf)
+            .arg(conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{PHP_FPM} (package php8.2-fpm): {e}"));
         let fpm = PhpFpm(child);
-        for pool in pools {
-            let socket: &Path = &pool.socket;
+        for socket in sockets {
             wait_until(TIMEOUT, "php-fpm to listen", || {
                 std::os::unix::net::UnixStream::connect(socket).ok()
             });
@@ -75,4 +81,16 @@ impl Drop for PhpFpm {
         proc::kill_tree(self.0.id() as i32);
         let _ = self.0.wait();
     }
+}
+
+/// php-fpm with two pools, `cgi.fix_pathinfo` 1 and 0, for tests that compare drover-php's
+/// path variables with it: what `pages` gives for each pool's socket, in that order,
+/// php-fpm stopped after.
+pub fn fix_pathinfo_1_and_0<T>(site: &Site, pages: impl Fn(&Path) -> T) -> (T, T) {
+    let pools = [
+        FpmPool::new(site, "fpm1", ""),
+        FpmPool::new(site, "fpm0", "php_admin_value[cgi.fix_pathinfo] = 0"),
+    ];
+    let _fpm = PhpFpm::start(site, &pools);
+    (pages(&pools[0].socket), pages(&pools[1].socket))
 }

@@ -44,7 +44,7 @@ pub use drover::{
     BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
     pool_toml, python_runtime, run_bounded,
 };
-pub use fpm::{FpmPool, PhpFpm};
+pub use fpm::{PhpFpm, fix_pathinfo_1_and_0};
 pub use log::Log;
 pub use nginx::{Location, Nginx};
 pub use proc::wait_until;
@@ -91,6 +91,18 @@ impl Stack {
             drover,
             site,
         }
+    }
+
+    /// As [`Stack::start`], with a control socket: the stack, and `drover ctl` on it.
+    pub fn with_control(site: Site, pool: impl PoolFile) -> (Stack, Ctl) {
+        let (drover, ctl) = start_with_control(&site, &[&pool]);
+        let nginx = Nginx::start(&site, &site.socket(pool.name()));
+        let stack = Stack {
+            nginx,
+            drover,
+            site,
+        };
+        (stack, ctl)
     }
 
     pub fn url(&self, path_and_query: &str) -> String {

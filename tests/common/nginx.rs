@@ -67,6 +67,16 @@ impl Nginx {
         Nginx::start_locations(site, &[Location::php(socket)])
     }
 
+    /// As [`Nginx::start`], with `directives` added for the one script `path` (such as
+    /// `fastcgi_param PHP_VALUE "...";`), as a site sets a parameter for one location.
+    pub fn start_php_with(site: &Site, socket: &Path, path: &str, directives: &str) -> Nginx {
+        let one = Location {
+            pattern: format!("= {path}"),
+            ..Location::php(socket)
+        };
+        Nginx::start_locations(site, &[one.with(directives), Location::php(socket)])
+    }
+
     /// Serves the site's docroot on a free loopback port, with `locations` passed on to
     /// their pools.
     pub fn start_locations(site: &Site, locations: &[Location]) -> Nginx {

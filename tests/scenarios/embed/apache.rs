@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 
 use super::Embed;
 use super::paths::{PAGE, differences, field};
-use crate::common::{Drover, FpmPool, PhpFpm, Site, TIMEOUT, http, proc, wait_until};
+use crate::common::{Drover, Site, TIMEOUT, fix_pathinfo_1_and_0, http, proc, wait_until};
 
 const MODULES: &str = "/usr/lib/apache2/modules";
 
@@ -158,17 +158,7 @@ fn apache_path_info_gives_the_variables_php_fpm_gives() {
     let site = Site::new();
     site.script("index.php", PAGE);
     site.script("my page.php", PAGE);
-    let fpm_pools = [
-        FpmPool::new(&site, "fpm1", ""),
-        FpmPool::new(&site, "fpm0", "php_admin_value[cgi.fix_pathinfo] = 0"),
-    ];
-    let (fpm1, fpm0) = {
-        let _fpm = PhpFpm::start(&site, &fpm_pools);
-        (
-            pages(&site, &fpm_pools[0].socket),
-            pages(&site, &fpm_pools[1].socket),
-        )
-    };
+    let (fpm1, fpm0) = fix_pathinfo_1_and_0(&site, |socket| pages(&site, socket));
     let access = site.path().join("on.access");
     let on = Embed::new("on", 1).top(&format!(
         "access_log = \"{}\"\naccess_format = \"%f %r\"\n",

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::Embed;
-use crate::common::{Ctl, Nginx, Site, Stack, TIMEOUT, http, proc, start_with_control};
+use crate::common::{Ctl, Site, Stack, TIMEOUT, http, proc};
 
 /// The pool's status (`--full --json`) once `ready` holds for it, or a failure showing the
 /// last one.
@@ -55,13 +55,7 @@ fn the_master_counts_requests_cpu_recycles_and_crashes_of_drover_php_workers() {
         "<?php posix_kill(getmypid(), SIGSEGV); sleep(1); echo 'alive';",
     );
     let pool = Embed::new("www", 2).pm("mode = \"static\"\nmax_children = 2\nmax_requests = 5\n");
-    let (drover, ctl) = start_with_control(&site, &[&pool]);
-    let nginx = Nginx::start(&site, &site.socket("www"));
-    let stack = Stack {
-        nginx,
-        drover,
-        site,
-    };
+    let (stack, ctl) = Stack::with_control(site, pool);
 
     // 12 requests over 2 workers that each serve 5: some worker served at least 6, so it
     // was replaced at least once, and at least 3 pids answered.

@@ -4,7 +4,7 @@
 //! and is unknown after a request drover answered without PHP.
 
 use super::Embed;
-use crate::common::{Ctl, Nginx, Site, Stack, TIMEOUT, http, proc, start_with_control};
+use crate::common::{Ctl, Site, Stack, TIMEOUT, http, proc};
 
 const MIB: u64 = 1 << 20;
 
@@ -51,13 +51,7 @@ fn status_shows_the_peak_memory_of_each_workers_last_request() {
     );
     site.script("hello.php", "<?php echo 'hello ', memory_get_peak_usage();");
     let pool = Embed::new("www", 1);
-    let (drover, ctl) = start_with_control(&site, &[&pool]);
-    let nginx = Nginx::start(&site, &site.socket("www"));
-    let stack = Stack {
-        nginx,
-        drover,
-        site,
-    };
+    let (stack, ctl) = Stack::with_control(site, pool);
     let peak_in = |body: &str| -> u64 {
         body.rsplit(' ')
             .next()

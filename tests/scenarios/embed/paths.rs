@@ -8,7 +8,7 @@ use std::fs;
 
 use super::Embed;
 use crate::common::{
-    Drover, FpmPool, Location, Nginx, PhpFpm, Site, TIMEOUT, check_config, http, wait_until,
+    Drover, Location, Nginx, Site, TIMEOUT, check_config, fix_pathinfo_1_and_0, http, wait_until,
 };
 
 /// The variables a script reads to know where it is, as JSON.
@@ -144,17 +144,7 @@ pub fn field(page: &(u16, String), key: &str) -> String {
 fn path_variables_match_php_fpm_behind_nginx_with_fix_pathinfo_1_and_0() {
     let site = Site::new();
     docroot(&site);
-    let fpm_pools = [
-        FpmPool::new(&site, "fpm1", ""),
-        FpmPool::new(&site, "fpm0", "php_admin_value[cgi.fix_pathinfo] = 0"),
-    ];
-    let (fpm1, fpm0) = {
-        let _fpm = PhpFpm::start(&site, &fpm_pools);
-        (
-            pages(&site, &fpm_pools[0].socket),
-            pages(&site, &fpm_pools[1].socket),
-        )
-    };
+    let (fpm1, fpm0) = fix_pathinfo_1_and_0(&site, |socket| pages(&site, socket));
     // cgi.fix_pathinfo set every way drover reads it: [php.ini], [php.admin_ini], and the
     // pool's php.ini file.
     let on = Embed::new("on", 1).ini("\"cgi.fix_pathinfo\" = \"1\"\n");

@@ -98,19 +98,12 @@ fn php_value_holds_for_its_request_and_admin_ini_for_good() {
     let pool = Embed::new("www", 1).admin("max_input_vars = 1234\n");
     let drover = Drover::start(&site, &[&pool]);
     let socket = site.socket("www");
-    let nginx = Nginx::start_locations(
+    let nginx = Nginx::start_php_with(
         &site,
-        &[
-            Location {
-                pattern: "= /pv.php".into(),
-                ..Location::php(&socket)
-            }
-            .with(
-                r#"fastcgi_param PHP_VALUE "memory_limit=77M
+        &socket,
+        "/pv.php",
+        r#"fastcgi_param PHP_VALUE "memory_limit=77M
 max_input_vars=55";"#,
-            ),
-            Location::php(&socket),
-        ],
     );
 
     let before = http::get(&nginx.url("/ini.php")).body;
@@ -356,16 +349,11 @@ fn php_admin_value_locks_its_setting_for_its_request() {
     let pool = Embed::new("www", 1);
     let drover = Drover::start(&site, &[&pool]);
     let socket = site.socket("www");
-    let nginx = Nginx::start_locations(
+    let nginx = Nginx::start_php_with(
         &site,
-        &[
-            Location {
-                pattern: "= /admin.php".into(),
-                ..Location::php(&socket)
-            }
-            .with(r#"fastcgi_param PHP_ADMIN_VALUE "memory_limit=88M";"#),
-            Location::php(&socket),
-        ],
+        &socket,
+        "/admin.php",
+        r#"fastcgi_param PHP_ADMIN_VALUE "memory_limit=88M";"#,
     );
 
     let locked = http::get(&nginx.url("/admin.php")).body;

@@ -27,16 +27,11 @@ try { exec('true'); echo 'exec ran'; } catch (Error $e) { echo $e->getMessage();
     let pool = Embed::new("www", 1).admin("disable_functions = \"exec,system\"\n");
     let drover = Drover::start(&site, &[&pool]);
     let socket = site.socket("www");
-    let nginx = Nginx::start_locations(
+    let nginx = Nginx::start_php_with(
         &site,
-        &[
-            Location {
-                pattern: "= /admin.php".into(),
-                ..Location::php(&socket)
-            }
-            .with(r#"fastcgi_param PHP_ADMIN_VALUE "disable_functions=shell_exec";"#),
-            Location::php(&socket),
-        ],
+        &socket,
+        "/admin.php",
+        r#"fastcgi_param PHP_ADMIN_VALUE "disable_functions=shell_exec";"#,
     );
 
     let expected =
@@ -168,16 +163,11 @@ fn user_ini_files_and_path_and_host_sections_apply() {
         .admin("post_max_size = \"3M\"\n");
     let drover = Drover::start(&site, &[&pool]);
     let socket = site.socket("www");
-    let nginx = Nginx::start_locations(
+    let nginx = Nginx::start_php_with(
         &site,
-        &[
-            Location {
-                pattern: "= /shop.php".into(),
-                ..Location::php(&socket)
-            }
-            .with("fastcgi_param SERVER_NAME Shop.Example;"),
-            Location::php(&socket),
-        ],
+        &socket,
+        "/shop.php",
+        "fastcgi_param SERVER_NAME Shop.Example;",
     );
     let nesting = "<?php echo ini_get('max_input_nesting_level');";
     site.script("shop.php", nesting);

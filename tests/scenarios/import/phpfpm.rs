@@ -2,14 +2,12 @@
 //! settings operators carry over most.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 use super::{edit, import, stdout, text};
-use crate::common::{Drover, Nginx, Site, TIMEOUT, check_config, http, proc, wait_until};
+use crate::common::{Drover, Nginx, PhpFpm, Site, TIMEOUT, check_config, http, proc};
 
 const STOCK_CONF: &str = "/etc/php/8.2/fpm/php-fpm.conf";
 const STOCK_POOL: &str = "/etc/php/8.2/fpm/pool.d/www.conf";
-const PHP_FPM: &str = "/usr/sbin/php-fpm8.2";
 
 /// What both servers must answer alike: who runs the script, under which SAPI, with which
 /// php.ini values.
@@ -24,50 +22,27 @@ echo "sum=", array_sum(range(1, 100)), "\n";
 "#;
 
 /// php-fpm itself, from a copy of the stock files whose paths point into the site.
-struct PhpFpm(Child);
-
-impl PhpFpm {
-    fn start(site: &Site, socket: &Path) -> PhpFpm {
-        let dir = site.path().join("fpm");
-        let pool = std::fs::read_to_string(STOCK_POOL).expect("read the stock www.conf");
-        let pool = pool.replace(
-            "listen = /run/php/php8.2-fpm.sock",
-            &format!("listen = {}", socket.display()),
-        );
-        assert!(
-            pool.contains(&socket.display().to_string()),
-            "no listen line in {STOCK_POOL}"
-        );
-        site.write("fpm/pool.d/www.conf", &pool);
-        let conf = site.write(
-            "fpm/php-fpm.conf",
-            &format!(
-                "[global]\npid = {dir}/php-fpm.pid\nerror_log = {dir}/php-fpm.log\n\
-                 include = {dir}/pool.d/*.conf\n",
-                dir = dir.display()
-            ),
-        );
-        let child = Command::new(PHP_FPM)
-            .args(["--nodaemonize", "--fpm-config"])
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{PHP_FPM} (package php8.2-fpm): {e}"));
-        let fpm = PhpFpm(child);
-        wait_until(TIMEOUT, "php-fpm to listen", || {
-            std::os::unix::net::UnixStream::connect(socket).ok()
-        });
-        fpm
-    }
-}
-
-impl Drop for PhpFpm {
-    fn drop(&mut self) {
-        proc::kill_tree(self.0.id() as i32);
-        let _ = self.0.wait();
-    }
+fn stock_fpm(site: &Site, socket: &Path) -> PhpFpm {
+    let dir = site.path().join("fpm");
+    let pool = std::fs::read_to_string(STOCK_POOL).expect("read the stock www.conf");
+    let pool = pool.replace(
+        "listen = /run/php/php8.2-fpm.sock",
+        &format!("listen = {}", socket.display()),
+    );
+    assert!(
+        pool.contains(&socket.display().to_string()),
+        "no listen line in {STOCK_POOL}"
+    );
+    site.write("fpm/pool.d/www.conf", &pool);
+    let conf = site.write(
+        "fpm/php-fpm.conf",
+        &format!(
+            "[global]\npid = {dir}/php-fpm.pid\nerror_log = {dir}/php-fpm.log\n\
+             include = {dir}/pool.d/*.conf\n",
+            dir = dir.display()
+        ),
+    );
+    PhpFpm::run(&conf, &[socket])
 }
 
 fn page(nginx: &Nginx) -> String {
@@ -134,7 +109,7 @@ fn debians_stock_configuration_imports_and_serves_the_page_php_fpm_serves() {
     // php-fpm's page, then drover's, from the same stock files.
     let fpm_socket = site.path().join("fpm.sock");
     let fpm_page = {
-        let _fpm = PhpFpm::start(&site, &fpm_socket);
+        let _fpm = stock_fpm(&site, &fpm_socket);
         let nginx = Nginx::start(&site, &fpm_socket);
         page(&nginx)
     };
