@@ -234,10 +234,10 @@ impl<R: Runtime> Zygote<'_, R> {
                 self.runtime.ready();
             }
             let timeout = hold_until.map(|until| until.saturating_duration_since(now));
-            match self.runtime.blocking(|| wait_signal(timeout)) {
-                Wake::Child | Wake::Timeout => {}
-                Wake::Target(target) => self.target = target,
-                Wake::Stop => return self.stop(),
+            let wake = self.runtime.blocking(|| wait_signal(timeout));
+            match settle(wake, || wait_signal(Some(Duration::ZERO))) {
+                Settled::Stop => return self.stop(),
+                Settled::Go { target } => self.target = target.unwrap_or(self.target),
             }
             match self.reap() {
                 Reaped::AppFailed => {
@@ -348,6 +348,36 @@ enum Reaped {
     AppFailed,
 }
 
+/// What the signals pending at a wake ask for, taken together.
+#[derive(Debug, PartialEq, Eq)]
+enum Settled {
+    /// Go on, with the latest target if one came.
+    Go {
+        target: Option<u32>,
+    },
+    Stop,
+}
+
+/// Folds `wake` and every signal still pending (`pending`, which answers
+/// [`Wake::Timeout`] once there is none) into what they ask, before the next fork. The
+/// master lowers the target before it retires a spare worker, but a zygote that runs late
+/// finds the worker's SIGCHLD and the new target pending together, and SIGCHLD comes first:
+/// forking on the first alone would replace the spare the master just retired.
+fn settle(mut wake: Wake, mut pending: impl FnMut() -> Wake) -> Settled {
+    let mut target = None;
+    loop {
+        match wake {
+            Wake::Child | Wake::Timeout => {}
+            Wake::Target(n) => target = Some(n),
+            Wake::Stop => return Settled::Stop,
+        }
+        wake = match pending() {
+            Wake::Timeout => return Settled::Go { target },
+            next => next,
+        };
+    }
+}
+
 /// Waits for one of [`handled`], up to `timeout` (forever when `None`).
 fn wait_signal(timeout: Option<Duration>) -> Wake {
     let set = handled();
@@ -411,6 +441,29 @@ mod tests {
             !set.contains(Signal::SIGUSR1),
             "a kill's stack signal is a drover-php worker's"
         );
+    }
+
+    /// Wakes handed out one by one, then [`Wake::Timeout`] (nothing more pending).
+    fn pending(wakes: Vec<Wake>) -> impl FnMut() -> Wake {
+        let mut wakes = wakes.into_iter();
+        move || wakes.next().unwrap_or(Wake::Timeout)
+    }
+
+    #[test]
+    fn a_target_pending_with_a_workers_exit_is_seen_before_the_next_fork() {
+        let settled = settle(Wake::Child, pending(vec![Wake::Target(5)]));
+        assert_eq!(settled, Settled::Go { target: Some(5) });
+        let latest = settle(
+            Wake::Target(7),
+            pending(vec![Wake::Child, Wake::Target(6), Wake::Child]),
+        );
+        assert_eq!(latest, Settled::Go { target: Some(6) });
+        assert_eq!(
+            settle(Wake::Timeout, pending(vec![])),
+            Settled::Go { target: None }
+        );
+        let stop = settle(Wake::Child, pending(vec![Wake::Target(2), Wake::Stop]));
+        assert_eq!(stop, Settled::Stop);
     }
 
     #[test]
