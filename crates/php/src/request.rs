@@ -293,10 +293,6 @@ impl Php {
             a.keep(get("HTTP_AUTHORIZATION")),
             a.keep(get("SERVER_PROTOCOL")),
             a.keep(Some(found.filename.as_slice())),
-            // In the params already, as php-fpm rewrote them.
-            None,
-            None,
-            None,
             a.keep(Some(found.php_self.as_slice())),
             a.keep(get("PHP_VALUE")),
             a.keep(get("PHP_ADMIN_VALUE")),
@@ -336,12 +332,9 @@ impl Php {
             authorization: p(5),
             protocol: p(6),
             script_filename: p(7),
-            script_name: p(8),
-            path_info: p(9),
-            path_translated: p(10),
-            php_self: p(11),
-            php_value: p(12),
-            php_admin_value: p(13),
+            php_self: p(8),
+            php_value: p(9),
+            php_admin_value: p(10),
         };
         CURRENT.with(|current| {
             *current.borrow_mut() = Some(Current {

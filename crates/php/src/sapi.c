@@ -62,12 +62,8 @@ struct drover_request {
 	 * cgi.fix_pathinfo, proxy:fcgi://). The params already hold SCRIPT_FILENAME,
 	 * SCRIPT_NAME, PATH_INFO, PATH_TRANSLATED and the ORIG_* copies as php-fpm rewrites
 	 * them (with cgi.fix_pathinfo = 0, the file to run may be PATH_TRANSLATED while
-	 * $_SERVER['SCRIPT_FILENAME'] stays what was sent); script_name, path_info and
-	 * path_translated are NULL. */
+	 * $_SERVER['SCRIPT_FILENAME'] stays what was sent). */
 	const char *script_filename;
-	const char *script_name;
-	const char *path_info;
-	const char *path_translated;
 	const char *php_self;
 	const char *php_value;
 	const char *php_admin_value;
@@ -322,17 +318,8 @@ static void drover_register_variables(zval *array)
 	if (!current) {
 		return;
 	}
-	/* SCRIPT_FILENAME is in the params as php-fpm rewrote it. */
-	if (current->script_name) {
-		register_one("SCRIPT_NAME", current->script_name, strlen(current->script_name), array);
-	}
-	if (current->path_info) {
-		register_one("PATH_INFO", current->path_info, strlen(current->path_info), array);
-	}
-	if (current->path_translated) {
-		register_one("PATH_TRANSLATED", current->path_translated,
-			     strlen(current->path_translated), array);
-	}
+	/* The path variables are in the params as php-fpm rewrote them; PHP_SELF is not a
+	 * param. */
 	if (current->php_self) {
 		register_one("PHP_SELF", current->php_self, strlen(current->php_self), array);
 	}
