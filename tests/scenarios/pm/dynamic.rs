@@ -2,7 +2,8 @@
 //! spawns (here one a second: the batch is capped by min_spare_servers − idle), stops at
 //! max_children and says so once, and once the load is gone retires one spare a second
 //! down to max_spare_servers. The master spawns each of its workers, and looks up the
-//! pool's user and groups once for the generation, never at a spawn.
+//! pool's user and groups once for the generation, never at a spawn. A dynamic Python pool's
+//! zygote, running late, does not replace the spare the master retired.
 
 use std::fs;
 use std::thread;
@@ -186,5 +187,67 @@ fn a_dynamic_pool_spawns_its_workers_without_looking_up_their_user_again() {
     assert!(
         lookups.is_empty(),
         "spawning {spawned:?}, the master looked up users:\n{lookups:#?}"
+    );
+}
+
+/// A zygote that runs late must not replace a spare the master retired. The master lowers
+/// the zygote's target before it sends the spare SIGTERM; a zygote that was not scheduled
+/// in between finds the spare's SIGCHLD and the new target pending together, and SIGCHLD
+/// is delivered first. It used to reap and fork a replacement at once (the old target),
+/// which the master then had to retire in turn. Here the zygote is held with SIGSTOP while
+/// the master retires a spare, so that both signals are certainly pending when it goes on.
+#[test]
+fn a_late_python_zygote_does_not_replace_the_spare_the_master_retired() {
+    let pm = "mode = \"dynamic\"\nmax_children = 4\nstart_servers = 1\nmin_spare_servers = 1\n\
+              max_spare_servers = 1\n";
+    let stack = super::python_stack(Site::new(), Pool::python("py", "", pm));
+    let log = &stack.drover.log;
+    let zygote = wait_started(log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    wait_started(log, 0, "py", "worker", 1, TIMEOUT);
+
+    // Three requests held for a while: the pool grows (no idle worker) to 4 workers.
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let url = stack.url("/sleep?seconds=5");
+            thread::spawn(move || crate::common::http::try_get(&url))
+        })
+        .collect();
+    wait_started(log, 0, "py", "worker", 4, TIMEOUT);
+
+    proc::signal(zygote, nix::sys::signal::Signal::SIGSTOP);
+    let stopped_at = log.len();
+    for client in clients {
+        let reply = client.join().expect("client thread");
+        let reply = reply.unwrap_or_else(|e| panic!("{e}; the log:\n{}", log.text()));
+        assert_eq!(reply.status, 200, "{reply:?}");
+    }
+    // Four idle workers, max_spare_servers 1: the master retires one; it exits, unreaped.
+    let line = log.wait_for(
+        stopped_at,
+        "a retiring line",
+        |l| acted_on(l, "py", "retiring").is_some(),
+        TIMEOUT,
+    );
+    let (retired, _) = acted_on(&line, "py", "retiring").expect("matched");
+    wait_until(TIMEOUT, "the retired spare to exit", || {
+        proc::stat(retired)
+            .is_none_or(|s| s.state == 'Z')
+            .then_some(())
+    });
+    let resumed_at = log.len();
+    proc::signal(zygote, nix::sys::signal::Signal::SIGCONT);
+
+    // The zygote reaps the spare and reports it; by then it has forked whatever it forks.
+    log.wait_for(
+        resumed_at,
+        "the spare's exit",
+        |l| l.contains(&format!("pool py: worker {retired} exited")),
+        TIMEOUT,
+    );
+    let replaced = started_since(log, resumed_at, "py");
+    assert!(
+        replaced.is_empty(),
+        "the zygote replaced the spare the master retired ({retired}) with {replaced:?}; the log:\n{}",
+        log.text()
     );
 }
