@@ -40,6 +40,10 @@ impl From<OwnedFd> for Socket {
 /// a client that sends more past its request's end gets the reset it asked for.
 const SHED_ON_CLOSE_MAX: usize = 64 * 1024;
 
+/// A lingering close ends once nothing has come for this long (Apache lingers 2 s;
+/// nginx's `lingering_timeout` is 5 s, but a worker here holds a whole process).
+pub const LINGER_QUIET: Duration = Duration::from_secs(2);
+
 /// How a wait for the next request on a kept connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextRequest {
@@ -144,18 +148,22 @@ impl Socket {
 
     /// Closes a connection whose last request left body unread: shuts the sending side
     /// down first, so that the web server sees the response end now, then reads and drops
-    /// what comes until the web server closes, `max_bytes` have come, or `bound` has passed
-    /// (closing with input unread would reset the connection, and the web server could
-    /// lose the end of the response).
+    /// what comes until the web server closes, `max_bytes` have come, `bound` has passed,
+    /// or nothing has come for [`LINGER_QUIET`] (closing with input unread would reset the
+    /// connection, and the web server could lose the end of the response). The quiet
+    /// limit is nginx's `lingering_timeout`: a client that keeps its side open and sends
+    /// nothing does not hold the worker for the whole bound.
     pub fn linger_close(&mut self, max_bytes: usize, bound: Duration) {
         if let Ok(fd) = self.fd() {
             let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
         }
-        self.start_request(Some(bound));
+        let deadline = Instant::now() + bound;
         self.wait = true;
         let mut buf = [0u8; 16 * 1024];
         let mut dropped = 0;
         while dropped <= max_bytes {
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.start_request(Some(left.min(LINGER_QUIET)));
             match self.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => dropped += n,
@@ -341,6 +349,26 @@ pub(crate) mod tests {
         socket.linger_close(64 * 1024, Duration::from_secs(5));
         assert!(socket.fd.is_none());
         assert!(web_server.join().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_lingering_close_ends_when_the_client_goes_quiet() {
+        let (mut socket, mut server) = pair();
+        let web_server = std::thread::spawn(move || {
+            // Body keeps coming for a while, then the client holds its side open, silent.
+            for _ in 0..3 {
+                server.write_all(&[9u8; 100]).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            server
+        });
+        let started = Instant::now();
+        socket.linger_close(64 * 1024, Duration::from_secs(60));
+        let took = started.elapsed();
+        assert!(took >= LINGER_QUIET, "{took:?}");
+        assert!(took < Duration::from_secs(30), "{took:?}");
+        assert!(socket.fd.is_none());
+        drop(web_server.join().unwrap());
     }
 
     #[test]

@@ -347,6 +347,57 @@ fn hostile_heads_are_refused_with_their_status_and_logged() {
     assert_eq!(http::get(&server.url("/pid")).status, 200);
 }
 
+/// A chunked body has no length to refuse in its head: once it grows past
+/// `max_request_body` while the app reads it, the client gets the 413 a Content-Length
+/// above it gets, not the app's 500 for the read that failed; the worker serves on.
+#[test]
+fn a_chunked_body_past_max_request_body_is_answered_413() {
+    let server = Server::start("wsgi_app:application", 1, "max_request_body = \"64KiB\"");
+    let mut stream = server.connect();
+    stream
+        .write_all(
+            b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+              Expect: 100-continue\r\n\r\n",
+        )
+        .unwrap();
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    // 160 KiB in 32 KiB chunks; the worker may answer and close before the last ones.
+    for chunk in noise(160 << 10).chunks(32 << 10) {
+        let sent = stream
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|()| stream.write_all(chunk))
+            .and_then(|()| stream.write_all(b"\r\n"));
+        if sent.is_err() {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n");
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    let text = String::from_utf8_lossy(&received);
+    assert!(
+        text.starts_with("HTTP/1.1 413 "),
+        "expected 413, got {text:?}; the log:\n{}",
+        server.drover.log.text()
+    );
+    server
+        .drover
+        .log
+        .wait_for_line("above max_request_body (65536 bytes)", TIMEOUT);
+    // The client keeps its side open: the worker's lingering close gives up once the
+    // client is quiet (2 s), not after the 30 s bound.
+    let asked = Instant::now();
+    assert_eq!(http::get(&server.url("/pid")).status, 200);
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(20),
+        "the next request waited {waited:?}"
+    );
+    drop(stream);
+}
+
 /// Raises this process's open-file limit to `want`, within the hard limit.
 fn raise_fd_limit(want: u64) {
     let mut limit = libc::rlimit {

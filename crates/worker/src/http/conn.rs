@@ -62,6 +62,9 @@ enum Response {
     /// The CGI head, until it is complete.
     Pending(Vec<u8>),
     Sending(Body),
+    /// drover answered for the app (413 for a chunked body past `max_request_body` before
+    /// the app's head went out, 502 for an app that sent no head): nothing more goes out.
+    Refused,
 }
 
 impl HttpConn {
@@ -202,8 +205,10 @@ impl HttpConn {
             if let Some(current) = &mut self.current {
                 current.body = next;
                 current.read += n as u64;
-                if max_body.is_some_and(|max| current.read > max) {
-                    return Err(self.bad_body("request body above max_request_body"));
+                if let Some(max) = max_body.filter(|&max| current.read > max) {
+                    let why = format!("request body above max_request_body ({max} bytes)");
+                    self.refuse_body(&why);
+                    return Err(self.bad_body(&why));
                 }
             }
             if n > 0 || next == BodyIn::Ended {
@@ -217,6 +222,24 @@ impl HttpConn {
             }
         };
         Ok(n)
+    }
+
+    /// A chunked body grew past `max_request_body`: as for a Content-Length above it, the
+    /// client gets 413 (php-fpm behind nginx would get nginx's), unless the app's response
+    /// has begun to go out, in which case the connection just ends.
+    fn refuse_body(&mut self, why: &str) {
+        let Some(current) = &mut self.current else {
+            return;
+        };
+        if !matches!(current.response, Response::Pending(_)) {
+            return;
+        }
+        current.response = Response::Refused;
+        current.status = Some(413);
+        current.keep = false;
+        self.out.clear();
+        self.out.extend_from_slice(&response::refusal(413, why));
+        let _ = self.write_out();
     }
 
     /// A body that cannot be read on: the connection ends after this request.
@@ -253,6 +276,7 @@ impl HttpConn {
         let current = self.current.as_mut().ok_or_else(no_request)?;
         match &mut current.response {
             Response::Sending(_) => self.send_body(data),
+            Response::Refused => Ok(()),
             Response::Pending(pending) => {
                 pending.extend_from_slice(data);
                 if pending.len() >= OUT_CHUNK {
@@ -367,12 +391,13 @@ impl HttpConn {
                 current.status = Some(502);
                 let bad = response::refusal(502, "the app sent no complete response head");
                 self.out.extend_from_slice(&bad);
+                current.response = Response::Refused;
             }
             Response::Sending(Body::Chunked) if app_status == 0 => {
                 self.out.extend_from_slice(b"0\r\n\r\n");
             }
             Response::Sending(Body::Length(left)) if left > 0 => current.keep = false,
-            Response::Sending(_) => {}
+            Response::Sending(_) | Response::Refused => {}
         }
         if app_status != 0 {
             current.keep = false;
