@@ -8,7 +8,9 @@ use std::io::{Read, Write};
 
 use nix::sys::signal::Signal;
 
-use super::http_pool::{Server, body_text, connect_from, read_response};
+use super::http_pool::{
+    Server, body_text, chunked_body_past_the_limit_gets_413, connect_from, read_response,
+};
 use super::{noise, sha256};
 use crate::common::{TIMEOUT, http, proc};
 
@@ -239,6 +241,14 @@ fn hostile_heads_get_the_same_answers_as_on_a_wsgi_pool() {
         200,
         "the worker serves on"
     );
+}
+
+/// As on a WSGI pool: a chunked body past `max_request_body` gets 413, not the app's
+/// failure to read it, and the app's request sees the client gone.
+#[test]
+fn a_chunked_body_past_max_request_body_is_answered_413() {
+    let server = Server::start_asgi("asgi_app:app", 1, "max_request_body = \"64KiB\"");
+    chunked_body_past_the_limit_gets_413(&server, "/sha256");
 }
 
 #[test]

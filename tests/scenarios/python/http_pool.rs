@@ -353,13 +353,19 @@ fn hostile_heads_are_refused_with_their_status_and_logged() {
 #[test]
 fn a_chunked_body_past_max_request_body_is_answered_413() {
     let server = Server::start("wsgi_app:application", 1, "max_request_body = \"64KiB\"");
+    chunked_body_past_the_limit_gets_413(&server, "/upload-sha256");
+}
+
+/// POSTs 160 KiB in chunks to `path` of a pool with `max_request_body = "64KiB"`, then
+/// checks the 413, its log line, and that the worker answers the next request at once
+/// although this client keeps its side of the connection open.
+pub(super) fn chunked_body_past_the_limit_gets_413(server: &Server, path: &str) {
     let mut stream = server.connect();
-    stream
-        .write_all(
-            b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
-              Expect: 100-continue\r\n\r\n",
-        )
-        .unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
+         Expect: 100-continue\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
     let mut interim = [0u8; 25];
     stream.read_exact(&mut interim).unwrap();
     assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -386,8 +392,8 @@ fn a_chunked_body_past_max_request_body_is_answered_413() {
         .drover
         .log
         .wait_for_line("above max_request_body (65536 bytes)", TIMEOUT);
-    // The client keeps its side open: the worker's lingering close gives up once the
-    // client is quiet (2 s), not after the 30 s bound.
+    // The client keeps its side open: a lingering close gives up once the client is quiet
+    // (2 s), not after its 30 s bound.
     let asked = Instant::now();
     assert_eq!(http::get(&server.url("/pid")).status, 200);
     let waited = asked.elapsed();

@@ -143,7 +143,14 @@ class HttpConn(Conn):
                 if self.cycle is not None:
                     self.cycle.feed(event[1])
             elif kind == REFUSE:
+                # A refused head, or a chunked body past max_request_body while the app
+                # had not answered: the app's request (if any) sees the client gone.
                 log(f"refused an HTTP request: {event[2]}")
+                cycle = self.cycle
+                if cycle is not None:
+                    cycle.gone = True
+                    cycle.wake()
+                self.fcgi.gone()
                 self.transport.write(event[1])
                 self.close()
                 return

@@ -143,7 +143,9 @@ impl Http {
         self.buf.extend_from_slice(data);
         if self.busy {
             if self.body != BodyIn::Ended {
-                let (body, complete) = self.take_body()?;
+                let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
+                    return Ok(out);
+                };
                 if !body.is_empty() || complete {
                     out.append((BODY, PyBytes::new(py, &body), complete))?;
                 }
@@ -219,7 +221,9 @@ impl Http {
             keep: head.keep_alive,
             cut: false,
         });
-        let (body, complete) = self.take_body()?;
+        let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
+            return Ok(out);
+        };
         out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
         Ok(out)
     }
@@ -356,6 +360,33 @@ impl Http {
 }
 
 impl Http {
+    /// [`Self::take_body`], except that a chunked body grown past `max_request_body` while
+    /// no response head has gone out is answered 413, as a Content-Length above it is: a
+    /// REFUSE event goes to `out` (booked as 413 once the connection is `gone()`), and None
+    /// comes back. Past the head, the connection just ends (ValueError).
+    fn body_or_refusal(
+        &mut self,
+        py: Python<'_>,
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<Option<(Vec<u8>, bool)>> {
+        let err = match self.take_body() {
+            Ok(taken) => return Ok(Some(taken)),
+            Err(err) => err,
+        };
+        let max_body = CONFIG.get().and_then(|c| c.max_body);
+        let Some(max) = max_body.filter(|&max| self.read > max) else {
+            return Err(err);
+        };
+        let Some(request) = self.request.as_mut().filter(|r| r.status.is_none()) else {
+            return Err(err);
+        };
+        request.status = Some(413);
+        let reason = format!("request body above max_request_body ({max} bytes)");
+        let bytes = response::refusal(413, &reason);
+        out.append((REFUSE, PyBytes::new(py, &bytes), reason))?;
+        Ok(None)
+    }
+
     /// The body bytes in the buffer, de-chunked, and whether the body is complete.
     fn take_body(&mut self) -> PyResult<(Vec<u8>, bool)> {
         let max_body = CONFIG.get().and_then(|c| c.max_body);
