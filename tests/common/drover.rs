@@ -238,6 +238,22 @@ impl Drover {
     /// Writes `drover.toml` and `pools.d/*.toml` into the site, starts drover and waits for
     /// its `ready:` line.
     pub fn start(site: &Site, pools: &[&dyn PoolFile]) -> Drover {
+        Drover::write_files(site, pools);
+        let drover = Drover::spawn(site);
+        drover.log.wait_for_line("ready:", TIMEOUT);
+        drover
+    }
+
+    /// [`Drover::start`] from binaries another user may run (see
+    /// [`Drover::spawn_reachable`]), for pools with `user = "..."`.
+    pub fn start_reachable(site: &Site, pools: &[&dyn PoolFile]) -> Drover {
+        Drover::write_files(site, pools);
+        let drover = Drover::spawn_reachable(site);
+        drover.log.wait_for_line("ready:", TIMEOUT);
+        drover
+    }
+
+    fn write_files(site: &Site, pools: &[&dyn PoolFile]) {
         site.write(
             "drover.toml",
             "error_log = \"stderr\"\nlog_level = \"info\"\n",
@@ -245,9 +261,6 @@ impl Drover {
         for pool in pools {
             site.write(&format!("pools.d/{}.toml", pool.name()), &pool.toml(site));
         }
-        let drover = Drover::spawn(site);
-        drover.log.wait_for_line("ready:", TIMEOUT);
-        drover
     }
 
     /// Starts drover on the site's existing `drover.toml` without waiting for anything.

@@ -114,9 +114,9 @@ impl Handler for Php {
         let target = self.resolve(params);
         let shown = match &target {
             Target::Script(found) => String::from_utf8_lossy(&found.filename).into_owned(),
-            Target::Denied { filename } | Target::NoInput { filename } => {
-                String::from_utf8_lossy(filename).into_owned()
-            }
+            Target::Denied { filename }
+            | Target::NoInput { filename }
+            | Target::Unreadable { filename } => String::from_utf8_lossy(filename).into_owned(),
             Target::NotFound { .. } => "-".to_owned(),
         };
         *self.decided.borrow_mut() = Some(target);
@@ -131,22 +131,23 @@ impl Handler for Php {
         match target {
             Target::Script(found) => self.run(conn, &request, &found),
             Target::NoInput { filename } => {
-                // php-fpm's answer when it cannot open the script, and its log line.
                 let error = match std::fs::metadata(std::ffi::OsStr::from_bytes(&filename)) {
                     Ok(_) => "Not a regular file".to_owned(),
                     Err(err) => describe(&err),
                 };
-                let line = format!(
-                    "Unable to open primary script: {} ({error})",
-                    String::from_utf8_lossy(&filename)
-                );
-                let _ = writeln!(std::io::stderr(), "{line}");
-                let mut c = conn.borrow_mut();
-                if FCGI_LOGGING.load(Ordering::Relaxed) {
-                    let _ = c.write_stderr(line.as_bytes());
-                }
                 self.status = Some(404);
-                answer(&mut c, "404 Not Found", "No input file specified.\n")
+                unopenable(
+                    conn,
+                    &filename,
+                    &error,
+                    "404 Not Found",
+                    "No input file specified.\n",
+                )
+            }
+            Target::Unreadable { filename } => {
+                let error = describe(&std::io::Error::from_raw_os_error(libc::EACCES));
+                self.status = Some(403);
+                unopenable(conn, &filename, &error, "403 Forbidden", "Access denied.\n")
             }
             Target::NotFound { .. } => {
                 // php-fpm's answer, and its line in the web server's error log.
@@ -188,7 +189,8 @@ impl Php {
             &self.settings,
             |path| match std::fs::metadata(std::ffi::OsStr::from_bytes(path)) {
                 Err(_) => Kind::Missing,
-                Ok(meta) if meta.is_file() => Kind::File,
+                Ok(meta) if meta.is_file() && readable(path, &meta) => Kind::File,
+                Ok(meta) if meta.is_file() => Kind::Unreadable,
                 Ok(_) => Kind::Other,
             },
         )
@@ -206,6 +208,38 @@ fn describe(err: &std::io::Error) -> String {
 }
 
 /// A response drover writes without PHP, and the end of the request.
+/// Whether this worker may read a regular file: its mode lets everyone read it (the usual
+/// 0644, and no system call), or `faccessat` with the effective ids says so (owner, group,
+/// ACLs, root).
+fn readable(path: &[u8], meta: &std::fs::Metadata) -> bool {
+    use nix::fcntl::AtFlags;
+    use nix::unistd::{AccessFlags, faccessat};
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o004 != 0
+        || faccessat(
+            nix::fcntl::AT_FDCWD,
+            std::ffi::OsStr::from_bytes(path),
+            AccessFlags::R_OK,
+            AtFlags::AT_EACCESS,
+        )
+        .is_ok()
+}
+
+/// php-fpm's answer when it cannot open the script, and its log line (in drover's log, and
+/// in the web server's unless `fastcgi.logging = 0`).
+fn unopenable(conn: &Conn, filename: &[u8], error: &str, status: &str, body: &str) -> Outcome {
+    let line = format!(
+        "Unable to open primary script: {} ({error})",
+        String::from_utf8_lossy(filename)
+    );
+    let _ = writeln!(std::io::stderr(), "{line}");
+    let mut c = conn.borrow_mut();
+    if FCGI_LOGGING.load(Ordering::Relaxed) {
+        let _ = c.write_stderr(line.as_bytes());
+    }
+    answer(&mut c, status, body)
+}
+
 fn answer(conn: &mut drover_worker::exchange::Exchange, status: &str, body: &str) -> Outcome {
     let head = format!("Status: {status}\r\nContent-type: text/html; charset=UTF-8\r\n\r\n");
     let keep = conn.write_stdout(head.as_bytes()).is_ok()

@@ -57,8 +57,17 @@ impl Default for Settings {
 pub enum Kind {
     Missing,
     File,
+    /// A regular file this process may not read (php-fpm's `EACCES` on opening it).
+    Unreadable,
     /// A directory or anything else that is not a regular file.
     Other,
+}
+
+impl Kind {
+    /// A regular file, readable or not: what php-fpm's `S_ISREG` sees.
+    fn is_file(self) -> bool {
+        matches!(self, Kind::File | Kind::Unreadable)
+    }
 }
 
 /// What a request runs.
@@ -78,6 +87,11 @@ pub enum Target {
     /// The path is no regular file (`cgi.fix_pathinfo = 0`, or a directory): 404 "No
     /// input file specified.", logged as "Unable to open primary script".
     NoInput {
+        filename: Vec<u8>,
+    },
+    /// The script is a file the worker may not read: 403 "Access denied.", logged as
+    /// "Unable to open primary script: ... (Permission denied)".
+    Unreadable {
         filename: Vec<u8>,
     },
 }
@@ -201,7 +215,8 @@ pub fn resolve<'a>(
     // SCRIPT_NAME before PATH_INFO (PHP_SELF's head): php-fpm's request_uri.
     let request_uri: Option<Vec<u8>>;
     // `script_path` is known to be a regular file: one stat per request in the usual case.
-    let mut verified = false;
+    // The kind of the script's path, once a stat has told it.
+    let mut verified: Option<Kind> = None;
 
     if settings.fix_pathinfo {
         let redirect_url = p("REDIRECT_URL");
@@ -234,7 +249,7 @@ pub fn resolve<'a>(
         let path = script_path.clone().unwrap_or_default();
         let found_kind = (!path.is_empty()).then(|| kind(&path));
         let split = !path.is_empty() && (path.ends_with(b"/") || found_kind == Some(Kind::Missing));
-        verified = !split && found_kind == Some(Kind::File);
+        verified = found_kind.filter(|k| !split && k.is_file());
         if split {
             let len = path.len();
             let mut end = len;
@@ -249,13 +264,14 @@ pub fn resolve<'a>(
                     break;
                 };
                 end = cut;
-                if kind(&path[..end]) == Kind::File {
-                    found = Some(end);
+                let found_kind = kind(&path[..end]);
+                if found_kind.is_file() {
+                    found = Some((end, found_kind));
                     break;
                 }
             }
             match found {
-                Some(script_len) => {
+                Some((script_len, script_kind)) => {
                     let script = &path[..script_len];
                     let tail_len = len - script_len;
                     let (path_info, replace) = if apache {
@@ -308,7 +324,7 @@ pub fn resolve<'a>(
                         }
                         changes.set("SCRIPT_FILENAME", Some(script));
                         script_path = Some(Cow::Owned(script.to_vec()));
-                        verified = true;
+                        verified = Some(script_kind);
                     }
                     let info = env_path_info.as_deref().unwrap_or_default();
                     let translated = if let Some(root) = document_root.as_deref() {
@@ -412,8 +428,10 @@ pub fn resolve<'a>(
     if !allowed(&filename, &settings.limit_extensions) {
         return Target::Denied { filename };
     }
-    if !verified && kind(&filename) != Kind::File {
-        return Target::NoInput { filename };
+    match verified.unwrap_or_else(|| kind(&filename)) {
+        Kind::File => {}
+        Kind::Unreadable => return Target::Unreadable { filename },
+        Kind::Missing | Kind::Other => return Target::NoInput { filename },
     }
     Target::Script(Script {
         filename,
@@ -779,6 +797,29 @@ mod tests {
                 filename: b"/srv/www/dir.php".to_vec()
             }
         );
+    }
+
+    /// A file the worker may not read is still a file to the path split (php-fpm splits
+    /// on `stat`), and is "Access denied." (php-fpm's `EACCES` on opening it).
+    #[test]
+    fn an_unreadable_script_is_split_as_a_file_and_refused() {
+        let kind = |path: &[u8]| match path {
+            b"/srv/www/secret.php" => Kind::Unreadable,
+            b"/srv/www" => Kind::Other,
+            _ => Kind::Missing,
+        };
+        let resolve_for = |filename: &'static str| {
+            resolve(
+                |name| (name == "SCRIPT_FILENAME").then_some(filename.as_bytes()),
+                &Settings::default(),
+                kind,
+            )
+        };
+        let refused = Target::Unreadable {
+            filename: b"/srv/www/secret.php".to_vec(),
+        };
+        assert_eq!(resolve_for("/srv/www/secret.php"), refused);
+        assert_eq!(resolve_for("/srv/www/secret.php/a/b"), refused);
     }
 
     #[test]

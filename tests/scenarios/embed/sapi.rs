@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::Embed;
-use crate::common::{Drover, Location, Nginx, Site, Stack, TIMEOUT, http};
+use crate::common::{Drover, Location, Nginx, PoolFile, Site, Stack, TIMEOUT, http};
 
 const PID_PHP: &str = "<?php echo getmypid();";
 
@@ -153,6 +153,56 @@ fn limit_extensions_and_missing_scripts_answer_as_php_fpm() {
         (404, "File not found.\n")
     );
     drop(drover);
+}
+
+/// A pool that runs as www-data when the tests run as root (the pool files say root then).
+struct AsWwwData(Embed);
+impl PoolFile for AsWwwData {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn toml(&self, site: &Site) -> String {
+        self.0.toml(site).replace(
+            "user = \"root\"",
+            "user = \"www-data\"\ngroup = \"www-data\"",
+        )
+    }
+}
+
+/// A script the worker may not read is php-fpm's `EACCES` answer, 403 "Access denied.",
+/// with its log line; the worker serves on. As root the pool runs as www-data (root reads
+/// any file); otherwise as this user, whom the file's mode keeps out.
+#[test]
+fn an_unreadable_script_is_access_denied_as_php_fpm() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = Site::new();
+    site.script("index.php", "<?php echo 'served by ', posix_geteuid();");
+    site.script("secret.php", "<?php echo 'secret';");
+    let secret = site.docroot.join("secret.php");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let drover = Drover::start_reachable(&site, &[&AsWwwData(Embed::new("www", 1))]);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+
+    let denied = http::get(&nginx.url("/secret.php"));
+    let served = http::get(&nginx.url("/index.php"));
+
+    assert_eq!(
+        (denied.status, denied.body.as_str()),
+        (403, "Access denied.\n"),
+        "drover's log:\n{}",
+        drover.log.text()
+    );
+    drover.log.wait_for_line(
+        &format!(
+            "Unable to open primary script: {} (Permission denied)",
+            secret.display()
+        ),
+        TIMEOUT,
+    );
+    assert_eq!(served.status, 200, "{}", served.body);
+    if crate::common::proc::running_as_root() {
+        assert_ne!(served.body, "served by 0", "the pool must not run as root");
+    }
 }
 
 /// The SAPI is php-fpm's to the script: its name and its functions.
