@@ -50,6 +50,8 @@ unsafe extern "C" {
     /// `disable_classes`): 0, -1 for a name PHP has no setting for, -2 for a value the
     /// setting refuses.
     pub fn drover_php_admin_ini(name: *const c_char, value: *const c_char) -> c_int;
+    /// Whether the extension a php.ini `extension=` value names is loaded (1) or not (0).
+    pub fn drover_php_extension_loaded(value: *const c_char) -> c_int;
     /// Runs one request; the HTTP status it answered, or -1 if PHP could not start it.
     pub fn drover_php_run(request: *const Request, now: c_double) -> c_int;
     /// The peak memory of the request `drover_php_run` ran last, in bytes; 0 when PHP did

@@ -610,12 +610,31 @@ static void disable_classes(const char *list)
 	}
 }
 
+/* Whether the extension a php.ini `extension=` value names ("apcu", "apcu.so" or a path)
+ * is loaded: PHP only warns when it cannot load one at startup. */
+int drover_php_extension_loaded(const char *value)
+{
+	const char *base = strrchr(value, '/');
+	base = base ? base + 1 : value;
+	size_t len = strlen(base);
+	if (len > 3 && strcmp(base + len - 3, ".so") == 0) {
+		len -= 3;
+	}
+	char lower[256];
+	if (len >= sizeof(lower)) {
+		return 0;
+	}
+	zend_str_tolower_copy(lower, base, len);
+	return zend_hash_str_exists(&module_registry, lower, len);
+}
+
 /* php_admin_value from the pool file, in the zygote once PHP has started: sets the value
  * for good and makes it one that no script (ini_set), no .user.ini and no PHP_VALUE can
  * change. disable_functions and disable_classes, which PHP applies only at its startup,
  * are applied here as php-fpm applies its pool's values (fpm_php.c), so a disabled
  * function is gone from every worker ("Call to undefined function"). Returns 0, -1 for a
- * name PHP has no setting for, -2 for a value the setting refuses. */
+ * name PHP has no setting for, -2 for a value the setting refuses. (An `extension` is
+ * loaded at startup instead, with the [php.ini] values: see zygote.rs.) */
 int drover_php_admin_ini(const char *name, const char *value)
 {
 	zend_ini_entry *entry = zend_hash_str_find_ptr(EG(ini_directives), name, strlen(name));

@@ -72,6 +72,10 @@ pub fn check(args: &PhpArgs) -> u8 {
     match start(args) {
         Ok(()) => 0,
         Err(why) => {
+            // PHP's own startup warnings first (C stdio's buffer), the reason last: drover
+            // -t shows the last line.
+            // SAFETY: fflush(NULL) flushes every C output stream.
+            unsafe { libc::fflush(std::ptr::null_mut()) };
             println!("{why}");
             EXIT_APP_LOAD
         }
@@ -86,8 +90,19 @@ fn start(args: &PhpArgs) -> Result<(), String> {
         .as_ref()
         .map(|path| c(&path.to_string_lossy(), "the ini file's path"))
         .transpose()?;
+    // `extension` values load with PHP's startup, as php.ini's do, from [php.admin_ini] as
+    // well (php-fpm's php_admin_value[extension]): PHP cannot load one once it has started.
+    let is_extension = |line: &&String| line.split_once('=').is_some_and(|(n, _)| n == "extension");
+    let extensions: Vec<&str> = (args.ini.iter().chain(&args.admin_ini))
+        .filter(is_extension)
+        .filter_map(|line| line.split_once('=').map(|(_, value)| value))
+        .collect();
     let mut entries = String::new();
-    for line in &args.ini {
+    for line in args
+        .ini
+        .iter()
+        .chain(args.admin_ini.iter().filter(is_extension))
+    {
         entries.push_str(line);
         entries.push('\n');
     }
@@ -102,7 +117,18 @@ fn start(args: &PhpArgs) -> Result<(), String> {
     if started != 0 {
         return Err("PHP failed to start (see the lines above)".into());
     }
-    for line in &args.admin_ini {
+    for value in extensions {
+        let cvalue = c(value, "an extension")?;
+        // SAFETY: a NUL-terminated string; PHP is started and no request runs.
+        if unsafe { ffi::drover_php_extension_loaded(cvalue.as_ptr()) } == 0 {
+            return Err(format!(
+                "pool {}: extension = {value:?}: PHP could not load this extension (its \
+                 startup warning says why)",
+                args.zygote.pool
+            ));
+        }
+    }
+    for line in args.admin_ini.iter().filter(|line| !is_extension(line)) {
         let (name, value) = line.split_once('=').unwrap_or((line, ""));
         let (cname, cvalue) = (c(name, "[php.admin_ini]")?, c(value, "[php.admin_ini]")?);
         // SAFETY: NUL-terminated strings; PHP is started and no request runs.
@@ -111,7 +137,8 @@ fn start(args: &PhpArgs) -> Result<(), String> {
             -1 => {
                 "PHP has no such setting (a typo, or the extension that defines it is not loaded)"
             }
-            _ => "PHP refuses this value for it",
+            -2 => "PHP refuses this value for it",
+            _ => "PHP could not load this extension (see the line above)",
         };
         return Err(format!(
             "pool {}: [php.admin_ini] {name} = {value:?}: {rule}",

@@ -147,16 +147,36 @@ pub fn check(spec: &ProcessSpec) -> Result<(), String> {
     if status.success() {
         return Ok(());
     }
-    // The reason is drover-php's last line; PHP's own startup warnings may come first.
-    let last = |text: &str| {
+    // The reason is drover-php's last line; PHP's own startup warnings come first, and the
+    // one just before it (the reason an extension did not load, for one) is added to it.
+    let lines = |text: &str| -> Vec<String> {
         text.lines()
-            .map(str::trim)
-            .rfind(|line| !line.is_empty())
-            .map(str::to_owned)
+            .map(|line| without_tags(line).trim().to_owned())
+            .filter(|line| !line.is_empty())
+            .collect()
     };
-    Err(last(&stdout)
-        .or_else(|| last(&stderr))
-        .unwrap_or_else(|| format!("{PROGRAM} {PHP_CHECK} failed ({status})")))
+    let (out, err) = (lines(&stdout), lines(&stderr));
+    let said = if out.is_empty() { err } else { out };
+    Err(match said.as_slice() {
+        [] => format!("{PROGRAM} {PHP_CHECK} failed ({status})"),
+        [reason] => reason.clone(),
+        [.., warning, reason] => format!("{reason}; PHP: {warning}"),
+    })
+}
+
+/// A line of PHP's output without its HTML tags (`html_errors` wraps warnings in `<b>`).
+fn without_tags(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut in_tag = false;
+    for c in line.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Runs `command` (drover-php with `flag`) with its output captured, bounded by

@@ -307,3 +307,70 @@ fn drover_t_refuses_an_admin_ini_name_php_does_not_know() {
         said(&refused)
     );
 }
+
+/// php-fpm's `php_admin_value[extension]`: `extension` in `[php.admin_ini]` loads the
+/// extension for every worker (at PHP's startup, with php.ini's), a pool without it does
+/// not have it, and `drover -t` refuses one PHP cannot load, with PHP's reason. The pools
+/// read a php.ini of their own and no conf.d (`PHP_INI_SCAN_DIR` empty), where Debian's
+/// enables every installed extension.
+#[test]
+fn an_admin_ini_extension_is_loaded_for_the_pool_and_a_missing_one_is_refused() {
+    let site = Site::new();
+    let dir = String::from_utf8(
+        std::process::Command::new("php-config8.2")
+            .arg("--extension-dir")
+            .output()
+            .expect("php-config8.2")
+            .stdout,
+    )
+    .unwrap();
+    site.write("php.ini", &format!("extension_dir = \"{}\"\n", dir.trim()));
+    let script = "<?php echo function_exists('cal_days_in_month') ? cal_days_in_month(CAL_GREGORIAN, 2, 2024) : 'none';";
+    for folder in ["with", "without"] {
+        std::fs::create_dir_all(site.docroot.join(folder)).unwrap();
+        site.script(&format!("{folder}/cal.php"), script);
+    }
+    let pool = |name: &str, admin: &str| {
+        Embed::new(name, 1)
+            .php(&format!(
+                "ini_file = \"{}\"",
+                site.path().join("php.ini").display()
+            ))
+            .env("PHP_INI_SCAN_DIR = \"\"")
+            .admin(admin)
+    };
+    let with = pool("with", "extension = \"calendar\"");
+    let without = pool("without", "");
+    let drover = Drover::start(&site, &[&with, &without]);
+    let location = |folder: &str| Location {
+        pattern: format!(r"~ ^/{folder}/.*\.php$"),
+        ..Location::php(&site.socket(folder))
+    };
+    let nginx = Nginx::start_locations(&site, &[location("with"), location("without")]);
+
+    let loaded = http::get(&nginx.url("/with/cal.php"));
+    let absent = http::get(&nginx.url("/without/cal.php"));
+
+    assert_eq!(
+        (loaded.status, loaded.body.as_str()),
+        (200, "29"),
+        "drover's log:\n{}",
+        drover.log.text()
+    );
+    assert_eq!((absent.status, absent.body.as_str()), (200, "none"));
+    drop(drover);
+
+    // drover -t: an extension PHP cannot load.
+    site.write(
+        "pools.d/with.toml",
+        &crate::common::PoolFile::toml(&pool("with", "extension = \"no_such_ext\""), &site),
+    );
+    let checked = crate::common::check_config(&site);
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("extension = \"no_such_ext\": PHP could not load this extension")
+            && said.contains("Unable to load dynamic library 'no_such_ext'"),
+        "{said}"
+    );
+}
