@@ -118,6 +118,13 @@ pub struct Pool {
     /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
     pub request_read_timeout: Option<Duration>,
     pub status_listen: Option<ListenAddr>,
+    /// php-fpm's `pm.status_path`: a request whose `SCRIPT_NAME` is this gets the pool's
+    /// status through the pool's own socket, fetched by the worker from `status_listen`.
+    pub status_path: Option<String>,
+    /// php-fpm's `ping.path`: a request whose `SCRIPT_NAME` is this gets `ping_response`.
+    pub ping_path: Option<String>,
+    /// php-fpm's `ping.response` (default `pong`).
+    pub ping_response: String,
     /// php-fpm's `access.log`: the file the workers write a line per request to; None:
     /// off. drover-python and drover-php only (the runtimes that know a response's status).
     pub access_log: Option<PathBuf>,

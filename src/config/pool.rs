@@ -33,6 +33,9 @@ const KEYS: &[&str] = &[
     "terminate_grace",
     "request_read_timeout",
     "status_listen",
+    "status_path",
+    "ping_path",
+    "ping_response",
     "access_log",
     "access_format",
     "access_suppress_path",
@@ -123,6 +126,8 @@ pub(super) fn parse(
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
+    let (status_path, ping_path, ping_response) =
+        builtin_paths(root, status_listen.as_ref(), runtime.as_ref());
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
@@ -151,6 +156,9 @@ pub(super) fn parse(
         terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
         status_listen: status_listen?,
+        status_path: status_path?,
+        ping_path: ping_path?,
+        ping_response: ping_response?,
         access_log,
         access_format,
         access_suppress_path,
@@ -265,6 +273,62 @@ fn access(
     }
     let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
     Some((file?, format?, suppress))
+}
+
+/// php-fpm's `pm.status_path`, `ping.path` and `ping.response`: answered by drover's own
+/// workers (drover-php, WSGI), which see every request first; php-cgi, a `[command]`
+/// program and an ASGI app's event loop do not, so they are refused there. The status comes
+/// from the master through `status_listen`, which it therefore needs.
+fn builtin_paths(
+    root: &Table<'_, '_>,
+    status_listen: Option<&Option<ListenAddr>>,
+    runtime: Option<&Runtime>,
+) -> (
+    Option<Option<String>>,
+    Option<Option<String>>,
+    Option<String>,
+) {
+    let path = |key: &str| {
+        root.parse(key, |s| {
+            if s.starts_with('/') && !s.contains(char::is_whitespace) {
+                Ok(s.to_owned())
+            } else {
+                Err("must be a path starting with /, like \"/status\"".to_owned())
+            }
+        })
+        .optional()
+    };
+    let (status_path, ping_path) = (path("status_path"), path("ping_path"));
+    let ping_response = root.string("ping_response").or("pong").map(str::to_owned);
+    let own_workers = match runtime {
+        Some(Runtime::Php(php)) => matches!(php.runtime, PhpRuntime::Embed { .. }),
+        Some(Runtime::Python(py)) => py.interface == Interface::Wsgi,
+        Some(Runtime::Command(_)) => false,
+        None => true,
+    };
+    for key in ["status_path", "ping_path"] {
+        if !root.contains(key) || own_workers {
+            continue;
+        }
+        root.fail(
+            key,
+            "drover's own workers answer it, which this pool's do not run (php-cgi, a \
+             [command] program or an ASGI app); use status_listen's /status and /ping",
+        );
+    }
+    if matches!(status_path, Some(Some(_))) && matches!(status_listen, Some(None)) {
+        root.fail(
+            "status_path",
+            "needs status_listen: the workers fetch the status from the master there (a unix \
+             socket path is enough, like \"/run/drover/www-status.sock\")",
+        );
+    }
+    if let (Some(Some(status)), Some(Some(ping))) = (&status_path, &ping_path)
+        && status == ping
+    {
+        root.fail("ping_path", "must differ from status_path");
+    }
+    (status_path, ping_path, ping_response)
 }
 
 /// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its

@@ -110,6 +110,9 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     let status = p.status_listen.as_ref().map(ListenAddr::to_string);
     out.optional_string("status_listen", status.as_deref(), None);
+    out.optional_string("status_path", p.status_path.as_deref(), None);
+    out.optional_string("ping_path", p.ping_path.as_deref(), None);
+    out.string("ping_response", &p.ping_response);
     out.optional_path("access_log", p.access_log.as_deref());
     out.string("access_format", &p.access_format);
     out.strings("access_suppress_path", &p.access_suppress_path);
@@ -318,6 +321,9 @@ mod tests {
         "terminate_grace",
         "request_read_timeout",
         "status_listen",
+        "status_path",
+        "ping_path",
+        "ping_response",
         "access_log",
         "access_format",
         "access_suppress_path",

@@ -7,13 +7,15 @@ use std::path::PathBuf;
 
 use drover_proto::zygote::SCOREBOARD_FD;
 
-use crate::config::Pool;
+use crate::config::{ListenAddr, Pool};
 use crate::pm;
 
 /// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
 /// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log` (with
 /// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
-/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`.
+/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`; the
+/// `--status-path` (with `--status-from`, where the master serves the status) and
+/// `--ping-path` (with `--ping-response`) the workers answer themselves.
 pub fn args(pool: &Pool) -> Vec<OsString> {
     let workers = pm::initial_workers(&pool.pm);
     let mut args: Vec<OsString> = vec![
@@ -46,6 +48,18 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
             args.push(uri.clone().into());
         }
     }
+    if let (Some(path), Some(from)) = (&pool.status_path, &pool.status_listen) {
+        args.push("--status-path".into());
+        args.push(path.into());
+        args.push("--status-from".into());
+        args.push(status_from(from).into());
+    }
+    if let Some(path) = &pool.ping_path {
+        args.push("--ping-path".into());
+        args.push(path.into());
+        args.push("--ping-response".into());
+        args.push(pool.ping_response.clone().into());
+    }
     if let Some(http) = &pool.http {
         args.push("--protocol".into());
         args.push("http".into());
@@ -61,6 +75,19 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         }
     }
     args
+}
+
+/// Where a worker reaches the master's `status_listen`: its socket path, or its TCP address
+/// (an address bound to every interface is reached on loopback).
+fn status_from(addr: &ListenAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let loopback = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+    match addr {
+        ListenAddr::Unix(path) => path.display().to_string(),
+        ListenAddr::Tcp(at) if at.ip().is_unspecified() => loopback(at.port()).to_string(),
+        ListenAddr::Tcp(at) => at.to_string(),
+        ListenAddr::AnyAddress(port) => loopback(*port).to_string(),
+    }
 }
 
 /// Where the master finds a runtime's `program`: beside the running `drover`, so that the

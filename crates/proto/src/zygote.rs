@@ -98,6 +98,18 @@ pub struct ZygoteArgs {
     /// max_request_body in bytes (HTTP): larger bodies are refused with 413.
     #[arg(long)]
     pub max_request_body: Option<u64>,
+    /// status_path: a request with this `SCRIPT_NAME` gets the pool's status, which the
+    /// worker fetches from `--status-from`.
+    #[arg(long, requires = "status_from")]
+    pub status_path: Option<String>,
+    /// The master's `status_listen` for this pool: a unix socket path, or `IP:PORT`.
+    #[arg(long)]
+    pub status_from: Option<String>,
+    /// ping_path: a request with this `SCRIPT_NAME` gets `--ping-response`.
+    #[arg(long)]
+    pub ping_path: Option<String>,
+    #[arg(long, default_value = "pong")]
+    pub ping_response: String,
 }
 
 /// A pool's `protocol`.

@@ -12,6 +12,8 @@
 //!   `request_read_timeout`.
 //! - [`access`]: the pool's access log, a line per request written by the worker itself,
 //!   reopened when the master's USR1 bumps the scoreboard's log generation.
+//! - [`builtin`]: php-fpm's `pm.status_path` and `ping.path`, answered on the pool's own
+//!   socket before the runtime sees the request (the status fetched from the master).
 //! - [`cpu`]: a request's CPU time, user and system, for the scoreboard and the log.
 //! - [`threads`]: a worker whose threads each run that loop (`[python] threads`), sharing
 //!   the `max_requests` count, the slot (the oldest request in flight) and the access log.
@@ -26,6 +28,7 @@
 //! codec is `drover_fastcgi`, the scoreboard `drover_scoreboard`.
 
 pub mod access;
+pub mod builtin;
 pub mod cpu;
 pub mod exchange;
 pub mod http;

@@ -25,6 +25,7 @@ use drover_proto::zygote::retiring_line;
 use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
 use crate::access::{AccessLog, Entry};
+use crate::builtin::Builtin;
 use crate::socket::{NextRequest, Socket, accept};
 use crate::threads::Threaded;
 
@@ -47,6 +48,8 @@ pub struct WorkerConfig {
     /// `protocol = "http"`: the listener speaks HTTP/1.1 to clients ([`crate::http`]);
     /// None: FastCGI.
     pub http: Option<HttpConfig>,
+    /// `status_path` and `ping_path`: requests the worker answers itself.
+    pub builtin: Option<Builtin>,
 }
 
 /// Where a worker writes in its pool's scoreboard.
@@ -351,15 +354,28 @@ impl<H: Handler> Worker<'_, H> {
             (None, None) => (false, false),
         };
         conn.borrow_mut().keep_head(heads);
-        let logged =
-            logging.then(|| (request.params.clone(), self.handler.script(&request.params)));
+        // status_path and ping_path: answered here, never by the runtime (which is not
+        // asked for their script either: drover-php would keep its decision for them).
+        let asked = (self.config.builtin.as_ref()).and_then(|b| b.asked(&request.params));
+        let script = |handler: &H, params: &Params| match asked {
+            Some(_) => params
+                .get("SCRIPT_NAME")
+                .map(|name| String::from_utf8_lossy(name).into_owned()),
+            None => handler.script(params),
+        };
+        let logged = logging.then(|| {
+            (
+                request.params.clone(),
+                script(self.handler, &request.params),
+            )
+        });
         let mut ticket = None;
         if let Some(slot) = self.slot {
             let p = &request.params;
             let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
             let script = match &logged {
                 Some((_, script)) => script.clone(),
-                None => self.handler.script(p),
+                None => script(self.handler, p),
             };
             let shown = [
                 text("REQUEST_METHOD").into_owned(),
@@ -379,10 +395,20 @@ impl<H: Handler> Worker<'_, H> {
         }
         let id = request.id;
         let cpu_start = crate::cpu::thread_cpu();
-        let outcome = self.handler.handle(conn, request);
+        let mut builtin_status = None;
+        let outcome = match (asked, &self.config.builtin) {
+            (Some(asked), Some(builtin)) => {
+                let (response, status) = builtin.answer(asked, &request.params);
+                builtin_status = Some(status);
+                let mut c = conn.borrow_mut();
+                let keep = c.write_stdout(&response).is_ok() && c.finish(0).unwrap_or(false);
+                Outcome { keep }
+            }
+            _ => self.handler.handle(conn, request),
+        };
         let end_us = now_us();
         let cpu = crate::cpu::thread_cpu().since(&cpu_start);
-        let memory = self.handler.request_memory();
+        let memory = self.handler.request_memory().filter(|_| asked.is_none());
         let duration_us = end_us.saturating_sub(start_us);
         if let Some(slot) = self.slot {
             match (self.threaded, ticket) {
@@ -392,7 +418,7 @@ impl<H: Handler> Worker<'_, H> {
                 _ => slot.end_request(end_us, cpu.total(), memory),
             }
         }
-        let status = self.handler.response_status();
+        let status = builtin_status.or_else(|| self.handler.response_status());
         if let Some(pool) = self.pool {
             pool.record(duration_us, status);
         }

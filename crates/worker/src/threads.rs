@@ -87,6 +87,7 @@ fn thread_config(config: &WorkerConfig) -> WorkerConfig {
         request_read_timeout: config.request_read_timeout,
         access_log: None,
         http: None,
+        builtin: config.builtin.clone(),
     }
 }
 

@@ -331,6 +331,7 @@ impl<R: Runtime> Zygote<'_, R> {
                     nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))
                 })?,
             http: crate::http::config(self.args),
+            builtin: crate::builtin::Builtin::from_args(self.args),
         };
         let board = self.scoreboard.as_ref().zip(slot).map(|(board, i)| Board {
             slot: board.slot(i),

@@ -323,3 +323,60 @@ fn php_fpm_sapi_settings_drover_php_does_not_act_on_are_refused_unless_at_its_be
         &with_php("[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\n[php.ini]\n\"cgi.nph\" = 1\n"),
     )]);
 }
+
+/// php-fpm's `pm.status_path`, `ping.path` and `ping.response`: drover-php's workers answer
+/// them (the status from `status_listen`, which it needs); php-cgi cannot, so a php-cgi
+/// pool refuses them; a path is a path.
+#[test]
+fn status_and_ping_paths_are_drover_php_s_and_the_status_needs_status_listen() {
+    assume(USABLE);
+    let embed = |top: &str| format!("{top}\n{}", with_php("[php]\nruntime = \"embed\"\n"));
+    let (_dir, config) = loaded(&[(
+        "www",
+        &embed(
+            "status_listen = \"/run/drover/www-status.sock\"\nstatus_path = \"/status\"\n\
+             ping_path = \"/ping\"\nping_response = \"ok\"",
+        ),
+    )]);
+    let pool = &config.pools[0];
+    assert_eq!(pool.status_path.as_deref(), Some("/status"));
+    assert_eq!(pool.ping_path.as_deref(), Some("/ping"));
+    assert_eq!(pool.ping_response, "ok");
+    let (_dir, config) = loaded(&[("www", &embed("ping_path = \"/ping\""))]);
+    assert_eq!(config.pools[0].ping_response, "pong");
+
+    let e = only_error(&embed("status_path = \"/status\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "status_path",
+        "needs status_listen",
+    );
+    let e = only_error(&embed("ping_path = \"ping\""));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "ping_path",
+        "must be a path starting with /",
+    );
+    let e = only_error(&embed(
+        "status_listen = \"/run/s.sock\"\nstatus_path = \"/s\"\nping_path = \"/s\"",
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        3,
+        "ping_path",
+        "must differ from status_path",
+    );
+    let e = only_error(&format!("ping_path = \"/ping\"\n{MINIMAL}"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "ping_path",
+        "drover's own workers answer it",
+    );
+}

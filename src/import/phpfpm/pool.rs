@@ -163,11 +163,37 @@ pub(super) fn pool_doc(
                     m.set("pm", "process_idle_timeout", Value::Str(t), s);
                 }
             }
-            "pm.status_path" => m.note(
-                s,
-                "no equivalent: drover does not serve the status through the pool's FastCGI \
-                 socket; set status_listen (HTTP) and proxy it in nginx",
-            ),
+            "pm.status_path" => {
+                // drover's workers fetch the status from the master's status_listen: one
+                // beside the pool's socket when php-fpm's pool has none.
+                let unix_listen = find("listen")
+                    .and_then(|l| listen(&l.value).ok())
+                    .filter(|(_, kind, _)| matches!(kind, Listen::Unix))
+                    .map(|(address, _, _)| address);
+                if find("pm.status_listen").is_some() {
+                    m.set("", "status_path", Value::str(value), s);
+                } else if let Some(address) = unix_listen {
+                    let status = format!(
+                        "{}-status.sock",
+                        address.strip_suffix(".sock").unwrap_or(&address)
+                    );
+                    m.note(
+                        s,
+                        &format!(
+                            "carried over, with status_listen = \"{status}\" added: the \
+                             workers fetch the status from the master there"
+                        ),
+                    );
+                    m.set("", "status_listen", Value::str(&status), s);
+                    m.set("", "status_path", Value::str(value), s);
+                } else {
+                    m.note(
+                        s,
+                        "not carried over: the workers fetch the status from the master's \
+                         status_listen; set status_listen, then status_path",
+                    );
+                }
+            }
             "pm.status_listen" => {
                 m.note(
                     s,
@@ -176,14 +202,8 @@ pub(super) fn pool_doc(
                 );
                 m.set("", "status_listen", Value::str(value), s);
             }
-            "ping.path" => m.note(
-                s,
-                "no equivalent on the pool's socket: drover answers /ping on status_listen",
-            ),
-            "ping.response" if value == "pong" => {
-                m.note(s, "not needed: drover's /ping always answers pong");
-            }
-            "ping.response" => m.note(s, "no equivalent: drover's /ping always answers pong"),
+            "ping.path" => m.set("", "ping_path", Value::str(value), s),
+            "ping.response" => m.set("", "ping_response", Value::str(value), s),
             "access.log" => {
                 relative_path_note(&mut m, s);
                 m.set("", "access_log", Value::str(value), s);

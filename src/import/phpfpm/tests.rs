@@ -323,3 +323,37 @@ fn php_fpms_sample_access_format_passes_through_unchanged() {
     );
     assert_eq!(www["access_log"].as_str(), Some("/var/log/www.access"));
 }
+
+/// `pm.status_path` and `ping.path` are answered on the pool's socket as php-fpm answers
+/// them; the status needs a `status_listen`, added beside a unix socket when php-fpm's pool
+/// has no `pm.status_listen`, and not invented for a TCP pool.
+#[test]
+fn status_and_ping_paths_carry_over_with_a_status_listen() {
+    let unix = import(&[(
+        "pool.d/www.conf",
+        "[www]\nlisten = /run/php/php8.2-fpm.sock\npm = static\npm.max_children = 1\n\
+         pm.status_path = /status\nping.path = /ping\nping.response = alive\n",
+    )]);
+    let www = pool(&unix, "www");
+    assert_eq!(www["status_path"].as_str(), Some("/status"));
+    assert_eq!(
+        www["status_listen"].as_str(),
+        Some("/run/php/php8.2-fpm-status.sock")
+    );
+    assert_eq!(www["ping_path"].as_str(), Some("/ping"));
+    assert_eq!(www["ping_response"].as_str(), Some("alive"));
+    assert!(note(&unix, "pm.status_path").why.contains("status_listen"));
+
+    let tcp = import(&[(
+        "pool.d/www.conf",
+        "[www]\nlisten = 127.0.0.1:9000\npm = static\npm.max_children = 1\n\
+         pm.status_path = /status\n",
+    )]);
+    let www = pool(&tcp, "www");
+    assert!(www.get("status_path").is_none());
+    assert!(
+        note(&tcp, "pm.status_path")
+            .why
+            .starts_with("not carried over")
+    );
+}

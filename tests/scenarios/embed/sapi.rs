@@ -418,3 +418,65 @@ fn php_admin_value_locks_its_setting_for_its_request() {
     assert_eq!(plain, format!("{default_limit} '{default_limit}' 99M"));
     drop(drover);
 }
+
+/// php-fpm's `pm.status_path` and `ping.path` on the pool's own socket, behind nginx's usual
+/// php-fpm wiring (`location ~ ^/(status|ping)$`): the ping is the worker's, the status
+/// the master's (fetched from `status_listen`, with php-fpm's query words), and neither
+/// reaches PHP: a page served after them is PHP's own.
+#[test]
+fn status_path_and_ping_path_answer_on_the_pool_s_socket() {
+    let site = Site::new();
+    site.script("index.php", "<?php echo 'page';");
+    let status_socket = site.path().join("www-status.sock");
+    let pool = Embed::new("www", 2).top(&format!(
+        "status_listen = \"{}\"\nstatus_path = \"/status\"\nping_path = \"/ping\"\nping_response = \"alive\"",
+        status_socket.display()
+    ));
+    let drover = Drover::start(&site, &[&pool]);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location {
+                pattern: "~ ^/(status|ping)$".into(),
+                ..Location::php(&site.socket("www"))
+            },
+            Location::php(&site.socket("www")),
+        ],
+    );
+
+    let page = http::get(&nginx.url("/index.php"));
+    let ping = http::get(&nginx.url("/ping"));
+    let status = http::get(&nginx.url("/status?json&full"));
+    let text = http::get(&nginx.url("/status"));
+    let refused = http::get(&nginx.url("/status?xml"));
+    let after = http::get(&nginx.url("/index.php"));
+
+    assert_eq!((page.status, page.body.as_str()), (200, "page"));
+    assert_eq!(
+        (ping.status, ping.body.as_str(), ping.header("content-type")),
+        (200, "alive", "text/plain")
+    );
+    assert_eq!(
+        status.status,
+        200,
+        "{}; drover's log:\n{}",
+        status.body,
+        drover.log.text()
+    );
+    let json: serde_json::Value = serde_json::from_str(&status.body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", status.body));
+    assert_eq!(json["pool"], "www");
+    assert!(
+        json["accepted conn"].as_u64().is_some_and(|n| n >= 2),
+        "{json}"
+    );
+    assert_eq!(
+        json["processes"].as_array().map(Vec::len),
+        Some(2),
+        "{json}"
+    );
+    assert_eq!(text.status, 200);
+    assert!(text.body.starts_with("pool:"), "{}", text.body);
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!((after.status, after.body.as_str()), (200, "page"));
+}

@@ -124,3 +124,30 @@ fn flask_url_for_builds_urls_under_the_mount() {
     assert_eq!(field(&got, "url_for"), "/app/hello");
     assert_eq!(field(&got, "url_for_echo"), "/app/echo?q=1");
 }
+
+/// php-fpm's `ping.path` and `pm.status_path` work on a WSGI pool too: its workers answer
+/// them before the app (whose own `/pid` still answers).
+#[test]
+fn a_wsgi_pool_answers_its_ping_path_and_status_path() {
+    let site = Site::new();
+    let status_socket = site.path().join("py-status.sock");
+    let stack = Stack::python(
+        site,
+        PythonPool::wsgi("py")
+            .key("ping_path", "\"/ping\"")
+            .key("status_path", "\"/status\"")
+            .key("status_listen", &format!("\"{}\"", status_socket.display())),
+    );
+
+    let ping = http::get(&stack.url("/ping"));
+    let status = http::get(&stack.url("/status?json"));
+    let app = http::get(&stack.url("/pid"));
+
+    assert_eq!((ping.status, ping.body.as_str()), (200, "pong"));
+    assert_eq!(status.status, 200, "{}", status.body);
+    let json: serde_json::Value = serde_json::from_str(&status.body)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", status.body));
+    assert_eq!(json["pool"], "py");
+    assert_eq!(app.status, 200);
+    assert!(app.body.trim().parse::<i32>().is_ok(), "{}", app.body);
+}

@@ -54,6 +54,7 @@ fn config() -> WorkerConfig {
         request_read_timeout: None,
         access_log: None,
         http: None,
+        builtin: None,
     }
 }
 
