@@ -73,7 +73,12 @@ impl Builtin {
         match (asked, &self.status, &self.ping) {
             (Asked::Ping, _, Some((_, response))) => (ping(response), 200),
             (Asked::Status, Some((_, from)), _) => {
-                let query = String::from_utf8_lossy(params.get("QUERY_STRING").unwrap_or_default());
+                let query = params.get("QUERY_STRING").unwrap_or_default();
+                // It goes into the request line to the master: no spaces or controls.
+                if query.iter().any(|&b| b <= b' ' || b == 0x7f) {
+                    return (plain("400 Bad Request", "Bad query string.\n"), 400);
+                }
+                let query = String::from_utf8_lossy(query);
                 match fetch(from, &query).and_then(|answer| to_cgi(&answer)) {
                     Ok(answered) => answered,
                     Err(err) => {
@@ -230,6 +235,14 @@ mod tests {
         assert_eq!(status, 400);
         assert!(refused.starts_with(b"Status: 400 Bad Request\r\n\r\nno"));
         assert!(to_cgi(b"garbage").is_err());
+    }
+
+    #[test]
+    fn a_query_that_would_break_the_request_line_is_refused() {
+        let asked = params(&[("QUERY_STRING", "json HTTP/1.0\r\nX-Evil: 1")]);
+        let (out, status) = both().answer(Asked::Status, &asked);
+        assert_eq!(status, 400);
+        assert!(out.starts_with(b"Status: 400 Bad Request\r\n"));
     }
 
     #[test]
