@@ -270,8 +270,27 @@ impl Master {
                 break;
             }
         }
+        self.take_last_output().await;
         self.finish();
         Ok(())
+    }
+
+    /// Lines the last workers wrote just before they exited may still wait in the pools'
+    /// output sockets, their readers not yet run: a few short waits let the readers take
+    /// them (the loop's own wake-ups no longer come), until a wait brings nothing. Bounded
+    /// by 100 ms.
+    async fn take_last_output(&mut self) {
+        for round in 0..20 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let mut any = false;
+            while let Ok(line) = self.lines.try_recv() {
+                self.log_output(line);
+                any = true;
+            }
+            if !any && round > 0 {
+                break;
+            }
+        }
     }
 
     fn on_command(&mut self, command: Command) {
