@@ -50,6 +50,23 @@ pub struct Stat {
     pub ppid: i32,
 }
 
+/// How long ago `pid` started, from its start time in `/proc/PID/stat` and the uptime.
+pub fn age(pid: i32) -> Option<Duration> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = text.rfind(')')?;
+    // After COMM: state is field 3, starttime field 22 (in clock ticks since boot).
+    let started: f64 = text[close + 1..].split_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let uptime: f64 = fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs_f64((uptime - started / ticks).max(0.0)))
+}
+
 pub fn stat(pid: i32) -> Option<Stat> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses, so cut at the last ')'.

@@ -53,11 +53,19 @@ const ODD: &[Odd] = &[
     },
 ];
 
-/// A master that still answers and reaps: `ctl status` exits 0, and a php-cgi worker
-/// SIGKILLed now is replaced with no zombie left.
+/// A master that still answers and reaps: `ctl status` exits 0, and a worker SIGKILLed now
+/// is replaced with no zombie left. The worker killed is one past its start-up window: one
+/// killed sooner counts as a failed start, whose replacement the respawn backoff delays
+/// (1 s, then doubling), which is right but not what this checks.
 fn assert_alive(drover: &crate::common::Drover, ctl: &crate::common::Ctl, case: &str) {
     ctl.ok(&["status"], &drover.log.text());
-    let worker = *drover.workers().first().expect("a php-cgi worker");
+    let worker = wait_until(TIMEOUT, &format!("{case}: a worker past its start"), || {
+        let settled = drover_proto::STARTUP_WINDOW + Duration::from_millis(300);
+        drover
+            .workers()
+            .into_iter()
+            .find(|&pid| proc::age(pid).is_some_and(|age| age > settled))
+    });
     proc::signal(worker, Signal::SIGKILL);
     wait_until(
         TIMEOUT,
