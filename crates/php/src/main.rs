@@ -20,6 +20,7 @@ struct Args {
 /// run PHP and exits `EXIT_NO_PHP`: the master asks it before it picks a PHP
 /// pool's runtime. `drover-php --check ARGS` is `drover -t`'s: see [`PHP_CHECK`].
 fn main() -> ExitCode {
+    drover_worker::serve::take_allowed_clients();
     let code = match std::env::args().nth(1).as_deref() {
         Some(PHP_PROBE) => probe(),
         Some(PHP_CHECK) => check(Args::parse_from(

@@ -21,6 +21,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    drover_worker::serve::take_allowed_clients();
     // args_os: a zygote's arguments (paths) need not be UTF-8.
     let mut argv = std::env::args_os().skip(1);
     if argv

@@ -501,12 +501,30 @@ fn check_memory(config: &WorkerConfig) {
     RETIRE.store(true, Ordering::Relaxed);
 }
 
+/// `listen_allowed_clients`, once [`take_allowed_clients`] has kept it.
+static ALLOWED_CLIENTS: std::sync::OnceLock<Vec<IpAddr>> = std::sync::OnceLock::new();
+
 /// `listen_allowed_clients`, as the master passes it to every runtime (libfcgi's and
-/// php-cgi's variable): empty = any client.
-pub(crate) fn allowed_clients() -> Vec<IpAddr> {
-    std::env::var("FCGI_WEB_SERVER_ADDRS")
-        .map(|list| parse_clients(&list))
-        .unwrap_or_default()
+/// php-cgi's variable, `FCGI_WEB_SERVER_ADDRS`): empty = any client.
+pub fn allowed_clients() -> Vec<IpAddr> {
+    ALLOWED_CLIENTS
+        .get_or_init(|| {
+            std::env::var("FCGI_WEB_SERVER_ADDRS")
+                .map(|list| parse_clients(&list))
+                .unwrap_or_default()
+        })
+        .clone()
+}
+
+/// Keeps `listen_allowed_clients` for the workers and takes `FCGI_WEB_SERVER_ADDRS` out of
+/// the environment, so that the app does not see it (php-fpm does not show its
+/// `listen.allowed_clients` to scripts in `$_SERVER` or `getenv()`, nor gunicorn its
+/// settings to an app). Called first thing in a zygote's `main`, while it has one thread.
+pub fn take_allowed_clients() {
+    let _ = allowed_clients();
+    // SAFETY: called at the start of main, before the zygote starts any thread, so no
+    // other thread reads the environment meanwhile.
+    unsafe { std::env::remove_var("FCGI_WEB_SERVER_ADDRS") };
 }
 
 /// `FCGI_WEB_SERVER_ADDRS`'s comma-separated addresses; what does not parse is left out.

@@ -374,3 +374,71 @@ fn an_admin_ini_extension_is_loaded_for_the_pool_and_a_missing_one_is_refused() 
         "{said}"
     );
 }
+
+/// A drover-php pool on TCP with `listen_allowed_clients`, asked straight on its socket by
+/// `drover ctl probe` (from 127.0.0.1): a pool that allows 127.0.0.1 serves, and its script
+/// does not see the list (`FCGI_WEB_SERVER_ADDRS`, how the master passes it) in `$_SERVER`
+/// or `getenv()`, as php-fpm keeps `listen.allowed_clients` to itself; a pool that allows
+/// only another address closes the connection and logs the refusal.
+#[test]
+fn listen_allowed_clients_is_enforced_and_not_shown_to_scripts() {
+    struct OnPort(String, String);
+    impl crate::common::PoolFile for OnPort {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn toml(&self, _: &Site) -> String {
+            self.1.clone()
+        }
+    }
+    let site = Site::new();
+    site.script(
+        "env.php",
+        "<?php echo $_SERVER['FCGI_WEB_SERVER_ADDRS'] ?? '-', ' ', getenv('FCGI_WEB_SERVER_ADDRS') ?: '-';",
+    );
+    let free_port = || {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        taken.local_addr().expect("local addr").port()
+    };
+    let on_port = |name: &str, allowed: &str| {
+        let toml = crate::common::PoolFile::toml(&Embed::new(name, 1), &site)
+            .replace(
+                &format!("listen = \"{}\"", site.socket(name).display()),
+                &format!(
+                    "listen = \"127.0.0.1:{}\"\nlisten_allowed_clients = [\"{allowed}\"]",
+                    free_port()
+                ),
+            )
+            .replace("listen_mode = \"0666\"\n", "");
+        OnPort(name.to_owned(), toml)
+    };
+    let (open, closed) = (on_port("open", "127.0.0.1"), on_port("closed", "10.9.8.7"));
+    let drover = Drover::start(&site, &[&open, &closed]);
+    let config = site.path().join("drover.toml");
+    let script = site.docroot.join("env.php").display().to_string();
+    let timeout = format!("{}s", TIMEOUT.as_secs());
+    let probe = |pool: &str| {
+        crate::common::probe(
+            &config,
+            &[
+                pool,
+                "/env.php",
+                "--script",
+                &script,
+                "--body",
+                "--timeout",
+                &timeout,
+            ],
+        )
+    };
+
+    let served = probe("open");
+    let refused = probe("closed");
+
+    assert_eq!(served.code, Some(0), "{served:#?}\n{}", drover.log.text());
+    assert!(served.stdout.ends_with("\n- -"), "{served:#?}");
+    assert_eq!(refused.code, Some(1), "{refused:#?}");
+    drover
+        .log
+        .wait_for_line("refused a connection from 127.0.0.1", TIMEOUT);
+}

@@ -207,15 +207,10 @@ fn hand_over(shared: &Shared, fd: RawFd) {
     }
 }
 
-/// `listen_allowed_clients`, as the master passes it (`FCGI_WEB_SERVER_ADDRS`).
+/// `listen_allowed_clients`, as the master passes it (`FCGI_WEB_SERVER_ADDRS`, kept by the
+/// zygote and taken out of the app's environment).
 fn allowed_clients() -> Vec<IpAddr> {
-    std::env::var("FCGI_WEB_SERVER_ADDRS")
-        .map(|list| {
-            list.split(',')
-                .filter_map(|ip| ip.trim().parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    drover_worker::serve::allowed_clients()
 }
 
 /// A TCP client outside the list is refused (closed, and logged); a unix socket has no
