@@ -531,10 +531,6 @@ impl Master {
     }
 
     fn finish(&mut self) {
-        // Lines written just before the workers exited.
-        while let Ok(line) = self.lines.try_recv() {
-            self.log_output(line);
-        }
         for pool in self.pools.iter() {
             pool.listener.unlink();
         }

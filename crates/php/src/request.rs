@@ -207,7 +207,6 @@ fn describe(err: &std::io::Error) -> String {
     }
 }
 
-/// A response drover writes without PHP, and the end of the request.
 /// Whether this worker may read a regular file: its mode lets everyone read it (the usual
 /// 0644, and no system call), or `faccessat` with the effective ids says so (owner, group,
 /// ACLs, root).
@@ -240,6 +239,7 @@ fn unopenable(conn: &Conn, filename: &[u8], error: &str, status: &str, body: &st
     answer(&mut c, status, body)
 }
 
+/// A response drover writes without PHP, and the end of the request.
 fn answer(conn: &mut drover_worker::exchange::Exchange, status: &str, body: &str) -> Outcome {
     let head = format!("Status: {status}\r\nContent-type: text/html; charset=UTF-8\r\n\r\n");
     let keep = conn.write_stdout(head.as_bytes()).is_ok()

@@ -92,17 +92,13 @@ fn start(args: &PhpArgs) -> Result<(), String> {
         .transpose()?;
     // `extension` values load with PHP's startup, as php.ini's do, from [php.admin_ini] as
     // well (php-fpm's php_admin_value[extension]): PHP cannot load one once it has started.
-    let is_extension = |line: &&String| line.split_once('=').is_some_and(|(n, _)| n == "extension");
-    let extensions: Vec<&str> = (args.ini.iter().chain(&args.admin_ini))
-        .filter(is_extension)
-        .filter_map(|line| line.split_once('=').map(|(_, value)| value))
-        .collect();
-    let mut entries = String::new();
-    for line in args
-        .ini
+    let (admin_extensions, admin): (Vec<&String>, Vec<&String>) = args
+        .admin_ini
         .iter()
-        .chain(args.admin_ini.iter().filter(is_extension))
-    {
+        .partition(|line| line.starts_with("extension="));
+    let startup: Vec<&String> = args.ini.iter().chain(admin_extensions).collect();
+    let mut entries = String::new();
+    for line in &startup {
         entries.push_str(line);
         entries.push('\n');
     }
@@ -117,6 +113,9 @@ fn start(args: &PhpArgs) -> Result<(), String> {
     if started != 0 {
         return Err("PHP failed to start (see the lines above)".into());
     }
+    let extensions = startup
+        .iter()
+        .filter_map(|line| line.strip_prefix("extension="));
     for value in extensions {
         let cvalue = c(value, "an extension")?;
         // SAFETY: a NUL-terminated string; PHP is started and no request runs.
@@ -128,7 +127,7 @@ fn start(args: &PhpArgs) -> Result<(), String> {
             ));
         }
     }
-    for line in args.admin_ini.iter().filter(|line| !is_extension(line)) {
+    for line in admin {
         let (name, value) = line.split_once('=').unwrap_or((line, ""));
         let (cname, cvalue) = (c(name, "[php.admin_ini]")?, c(value, "[php.admin_ini]")?);
         // SAFETY: NUL-terminated strings; PHP is started and no request runs.
@@ -137,8 +136,7 @@ fn start(args: &PhpArgs) -> Result<(), String> {
             -1 => {
                 "PHP has no such setting (a typo, or the extension that defines it is not loaded)"
             }
-            -2 => "PHP refuses this value for it",
-            _ => "PHP could not load this extension (see the line above)",
+            _ => "PHP refuses this value for it",
         };
         return Err(format!(
             "pool {}: [php.admin_ini] {name} = {value:?}: {rule}",

@@ -75,7 +75,7 @@ impl Acceptor {
             open: AtomicUsize::new(0),
             notify,
         });
-        let allowed = allowed_clients();
+        let allowed = drover_worker::serve::allowed_clients();
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
             .name("accept".into())
@@ -205,12 +205,6 @@ fn hand_over(shared: &Shared, fd: RawFd) {
     if was_empty {
         let _ = nix::unistd::write(&shared.notify, b"!");
     }
-}
-
-/// `listen_allowed_clients`, as the master passes it (`FCGI_WEB_SERVER_ADDRS`, kept by the
-/// zygote and taken out of the app's environment).
-fn allowed_clients() -> Vec<IpAddr> {
-    drover_worker::serve::allowed_clients()
 }
 
 /// A TCP client outside the list is refused (closed, and logged); a unix socket has no
