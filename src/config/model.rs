@@ -232,6 +232,10 @@ pub enum PhpRuntime {
     Cgi {
         /// `binary`, resolved to an existing executable (searched on PATH when not a path).
         binary: PathBuf,
+        /// `limit_extensions = []`: the pool lets any file run, which php-cgi does when it
+        /// walks up a path (`cgi.fix_pathinfo = 1`); without it, drover runs php-cgi with
+        /// `cgi.fix_pathinfo = 0` and refuses 1 ([`crate::runtime::php`]).
+        any_file: bool,
     },
 }
 

@@ -168,7 +168,7 @@ fn php(out: &mut Out, php: &Php) {
     out.string("runtime", php.runtime.name());
     let embed_only = "runtime = \"embed\" only";
     match &php.runtime {
-        PhpRuntime::Cgi { binary } => out.path("binary", binary),
+        PhpRuntime::Cgi { binary, .. } => out.path("binary", binary),
         PhpRuntime::Embed { .. } => out.unset("binary", "runtime = \"cgi\" only"),
     }
     out.optional_path("ini_file", php.ini_file.as_deref());
@@ -176,7 +176,11 @@ fn php(out: &mut Out, php: &Php) {
         PhpRuntime::Embed {
             limit_extensions, ..
         } => out.strings("limit_extensions", limit_extensions),
-        PhpRuntime::Cgi { .. } => out.unset("limit_extensions", embed_only),
+        PhpRuntime::Cgi { any_file: true, .. } => out.strings("limit_extensions", &[]),
+        PhpRuntime::Cgi { .. } => out.unset(
+            "limit_extensions",
+            "runtime = \"embed\" only, or [] for any file",
+        ),
     }
     out.table("php.ini");
     for (name, value) in &php.ini {

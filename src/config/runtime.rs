@@ -121,7 +121,10 @@ fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
             if admin_ini.as_ref().is_some_and(|ini| !ini.is_empty()) {
                 needs_embed("admin_ini", "a script may change any value with ini_set");
             }
+            // [] is what php-cgi does: any file may run.
+            let any_file = matches!(&limit_extensions, Some(Some(written)) if written.is_empty());
             if let Some(Some(written)) = &limit_extensions
+                && !any_file
                 && written
                     .iter()
                     .map(String::as_str)
@@ -132,12 +135,30 @@ fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
                     "it runs whichever script the web server names",
                 );
             }
+            if let Some(ini) = &ini
+                && !any_file
+                && let Some(walk) = runs_other_files(ini)
+            {
+                t.fail(
+                    "ini",
+                    format!(
+                        "{walk}, and php-cgi cannot check limit_extensions (so drover runs it \
+                         with cgi.fix_pathinfo = 0 and cgi.discard_path = 1): remove the \
+                         setting, or write limit_extensions = [] to let any file run, or \
+                         use runtime = \"embed\" (drover-php), which checks \
+                         limit_extensions{why}"
+                    ),
+                );
+            }
             let binary = t.string("binary").or("php-cgi").and_then(|name| {
                 find_executable(base, name)
                     .map_err(|why| t.fail("binary", format!("php binary not found: {why}")))
                     .ok()
             });
-            PhpRuntime::Cgi { binary: binary? }
+            PhpRuntime::Cgi {
+                binary: binary?,
+                any_file,
+            }
         }
     };
     Some(Php {
@@ -145,6 +166,48 @@ fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
         ini_file: ini_file?,
         ini: ini?,
     })
+}
+
+/// Why php-cgi, with the pool's `[php.ini]`, would run a file other than the script the
+/// web server names, so that an upload (`/uploads/evil.jpg/x.php`, nginx without
+/// `try_files`) runs as PHP: `cgi.fix_pathinfo` on (php-cgi walks up the path to the
+/// .jpg), or `cgi.discard_path` off (with `cgi.fix_pathinfo = 0`, php-cgi runs a
+/// `PATH_TRANSLATED` the web server sends, document root + path info). `None` when
+/// neither is written so.
+fn runs_other_files(ini: &BTreeMap<String, String>) -> Option<String> {
+    let value = |name: &str| ini.get(name).map(|v| php_bool(v));
+    if value("cgi.fix_pathinfo") == Some(true) {
+        return Some(
+            "[php.ini] cgi.fix_pathinfo on lets php-cgi run any file up the path \
+             (/uploads/evil.jpg/x.php runs evil.jpg)"
+                .to_owned(),
+        );
+    }
+    if value("cgi.discard_path") == Some(false) {
+        return Some(
+            "[php.ini] cgi.discard_path off lets php-cgi run the PATH_TRANSLATED the web \
+             server sends (/index.php/uploads/evil.jpg runs evil.jpg)"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// A boolean setting as PHP reads it (`zend_ini_parse_bool`): "true", "yes", "on" in any
+/// case, else a number other than 0 (`atoi`: leading digits, "" and words are 0).
+fn php_bool(text: &str) -> bool {
+    let t = text.trim();
+    if ["true", "yes", "on"]
+        .iter()
+        .any(|w| t.eq_ignore_ascii_case(w))
+    {
+        return true;
+    }
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].bytes().any(|b| b != b'0')
 }
 
 /// php-fpm's SAPI settings that drover-php registers (so that `ini_get()` reads them)

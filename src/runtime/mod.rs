@@ -146,7 +146,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
                 admin_ini,
                 limit_extensions,
             } => php::embed::plan(pool, php, admin_ini, limit_extensions),
-            PhpRuntime::Cgi { binary } => php::plan(kind, pool, php, binary, max_requests),
+            PhpRuntime::Cgi { binary, .. } => php::plan(kind, pool, php, binary, max_requests),
         },
         Runtime::Command(command) => command::plan(pool, command),
         Runtime::Python(python) => python::plan(pool, python),
@@ -328,6 +328,32 @@ mod tests {
         let planned = launch(&pool(&text), 0).unwrap();
         assert_eq!(planned.kind, Kind::PhpWorkers);
         assert_eq!(planned.spec.args[..2], ["-c", "/etc/passwd"]);
+    }
+
+    #[test]
+    fn php_cgi_runs_only_the_named_script_unless_the_pool_says_otherwise() {
+        let cgi = format!("{POOL}[php]\nbinary = \"/bin/sh\"\n");
+        let args = launch(&pool(&cgi), 0).unwrap().spec.args;
+        assert_eq!(
+            args,
+            ["-d", "cgi.fix_pathinfo=0", "-d", "cgi.discard_path=1"],
+            "after -c, before [php.ini]"
+        );
+        // Written in [php.ini] (1 only beside limit_extensions = []): the pool's value alone.
+        let on = cgi.replace("[php]\n", "[php]\nlimit_extensions = []\n")
+            + "[php.ini]\n\"cgi.fix_pathinfo\" = \"1\"\nmemory_limit = \"64M\"\n";
+        let args = launch(&pool(&on), 0).unwrap().spec.args;
+        assert_eq!(
+            args,
+            [
+                "-d",
+                "cgi.discard_path=1",
+                "-d",
+                "cgi.fix_pathinfo=1",
+                "-d",
+                "memory_limit=64M"
+            ]
+        );
     }
 
     #[test]

@@ -109,6 +109,7 @@ fn a_minimal_php_pool_gets_php_fpm_defaults() {
     let php = Php {
         runtime: PhpRuntime::Cgi {
             binary: "/bin/sh".into(),
+            any_file: false,
         },
         ini_file: None,
         ini: Default::default(),

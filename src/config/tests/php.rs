@@ -177,14 +177,52 @@ fn what_php_cgi_cannot_enforce_is_refused() {
         "php.limit_extensions",
         "php-cgi cannot enforce it",
     );
-    let e = only_error(&with_php(&format!("{cgi}limit_extensions = []\n")));
-    assert_at(
-        &e,
-        "pools.d/www.toml",
-        10,
-        "php.limit_extensions",
-        "php-cgi cannot enforce it",
-    );
+}
+
+#[test]
+fn php_cgi_running_other_files_than_the_named_script_is_refused_unless_any_file_may_run() {
+    let cgi = "[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\n";
+    // [] is what php-cgi does anyway: any file may run.
+    let (_dir, config) = loaded(&[("www", &with_php(&format!("{cgi}limit_extensions = []\n")))]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    assert!(matches!(
+        php.runtime,
+        PhpRuntime::Cgi { any_file: true, .. }
+    ));
+    for (setting, line, rule) in [
+        (
+            "\"cgi.fix_pathinfo\" = \"1\"",
+            10,
+            "cgi.fix_pathinfo on lets php-cgi run any file up the path",
+        ),
+        ("\"cgi.fix_pathinfo\" = \"On\"", 10, "cgi.fix_pathinfo on"),
+        ("cgi.fix_pathinfo = true", 10, "cgi.fix_pathinfo on"),
+        (
+            "\"cgi.discard_path\" = \"0\"",
+            10,
+            "cgi.discard_path off lets php-cgi run the PATH_TRANSLATED",
+        ),
+    ] {
+        let e = only_error(&with_php(&format!("{cgi}[php.ini]\n{setting}\n")));
+        assert_at(&e, "pools.d/www.toml", line, "php.ini", rule);
+        assert!(e.rule.contains("limit_extensions = []"), "{e}");
+        loaded(&[(
+            "www",
+            &with_php(&format!(
+                "{cgi}limit_extensions = []\n[php.ini]\n{setting}\n"
+            )),
+        )]);
+    }
+    // The safe values, written, are the pool's own.
+    for setting in [
+        "\"cgi.fix_pathinfo\" = \"0\"",
+        "\"cgi.fix_pathinfo\" = \"off\"",
+        "\"cgi.discard_path\" = \"1\"",
+    ] {
+        loaded(&[("www", &with_php(&format!("{cgi}[php.ini]\n{setting}\n")))]);
+    }
 }
 
 #[test]

@@ -24,6 +24,18 @@ use std::path::{Path, PathBuf};
 use super::Kind;
 use crate::config::{Php, Pool};
 
+/// What drover passes php-cgi (`-d`, after the pool's ini file and before its `[php.ini]`)
+/// so that it runs the script the web server names and no other file. php-cgi's defaults
+/// (`cgi.fix_pathinfo = 1`: a `SCRIPT_FILENAME` that is no file is walked up to the first
+/// file, so `/uploads/evil.jpg/x.php` runs the .jpg behind an nginx without `try_files`;
+/// `cgi.discard_path = 0`: with fix_pathinfo off, a `PATH_TRANSLATED` the web server sends
+/// is the script) are php-fpm's too, but php-fpm then refuses a script whose name does not
+/// end in `.php` (`security.limit_extensions`), which php-cgi cannot. The cost, as php-fpm
+/// with `cgi.fix_pathinfo = 0`: `PHP_SELF` is the `PATH_INFO` the web server sent (even
+/// empty), not `SCRIPT_NAME` + `PATH_INFO`; and a location that leaves the path info in
+/// `SCRIPT_FILENAME` (no `fastcgi_split_path_info`) answers 404.
+pub const SCRIPT_ONLY: [(&str, &str); 2] = [("cgi.fix_pathinfo", "0"), ("cgi.discard_path", "1")];
+
 /// Where php-cgi reads how many requests each of its workers serves.
 pub const MAX_REQUESTS_ENV: &str = "PHP_FCGI_MAX_REQUESTS";
 
@@ -36,10 +48,19 @@ pub fn plan(
     binary: &Path,
     max_requests: u32,
 ) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let mut args = Vec::with_capacity(php.ini.len() * 2 + 2);
+    let mut args = Vec::with_capacity(php.ini.len() * 2 + 6);
     if let Some(path) = &php.ini_file {
         args.push("-c".into());
         args.push(path.into());
+    }
+    // php-cgi runs exactly the script the web server names, as php-fpm's
+    // security.limit_extensions makes it, unless the pool's [php.ini] says otherwise (which
+    // the loader refuses without limit_extensions = []).
+    for (key, value) in SCRIPT_ONLY {
+        if !php.ini.contains_key(key) {
+            args.push("-d".into());
+            args.push(format!("{key}={value}").into());
+        }
     }
     for (key, value) in &php.ini {
         args.push("-d".into());

@@ -247,3 +247,111 @@ fn fastcgi_logging_0_keeps_php_messages_out_of_the_web_servers_log() {
     );
     drover.log.wait_for_line("marker-q", TIMEOUT);
 }
+
+/// A php-cgi pool (`runtime = "cgi"`) with drover's defaults.
+struct Cgi(&'static str, &'static str);
+
+impl crate::common::PoolFile for Cgi {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn toml(&self, site: &Site) -> String {
+        crate::common::pool_toml(
+            &site.socket(self.0),
+            &format!(
+                "[pm]\nmode = \"static\"\nmax_children = 1\n\n{}{}",
+                crate::common::php_table("cgi"),
+                self.1
+            ),
+        )
+    }
+}
+
+/// PHP hidden in an upload, behind nginx's `location ~ \.php$` without `try_files`:
+/// `/uploads/evil.jpg/x.php` names a script that is not there. php-cgi's default
+/// `cgi.fix_pathinfo = 1` walks up to `evil.jpg` and runs it (php-fpm and drover-php refuse
+/// the `.jpg` with `security.limit_extensions`: 403). drover runs php-cgi with
+/// `cgi.fix_pathinfo = 0` and `cgi.discard_path = 1`: 404, the .jpg not run, on every
+/// runtime. A pool that writes `cgi.fix_pathinfo = 1` with `limit_extensions = []` (any file
+/// may run) gets php-cgi's walk, as the control case shows. And the normal pages are those
+/// of php-fpm with `cgi.fix_pathinfo = 0`, but for the one php-fpm refuses with 403.
+#[test]
+fn php_hidden_in_an_upload_runs_on_no_runtime_and_php_cgi_pages_match_php_fpm() {
+    let site = Site::new();
+    docroot(&site);
+    site.write(
+        "www/uploads/evil.jpg",
+        "\u{ff}\u{d8}<?php echo 'EXECUTED ', __FILE__;",
+    );
+    let (fpm1, fpm0) = fix_pathinfo_1_and_0(&site, |socket| pages(&site, socket));
+    let cgi = Cgi("cgi", "");
+    let embed = Embed::new("embed", 1);
+    let drover = Drover::start(&site, &[&cgi, &embed]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+
+    let upload = |pool: &str| {
+        let nginx = Nginx::start(&site, &site.socket(pool));
+        let reply = http::get(&nginx.url("/uploads/evil.jpg/x.php"));
+        (reply.status, reply.body)
+    };
+    let (status, body) = upload("cgi");
+    assert!(
+        !body.contains("EXECUTED"),
+        "php-cgi ran the .jpg: {status} {body:?}"
+    );
+    assert_eq!((status, body.as_str()), (404, "No input file specified.\n"));
+    let (status, body) = upload("embed");
+    assert!(
+        !body.contains("EXECUTED"),
+        "drover-php ran the .jpg: {status} {body:?}"
+    );
+    assert_eq!(status, 403, "{body:?}");
+
+    let cgi_pages = pages(&site, &site.socket("cgi"));
+    let mut report = String::new();
+    for ((url, f), c) in URLS.iter().zip(&fpm0).zip(&cgi_pages) {
+        let refused = f == &(403, "Access denied.\n".to_owned())
+            && c == &(404, "No input file specified.\n".to_owned());
+        if f != c && !refused {
+            report.push_str(&format!(
+                "{url}\n  php-fpm (fix_pathinfo=0): {} {}\n  php-cgi: {} {}\n",
+                f.0, f.1, c.0, c.1
+            ));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "php-cgi's pages differ from php-fpm's with cgi.fix_pathinfo = 0:\n{report}\ndrover's log:\n{}",
+        drover.log.text()
+    );
+    // The legitimate PATH_INFO app (fastcgi_split_path_info) runs, with its path info.
+    let i = URLS
+        .iter()
+        .position(|u| *u == "/split/index.php/extra/path")
+        .unwrap();
+    assert_eq!(cgi_pages[i].0, 200, "{:?}", cgi_pages[i]);
+    assert_eq!(field(&cgi_pages[i], "PATH_INFO"), "\"/extra/path\"");
+    assert_eq!(field(&cgi_pages[i], "SCRIPT_NAME"), "\"/split/index.php\"");
+    // The cost, as the README says: PHP_SELF is the PATH_INFO sent, not SCRIPT_NAME +
+    // PATH_INFO as under php-fpm's default (cgi.fix_pathinfo = 1).
+    assert_eq!(field(&cgi_pages[i], "PHP_SELF"), "\"/extra/path\"");
+    assert_eq!(
+        field(&fpm1[i], "PHP_SELF"),
+        "\"/split/index.php/extra/path\""
+    );
+
+    // The control case, alone: a pool that asks for php-cgi's walk gets it.
+    drop(drover);
+    fs::remove_dir_all(site.path().join("pools.d")).unwrap();
+    let walks = Cgi(
+        "walks",
+        "limit_extensions = []\n[php.ini]\n\"cgi.fix_pathinfo\" = \"1\"\n",
+    );
+    let drover = Drover::start(&site, &[&walks]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let (status, body) = upload("walks");
+    assert!(
+        status == 200 && body.contains("EXECUTED"),
+        "the control case: php-cgi's walk runs the .jpg: {status} {body:?}"
+    );
+}
