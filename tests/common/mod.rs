@@ -44,7 +44,7 @@ pub use drover::{
     BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
     pool_toml, python_runtime, run_bounded,
 };
-pub use fpm::{PhpFpm, fix_pathinfo_1_and_0};
+pub use fpm::{FpmPool, PhpFpm, fix_pathinfo_1_and_0};
 pub use log::Log;
 pub use nginx::{Location, Nginx};
 pub use proc::wait_until;

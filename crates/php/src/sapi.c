@@ -190,14 +190,30 @@ static const char *reason_phrase(int code)
 	}
 }
 
+/* The code php-fpm's sapi_cgi_send_headers decides by: the response code, or, when that
+ * is not 200, the code of a "HTTP/x NNN" status line the script sent. */
+static int response_status(const sapi_headers_struct *headers)
+{
+	const char *line = headers->http_status_line;
+	const char *space = line ? strchr(line, ' ') : NULL;
+	if (headers->http_response_code != 200 && space && space - line >= 5 &&
+	    strncasecmp(line, "HTTP/", 5) == 0) {
+		return atoi(space + 1);
+	}
+	return headers->http_response_code;
+}
+
 /* The CGI header block: "Status:" first unless the code is 200 or the script sent one,
- * then every header, then the blank line. */
+ * then every header, then the blank line. A 304 goes without Content-Type (PHP's default
+ * one, or the script's), as php-fpm sends it: a cache that took a 304's text/html would
+ * apply it to the stored body (a CSS or JSON file). */
 static int drover_send_headers(sapi_headers_struct *headers)
 {
 	smart_str out = {0};
 	zend_llist_position pos;
 	sapi_header_struct *h;
 	int has_status = 0;
+	int not_modified = response_status(headers) == 304;
 
 	if (finished || !current) {
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
@@ -227,6 +243,10 @@ static int drover_send_headers(sapi_headers_struct *headers)
 	}
 	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
 	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
+		if (not_modified && h->header_len > 13 &&
+		    strncasecmp(h->header, "Content-Type:", 13) == 0) {
+			continue;
+		}
 		if (h->header_len) {
 			smart_str_appendl(&out, h->header, h->header_len);
 			smart_str_appendl(&out, "\r\n", 2);

@@ -13,11 +13,14 @@
 //!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
 //!   `.user.ini` and php.ini's `[PATH=]` sections, `[env]` in `$_SERVER`, and an unknown
 //!   `[php.admin_ini]` name at `drover -t` and at a reload.
+//! - [`headers`]: every response header against a real php-fpm behind nginx (a 304
+//!   without Content-Type).
 //! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
 mod counts;
+mod headers;
 mod memory;
 mod paths;
 mod sapi;
