@@ -104,9 +104,17 @@ fn parse_delta(s: &str) -> Result<i32, String> {
 
 /// Runs `drover ctl` and returns its exit code.
 pub fn run(args: CtlArgs) -> u8 {
-    // Talks to the pool's socket, not to the master.
+    // Talks to the pool's socket, not to the master; the master (given its socket) or the
+    // files say where that is.
     if let CtlCommand::Probe(probe) = &args.command {
-        return super::probe::run(&args.config, probe);
+        use super::probe::Source;
+        return match &args.socket {
+            Some(socket) => {
+                let master = Client::new(socket).with_timeout(args.timeout);
+                super::probe::run(Source::Master(&master), probe)
+            }
+            None => super::probe::run(Source::Config(&args.config), probe),
+        };
     }
     let socket = match socket_path(&args) {
         Ok(socket) => socket,

@@ -10,6 +10,11 @@
 //! URI's path, `index.php` added to a path ending in `/`, nginx's `fastcgi_index`). A
 //! Python pool gets SCRIPT_NAME from its `mount` and PATH_INFO from the rest of the path.
 //!
+//! Which socket the pool listens on comes from the configuration (`-c`), or, given
+//! `--socket`, from the master itself: its effective configuration of the pool (`GET
+//! /config?pool=NAME`, what `drover ctl config NAME` prints), loaded back as drover loads a
+//! pool file. So a probe through the control socket needs no readable drover.toml.
+//!
 //! Exit 0 when the answer's status (its `Status:` header, 200 when absent) is 2xx or 3xx;
 //! 1 otherwise, and 1 with a message when the socket does not answer within `--timeout`.
 
@@ -55,9 +60,17 @@ pub struct Answer {
     pub stderr: Vec<u8>,
 }
 
-/// Runs the probe against the pool of the configuration at `config`; returns the exit code.
-pub fn run(config: &Path, args: &ProbeArgs) -> u8 {
-    match probe(config, args) {
+/// Where the probe learns the pool's socket and runtime.
+pub enum Source<'a> {
+    /// The configuration files (`-c FILE`).
+    Config(&'a Path),
+    /// The master, over its control socket (`--socket PATH`).
+    Master(&'a super::client::Client),
+}
+
+/// Runs the probe against the pool `source` describes; returns the exit code.
+pub fn run(source: Source<'_>, args: &ProbeArgs) -> u8 {
+    match find_pool(source, &args.pool).and_then(|pool| probe(&pool, args)) {
         Ok((answer, took)) => {
             let mut out = String::new();
             out.push_str(&format!(
@@ -89,15 +102,65 @@ pub fn run(config: &Path, args: &ProbeArgs) -> u8 {
     }
 }
 
-fn probe(config: &Path, args: &ProbeArgs) -> Result<(Answer, Duration), String> {
-    let shown = config.display();
-    let config = crate::config::load(config)
-        .map_err(|errors| format!("{errors}\ncannot read the pools from {shown}; pass -c FILE"))?;
-    let pool = config
+/// Pool `name` as the files, or the master, describe it.
+fn find_pool(source: Source<'_>, name: &str) -> Result<Pool, String> {
+    match source {
+        Source::Config(config) => {
+            let shown = config.display();
+            let loaded = crate::config::load(config).map_err(|errors| {
+                format!(
+                    "{errors}\ncannot read the pools from {shown}; pass -c FILE or --socket PATH"
+                )
+            })?;
+            loaded
+                .pools
+                .into_iter()
+                .find(|p| p.name == name)
+                .ok_or_else(|| format!("{shown} has no pool {name:?}"))
+        }
+        Source::Master(client) => {
+            let rendered = client.config(Some(name)).map_err(|e| e.to_string())?;
+            pool_from_rendered(name, &rendered).map_err(|why| {
+                format!(
+                    "the master's configuration of pool {name:?} (at {}): {why}",
+                    client.socket().display()
+                )
+            })
+        }
+    }
+}
+
+/// The pool `name` of a rendered configuration (the master's `/config?pool=NAME`: the
+/// global block, then `# pool NAME (FILE)` and the pool's block, which loads back to the
+/// same settings), loaded as drover loads a pool file.
+fn pool_from_rendered(name: &str, rendered: &str) -> Result<Pool, String> {
+    let heading = format!("# pool {name} (");
+    let start = rendered
+        .lines()
+        .scan(0, |offset, line| {
+            let at = *offset;
+            *offset += line.len() + 1;
+            Some((at, line))
+        })
+        .find_map(|(at, line)| line.starts_with(&heading).then_some(at))
+        .ok_or("no block for it in the answer")?;
+    let main = Path::new("/drover-ctl-probe/drover.toml");
+    let files = std::collections::BTreeMap::from([
+        (main.to_path_buf(), String::new()),
+        (
+            main.with_file_name(format!("pools.d/{name}.toml")),
+            rendered[start..].to_owned(),
+        ),
+    ]);
+    let config = crate::config::load_texts(main, &files).map_err(|e| e.to_string())?;
+    config
         .pools
-        .iter()
-        .find(|p| p.name == args.pool)
-        .ok_or_else(|| format!("{shown} has no pool {:?}", args.pool))?;
+        .into_iter()
+        .next()
+        .ok_or_else(|| "no pool in it".to_owned())
+}
+
+fn probe(pool: &Pool, args: &ProbeArgs) -> Result<(Answer, Duration), String> {
     let params = params(pool, args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -307,19 +370,23 @@ mod tests {
         }
     }
 
-    /// A static pool of one worker with this runtime table, loaded as drover loads it.
-    fn pool_of(runtime: &str) -> Pool {
-        let main = Path::new("/etc/drover/drover.toml");
+    /// drover.toml `main` and a static pool of one worker with this runtime table, loaded
+    /// as drover loads them.
+    fn config_of(main: &str, runtime: &str) -> crate::config::Config {
+        let path = Path::new("/etc/drover/drover.toml");
         let text = format!(
             "listen = \"/run/drover/www.sock\"\nuser = \"root\"\n\
              [pm]\nmode = \"static\"\nmax_children = 1\n{runtime}"
         );
         let files = std::collections::BTreeMap::from([
-            (main.to_path_buf(), String::new()),
-            (main.with_file_name("pools.d/www.toml"), text),
+            (path.to_path_buf(), main.to_owned()),
+            (path.with_file_name("pools.d/www.toml"), text),
         ]);
-        let config = crate::config::load_texts(main, &files).unwrap();
-        config.pools.into_iter().next().unwrap()
+        crate::config::load_texts(path, &files).unwrap()
+    }
+
+    fn pool_of(runtime: &str) -> Pool {
+        config_of("", runtime).pools.into_iter().next().unwrap()
     }
 
     #[test]
@@ -342,6 +409,23 @@ mod tests {
             "/srv/ping.php"
         );
         assert!(params(&pool, &args("x")).is_err(), "a URI starts with /");
+    }
+
+    #[test]
+    fn the_masters_rendered_configuration_gives_the_pool_back() {
+        for runtime in [
+            "[php]\nbinary = \"/bin/sh\"\nruntime = \"cgi\"\n",
+            "[python]\napp = \"app:application\"\nmount = \"/py\"\n",
+        ] {
+            let config = config_of("[control]\nlisten = \"/run/drover/ctl.sock\"\n", runtime);
+            let pool = config.pools[0].clone();
+            let rendered = config.render();
+            let back = pool_from_rendered("www", &rendered).unwrap();
+            assert_eq!((&back.name, &back.listen), (&pool.name, &pool.listen));
+            assert_eq!(back.runtime, pool.runtime, "{rendered}");
+        }
+        let err = pool_from_rendered("other", "# global (x)\n").unwrap_err();
+        assert!(err.contains("no block"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `drover ctl probe`, the health check without nginx: one FastCGI request straight to a
-//! pool's socket, read from the configuration. Exit 0 for a healthy PHP pool (by
+//! pool's socket, read from the configuration, or asked of the master through the control
+//! socket (`drover ctl --socket PATH probe`). Exit 0 for a healthy PHP pool (by
 //! `--root` and by `--script`) and a healthy Python pool under its mount, the status and
 //! headers printed (and the body with `--body`); 1 for a script or an app that answers
 //! 500, and 1, saying so, once nothing listens on the socket.
@@ -49,7 +50,7 @@ fn ctl_probe_answers_0_for_healthy_pools_and_1_for_a_500_or_a_silent_socket() {
     );
     let php = Pool::php("www").greeting("probed");
     let python = Pool::python("app").mount("/py").greeting("probed");
-    let (drover, _ctl) = start_with_control(&site, &[&php, &python]);
+    let (drover, ctl) = start_with_control(&site, &[&php, &python]);
     let config = site.path().join("drover.toml");
     let log = || drover.log.text();
     let root = site.docroot.display().to_string();
@@ -95,6 +96,27 @@ fn ctl_probe_answers_0_for_healthy_pools_and_1_for_a_500_or_a_silent_socket() {
     assert_exit(&run(&config, &["app", "/py/fail"]), 1, "500", &log());
     let unknown = run(&config, &["nosuch"]);
     assert_eq!(unknown.code, Some(1), "{unknown:#?}");
+
+    // Given the control socket, the probe asks the master where each pool listens: no
+    // drover.toml is read (ctl's default /etc/drover/drover.toml is not there).
+    let timeout = format!("{}s", TIMEOUT.as_secs());
+    let asked = ctl.run(&[
+        "probe",
+        "www",
+        "/greeting.php",
+        "--root",
+        &root,
+        "--body",
+        "--timeout",
+        &timeout,
+    ]);
+    assert_exit(&asked, 0, "200", &log());
+    assert!(asked.stdout.ends_with("\ngreeting=probed"), "{asked:#?}");
+    let asked = ctl.run(&["probe", "app", "/py/fail", "--timeout", &timeout]);
+    assert_exit(&asked, 1, "500", &log());
+    let unknown = ctl.run(&["probe", "nosuch"]);
+    assert_eq!(unknown.code, Some(1), "{unknown:#?}");
+    assert!(unknown.stderr.contains("nosuch"), "{unknown:#?}");
 
     let pid = drover.pid();
     drop(drover);
