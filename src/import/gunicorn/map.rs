@@ -484,6 +484,16 @@ impl Mapper {
                 "the folder gunicorn was started from (the import's)",
             );
         }
+        // gunicorn's workers inherit its environment (a unit's Environment=, what a
+        // post_fork hook reads); drover's default clear_env = true would start the app
+        // without it, and a migrated app would break without a word.
+        self.pool.set(
+            "",
+            "clear_env",
+            Value::Bool(false),
+            "gunicorn's workers inherit its environment; these inherit drover's, so move \
+             the Environment= of gunicorn's unit to drover's (or into [env])",
+        );
         if !has("user") && context.root {
             self.pool.set(
                 "",

@@ -156,6 +156,17 @@ fn gunicorns_defaults_are_written_where_drovers_differ() {
 }
 
 #[test]
+fn the_workers_keep_the_environment_gunicorns_workers_inherited() {
+    // gunicorn's workers see its whole environment (a unit's Environment=DATABASE_URL):
+    // drover's default clear_env = true would drop it.
+    let import = map(&[], &parse_args(&args("hello")).unwrap(), &context()).unwrap();
+    assert_eq!(toml(&import.pool)["clear_env"].as_bool(), Some(false));
+    let text = import.pool.render();
+    let line = text.lines().find(|l| l.starts_with("clear_env")).unwrap();
+    assert!(line.contains("Environment="), "{line}");
+}
+
+#[test]
 fn what_has_no_equivalent_is_reported_with_its_line_or_flag() {
     let file = vec![
         file_setting("worker_class", Json::String("gevent".into()), 4),

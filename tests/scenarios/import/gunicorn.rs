@@ -37,7 +37,8 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
              print(\"the config ran\")\n\
              \n\
              def post_fork(server, worker):\n\
-             \x20   server.log.info(\"post_fork %s\", worker.pid)\n",
+             \x20   import os\n\
+             \x20   server.log.info(\"post_fork DATABASE_URL=%s %s\", os.environ.get(\"DATABASE_URL\"), worker.pid)\n",
             socket = socket.display(),
             apps = apps.display(),
         ),
@@ -84,7 +85,10 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
         assert!(resolved.contains(expected), "no {expected} in:\n{resolved}");
     }
 
-    let drover = Drover::spawn(&site);
+    // gunicorn's workers inherit its environment (a unit's Environment=): so do the
+    // imported pool's, from drover's.
+    let url = std::ffi::OsStr::new("postgres://db/app");
+    let drover = Drover::spawn_with_env(&site, &[("DATABASE_URL", url)]);
     drover.log.wait_for_line("ready:", TIMEOUT);
     let nginx = Nginx::start_locations(&site, &[Location::prefix("/", &socket)]);
     let reply = http::get(&nginx.url("/pid"));
@@ -101,7 +105,7 @@ fn a_gunicorn_config_imports_to_a_pool_that_serves_the_app() {
         .wait_for_lines(
             0,
             "a post_fork line from each worker",
-            |l| l.contains("info: post_fork "),
+            |l| l.contains("info: post_fork DATABASE_URL=postgres://db/app "),
             2,
             TIMEOUT,
         )
