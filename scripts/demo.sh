@@ -10,7 +10,8 @@
 #   3. checks the configuration (drover -t), starts drover, waits for its `ready:` line,
 #      starts nginx on 127.0.0.1:8080 (or the next free port up to 8090) and asks it for the
 #      PHP page and the Python page;
-#   4. prints both URLs and follows drover's log until Ctrl-C, then stops nginx and drover
+#   4. prints both URLs and the `drover ctl` command that reaches this drover (its drover.toml
+#      has a [control] socket), and follows drover's log until Ctrl-C, then stops nginx and drover
 #      (SIGTERM: drover stops gracefully) and waits for both.
 #
 # The runtime folder lives in /tmp, not in the repository: the repository may sit in a 0700
@@ -81,6 +82,10 @@ main() {
     echo "    PHP     http://127.0.0.1:$port/          (pools.d/www.toml)"
     echo "    Python  http://127.0.0.1:$port/app/      (pools.d/app.toml, examples/app/hello.py)"
     echo "            try also /app/stream, /app/error, and: curl --data-binary @FILE http://127.0.0.1:$port/app/echo"
+    echo
+    echo "drover ctl reaches it through its control socket ($demo/run/ctl.sock):"
+    echo "    $drover ctl -c $demo/drover.toml status"
+    echo "    $drover ctl -c $demo/drover.toml status www --full"
     echo "(drover's log follows; it is also in $demo/drover.log. Ctrl-C stops the demo.)"
     echo
     tail -n +1 -f "$demo/drover.log" &
@@ -145,6 +150,10 @@ write_drover_config() {
 # Written by scripts/demo.sh. The full example is $repo/drover.toml.
 error_log = "stderr"
 include = ["$include"]
+
+# drover ctl's way in: status, config, reload, workers (see the README's "drover ctl").
+[control]
+listen = "$demo/run/ctl.sock"
 TOML
 }
 

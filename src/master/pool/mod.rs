@@ -325,21 +325,18 @@ impl PoolRun {
                     },
                 );
                 let role = self.launch.kind.process_role();
-                let workers = self.config.pm.max_children;
+                let workers = starting_workers(&self.config.pm);
                 if !self.launch.kind.has_parent() {
                     self.workers.insert(pid, Worker::new(now, None));
                     tracing::info!("pool {}: worker {pid} started", self.name());
                 } else if self.launch.kind.limit_per_parent() {
                     tracing::info!(
-                        "pool {}: {role} {pid} started ({workers} workers, max_requests {limit})",
+                        "pool {}: {role} {pid} started ({workers}, max_requests {limit})",
                         self.name()
                     );
                 } else {
                     // The parent draws each worker's limit itself.
-                    tracing::info!(
-                        "pool {}: {role} {pid} started ({workers} workers)",
-                        self.name()
-                    );
+                    tracing::info!("pool {}: {role} {pid} started ({workers})", self.name());
                 }
                 if self.launch.kind.sizing(self.config.pm.mode) == kind::Sizing::Target {
                     // A new parent starts with the initial count.
@@ -726,4 +723,43 @@ fn own_children_in_group(group: Pid) -> Vec<Pid> {
         .into_iter()
         .filter(|&pid| nix::unistd::getpgid(Some(pid)) == Ok(group))
         .collect()
+}
+
+/// What a new parent (php-cgi, a zygote) starts with, for its start line: what the pm mode
+/// starts, not `max_children` (a dynamic pool starts `start_servers`, an ondemand one none).
+fn starting_workers(pm: &crate::config::Pm) -> String {
+    match (pm::initial_workers(pm), pm.mode) {
+        (0, crate::config::PmMode::Ondemand) => "no workers until a connection waits".into(),
+        (1, _) => "1 worker".into(),
+        (n, _) => format!("{n} workers"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Pm, PmMode};
+
+    #[test]
+    fn a_start_line_counts_what_the_mode_starts() {
+        let pm = |mode, max_children, start_servers| Pm {
+            mode,
+            max_children,
+            start_servers,
+            min_spare_servers: 1,
+            max_spare_servers: 3,
+            max_spawn_rate: 32,
+            process_idle_timeout: std::time::Duration::from_secs(10),
+            max_requests: 0,
+            max_requests_jitter: 0,
+            max_memory: None,
+        };
+        let line = |pm: &Pm| super::starting_workers(pm);
+        assert_eq!(line(&pm(PmMode::Static, 4, 0)), "4 workers");
+        assert_eq!(line(&pm(PmMode::Dynamic, 4, 2)), "2 workers");
+        assert_eq!(line(&pm(PmMode::Dynamic, 4, 1)), "1 worker");
+        assert_eq!(
+            line(&pm(PmMode::Ondemand, 4, 0)),
+            "no workers until a connection waits"
+        );
+    }
 }

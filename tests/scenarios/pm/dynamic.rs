@@ -251,3 +251,32 @@ fn a_late_python_zygote_does_not_replace_the_spare_the_master_retired() {
         log.text()
     );
 }
+
+/// A zygote's start line counts what it starts: `start_servers` for a dynamic pool (here 2
+/// of max_children 4, where it said "4 workers"), none for an ondemand pool.
+#[test]
+fn a_zygotes_start_line_counts_the_workers_its_mode_starts() {
+    let site = Site::new();
+    let dynamic = "mode = \"dynamic\"\nmax_children = 4\nstart_servers = 2\n\
+                   min_spare_servers = 1\nmax_spare_servers = 3\n";
+    let ondemand = "mode = \"ondemand\"\nmax_children = 4\n";
+    let pools = [
+        Pool::php("dyn", "", dynamic).php_runtime("embed"),
+        Pool::php("ond", "", ondemand).php_runtime("embed"),
+    ];
+    let drover = crate::common::Drover::start(&site, &[&pools[0], &pools[1]]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let started = |pool: &str| {
+        let needle = format!("pool {pool}: php zygote ");
+        let lines = lines_with(&drover.log, 0, &needle);
+        assert_eq!(lines.len(), 1, "one start line of {pool}: {lines:?}");
+        lines[0].clone()
+    };
+    let line = started("dyn");
+    assert!(line.ends_with(" started (2 workers)"), "{line}");
+    let line = started("ond");
+    assert!(
+        line.ends_with(" started (no workers until a connection waits)"),
+        "{line}"
+    );
+}
