@@ -134,15 +134,10 @@ fn find_pool(source: Source<'_>, name: &str) -> Result<Pool, String> {
 /// global block, then `# pool NAME (FILE)` and the pool's block, which loads back to the
 /// same settings), loaded as drover loads a pool file.
 fn pool_from_rendered(name: &str, rendered: &str) -> Result<Pool, String> {
-    let heading = format!("# pool {name} (");
+    // The global block comes first, so the heading always follows a line break.
     let start = rendered
-        .lines()
-        .scan(0, |offset, line| {
-            let at = *offset;
-            *offset += line.len() + 1;
-            Some((at, line))
-        })
-        .find_map(|(at, line)| line.starts_with(&heading).then_some(at))
+        .find(&format!("\n# pool {name} ("))
+        .map(|at| at + 1)
         .ok_or("no block for it in the answer")?;
     let main = Path::new("/drover-ctl-probe/drover.toml");
     let files = std::collections::BTreeMap::from([
