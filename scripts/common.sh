@@ -76,6 +76,7 @@ DROVER_PACKAGES=(
     "python3-config:python3-dev"
     "php-config:php-dev"
     "strace:strace"
+    "gdb:gdb"
     "/usr/lib/libphp8.2.so:libphp-embed"
     "/usr/lib/php/20220829/apcu.so:php-apcu"
     "apache2:apache2"

@@ -109,6 +109,11 @@ pub struct Pool {
     /// php-fpm's `decorate_workers_output`: false writes what a worker prints to the error
     /// log as it is, one line per write, without drover's prefix.
     pub decorate_workers_output: bool,
+    /// php-fpm's `process.dumpable`: false (the default) makes a drover-php or Python
+    /// zygote and its workers non-dumpable (`PR_SET_DUMPABLE` 0), so that no process of the
+    /// pool's user can attach to them with ptrace or read their memory; true leaves them as
+    /// the kernel makes them, for an operator's debugger or profiler.
+    pub process_dumpable: bool,
     pub request_terminate_timeout: Option<Duration>,
     /// Python pools: how long a worker asked to abort its request past
     /// `request_terminate_timeout` (SIGUSR1, which raises inside the request) may take to

@@ -29,6 +29,7 @@ const KEYS: &[&str] = &[
     "slowlog",
     "slowlog_format",
     "decorate_workers_output",
+    "process_dumpable",
     "request_terminate_timeout",
     "terminate_grace",
     "request_read_timeout",
@@ -109,6 +110,7 @@ pub(super) fn parse(
         })
         .or(false);
     let decorate_workers_output = root.bool("decorate_workers_output").or(true);
+    let process_dumpable = root.bool("process_dumpable").or(false);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -124,6 +126,7 @@ pub(super) fn parse(
     let env = env(root);
     let runtime = runtime::parse(root, base);
     enforceable_clients(root, listen.as_ref(), runtime.as_ref());
+    enforceable_dumpable(root, process_dumpable, runtime.as_ref());
     let access = access(root, base, runtime.as_ref());
     let http = http(root);
     let (status_path, ping_path, ping_response) =
@@ -152,6 +155,7 @@ pub(super) fn parse(
         slowlog,
         slowlog_json: slowlog_json?,
         decorate_workers_output: decorate_workers_output?,
+        process_dumpable: process_dumpable?,
         request_terminate_timeout,
         terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
@@ -208,6 +212,29 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
 /// drover-php and drover-python check it in their shared accept loop (`drover-worker`).
+/// `process_dumpable = false` is drover-php's and Python's: their zygotes make themselves
+/// non-dumpable. php-cgi and a `[command]` program are exec'd as they are, and stay
+/// dumpable (which `true` asks for, and is accepted).
+fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: Option<&Runtime>) {
+    if !root.contains("process_dumpable") || dumpable != Some(false) {
+        return;
+    }
+    let zygote = match runtime {
+        Some(Runtime::Php(php)) => matches!(php.runtime, PhpRuntime::Embed { .. }),
+        Some(Runtime::Python(_)) => true,
+        Some(Runtime::Command(_)) => false,
+        None => return,
+    };
+    if !zygote {
+        root.fail(
+            "process_dumpable",
+            "drover-php and Python pools only: php-cgi and a [command] program are exec'd as \
+             they are, and the kernel leaves them dumpable; run the pool on drover-php \
+             (runtime = \"embed\") to have its processes non-dumpable",
+        );
+    }
+}
+
 fn enforceable_clients(
     root: &Table<'_, '_>,
     listen: Option<&ListenAddr>,

@@ -91,6 +91,19 @@ fn pool(out: &mut Out, p: &Pool) {
         if p.slowlog_json { "json" } else { "text" },
     );
     out.raw("decorate_workers_output", p.decorate_workers_output);
+    let zygote = match &p.runtime {
+        Runtime::Php(php) => matches!(php.runtime, PhpRuntime::Embed { .. }),
+        Runtime::Python(_) => true,
+        Runtime::Command(_) => false,
+    };
+    if zygote || p.process_dumpable {
+        out.raw("process_dumpable", p.process_dumpable);
+    } else {
+        out.unset(
+            "process_dumpable",
+            "drover-php and Python pools; php-cgi and [command] programs stay dumpable",
+        );
+    }
     out.duration(
         "request_terminate_timeout",
         p.request_terminate_timeout.unwrap_or_default(),
@@ -321,6 +334,7 @@ mod tests {
         "request_slowlog_trace_depth",
         "slowlog",
         "slowlog_format",
+        "process_dumpable",
         "request_terminate_timeout",
         "terminate_grace",
         "request_read_timeout",

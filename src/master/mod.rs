@@ -15,6 +15,7 @@
 mod control;
 mod exit;
 mod output;
+mod pidfd;
 mod pool;
 mod pools;
 mod reload;

@@ -288,6 +288,7 @@ mod tests {
                 status_from: None,
                 ping_path: None,
                 ping_response: "pong".into(),
+                dumpable: false,
             },
             ini_file: None,
             ini: vec!["memory_limit=64M".into()],
@@ -295,6 +296,9 @@ mod tests {
             limit_extensions: ".php .phar".into(),
         };
         assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
+        // process_dumpable = true: the zygote stays dumpable.
+        let dumpable = launch(&pool(&format!("process_dumpable = true\n{text}")), 0).unwrap();
+        assert!(parsed::<PhpArgs>(&dumpable.spec).zygote.dumpable);
 
         // Its workers check listen_allowed_clients, as drover-python's do.
         let tcp = text.replace(

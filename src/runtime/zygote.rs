@@ -15,7 +15,8 @@ use crate::pm;
 /// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
 /// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`; the
 /// `--status-path` (with `--status-from`, where the master serves the status) and
-/// `--ping-path` (with `--ping-response`) the workers answer themselves.
+/// `--ping-path` (with `--ping-response`) the workers answer themselves; `--dumpable` for
+/// `process_dumpable = true`.
 pub fn args(pool: &Pool) -> Vec<OsString> {
     let workers = pm::initial_workers(&pool.pm);
     let mut args: Vec<OsString> = vec![
@@ -59,6 +60,9 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         args.push(path.into());
         args.push("--ping-response".into());
         args.push(pool.ping_response.clone().into());
+    }
+    if pool.process_dumpable {
+        args.push("--dumpable".into());
     }
     if let Some(http) = &pool.http {
         args.push("--protocol".into());

@@ -42,7 +42,7 @@ impl Runtime for Forker {
 }
 
 pub fn run(args: PhpArgs) -> u8 {
-    let mask = match zygote::block_signals() {
+    let mask = match zygote::block_signals(&args.zygote) {
         Ok(mask) => mask,
         Err(err) => {
             eprintln!("drover-php: cannot block signals: {err}");

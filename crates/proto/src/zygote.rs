@@ -110,6 +110,10 @@ pub struct ZygoteArgs {
     pub ping_path: Option<String>,
     #[arg(long, default_value = "pong")]
     pub ping_response: String,
+    /// process_dumpable: the zygote and its workers stay dumpable (ptrace, core dumps);
+    /// absent, the zygote makes itself non-dumpable first thing, and its workers inherit it.
+    #[arg(long)]
+    pub dumpable: bool,
 }
 
 /// A pool's `protocol`.
@@ -282,7 +286,12 @@ impl Report {
         }
     }
 
-    /// `None` for a line that is not a report (ordinary output).
+    /// `None` for a line that is not a report (ordinary output). The line comes from a
+    /// process that runs as the pool's user, the app's own code perhaps: every number is
+    /// read strictly (plain decimal digits, no sign) and bounded, a pid above 0 (`kill`
+    /// reads 0 and -1 as "a group", "everyone"), an exit code within 0..=255, a signal
+    /// within 1..=64, a lifetime below a year. What the master then believes of a
+    /// well-formed report is its own business (see `drover::master`).
     pub fn parse(line: &str) -> Option<Report> {
         let body = line.strip_prefix(REPORT_MARK)?;
         if body == "ready" {
@@ -290,24 +299,33 @@ impl Report {
         }
         let mut words = body.split(' ');
         let kind = words.next()?;
-        let pid = Pid::from_raw(words.next()?.parse().ok()?);
+        let pid = Pid::from_raw(number(words.next()?, 1, i32::MAX as u64)? as i32);
         let report = match kind {
             "started" => Report::Started { pid },
             "exited" => {
                 let how = words.next()?;
-                let n = words.next()?.parse().ok()?;
+                let n = words.next()?;
                 let exit = match how {
-                    "code" => WorkerExit::Code(n),
-                    "signal" => WorkerExit::Signal(n),
+                    "code" => WorkerExit::Code(number(n, 0, 255)? as i32),
+                    "signal" => WorkerExit::Signal(number(n, 1, 64)? as i32),
                     _ => return None,
                 };
-                let lived = Duration::from_millis(words.next()?.parse().ok()?);
+                let year = 366 * 24 * 3600 * 1000;
+                let lived = Duration::from_millis(number(words.next()?, 0, year)?);
                 Report::Exited { pid, exit, lived }
             }
             _ => return None,
         };
         words.next().is_none().then_some(report)
     }
+}
+
+/// A decimal number of ASCII digits only (no sign, no space), within `min..=max`.
+fn number(word: &str, min: u64, max: u64) -> Option<u64> {
+    if word.is_empty() || word.len() > 20 || !word.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    word.parse().ok().filter(|n| (min..=max).contains(n))
 }
 
 /// The line a worker writes before it retires itself (over `max_memory`): the master logs
@@ -411,6 +429,33 @@ mod tests {
         assert_eq!(Report::parse("\u{1e}exited x 1 2"), None);
         assert_eq!(Report::parse("\u{1e}exited 42 11 17"), None);
         assert_eq!(Report::parse("\u{1e}exited 42 core 11 17"), None);
+    }
+
+    #[test]
+    fn hostile_numbers_are_not_reports() {
+        for line in [
+            "\u{1e}started -1",
+            "\u{1e}started 0",
+            "\u{1e}started +42",
+            "\u{1e}started 42 ",
+            "\u{1e}started  42",
+            "\u{1e}started 4294967338",
+            "\u{1e}started 0x2a",
+            "\u{1e}exited 42 code 256 1",
+            "\u{1e}exited 42 code -1 1",
+            "\u{1e}exited 42 signal 0 1",
+            "\u{1e}exited 42 signal 65 1",
+            "\u{1e}exited 42 signal 9 -5",
+            "\u{1e}exited 42 signal 9 99999999999999999999",
+        ] {
+            assert_eq!(Report::parse(line), None, "{line:?}");
+        }
+        assert_eq!(
+            Report::parse("\u{1e}started 2147483647"),
+            Some(Report::Started {
+                pid: Pid::from_raw(i32::MAX)
+            })
+        );
     }
 
     #[test]

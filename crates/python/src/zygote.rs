@@ -23,7 +23,7 @@ use super::worker;
 
 /// Runs the zygote of the pool `args` describes to its end; returns its exit code.
 pub fn run(args: PythonArgs) -> u8 {
-    let original = match zygote::block_signals() {
+    let original = match zygote::block_signals(&args.zygote) {
         Ok(original) => original,
         Err(err) => {
             eprintln!("drover-python: cannot block signals: {err}");

@@ -78,9 +78,19 @@ fn handled() -> SigSet {
 
 /// Blocks the zygote's signals; call first thing in main, before starting the language
 /// runtime (its threads, if any, inherit the mask). Also asks for SIGTERM when the master
-/// dies, which [`serve`] passes on to the workers. Returns the original mask, for
-/// [`serve`] to hand to each worker.
-pub fn block_signals() -> nix::Result<SigSet> {
+/// dies, which [`serve`] passes on to the workers, and, unless `args.dumpable`
+/// (`process_dumpable`), makes the zygote non-dumpable, as php-fpm's `process.dumpable =
+/// no` does: the zygote runs as the pool's user, and a dumpable one would let any process
+/// of that user (the app's own code) attach to it with ptrace, read its memory or make it
+/// write forged reports; its workers inherit the setting across fork. Returns the original
+/// mask, for [`serve`] to hand to each worker.
+pub fn block_signals(args: &ZygoteArgs) -> nix::Result<SigSet> {
+    if !args.dumpable {
+        // SAFETY: prctl with constant arguments.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) } != 0 {
+            return Err(nix::Error::last());
+        }
+    }
     let mut original = SigSet::empty();
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled()), Some(&mut original))?;
     // SAFETY: prctl with constant arguments.

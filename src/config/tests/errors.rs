@@ -717,3 +717,23 @@ fn terminate_grace_is_refused_with_threads_whose_worker_is_killed_at_once() {
     )]);
     assert_eq!(config.pools[0].terminate_grace, Duration::ZERO);
 }
+
+#[test]
+fn process_dumpable_false_is_refused_where_no_zygote_enforces_it() {
+    // MINIMAL runs php-cgi, an exec'd program drover cannot make non-dumpable.
+    let e = only_error(&format!("process_dumpable = false\n{MINIMAL}"));
+    assert_at(
+        &e,
+        "www.toml",
+        1,
+        "process_dumpable",
+        "drover-php and Python",
+    );
+    // true is what php-cgi is anyway; leaving the key out is the default.
+    let dumpable = format!("process_dumpable = true\n{MINIMAL}");
+    let (_dir, config) = loaded(&[("www", &dumpable)]);
+    assert!(config.pools[0].process_dumpable);
+    let python = MINIMAL.replace("[php]\nbinary = \"/bin/sh\"", "[python]\napp = \"app\"");
+    let (_dir, config) = loaded(&[("www", &format!("process_dumpable = false\n{python}"))]);
+    assert!(!config.pools[0].process_dumpable);
+}

@@ -70,6 +70,7 @@ fn a_minimal_php_pool_gets_php_fpm_defaults() {
     assert_eq!(config.global.log_level, LogLevel::Info);
     assert_eq!(config.global.log_format, LogFormat::Text);
     assert!(config.pools[0].decorate_workers_output);
+    assert!(!config.pools[0].process_dumpable);
     assert_eq!(config.global.include, ["pools.d/*.toml"]);
     assert_eq!(
         config.global.process_control_timeout,
@@ -141,6 +142,7 @@ clear_env = false
 request_slowlog_timeout = "5s"
 slowlog = "log/www.slow"
 decorate_workers_output = false
+process_dumpable = true
 request_terminate_timeout = "1m"
 status_listen = "[::1]:9001"
 [pm]
@@ -176,6 +178,7 @@ max_execution_time = 30
     assert_eq!(p.request_slowlog_timeout, Some(Duration::from_secs(5)));
     assert_eq!(p.slowlog, Some(dir.path().join("log/www.slow")));
     assert!(!p.decorate_workers_output);
+    assert!(p.process_dumpable);
     // start_servers defaults to the middle of the spare range.
     assert_eq!(
         (

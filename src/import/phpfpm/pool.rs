@@ -275,10 +275,12 @@ pub(super) fn pool_doc(
             ),
             "apparmor_hat" => m.note(s, "no equivalent: drover does not change AppArmor hats"),
             "process.priority" => m.note(s, "no equivalent: set systemd's Nice= in drover.service"),
-            "process.dumpable" => m.note(
-                s,
-                "no equivalent: drover does not set PR_SET_DUMPABLE on workers",
-            ),
+            // `no` is drover's default too: only `yes` is written.
+            "process.dumpable" => {
+                if m.bool(s) == Some(true) {
+                    m.set("", "process_dumpable", Value::Bool(true), s);
+                }
+            }
             other if is_global_directive(other) => m.note(
                 s,
                 "refused: a global directive inside a pool section (php-fpm would refuse it too)",

@@ -357,3 +357,23 @@ fn status_and_ping_paths_carry_over_with_a_status_listen() {
             .starts_with("not carried over")
     );
 }
+
+#[test]
+fn process_dumpable_is_carried_over() {
+    let dumpable = import(&[(
+        "a.conf",
+        "[a]\nlisten = /run/a.sock\npm = static\npm.max_children = 1\nprocess.dumpable = yes\n",
+    )]);
+    assert!(dumpable.report.is_empty(), "{:#?}", dumpable.report);
+    assert_eq!(
+        pool(&dumpable, "a")["process_dumpable"].as_bool(),
+        Some(true)
+    );
+    // `no` is drover's default as it is php-fpm's: nothing to write.
+    let not = import(&[(
+        "b.conf",
+        "[b]\nlisten = /run/b.sock\npm = static\npm.max_children = 1\nprocess.dumpable = no\n",
+    )]);
+    assert!(not.report.is_empty(), "{:#?}", not.report);
+    assert!(pool(&not, "b").get("process_dumpable").is_none());
+}

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use drover_proto::zygote::{StackLine, parse_frame};
@@ -157,9 +157,16 @@ impl PoolRun {
     pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason, now: Instant) {
         // The policy does not decide twice on a worker killed and not yet reaped; neither
         // is one whose stack is awaited killed twice.
-        let Some(worker) = self.workers.get(&pid).filter(|_| !self.kills.waiting(pid)) else {
+        let Some(worker) = self
+            .workers
+            .get_mut(&pid)
+            .filter(|_| !self.kills.waiting(pid))
+        else {
             return;
         };
+        // Its exit is this kill's, counted by the policy under the kill's cause.
+        worker.killed = true;
+        let since = worker.state.since;
         let request = worker
             .state
             .request
@@ -177,18 +184,16 @@ impl PoolRun {
         if matches!(reason, Reason::Terminate { .. })
             && self.launch.kind.aborts_request()
             && !grace.is_zero()
+            && self.signal_worker(pid, Signal::SIGUSR1)
         {
-            let since = worker.state.since;
-            if kill(pid, Signal::SIGUSR1).is_ok() {
-                tracing::info!(
-                    "pool {}: worker {pid}: asked to abort the request (SIGUSR1); SIGKILL in \
-                     {} (terminate_grace) if it is still in it",
-                    self.config.name,
-                    humantime::format_duration(grace)
-                );
-                self.kills.aborting(pid, since, now + grace);
-                return;
-            }
+            tracing::info!(
+                "pool {}: worker {pid}: asked to abort the request (SIGUSR1); SIGKILL in \
+                 {} (terminate_grace) if it is still in it",
+                self.config.name,
+                humantime::format_duration(grace)
+            );
+            self.kills.aborting(pid, since, now + grace);
+            return;
         }
         if matches!(reason, Reason::Terminate { .. }) {
             let depth = self.config.request_slowlog_trace_depth as usize;
@@ -201,7 +206,7 @@ impl PoolRun {
                     }
                 }
                 SlowStack::FrameLines => {
-                    if kill(pid, Signal::SIGUSR1).is_ok() {
+                    if self.signal_worker(pid, Signal::SIGUSR1) {
                         self.kills.asked(pid, now);
                         return;
                     }
@@ -209,7 +214,15 @@ impl PoolRun {
                 SlowStack::Faulthandler | SlowStack::None => {}
             }
         }
-        let _ = kill(pid, Signal::SIGKILL);
+        self.signal_worker(pid, Signal::SIGKILL);
+    }
+
+    /// Sends `signal` to the worker `pid` through its handle; false if it is no worker of
+    /// this pool, or gone.
+    pub(super) fn signal_worker(&self, pid: Pid, signal: Signal) -> bool {
+        self.workers
+            .get(&pid)
+            .is_some_and(|worker| worker.signal(signal).is_ok())
     }
 
     /// Kills the workers whose stack did not come in time, and those still in the request
@@ -222,8 +235,9 @@ impl PoolRun {
                 "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
                 self.config.name
             );
-            let _ = kill(pid, Signal::SIGKILL);
+            self.signal_worker(pid, Signal::SIGKILL);
         }
+        let workers = &self.workers;
         let in_request = |pid: Pid, since: Instant| {
             workers
                 .get(&pid)
@@ -236,7 +250,7 @@ impl PoolRun {
                 self.config.name,
                 humantime::format_duration(self.config.terminate_grace)
             );
-            let _ = kill(pid, Signal::SIGKILL);
+            self.signal_worker(pid, Signal::SIGKILL);
         }
     }
 
@@ -252,9 +266,7 @@ impl PoolRun {
             }
             KillLine::Skipped => true,
             KillLine::KillNow => {
-                if self.workers.contains_key(&pid) {
-                    let _ = kill(pid, Signal::SIGKILL);
-                }
+                self.signal_worker(pid, Signal::SIGKILL);
                 true
             }
         }

@@ -29,13 +29,14 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::exit::{ExitCause, lifetime};
+use super::pidfd;
 use super::spawn::spawn;
 use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
-use drover_proto::zygote::{self, Report};
+use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
 use worker::{Probes, Process, Worker};
 
@@ -51,7 +52,12 @@ pub struct PoolRun {
     /// looks nothing up. Its `kind` (the runtime interface) is the only source of runtime
     /// differences here.
     launch: Launch,
+    /// The processes the master exec'd, its own children: signalled by pid (and a
+    /// parent's process group by its pid), which no other process can take before the
+    /// master reaps them, and only its loop reaps.
     processes: BTreeMap<Pid, Process>,
+    /// Every worker, each verified and held by a handle ([`super::pidfd`]): signalled
+    /// through it only, never by a pid a pool process named.
     workers: BTreeMap<Pid, Worker>,
     backoff: Backoff,
     /// After a start-up failure: no spawn before this.
@@ -327,8 +333,18 @@ impl PoolRun {
                 let role = self.launch.kind.process_role();
                 let workers = starting_workers(&self.config.pm);
                 if !self.launch.kind.has_parent() {
-                    self.workers.insert(pid, Worker::new(now, None));
-                    tracing::info!("pool {}: worker {pid} started", self.name());
+                    // Its own child, not reaped: the handle cannot miss.
+                    match pidfd::child_of(pid, Pid::this()) {
+                        Ok(handle) => {
+                            self.workers.insert(pid, Worker::new(now, None, handle));
+                            tracing::info!("pool {}: worker {pid} started", self.name());
+                        }
+                        Err(err) => tracing::error!(
+                            "pool {}: worker {pid} started, but no handle on it ({err}); \
+                             it is reaped and not signalled",
+                            self.name()
+                        ),
+                    }
                 } else if self.launch.kind.limit_per_parent() {
                     tracing::info!(
                         "pool {}: {role} {pid} started ({workers}, max_requests {limit})",
@@ -445,14 +461,14 @@ impl PoolRun {
     /// ends them after their last request.
     fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
         let draining = self.lifecycle.draining();
-        for (&pid, worker) in self
+        for worker in self
             .workers
-            .iter_mut()
-            .filter(|(_, w)| w.parent == Some(parent))
+            .values_mut()
+            .filter(|w| w.parent == Some(parent))
         {
             worker.orphan = true;
             if retire {
-                let _ = kill(pid, Signal::SIGTERM);
+                let _ = worker.signal(Signal::SIGTERM);
             } else if draining {
                 // Retired with its generation: SIGTERM once it is seen idle.
                 worker.retiring.get_or_insert(Instant::now());
@@ -461,7 +477,10 @@ impl PoolRun {
     }
 
     fn log_worker_exit(&mut self, pid: Pid, worker: &Worker, cause: ExitCause, now: Instant) {
-        if worker.retiring.is_none() && !worker.orphan {
+        // A worker the master killed was counted by the policy, under the kill's cause
+        // (`request_terminate_timeout`: terminate): its SIGKILL, or the exit of a Python
+        // worker that ended its aborted request, is neither a crash nor a recycle.
+        if worker.retiring.is_none() && !worker.orphan && !worker.killed {
             match cause {
                 ExitCause::Code(0) => self.counters.clean_exits += 1,
                 ExitCause::SeenByParent => {}
@@ -471,6 +490,7 @@ impl PoolRun {
         let lived = lifetime(now.duration_since(worker.started));
         let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
             && !worker.orphan
+            && !worker.killed
             && worker.retiring.is_none();
         if level_warn {
             tracing::warn!(
@@ -571,12 +591,16 @@ impl PoolRun {
             if self.workers.contains_key(&pid) {
                 continue;
             }
+            // The master's own child, not reaped: the handle cannot miss.
+            let Ok(handle) = pidfd::child_of(pid, Pid::this()) else {
+                continue;
+            };
             tracing::info!(
                 "pool {}: worker {pid} of {} {parent} adopted",
                 self.name(),
                 self.launch.kind.process_role()
             );
-            let mut worker = Worker::new(now, Some(parent));
+            let mut worker = Worker::new(now, Some(parent), handle);
             // Until the next tick samples it: a worker in accept() is idle, one doing
             // anything else may be serving, and must not get a SIGTERM mid-request.
             worker.state.busy = runtime::php::sample::idle_by_syscall(pid) != Some(true);
@@ -591,8 +615,8 @@ impl PoolRun {
             process.retiring = true;
             let _ = kill(pid, Signal::SIGTERM);
         }
-        for &pid in self.workers.keys() {
-            let _ = kill(pid, Signal::SIGTERM);
+        for worker in self.workers.values() {
+            let _ = worker.signal(Signal::SIGTERM);
         }
     }
 
@@ -610,14 +634,15 @@ impl PoolRun {
             process.retiring = true;
             let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);
         }
-        for &pid in self.workers.keys() {
-            let _ = kill(pid, Signal::SIGKILL);
+        for worker in self.workers.values() {
+            let _ = worker.signal(Signal::SIGKILL);
         }
     }
 
     /// A line from the zygote that reports a worker's start or exit (`Some`: it was a report,
     /// with the exit's nature). `None` for any other line, or one from another process:
-    /// only the zygote's reports are trusted.
+    /// only the zygote's reports are trusted, and not blindly (see [`PoolRun::on_started`]
+    /// and [`PoolRun::on_exited`]).
     pub fn on_report(&mut self, from: Pid, line: &str, now: Instant) -> Option<Reaped> {
         if !self.launch.kind.parent_reports() {
             return None;
@@ -629,8 +654,9 @@ impl PoolRun {
             worker.retiring.get_or_insert(now);
             self.policy.counters.retired_max_memory += 1;
             tracing::info!(
-                "pool {}: retiring worker {from}: {reason}",
-                self.config.name
+                "pool {}: retiring worker {from}: {}",
+                self.config.name,
+                printable(reason, 200)
             );
             return Some(Reaped::NotOurs);
         }
@@ -642,27 +668,89 @@ impl PoolRun {
         }
         match Report::parse(line) {
             Some(Report::Ready) => self.runtime_ready = true,
-            Some(Report::Started { pid }) => {
-                if !self.processes.contains_key(&from) {
-                    // Its zygote is gone: the worker was adopted when the zygote was reaped.
-                    return Some(Reaped::NotOurs);
-                }
-                tracing::info!("pool {}: worker {pid} started", self.config.name);
-                self.workers.insert(pid, Worker::new(now, Some(from)));
-            }
-            Some(Report::Exited { pid, exit, lived }) => {
-                let cause = ExitCause::from_exit(exit);
-                let worker = self.workers.remove(&pid).unwrap_or_else(|| {
-                    Worker::new(now.checked_sub(lived).unwrap_or(now), Some(from))
-                });
-                self.log_worker_exit(pid, &worker, cause, now);
-                return Some(Reaped::Exit {
-                    crash: cause.is_crash(),
-                });
+            Some(Report::Started { pid }) => self.on_started(from, pid, now),
+            Some(Report::Exited { pid, exit, .. }) => {
+                return Some(self.on_exited(from, pid, exit, now));
             }
             None => return None,
         }
         Some(Reaped::NotOurs)
+    }
+
+    /// The zygote `from` says it forked `pid`. Believed only if `pid` is its child now
+    /// ([`pidfd::child_of`]): a zygote runs as the pool's user, and the app's code may have
+    /// made it write the line (with ptrace, when `process_dumpable` allows it) to have the
+    /// root master retire or kill a process of its choosing. The worker is then held by a
+    /// handle on that very process.
+    fn on_started(&mut self, from: Pid, pid: Pid, now: Instant) {
+        if !self.processes.contains_key(&from) {
+            // Its zygote is gone: the worker was adopted when the zygote was reaped.
+            return;
+        }
+        if self.workers.contains_key(&pid) {
+            tracing::warn!(
+                "pool {}: zygote {from} reported a worker started, pid {pid}: refused, \
+                 already a worker",
+                self.config.name
+            );
+            return;
+        }
+        match pidfd::child_of(pid, from) {
+            Ok(handle) => {
+                tracing::info!("pool {}: worker {pid} started", self.config.name);
+                self.workers
+                    .insert(pid, Worker::new(now, Some(from), handle));
+            }
+            // A worker that died at once, reaped by its zygote before the master looked:
+            // its exit report follows, and is ignored with it.
+            Err(pidfd::Refused::Gone) => tracing::info!(
+                "pool {}: zygote {from} reported a worker started, pid {pid}: gone before \
+                 the master could check it",
+                self.config.name
+            ),
+            Err(err) => tracing::error!(
+                "pool {}: zygote {from} reported a worker started, pid {pid}: refused, not a \
+                 child of the zygote ({err}); the pool's code may be forging reports",
+                self.config.name
+            ),
+        }
+    }
+
+    /// The zygote `from` says its worker `pid` exited. Believed only for a worker of that
+    /// zygote that the master verified and that is indeed gone: a zygote cannot make the
+    /// master forget a running worker, nor count exits of processes that were never its.
+    fn on_exited(&mut self, from: Pid, pid: Pid, exit: WorkerExit, now: Instant) -> Reaped {
+        let cause = ExitCause::from_exit(exit);
+        let known = self
+            .workers
+            .get(&pid)
+            .map(|w| (w.parent == Some(from), w.alive()));
+        match known {
+            Some((true, false)) => {}
+            Some((true, true)) => {
+                tracing::warn!(
+                    "pool {}: zygote {from} reported worker {pid} exited {cause}, but it runs: \
+                     ignored",
+                    self.config.name
+                );
+                return Reaped::NotOurs;
+            }
+            _ => {
+                tracing::info!(
+                    "pool {}: zygote {from} reported pid {pid} exited {cause}: ignored, not \
+                     a worker of that zygote",
+                    self.config.name
+                );
+                return Reaped::NotOurs;
+            }
+        }
+        let Some(worker) = self.workers.remove(&pid) else {
+            return Reaped::NotOurs;
+        };
+        self.log_worker_exit(pid, &worker, cause, now);
+        Reaped::Exit {
+            crash: cause.is_crash(),
+        }
     }
 
     /// Housekeeping after the processes' last output had time to arrive: forgets the roles
@@ -697,6 +785,15 @@ impl PoolRun {
             None
         }
     }
+}
+
+/// `text` from a pool process, for a log line: at most `max` characters, control
+/// characters (a terminal's escapes) as `?`.
+fn printable(text: &str, max: usize) -> String {
+    text.chars()
+        .take(max)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// The master's own children, forked from any of its threads (workers handed over by a

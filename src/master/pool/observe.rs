@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use super::PoolRun;
 use super::worker::{Reading, RequestInfo, Worker};
 use crate::master::exit::ExitCause;
+use crate::master::pidfd;
 use crate::runtime::kind::Probe;
 use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
 use crate::scoreboard;
@@ -158,9 +158,21 @@ impl PoolRun {
                 continue;
             };
             for &pid in &current {
-                if !self.workers.contains_key(&pid) {
-                    tracing::info!("pool {}: worker {pid} started", self.config.name);
-                    self.workers.insert(pid, Worker::new(now, Some(parent)));
+                if self.workers.contains_key(&pid) {
+                    continue;
+                }
+                // Read from the kernel a moment ago; checked again with the handle held,
+                // as the child may have gone and its pid been taken since.
+                match pidfd::child_of(pid, parent) {
+                    Ok(handle) => {
+                        tracing::info!("pool {}: worker {pid} started", self.config.name);
+                        self.workers
+                            .insert(pid, Worker::new(now, Some(parent), handle));
+                    }
+                    Err(err) => tracing::debug!(
+                        "pool {}: {pid}, a child of {parent} a moment ago: not taken ({err})",
+                        self.config.name
+                    ),
                 }
             }
             let gone: Vec<Pid> = self
@@ -191,7 +203,7 @@ impl PoolRun {
         let vanished: Vec<Pid> = self
             .workers
             .iter()
-            .filter(|(pid, w)| w.orphan && kill(**pid, None).is_err())
+            .filter(|(_, w)| w.orphan && !w.alive())
             .filter(|(_, w)| !(reports && parent_just_gone(w.parent)))
             .map(|(pid, _)| *pid)
             .collect();

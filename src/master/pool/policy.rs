@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use super::PoolRun;
@@ -110,13 +110,13 @@ impl PoolRun {
     /// SIGTERM to retiring workers, when it cannot interrupt a request.
     pub(super) fn signal_retiring(&mut self) {
         let graceful_anytime = self.launch.kind.sigterm_waits_for_request();
-        for (&pid, worker) in &mut self.workers {
+        for worker in self.workers.values_mut() {
             if worker.retiring.is_some()
                 && !worker.signalled
                 && (graceful_anytime || !worker.state.busy)
             {
                 worker.signalled = true;
-                let _ = kill(pid, Signal::SIGTERM);
+                let _ = worker.signal(Signal::SIGTERM);
             }
         }
     }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use drover_proto::zygote::{REPORT_MARK, StackLine, parse_frame};
@@ -76,7 +76,7 @@ impl PoolRun {
             self.counters.slow_requests += 1;
             match self.launch.kind.slow_stack() {
                 SlowStack::Faulthandler | SlowStack::FrameLines => {
-                    if kill(pid, Signal::SIGUSR2).is_ok() {
+                    if self.signal_worker(pid, Signal::SIGUSR2) {
                         self.slow.asked(pid, entry, now);
                     }
                 }

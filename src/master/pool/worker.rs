@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use nix::unistd::Pid;
 
+use crate::master::pidfd::Pidfd;
 use crate::runtime::php::sample;
 
 /// A process the master exec'd: a worker, or a php-cgi parent of workers.
@@ -32,11 +33,19 @@ pub struct Worker {
     pub state: Observed,
     /// Its syscall count at the last tick (php-cgi and commands), to see activity.
     pub syscalls: Option<u64>,
+    /// The master killed it (a timeout): its exit is that kill's, counted by the policy
+    /// under its cause, neither a crash nor a recycle.
+    pub killed: bool,
+    /// The handle taken when the master verified it: every signal to it goes through this
+    /// ([`Worker::signal`]), never through its pid.
+    handle: Pidfd,
 }
 
 impl Worker {
-    pub fn new(now: Instant, parent: Option<Pid>) -> Worker {
+    pub fn new(now: Instant, parent: Option<Pid>, handle: Pidfd) -> Worker {
         Worker {
+            handle,
+            killed: false,
             started: now,
             parent,
             orphan: false,
@@ -45,6 +54,18 @@ impl Worker {
             state: Observed::new(now),
             syscalls: None,
         }
+    }
+}
+
+impl Worker {
+    /// Sends `signal` to this worker, and to no other process that may have its pid now.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) -> std::io::Result<()> {
+        self.handle.signal(signal)
+    }
+
+    /// It has not been reaped yet (by its parent, or by the master).
+    pub fn alive(&self) -> bool {
+        self.handle.alive()
     }
 }
 

@@ -11,3 +11,4 @@ mod reload;
 mod signals;
 mod slowloris;
 mod slowloris_php;
+mod zygote;

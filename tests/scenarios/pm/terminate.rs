@@ -310,3 +310,52 @@ fn the_php_cgi_scoreboard_under_load_shows_each_busy_workers_request_and_leaves_
         log.text()
     );
 }
+
+/// Issue 24: a `request_terminate_timeout` kill is its own cause of exit, `terminate`: the
+/// status (and the metrics, rendered from the same counts) count it there and not as a crash, so that the
+/// README's crash alert (`recycled_total{cause="crash"}`) keeps meaning a crash. `python`:
+/// a Python pool, whose aborted worker exits by itself (its exit is no `max_requests`
+/// recycle either); otherwise drover-php, whose worker the master SIGKILLs.
+fn a_terminate_kill_is_counted_as_terminate_not_as_a_crash(python: bool) {
+    use crate::common::{Location, Nginx, start_with_control};
+    let site = Site::new();
+    let pm = "mode = \"static\"\nmax_children = 1\n";
+    let (pool, path, name) = if python {
+        site.write("apps/pm_app.py", include_str!("../../apps/pm_app.py"));
+        (Pool::python("py", TOP, pm), "/sleep?seconds=30", "py")
+    } else {
+        site.script("stuck.php", STUCK_PHP);
+        (php_pool(1).php_runtime("embed"), "/stuck.php?n=1", "www")
+    };
+    let (drover, ctl) = start_with_control(&site, &[&pool]);
+    let nginx = if python {
+        Nginx::start_locations(&site, &[Location::prefix("/", &site.socket(name))])
+    } else {
+        Nginx::start(&site, &site.socket(name))
+    };
+    let log = &drover.log;
+    let victim = wait_started(log, 0, name, "worker", 1, TIMEOUT)[0];
+
+    let reply = http::try_get(&nginx.url(path));
+    println!("a request past request_terminate_timeout: {reply:?}");
+    let (line, kill) = wait_kills(log, 0, name, 1).remove(0);
+    assert_eq!(kill.pid, victim, "{line:?}");
+    let exited = log.wait_for_line(&format!("pool {name}: worker {victim} exited"), TIMEOUT);
+    println!("{exited}");
+
+    let recycled = ctl.status_json(name, &log.text())["recycled"].clone();
+    println!("recycled: {recycled}");
+    assert_eq!(recycled["terminate"], 1, "{recycled}\n{}", log.text());
+    assert_eq!(recycled["crash"], 0, "{recycled}\n{}", log.text());
+    assert_eq!(recycled["max_requests"], 0, "{recycled}\n{}", log.text());
+}
+
+#[test]
+fn a_drover_php_terminate_kill_is_counted_as_terminate_not_as_a_crash() {
+    a_terminate_kill_is_counted_as_terminate_not_as_a_crash(false);
+}
+
+#[test]
+fn a_python_terminate_abort_is_counted_as_terminate_not_as_a_crash() {
+    a_terminate_kill_is_counted_as_terminate_not_as_a_crash(true);
+}

@@ -1,0 +1,190 @@
+//! Hostile: a pool's own code speaks for its zygote (issue 24). The zygote runs as the
+//! pool's user; a process of that user attaches to it with gdb and makes it write a report
+//! line, `started PID`, naming a root process outside drover. The master must not take it
+//! for a worker: by default the zygote cannot be attached to at all (it is not dumpable),
+//! and with `process_dumpable = true` the master refuses the pid, which is no child of the
+//! zygote, so that the reload and the stop that follow leave the victim alive.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::Signal;
+
+use super::super::embed::Embed;
+use crate::common::{Drover, PoolFile, Site, TIMEOUT, proc, run_bounded, wait_until};
+
+/// The pool's user: not root, so that the attach is the app's, not an operator's.
+const POOL_USER: &str = "www-data";
+
+/// A root process outside drover, stopped when the test ends.
+struct Victim(Child);
+
+impl Victim {
+    fn start() -> Victim {
+        let child = Command::new("sleep")
+            .arg("600")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn sleep");
+        Victim(child)
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A one-worker drover-php pool that runs as [`POOL_USER`], with `top` keys.
+struct AsPoolUser(Embed);
+
+impl PoolFile for AsPoolUser {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn toml(&self, site: &Site) -> String {
+        self.0.toml(site).replace(
+            "user = \"root\"",
+            &format!("user = \"{POOL_USER}\"\ngroup = \"{POOL_USER}\""),
+        )
+    }
+}
+
+/// The pool's zygote: drover's only child.
+fn zygote_of(drover: &Drover) -> i32 {
+    wait_until(TIMEOUT, "the zygote", || {
+        let below = drover.descendants();
+        let zygotes: Vec<i32> = below
+            .into_iter()
+            .filter(|&pid| proc::stat(pid).is_some_and(|s| s.ppid == drover.pid()))
+            .collect();
+        (zygotes.len() == 1).then(|| zygotes[0])
+    })
+}
+
+/// As the pool's user, gdb attaches to `zygote` and makes it write `started VICTIM` on its
+/// stderr, the master's report socket. Returns gdb's output.
+fn inject_started(zygote: i32, victim: i32) -> String {
+    let user = nix::unistd::User::from_name(POOL_USER)
+        .expect("getpwnam")
+        .unwrap_or_else(|| panic!("no user {POOL_USER}"));
+    let line = format!("\u{1e}started {victim}\n");
+    let call = format!(
+        "call (long)write(2, \"\\036started {victim}\\n\", {})",
+        line.len()
+    );
+    let mut gdb = Command::new("gdb");
+    gdb.args(["-nx", "-batch", "-p", &zygote.to_string(), "-ex", &call])
+        .env("HOME", "/tmp")
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw());
+    let out = run_bounded(&mut gdb);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Whether the test can run: as root (it starts a pool as another user), with gdb.
+fn can_run() -> bool {
+    if !proc::running_as_root() {
+        println!("skipped: the pool must run as {POOL_USER}, which needs root");
+        return false;
+    }
+    if Command::new("gdb").arg("--version").output().is_err() {
+        println!("skipped: no gdb");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
+    if !can_run() {
+        return;
+    }
+    let site = Site::new();
+    site.script("index.php", "<?php echo 'ok';");
+    let pool = AsPoolUser(Embed::new("www", 1));
+    let drover = Drover::start_reachable(&site, &[&pool]);
+    let zygote = zygote_of(&drover);
+    let mut victim = Victim::start();
+
+    let gdb = inject_started(zygote, victim.pid());
+    println!("gdb: {gdb}");
+
+    assert!(
+        gdb.contains("ptrace: Operation not permitted"),
+        "the pool's user attached to its zygote {zygote}:\n{gdb}\ndrover's log:\n{}",
+        drover.log.text()
+    );
+    // Every worker is non-dumpable too (inherited across the fork).
+    let worker = wait_until(TIMEOUT, "a worker", || drover.workers().first().copied());
+    let gdb = inject_started(worker, victim.pid());
+    assert!(
+        gdb.contains("ptrace: Operation not permitted"),
+        "the pool's user attached to its worker {worker}:\n{gdb}"
+    );
+    let started = format!("worker {} started", victim.pid());
+    assert!(
+        !drover.log.text().contains(&started),
+        "{}",
+        drover.log.text()
+    );
+    assert!(victim.alive());
+}
+
+#[test]
+fn a_dumpable_zygotes_forged_report_names_no_worker_and_the_victim_survives() {
+    if !can_run() {
+        return;
+    }
+    let site = Site::new();
+    site.script("index.php", "<?php echo 'ok';");
+    let pool = AsPoolUser(Embed::new("www", 1).top("process_dumpable = true\n"));
+    let mut drover = Drover::start_reachable(&site, &[&pool]);
+    let zygote = zygote_of(&drover);
+    let mut victim = Victim::start();
+    let pid = victim.pid();
+
+    let gdb = inject_started(zygote, pid);
+    println!("gdb: {gdb}");
+    assert!(
+        !gdb.contains("ptrace: Operation not permitted"),
+        "process_dumpable = true, yet the pool's user cannot attach:\n{gdb}"
+    );
+    // The master's answer to the report: a refusal (or, unfixed, a new worker).
+    let answer = drover.log.wait_for(
+        0,
+        "the master's answer to the forged report",
+        |l| l.contains(&format!("worker {pid} started")) || l.contains(&format!("{pid}: refused")),
+        TIMEOUT,
+    );
+    println!("{answer}");
+    let from = drover.log.len();
+    drover.signal(Signal::SIGHUP);
+    drover
+        .log
+        .wait_for(from, "the reload", |l| l.contains("reload done"), TIMEOUT);
+    drover.signal(Signal::SIGTERM);
+    let status = drover.wait_exit(TIMEOUT);
+    println!("drover exited: {status}");
+
+    assert!(
+        victim.alive(),
+        "drover killed {pid}, a root process it never started; drover's log:\n{}",
+        drover.log.text()
+    );
+    assert!(answer.contains("refused"), "{answer}");
+}
