@@ -13,11 +13,15 @@
 //!   `disable_functions` in `[php.admin_ini]`, `PHP_VALUE` read by the request's startup,
 //!   `.user.ini` and php.ini's `[PATH=]` sections, `[env]` in `$_SERVER`, and an unknown
 //!   `[php.admin_ini]` name at `drover -t` and at a reload.
+//! - [`logs`]: the log files in a folder only root may write, as php-fpm's usually are:
+//!   created 0600, opened by the master (a pool of `nobody` logs), followed across
+//!   logrotate's USR1, a missing folder named by `drover -t`.
 //! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
 mod counts;
+mod logs;
 mod memory;
 mod paths;
 mod sapi;
