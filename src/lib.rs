@@ -44,7 +44,7 @@
 //! | INT           | fast stop: SIGKILL every worker at once; exit 0 |
 //! | HUP, USR2     | reload: validate the files, roll every pool to a new generation (`master/reload.rs`) |
 //! | TTIN, TTOU    | one worker more or fewer in every static pool |
-//! | USR1          | reopen the error log file |
+//! | USR1          | reopen the error log file; a new generation for each pool whose access log was moved |
 //! | CHLD          | reap exited workers and replace them |
 //!
 //! Handlers only record; the master loop acts (`master/signals.rs`).

@@ -6,9 +6,16 @@
 //! the master can reopen the file, point the log at another destination, change its level
 //! or its layout (a reload) without touching the subscriber. Worker output that a pool
 //! passes through undecorated skips `tracing` and goes to [`LogFile::write_line`].
+//!
+//! Every log file drover writes (this one, the slowlogs, the access logs) is opened by the
+//! master with [`open_append`]: created with mode 0600, as php-fpm creates its own, so that
+//! one pool's user cannot read what another pool's scripts logged; a file that exists keeps
+//! its mode (and owner), as under php-fpm, so that an operator's `chmod` or logrotate's
+//! `create 0640 root adm` holds.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,6 +27,7 @@ use tracing_subscriber::{Registry, reload};
 
 use crate::config::{LogFormat, LogLevel, LogTarget};
 
+pub mod access;
 mod json;
 
 /// A handle to the error log's current destination.
@@ -39,7 +47,7 @@ impl Destination {
             LogTarget::Stderr => Destination::Stderr,
             LogTarget::File(path) => Destination::File {
                 path: path.clone(),
-                file: append(path)?,
+                file: open_append(path)?,
             },
         })
     }
@@ -63,7 +71,7 @@ impl LogFile {
     pub fn reopen(&self) -> io::Result<()> {
         let mut destination = self.lock();
         if let Destination::File { path, file } = &mut *destination {
-            *file = append(path)?;
+            *file = open_append(path)?;
         }
         Ok(())
     }
@@ -85,8 +93,15 @@ impl LogFile {
     }
 }
 
-fn append(path: &Path) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
+/// Opens a log file for appending (O_APPEND: each write lands whole at its end, whoever
+/// else appends), creating it with mode 0600 (php-fpm's `S_IRUSR | S_IWUSR`, under the
+/// umask); an existing file keeps its mode. Close-on-exec, as std opens every file.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 /// One log event's writer: holds the lock for the event, so lines never interleave.
@@ -169,4 +184,29 @@ pub fn init(target: &LogTarget, level: LogLevel, format: LogFormat) -> io::Resul
         level: handle,
         json,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_new_log_file_is_0600_and_an_existing_one_keeps_its_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("fresh.log");
+        open_append(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o600);
+        let kept = dir.path().join("kept.log");
+        std::fs::write(&kept, "before\n").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+        open_append(&kept).unwrap().write_all(b"after\n").unwrap();
+        assert_eq!(mode(&kept), 0o640);
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "before\nafter\n");
+    }
 }

@@ -70,13 +70,11 @@ impl Entry {
     }
 }
 
-/// Appends an entry to the pool's slowlog file.
+/// Appends an entry to the pool's slowlog file, opened for it (so that logrotate may move
+/// the file at any time), created with mode 0600 ([`crate::logging::open_append`]).
 pub fn append(path: &Path, entry: &Entry, json: bool) -> std::io::Result<()> {
     let text = if json { entry.json() } else { entry.text() };
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut file = crate::logging::open_append(path)?;
     file.write_all(text.as_bytes())
 }
 

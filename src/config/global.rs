@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::listen::unix_socket;
 use super::model::{Control, Global, LogFormat, LogLevel, LogTarget};
-use super::value::{Got, Table, resolve};
+use super::value::{Got, Table, log_file, resolve};
 
 /// Selects the pool files when `include` is absent.
 pub(super) const DEFAULT_INCLUDE: &str = "pools.d/*.toml";
@@ -37,7 +37,7 @@ pub(super) fn parse(
     let error_log = root
         .parse("error_log", |s| match s {
             "stderr" => Ok(LogTarget::Stderr),
-            path => resolve(base, path).map(LogTarget::File),
+            path => log_file(base, path).map(LogTarget::File),
         })
         .or(LogTarget::Stderr);
     let log_level = root.parse("log_level", log_level).or(LogLevel::Info);

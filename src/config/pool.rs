@@ -10,7 +10,7 @@ use toml::de::DeValue;
 
 use super::listen::{Claim, overlap, parse_listen};
 use super::model::{Http, Interface, ListenAddr, Php, PhpRuntime, Pool, Runtime};
-use super::value::{Got, Table, resolve};
+use super::value::{Got, Table, log_file, resolve};
 use super::{pm, runtime};
 
 const KEYS: &[&str] = &[
@@ -275,7 +275,7 @@ fn access(
     base: &Path,
     runtime: Option<&Runtime>,
 ) -> Option<(Option<PathBuf>, String, Vec<String>)> {
-    let file = root.path_buf("access_log", base).optional();
+    let file = root.parse("access_log", |s| log_file(base, s)).optional();
     let format = root
         .parse("access_format", |s| {
             drover_proto::access::parse(s).map(|_| s.to_owned())
@@ -495,7 +495,7 @@ fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
     let depth = root
         .int("request_slowlog_trace_depth", 0..=u32::MAX.into())
         .or(20);
-    let file = root.path_buf("slowlog", base).optional();
+    let file = root.parse("slowlog", |s| log_file(base, s)).optional();
     let terminate = root
         .duration("request_terminate_timeout")
         .optional()

@@ -306,6 +306,62 @@ pub(super) fn resolve(base: &Path, written: &str) -> Result<PathBuf, String> {
     Ok(base.join(written).components().collect())
 }
 
+/// A log file's path (`error_log`, `slowlog`, `access_log`), resolved as [`resolve`] does,
+/// checked as the master will open it: its folder exists (drover creates none, as
+/// php-fpm does not), and this process may create the file there or append to the one
+/// there. The master opens every log file itself, as root when it runs as root, so that
+/// the pools' users need no right on it (`drover -t` run as another user than the
+/// master's may report what the master would not).
+pub(super) fn log_file(base: &Path, written: &str) -> Result<PathBuf, String> {
+    let path = resolve(base, written)?;
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("/"),
+    };
+    match std::fs::metadata(folder) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{} is not a folder", folder.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "the folder {} does not exist (drover creates none)",
+                folder.display()
+            ));
+        }
+        Err(e) => return Err(format!("{}: {e}", folder.display())),
+    }
+    let (checked, mode) = match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => return Err(format!("{} is a folder", path.display())),
+        Ok(_) => (path.as_path(), libc::W_OK),
+        Err(_) => (folder, libc::W_OK | libc::X_OK),
+    };
+    if let Err(e) = writable(checked, mode) {
+        let what = if checked == folder {
+            "create a file in"
+        } else {
+            "append to"
+        };
+        return Err(format!(
+            "drover (uid {}) cannot {what} {}: {e}",
+            nix::unistd::Uid::effective(),
+            checked.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// faccessat(2) with the effective ids, as open(2) will check them.
+fn writable(path: &Path, mode: libc::c_int) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated path that outlives the call; no memory is written.
+    let done = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, libc::AT_EACCESS) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// A key as TOML writes it: bare when it can be, quoted otherwise (`"opcache.enable"`).
 pub(super) fn toml_key(name: &str) -> String {
     let bare = !name.is_empty()

@@ -308,14 +308,39 @@ impl Master {
             }
             // Taken with its count in `serve`.
             Command::Resize => {}
-            Command::ReopenLogs => {
-                match self.log.file.reopen() {
-                    Ok(()) => tracing::info!("error log reopened"),
-                    Err(err) => tracing::error!("cannot reopen the error log: {err}"),
-                }
-                for pool in self.pools.iter() {
-                    pool.reopen_logs();
-                }
+            Command::ReopenLogs => self.reopen_logs(),
+        }
+    }
+
+    /// USR1: reopens the error log by its path, and gives a new generation to every pool
+    /// whose access log was moved (the master opens a pool's access log for its zygote,
+    /// which cannot reopen it: [`crate::logging::access`]). The slowlogs need nothing:
+    /// each entry opens its file.
+    fn reopen_logs(&mut self) {
+        match self.log.file.reopen() {
+            Ok(()) => tracing::info!("error log reopened"),
+            Err(err) => tracing::error!("cannot reopen the error log: {err}"),
+        }
+        if !matches!(self.phase, Phase::Running) {
+            return;
+        }
+        let mut names: Vec<String> = self.pools.live().map(|p| p.config.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let Some(i) = self.pools.newest_of(&name) else {
+                continue;
+            };
+            let Some(path) = self.pools[i].moved_access_log() else {
+                continue;
+            };
+            tracing::info!(
+                "pool {name}: access_log {} was moved: a new generation writes to a new file",
+                path.display()
+            );
+            let config = self.pools[i].config.clone();
+            if let Err(err) = self.roll(i, &config) {
+                tracing::error!("pool {name}: {err}; its workers keep the old access log");
             }
         }
     }

@@ -13,11 +13,19 @@ use nix::unistd::Pid;
 
 use crate::runtime::ProcessSpec;
 
-use drover_proto::zygote::SCOREBOARD_FD;
+use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD};
 
-/// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2 and the pool's
-/// `scoreboard`, if any, as fd 3. Returns its pid; the master reaps it with `waitpid`, not
-/// through `std::process::Child`.
+/// The descriptors a zygote inherits beside 0, 1 and 2: the pool's scoreboard and its
+/// access log, each at its number of the zygote protocol.
+#[derive(Clone, Copy, Default)]
+pub struct Inherited<'a> {
+    pub scoreboard: Option<BorrowedFd<'a>>,
+    pub access_log: Option<BorrowedFd<'a>>,
+}
+
+/// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2, and the pool's
+/// scoreboard as fd 3 and its access log as fd 4, if it has them. Returns its pid; the
+/// master reaps it with `waitpid`, not through `std::process::Child`.
 ///
 /// `zygote`: a zygote, which the master tells its worker count with `target_signal`,
 /// starts with that signal blocked. The mask crosses the exec, so a count sent before the zygote has
@@ -27,7 +35,7 @@ pub fn spawn(
     spec: &ProcessSpec,
     listener: OwnedFd,
     output: &OwnedFd,
-    scoreboard: Option<BorrowedFd<'_>>,
+    inherited: Inherited<'_>,
     zygote: bool,
 ) -> io::Result<Pid> {
     let mut command = std::process::Command::new(&spec.program);
@@ -47,10 +55,18 @@ pub fn spawn(
         command.current_dir(dir);
     }
     let credentials = spec.credentials.clone();
-    let scoreboard = scoreboard.map(|fd| fd.as_raw_fd());
+    // (from, to) pairs, a fixed array: nothing is allocated after the fork.
+    let moves = [
+        inherited
+            .scoreboard
+            .map(|fd| (fd.as_raw_fd(), SCOREBOARD_FD)),
+        inherited
+            .access_log
+            .map(|fd| (fd.as_raw_fd(), ACCESS_LOG_FD)),
+    ];
     let target = zygote.then(drover_proto::zygote::target_signal);
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // sigprocmask, setgroups, setgid, setuid, dup2, close_range, fcntl) on memory allocated
+    // sigprocmask, setgroups, setgid, setuid, fcntl, dup2, close_range) on memory allocated
     // before the fork or on its own stack.
     unsafe {
         command.pre_exec(move || {
@@ -70,25 +86,42 @@ pub fn spawn(
             if let Some(credentials) = &credentials {
                 credentials.apply()?;
             }
-            // dup2 clears close-on-exec on the copy: only fd 3 crosses the exec.
-            if let Some(fd) = scoreboard
-                && libc::dup2(fd, SCOREBOARD_FD) < 0
-            {
-                return Err(io::Error::last_os_error());
-            }
             // Whatever started drover may have left descriptors open without close-on-exec
-            // (a terminal's, a supervisor's pipe): none may reach a worker.
-            let first = if scoreboard.is_some() {
-                SCOREBOARD_FD + 1
-            } else {
-                3
-            };
-            close_on_exec_from(first);
+            // (a terminal's, a supervisor's pipe): none may reach a worker, only the
+            // inherited ones, which are put in place after.
+            close_on_exec_from(3);
+            move_descriptors(moves)?;
             Ok(())
         });
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))
+}
+
+/// Puts each `(from, to)` descriptor at `to`, without close-on-exec there. Each is first
+/// copied above every `to`, so that one whose number is another's `to` is not overwritten
+/// before it is moved. Runs between fork and exec: syscalls only, no allocation.
+fn move_descriptors(moves: [Option<(i32, i32)>; 2]) -> io::Result<()> {
+    let above = ACCESS_LOG_FD.max(SCOREBOARD_FD) + 1;
+    let mut copies = [None; 2];
+    for (copy, pair) in copies.iter_mut().zip(moves) {
+        if let Some((from, to)) = pair {
+            // SAFETY: fcntl on a descriptor the master holds open across the spawn.
+            let high = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, above) };
+            if high < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            *copy = Some((high, to));
+        }
+    }
+    for (high, to) in copies.into_iter().flatten() {
+        // dup2 clears close-on-exec on the copy at `to`; the one above keeps it.
+        // SAFETY: dup2 between two open descriptor numbers.
+        if unsafe { libc::dup2(high, to) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Marks every descriptor from `first` up close-on-exec. Marked rather than closed: std's

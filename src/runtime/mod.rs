@@ -72,6 +72,8 @@ pub enum RuntimeError {
     Credentials(#[from] credentials::CredentialsError),
     #[error("cannot create the scoreboard: {0}")]
     Scoreboard(String),
+    #[error("cannot open access_log {0}")]
+    AccessLog(String),
 }
 
 /// What would stop a valid configuration from running here, one line per pool:
@@ -104,6 +106,8 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
                 )) => ("group", e.to_string()),
                 Err(RuntimeError::Credentials(e)) => ("user", e.to_string()),
                 Err(e @ RuntimeError::Scoreboard(_)) => ("pm.max_children", e.to_string()),
+                // Opened by the master for each generation, not by a launch plan.
+                Err(e @ RuntimeError::AccessLog(_)) => ("access_log", e.to_string()),
             };
             Some(format!("{}: {key}: {problem}", pool.file.display()))
         })
@@ -256,7 +260,7 @@ mod tests {
         use drover_proto::zygote::{PhpArgs, ZygoteArgs};
         php::embed::assume(Ok("PHP 8.2.36 (embed)"));
         let text = format!(
-            "request_read_timeout = \"5s\"\naccess_log = \"/var/log/drover/www.access\"\n\
+            "request_read_timeout = \"5s\"\naccess_log = \"/var/log/www.access\"\n\
              access_suppress_path = [\"/ping\", \"/health\"]\n{POOL}max_requests = 100\nmax_memory = \"64MiB\"\n\
              [php]\nlimit_extensions = [\".php\", \".phar\"]\n[php.ini]\nmemory_limit = \"64M\"\n\
              [php.admin_ini]\ndisable_functions = \"exec\"\n"
@@ -277,7 +281,8 @@ mod tests {
                 scoreboard_fd: Some(drover_proto::zygote::SCOREBOARD_FD),
                 max_memory: Some(64 << 20),
                 request_read_timeout_ms: Some(5000),
-                access_log: Some("/var/log/drover/www.access".into()),
+                access_log_fd: Some(drover_proto::zygote::ACCESS_LOG_FD),
+                access_log: Some("/var/log/www.access".into()),
                 access_format: drover_proto::access::DEFAULT_FORMAT.into(),
                 access_suppress_path: vec!["/ping".into(), "/health".into()],
                 protocol: drover_proto::zygote::Protocol::Fastcgi,

@@ -5,13 +5,14 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use drover_proto::zygote::SCOREBOARD_FD;
+use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD};
 
 use crate::config::{ListenAddr, Pool};
 use crate::pm;
 
 /// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
-/// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log` (with
+/// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log-fd` (the file
+/// the master opens, [`crate::logging::access`], named by `--access-log`, with
 /// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
 /// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`; the
 /// `--status-path` (with `--status-from`, where the master serves the status) and
@@ -40,6 +41,8 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         args.push(timeout.as_millis().to_string().into());
     }
     if let Some(path) = &pool.access_log {
+        args.push("--access-log-fd".into());
+        args.push(ACCESS_LOG_FD.to_string().into());
         args.push("--access-log".into());
         args.push(path.clone().into());
         args.push("--access-format".into());

@@ -3,8 +3,10 @@
 //!
 //! - The master execs the zygote with the command line [`PythonArgs`] or [`PhpArgs`] (both
 //!   hold [`ZygoteArgs`]), the pool's listener
-//!   as fd 0, the pool's output socket as fds 1 and 2, and the pool's scoreboard as
-//!   [`SCOREBOARD_FD`].
+//!   as fd 0, the pool's output socket as fds 1 and 2, the pool's scoreboard as
+//!   [`SCOREBOARD_FD`] and, when the pool has an `access_log`, the file the master opened
+//!   as [`ACCESS_LOG_FD`] (named by `--access-log-fd`): the zygote never opens it by path,
+//!   so the pool's user needs no right on it.
 //! - The zygote reports its workers' starts and exits on its stderr in [`Report`] lines, and
 //!   a worker says why it retires itself in a [`retiring_line`]; each starts with
 //!   [`REPORT_MARK`]. The master learns each line's writer from the kernel and trusts
@@ -32,6 +34,10 @@ use nix::unistd::Pid;
 
 /// The descriptor number a zygote finds its pool's scoreboard at.
 pub const SCOREBOARD_FD: i32 = 3;
+
+/// The descriptor number a zygote finds its pool's access log at, opened by the master
+/// for appending (`--access-log-fd`).
+pub const ACCESS_LOG_FD: i32 = 4;
 
 /// The zygote's exit code when the app cannot be imported: the master stops the pool
 /// instead of restarting it in a loop (gunicorn's "app failed to load" is 4 too).
@@ -76,8 +82,12 @@ pub struct ZygoteArgs {
     /// request_read_timeout in milliseconds; absent: no bound.
     #[arg(long)]
     pub request_read_timeout_ms: Option<u64>,
-    /// access_log: the file the workers write a line per request to; absent: none.
+    /// access_log: the descriptor the workers write a line per request to, opened by the
+    /// master ([`ACCESS_LOG_FD`]); absent: no access log.
     #[arg(long)]
+    pub access_log_fd: Option<i32>,
+    /// access_log's path, for messages only: the zygote never opens it.
+    #[arg(long, requires = "access_log_fd")]
     pub access_log: Option<PathBuf>,
     /// access_format: a php-fpm format or "json" ([`crate::access::parse`]).
     #[arg(long, default_value = crate::access::DEFAULT_FORMAT)]

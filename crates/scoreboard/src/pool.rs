@@ -41,9 +41,6 @@ pub struct PoolStats {
     /// Requests taken, counted as each starts: a request whose worker dies in it counts too,
     /// as in php-fpm's `accepted conn`.
     accepted: AtomicU64,
-    /// Bumped by the master on USR1: a worker whose access log was opened at another
-    /// generation reopens it (logrotate renamed it) before its next line.
-    log_generation: AtomicU64,
 }
 
 /// What the master read of a pool's area.
@@ -95,16 +92,6 @@ impl PoolStats {
         if let Some(class) = status.and_then(class) {
             self.classes[class].fetch_add(1, Relaxed);
         }
-    }
-
-    /// Master side (USR1): asks every worker to reopen its access log.
-    pub fn bump_log_generation(&self) {
-        self.log_generation.fetch_add(1, Relaxed);
-    }
-
-    /// The generation of the access log's path: see [`PoolStats::bump_log_generation`].
-    pub fn log_generation(&self) -> u64 {
-        self.log_generation.load(Relaxed)
     }
 
     /// Master side: a copy of the counters.

@@ -1,21 +1,22 @@
 //! The pool's access log (`access_log`), written by each worker itself: one line per
 //! request, no hop through the master.
 //!
-//! The zygote opens the file once (O_APPEND, mode 0640, as the pool's user) before it forks,
-//! and every worker inherits the descriptor. A line is formatted into a reused buffer and
-//! written with one `write_all`, so that lines of concurrent workers never interleave
-//! (O_APPEND makes each write land whole at the end). On USR1 the master bumps the pool's
-//! log generation in the scoreboard; a worker that sees it changed reopens the path before
-//! its next line, which is how logrotate's rename is followed.
+//! The master opens the file (as root, mode 0600 when it creates it) and passes it to the
+//! zygote at `--access-log-fd`; every worker inherits the descriptor. The pool's user needs
+//! no right on the file or its folder, and the zygote never opens it by path. A line is
+//! formatted into a reused buffer and written with one `write_all`, so that lines of
+//! concurrent workers never interleave (O_APPEND makes each write land whole at the end).
+//! After logrotate moved the file, the master's USR1 gives the pool a new generation, with
+//! a descriptor on the new file: these workers write to the one they have until they exit.
 //!
 //! `access_suppress_path` leaves out what php-fpm 8.2 leaves out: a GET or HEAD without
 //! a query or a body, answered with a 2xx status, on one of the paths. A failing health
 //! check is still logged.
 
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -24,16 +25,14 @@ use drover_fastcgi::Params;
 use drover_proto::access::{CpuMode, Format, MemoryUnit, Moment, Part, Unit, header_param, parse};
 use drover_proto::push_json_string;
 use drover_proto::zygote::ZygoteArgs;
-use drover_scoreboard::PoolStats;
 
 use crate::cpu::CpuTime;
 
 /// An open access log and how to write its lines.
 pub struct AccessLog {
+    /// The path the master opened, for messages.
     path: PathBuf,
     file: File,
-    /// The pool's log generation when `file` was opened.
-    generation: u64,
     format: Format,
     suppress: Vec<String>,
     pool: String,
@@ -54,18 +53,30 @@ pub struct Entry<'a> {
 }
 
 impl AccessLog {
-    /// The zygote's side: opens `--access-log` when given. `pool` gives the generation the
-    /// file is opened at. A format that does not parse is an error (the master checked it).
-    pub fn open(args: &ZygoteArgs, pool: Option<&PoolStats>) -> io::Result<Option<AccessLog>> {
-        let Some(path) = &args.access_log else {
+    /// The zygote's side: takes the descriptor of `--access-log-fd` when given (call this
+    /// once: it owns the descriptor from here). A format that does not parse is an error
+    /// (the master checked it), as is a descriptor that is not open.
+    pub fn open(args: &ZygoteArgs) -> io::Result<Option<AccessLog>> {
+        let Some(fd) = args.access_log_fd else {
             return Ok(None);
         };
         let format = parse(&args.access_format).map_err(io::Error::other)?;
-        let generation = pool.map_or(0, PoolStats::log_generation);
+        // SAFETY: fcntl on a descriptor number only reads its flags; EBADF when not open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the master put the pool's access log at this open descriptor, for the
+        // zygote alone, and nothing else here takes it.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        // Not inherited by what a worker's app runs (std's own files are close-on-exec).
+        // SAFETY: fcntl on the descriptor just taken.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         Ok(Some(AccessLog {
-            file: open(path)?,
-            path: path.clone(),
-            generation,
+            file,
+            path: args
+                .access_log
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("fd {fd}"))),
             format,
             suppress: args.access_suppress_path.clone(),
             pool: args.pool.clone(),
@@ -78,7 +89,6 @@ impl AccessLog {
         Ok(AccessLog {
             path: self.path.clone(),
             file: self.file.try_clone()?,
-            generation: self.generation,
             format: self.format.clone(),
             suppress: self.suppress.clone(),
             pool: self.pool.clone(),
@@ -92,20 +102,10 @@ impl AccessLog {
         self.format.shows_response_headers()
     }
 
-    /// Writes the line of one request, unless it is suppressed; reopens the file first
-    /// when the master asked (`pool`'s generation changed). Errors go to stderr.
-    pub fn write(&mut self, entry: &Entry<'_>, pool: Option<&PoolStats>) {
+    /// Writes the line of one request, unless it is suppressed. Errors go to stderr.
+    pub fn write(&mut self, entry: &Entry<'_>) {
         if suppressed(&self.suppress, entry) {
             return;
-        }
-        if let Some(generation) = pool.map(PoolStats::log_generation)
-            && generation != self.generation
-        {
-            self.generation = generation;
-            match open(&self.path) {
-                Ok(file) => self.file = file,
-                Err(err) => eprintln!("cannot reopen {}: {err}", self.path.display()),
-            }
         }
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
@@ -119,15 +119,6 @@ impl AccessLog {
         }
         self.buf = buf;
     }
-}
-
-fn open(path: &std::path::Path) -> io::Result<File> {
-    // O_CLOEXEC is std's default.
-    OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o640)
-        .open(path)
 }
 
 fn param<'a>(params: &'a Params, name: &str) -> &'a str {

@@ -10,8 +10,8 @@
 //!   the runtime's [`serve::Handler`], keep connections nginx keeps, and stop on
 //!   `max_requests`, SIGTERM or `max_memory`; the scoreboard phases and
 //!   `request_read_timeout`.
-//! - [`access`]: the pool's access log, a line per request written by the worker itself,
-//!   reopened when the master's USR1 bumps the scoreboard's log generation.
+//! - [`access`]: the pool's access log, a line per request written by the worker itself
+//!   to the descriptor the master opened and passed to the zygote.
 //! - [`builtin`]: php-fpm's `pm.status_path` and `ping.path`, answered on the pool's own
 //!   socket before the runtime sees the request (the status fetched from the master).
 //! - [`cpu`]: a request's CPU time, user and system, for the scoreboard and the log.

@@ -434,8 +434,8 @@ impl<H: Handler> Worker<'_, H> {
                 head: conn.kept_head(),
             };
             match (self.threaded, &mut self.config.access_log) {
-                (Some(threaded), _) => threaded.shared.log(&entry, self.pool),
-                (None, Some(log)) => log.write(&entry, self.pool),
+                (Some(threaded), _) => threaded.shared.log(&entry),
+                (None, Some(log)) => log.write(&entry),
                 (None, None) => {}
             }
         }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use drover_proto::zygote::EXIT_APP_LOAD;
-use drover_scoreboard::{PoolStats, Slot};
+use drover_scoreboard::Slot;
 
 use crate::access::{AccessLog, Entry};
 use crate::serve::{self, Board, Handler, Worker, WorkerConfig};
@@ -244,9 +244,9 @@ impl Shared {
     }
 
     /// Writes a request's access log line.
-    pub(crate) fn log(&self, entry: &Entry<'_>, pool: Option<&PoolStats>) {
+    pub(crate) fn log(&self, entry: &Entry<'_>) {
         if let Some(log) = &mut self.books().access_log {
-            log.write(entry, pool);
+            log.write(entry);
         }
     }
 

@@ -133,7 +133,7 @@ pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: 
             .map_err(|err| eprintln!("{}: no scoreboard: {err}", program()))
             .ok()
     });
-    let access_log = match AccessLog::open(args, scoreboard.as_ref().map(Scoreboard::pool)) {
+    let access_log = match AccessLog::open(args) {
         Ok(log) => log,
         Err(err) => {
             let path = args

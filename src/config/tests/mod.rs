@@ -163,6 +163,8 @@ opcache.enable = true
 max_execution_time = 30
 "#;
     let dir = setup(main, &[("www", pool)]);
+    // The logs' folder must exist.
+    std::fs::create_dir(dir.path().join("log")).unwrap();
     let config = load_dir(&dir).unwrap();
     let g = &config.global;
     assert_eq!(

@@ -30,9 +30,10 @@ use nix::unistd::Pid;
 
 use super::exit::{ExitCause, lifetime};
 use super::pidfd;
-use super::spawn::spawn;
+use super::spawn::{Inherited, spawn};
 use crate::config::{Pool, Runtime};
 use crate::listener::Listener;
+use crate::logging::access::AccessLogFile;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
 use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
@@ -68,6 +69,9 @@ pub struct PoolRun {
     policy: PolicyState,
     /// Python pools: written by the workers, read by `observe`.
     scoreboard: Option<Scoreboard>,
+    /// `access_log`, opened by the master for this generation's zygote (see
+    /// [`crate::logging::access`]).
+    access_log: Option<AccessLogFile>,
     /// Python dynamic and ondemand pools: the worker count the zygote was given.
     desired: u32,
     probes: Probes,
@@ -133,7 +137,14 @@ impl PoolRun {
             ),
             None => None,
         };
+        let access_log = match &config.access_log {
+            Some(path) => Some(AccessLogFile::open(path).map_err(|err| {
+                runtime::RuntimeError::AccessLog(format!("{}: {err}", path.display()))
+            })?),
+            None => None,
+        };
         Ok(PoolRun {
+            access_log,
             runtime_ready: !launch.kind.parent_reports(),
             id,
             replaces: None,
@@ -309,7 +320,10 @@ impl PoolRun {
             self.config.pm.max_requests_jitter,
             |jitter| rand::random_range(0..=jitter),
         );
-        let scoreboard = self.scoreboard.as_ref().map(|board| board.fd());
+        let inherited = Inherited {
+            scoreboard: self.scoreboard.as_ref().map(|board| board.fd()),
+            access_log: self.access_log.as_ref().map(AccessLogFile::fd),
+        };
         let spec = self.launch.spec(limit);
         let result = self
             .listener
@@ -318,7 +332,7 @@ impl PoolRun {
             .and_then(|fd0| {
                 // Every zygote takes the target signal (a static one never gets it).
                 let zygote = self.launch.kind.parent_reports();
-                spawn(&spec, fd0, &self.output, scoreboard, zygote)
+                spawn(&spec, fd0, &self.output, inherited, zygote)
                     .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))
             });
         match result {
@@ -620,12 +634,14 @@ impl PoolRun {
         }
     }
 
-    /// USR1: the workers reopen the pool's access log before their next line (the
-    /// scoreboard's log generation; a pool without an access log ignores it).
-    pub fn reopen_logs(&self) {
-        if let Some(board) = &self.scoreboard {
-            board.pool().bump_log_generation();
-        }
+    /// USR1: this generation's access log, when its path no longer names the file the
+    /// workers write to (logrotate renamed or removed it). Then the pool needs a new
+    /// generation, which opens a fresh file at the path ([`crate::logging::access`]).
+    pub fn moved_access_log(&self) -> Option<&std::path::Path> {
+        self.access_log
+            .as_ref()
+            .filter(|log| log.moved())
+            .map(AccessLogFile::path)
     }
 
     /// SIGKILL to every process group and worker of the pool.

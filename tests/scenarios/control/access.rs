@@ -3,7 +3,8 @@
 //! with its query, a request header); `json` lines parse; under 8 concurrent clients every
 //! line is whole and none is missing; `access_suppress_path` leaves out only a successful
 //! GET without query or body (a failing health check, a POST or a query is logged); after
-//! logrotate's rename and USR1 the next lines land in a new file at the path; php-fpm's own
+//! logrotate's rename and USR1 the pool's new generation writes a new file at the path, the
+//! old workers' last lines going to the renamed one; php-fpm's own
 //! sample format gives its fields for a PHP request; `%{Name}o` shows a response header and
 //! `%T` the end of the request.
 
@@ -359,19 +360,20 @@ fn under_load_every_line_of_an_embedded_php_pool_is_whole_and_none_is_missing() 
     }
 }
 
-/// Renames the access log and sends USR1: the workers' next lines land in a new file at
-/// the path, the old one keeps what came before.
+/// Renames the access log and sends USR1: the pool's new generation writes a new file at
+/// the path; the old one keeps what came before, and the old workers' last lines.
 fn logrotate(pool: Pool, path: &str) {
     let site = site();
     let (pool, file) = logged(pool.max_children(2), &site, FORMAT);
     let setup = start(site, &[&pool]);
     get(&setup, &format!("{path}?before=1"), 200);
     lines_once(&setup, &file, 1);
+    let old_workers = setup.ctl.listed_workers(&setup.log());
     let rotated = file.with_extension("access.1");
     std::fs::rename(&file, &rotated).unwrap();
     setup.stack.drover.signal(Signal::SIGUSR1);
-    // The master bumps the generation when it takes the signal: until then a line may
-    // still go to the renamed file. Requests go on until the new file appears.
+    // The old workers serve until the new generation is up, writing to the renamed file.
+    // Requests go on until the new file has one.
     let mut after = 0;
     wait_until(TIMEOUT, "a new access log at the path", || {
         after += 1;
@@ -384,7 +386,18 @@ fn logrotate(pool: Pool, path: &str) {
     assert!(!old.contains(&format!("after={after} ")), "{old}");
     let new = std::fs::read_to_string(&file).unwrap();
     assert!(!new.contains("before=1"), "{new}");
-    // Both workers follow: every later request lands in the new file.
+    setup
+        .stack
+        .drover
+        .log
+        .wait_for_line("was moved: a new generation writes to a new file", TIMEOUT);
+    wait_until(TIMEOUT, "the old workers to exit", || {
+        (!old_workers
+            .iter()
+            .any(|&pid| crate::common::proc::is_running(pid)))
+        .then_some(())
+    });
+    // Once they are gone, every later request lands in the new file.
     for i in 0..6 {
         get(&setup, &format!("{path}?later={i}"), 200);
     }
@@ -397,12 +410,12 @@ fn logrotate(pool: Pool, path: &str) {
 }
 
 #[test]
-fn after_logrotate_renames_the_file_usr1_makes_the_workers_write_a_new_one() {
+fn after_logrotate_renames_the_file_usr1_gives_the_python_pool_a_new_file() {
     logrotate(Pool::python("py"), "/greeting");
 }
 
 #[test]
-fn after_logrotate_usr1_makes_embedded_php_workers_write_a_new_one() {
+fn after_logrotate_usr1_gives_the_embedded_php_pool_a_new_file() {
     if php_logs() {
         logrotate(Pool::php("www"), "/greeting.php");
     }

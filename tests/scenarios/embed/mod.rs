@@ -15,12 +15,16 @@
 //!   `[php.admin_ini]` name at `drover -t` and at a reload.
 //! - [`headers`]: every response header against a real php-fpm behind nginx (a 304
 //!   without Content-Type).
+//! - [`logs`]: the log files in a folder only root may write, as php-fpm's usually are:
+//!   created 0600, opened by the master (a pool of `nobody` logs), followed across
+//!   logrotate's USR1, a missing folder named by `drover -t`.
 //! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
 mod counts;
 mod headers;
+mod logs;
 mod memory;
 mod paths;
 mod sapi;

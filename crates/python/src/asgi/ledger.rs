@@ -167,7 +167,7 @@ pub fn end(ticket: &Ticket, status: Option<u16>) -> bool {
                 script: &ledger.label,
                 head: &ticket.head,
             };
-            log.write(&entry, ledger.board.map(|b| b.pool));
+            log.write(&entry);
         }
         ledger.served += 1;
         if ledger.max_requests > 0 && ledger.served >= ledger.max_requests {

@@ -1,0 +1,259 @@
+//! The log files drover writes, laid out as php-fpm's usually are: `error_log`, a pool's
+//! `slowlog` and `access_log` in a folder only root may write (`/var/log/php-fpm/`).
+//!
+//! - Every file drover creates is mode 0600 (php-fpm's), the error log reopened on USR1
+//!   too: a token a script of one pool logs cannot be read by another pool's user
+//!   (`nobody`).
+//! - The master opens them all, the access log before it execs the zygote: a pool of
+//!   `nobody` serves and logs there, its slowlog gets its entry, and after logrotate's
+//!   rename and USR1 the next lines land in a fresh file at the path.
+//! - `drover -t` names the key (with its file and line) of a log whose folder is missing.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::sys::signal::Signal;
+
+use super::Embed;
+use crate::common::{
+    Drover, Nginx, PoolFile, Site, TIMEOUT, check_config, http, proc, run_bounded, wait_until,
+};
+
+/// `<site>/log`, a folder as /var/log/php-fpm is: root's, mode 0755.
+fn log_folder(site: &Site) -> PathBuf {
+    let folder = site.path().join("log");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    folder
+}
+
+/// Writes drover.toml with `error_log` at `file` and the pools, as `Drover::start` would.
+fn write_config(site: &Site, error_log: &Path, pools: &[&dyn PoolFile]) {
+    site.write(
+        "drover.toml",
+        &format!(
+            "error_log = \"{}\"\nlog_level = \"info\"\n",
+            error_log.display()
+        ),
+    );
+    for pool in pools {
+        site.write(&format!("pools.d/{}.toml", pool.name()), &pool.toml(site));
+    }
+}
+
+/// The text of `file` once it contains `needle`.
+fn once_in(file: &Path, needle: &str) -> String {
+    wait_until(
+        TIMEOUT,
+        &format!("{needle:?} in {}", file.display()),
+        || {
+            let text = std::fs::read_to_string(file).ok()?;
+            text.contains(needle).then_some(text)
+        },
+    )
+}
+
+fn mode(file: &Path) -> u32 {
+    std::fs::metadata(file).unwrap().permissions().mode() & 0o777
+}
+
+/// `cat FILE` as nobody: what it read, or why it could not.
+fn read_as_nobody(file: &Path) -> Result<String, String> {
+    let out = run_bounded(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat"])
+            .arg(file),
+    );
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// A pool's log keys: `access_log` (the query shown) and `slowlog` (a second's timeout) in
+/// `folder`.
+fn logging(name: &str, folder: &Path) -> String {
+    format!(
+        "access_log = \"{}/{name}.access\"\nslowlog = \"{}/{name}.slow\"\n\
+         request_slowlog_timeout = \"1s\"\naccess_format = \"%m %r%Q%q %s\"\n",
+        folder.display(),
+        folder.display()
+    )
+}
+
+#[test]
+fn every_log_file_drover_creates_is_0600_and_another_pool_s_user_cannot_read_it() {
+    if !proc::running_as_root() {
+        println!("skipped: needs root, to read as nobody");
+        return;
+    }
+    let site = Site::new();
+    let folder = log_folder(&site);
+    // A script that logs a secret (a token) on stderr, in its request's URI, and slowly
+    // enough to get a slowlog entry.
+    site.script(
+        "token.php",
+        "<?php error_log('token=' . $_GET['t']); usleep(1500000); echo 'logged';",
+    );
+    let error_log = folder.join("drover.log");
+    let pool = Embed::new("b", 1).top(&logging("b", &folder));
+    write_config(&site, &error_log, &[&pool]);
+    let drover = Drover::spawn(&site);
+    once_in(&error_log, "ready:");
+    let nginx = Nginx::start(&site, &site.socket("b"));
+
+    let reply = http::get(&nginx.url("/token.php?t=s3cr3t"));
+
+    assert_eq!(reply.body, "logged", "{reply:?}");
+    let access = folder.join("b.access");
+    let slow = folder.join("b.slow");
+    once_in(&error_log, "token=s3cr3t");
+    once_in(&access, "s3cr3t");
+    once_in(&slow, "s3cr3t");
+    for file in [&error_log, &access, &slow] {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+        let read = read_as_nobody(file);
+        assert!(
+            read.as_ref()
+                .is_err_and(|e| e.contains("Permission denied")),
+            "nobody read {}: {read:?}",
+            file.display()
+        );
+    }
+    // logrotate's rename, then USR1: the new error log is 0600 too.
+    std::fs::rename(&error_log, folder.join("drover.log.1")).unwrap();
+    drover.signal(Signal::SIGUSR1);
+    once_in(&error_log, "error log reopened");
+    assert_eq!(mode(&error_log), 0o600);
+    drop(nginx);
+    drop(drover);
+}
+
+/// The lines of `file` that contain `needle`.
+fn count(file: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
+#[test]
+fn a_pool_of_nobody_logs_in_a_root_only_folder_and_usr1_follows_logrotate() {
+    if !proc::running_as_root() {
+        println!("skipped: needs root, to run a pool as nobody");
+        return;
+    }
+    let site = Site::new();
+    let folder = log_folder(&site);
+    site.script("index.php", "<?php echo 'served by ', posix_geteuid();");
+    site.script("slow.php", "<?php usleep(1500000); echo 'slept';");
+    let error_log = folder.join("drover.log");
+    let pool = Nobody(Embed::new("www", 2).top(&logging("www", &folder)));
+    write_config(&site, &error_log, &[&pool]);
+    let drover = Drover::spawn_reachable(&site);
+    // Before the master opened it, the zygote (as nobody) could not: the pool never came up.
+    once_in(&error_log, "ready:");
+    let nginx = Nginx::start(&site, &site.socket("www"));
+
+    let served = http::get(&nginx.url("/index.php?before=1"));
+    let slept = http::get(&nginx.url("/slow.php"));
+
+    assert_eq!(served.status, 200, "{served:?}");
+    assert_ne!(served.body, "served by 0", "the pool must not run as root");
+    assert_eq!(slept.body, "slept");
+    let access = folder.join("www.access");
+    let slow = folder.join("www.slow");
+    once_in(&access, "/index.php?before=1");
+    once_in(&slow, "/slow.php");
+    let meta = std::fs::metadata(&access).unwrap();
+    assert_eq!((meta.uid(), mode(&access)), (0, 0o600));
+
+    // logrotate: rename, then USR1. The pool gets a new generation on a new file; until it
+    // is up the old workers serve, and write to the renamed file.
+    let old_workers = drover.workers();
+    let rotated = folder.join("www.access.1");
+    std::fs::rename(&access, &rotated).unwrap();
+    drover.signal(Signal::SIGUSR1);
+    let mut after = 0;
+    wait_until(TIMEOUT, "a line in a new access log at the path", || {
+        after += 1;
+        http::get(&nginx.url(&format!("/index.php?after={after}")));
+        (count(&access, &format!("after={after} ")) == 1).then_some(())
+    });
+    once_in(&error_log, "access_log");
+    assert_eq!(mode(&access), 0o600);
+    wait_until(TIMEOUT, "the old workers to exit", || {
+        (!old_workers.iter().any(|&pid| proc::is_running(pid))).then_some(())
+    });
+    for i in 0..6 {
+        http::get(&nginx.url(&format!("/index.php?later={i}")));
+    }
+    wait_until(TIMEOUT, "6 later lines in the new file", || {
+        (count(&access, "later=") == 6).then_some(())
+    });
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    assert!(old.contains("before=1"), "{old}");
+    assert!(!old.contains("later="), "{old}");
+    // Every request has its line, in one file or the other: none was lost.
+    for n in 1..=after {
+        let needle = format!("after={n} ");
+        assert_eq!(
+            count(&access, &needle) + count(&rotated, &needle),
+            1,
+            "{needle}"
+        );
+    }
+    drop(nginx);
+    drop(drover);
+}
+
+/// A pool of `nobody`: the pool file says `user = "root"` when the tests run as root.
+struct Nobody(Embed);
+
+impl PoolFile for Nobody {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn toml(&self, site: &Site) -> String {
+        self.0
+            .toml(site)
+            .replace("user = \"root\"", "user = \"nobody\"\ngroup = \"nogroup\"")
+    }
+}
+
+#[test]
+fn drover_t_names_each_log_key_whose_folder_is_missing() {
+    let site = Site::new();
+    let missing = site.path().join("missing");
+    let pool = Embed::new("www", 1).top(&logging("www", &missing));
+    write_config(&site, &missing.join("drover.log"), &[&pool]);
+
+    let out = check_config(&site);
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let pool_file = site.path().join("pools.d/www.toml");
+    let line_of = |file: &Path, key: &str| {
+        let text = std::fs::read_to_string(file).unwrap();
+        1 + text
+            .lines()
+            .position(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    for (file, key) in [
+        (site.path().join("drover.toml"), "error_log"),
+        (pool_file.clone(), "access_log"),
+        (pool_file, "slowlog"),
+    ] {
+        let line = line_of(&file, key);
+        let located = format!("{}:{line}:", file.display());
+        assert!(
+            stderr.lines().any(|l| l.contains(&located)
+                && l.contains(key)
+                && l.contains(&format!("the folder {} does not exist", missing.display()))),
+            "{located} {key}: {stderr}"
+        );
+    }
+}
