@@ -11,7 +11,10 @@ use std::process::{Child, Command, Stdio};
 use nix::sys::signal::Signal;
 
 use super::super::embed::Embed;
-use crate::common::{Drover, PoolFile, Site, TIMEOUT, proc, run_bounded, wait_until};
+use crate::common::python::install_apps;
+use crate::common::{
+    Drover, PoolFile, PythonPool, Site, TIMEOUT, proc, python_runtime, run_bounded, wait_until,
+};
 
 /// The pool's user: not root, so that the attach is the app's, not an operator's.
 const POOL_USER: &str = "www-data";
@@ -45,10 +48,10 @@ impl Drop for Victim {
     }
 }
 
-/// A one-worker drover-php pool that runs as [`POOL_USER`], with `top` keys.
-struct AsPoolUser(Embed);
+/// A pool file run as [`POOL_USER`] instead of root.
+struct AsPoolUser<P>(P);
 
-impl PoolFile for AsPoolUser {
+impl<P: PoolFile> PoolFile for AsPoolUser<P> {
     fn name(&self) -> &str {
         self.0.name()
     }
@@ -109,15 +112,53 @@ fn can_run() -> bool {
     true
 }
 
+/// The zygotes under test: drover-php, drover-python.
+#[derive(Clone, Copy)]
+enum Zygote {
+    Php,
+    Python,
+}
+
+/// The site and a one-worker pool of `zygote` run as [`POOL_USER`], with `top` keys, and
+/// drover started from binaries that user can run.
+fn start(zygote: Zygote, top: &str) -> (Site, Drover) {
+    let site = Site::new();
+    let drover = match zygote {
+        Zygote::Php => {
+            site.script("index.php", "<?php echo 'ok';");
+            let pool = AsPoolUser(Embed::new("www", 1).top(top));
+            Drover::start_reachable(&site, &[&pool])
+        }
+        Zygote::Python => {
+            install_apps(&site);
+            let mut pool = PythonPool::wsgi("www");
+            pool.max_children = 1;
+            pool.keys = top.to_string();
+            // Beside the copy of drover that start_reachable runs.
+            let bin = site.path().join("bin");
+            std::fs::create_dir_all(&bin).expect("create <site>/bin");
+            std::fs::copy(python_runtime(), bin.join("drover-python")).expect("copy drover-python");
+            Drover::start_reachable(&site, &[&AsPoolUser(pool)])
+        }
+    };
+    (site, drover)
+}
+
 #[test]
-fn a_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
+fn a_drover_php_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
+    not_dumpable(Zygote::Php);
+}
+
+#[test]
+fn a_drover_python_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
+    not_dumpable(Zygote::Python);
+}
+
+fn not_dumpable(zygote: Zygote) {
     if !can_run() {
         return;
     }
-    let site = Site::new();
-    site.script("index.php", "<?php echo 'ok';");
-    let pool = AsPoolUser(Embed::new("www", 1));
-    let drover = Drover::start_reachable(&site, &[&pool]);
+    let (_site, drover) = start(zygote, "");
     let zygote = zygote_of(&drover);
     let mut victim = Victim::start();
 
@@ -130,7 +171,9 @@ fn a_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
         drover.log.text()
     );
     // Every worker is non-dumpable too (inherited across the fork).
-    let worker = wait_until(TIMEOUT, "a worker", || drover.workers().first().copied());
+    let worker = wait_until(TIMEOUT, "a worker", || {
+        proc::descendants(zygote).first().copied()
+    });
     let gdb = inject_started(worker, victim.pid());
     assert!(
         gdb.contains("ptrace: Operation not permitted"),
@@ -146,14 +189,20 @@ fn a_zygote_is_not_dumpable_so_its_user_cannot_attach_to_it() {
 }
 
 #[test]
-fn a_dumpable_zygotes_forged_report_names_no_worker_and_the_victim_survives() {
+fn a_dumpable_drover_php_zygotes_forged_report_names_no_worker_and_the_victim_survives() {
+    forged_report(Zygote::Php);
+}
+
+#[test]
+fn a_dumpable_drover_python_zygotes_forged_report_names_no_worker_and_the_victim_survives() {
+    forged_report(Zygote::Python);
+}
+
+fn forged_report(zygote: Zygote) {
     if !can_run() {
         return;
     }
-    let site = Site::new();
-    site.script("index.php", "<?php echo 'ok';");
-    let pool = AsPoolUser(Embed::new("www", 1).top("process_dumpable = true\n"));
-    let mut drover = Drover::start_reachable(&site, &[&pool]);
+    let (_site, mut drover) = start(zygote, "process_dumpable = true\n");
     let zygote = zygote_of(&drover);
     let mut victim = Victim::start();
     let pid = victim.pid();
