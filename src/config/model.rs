@@ -154,6 +154,9 @@ pub struct Http {
     pub forwarded_allow_ips: Vec<String>,
     /// Larger request bodies are refused with 413; None: no bound.
     pub max_request_body: Option<u64>,
+    /// ASGI pools: the largest WebSocket message taken (uvicorn's `--ws-max-size`, 16 MiB);
+    /// a larger one, or a frame that declares more, closes the WebSocket with 1009.
+    pub ws_max_size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -44,6 +44,7 @@ const KEYS: &[&str] = &[
     "keepalive_timeout",
     "forwarded_allow_ips",
     "max_request_body",
+    "ws_max_size",
     "pm",
     "env",
     "php",
@@ -133,6 +134,7 @@ pub(super) fn parse(
         builtin_paths(root, status_listen.as_ref(), runtime.as_ref());
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
+    websockets_are_asgi(root, runtime.as_ref(), http.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -379,14 +381,33 @@ fn threads_speak_fastcgi(
     }
 }
 
+/// `ws_max_size`: only an ASGI app takes WebSockets (a WSGI app gets an `Upgrade` request
+/// as a plain one), so the key is refused on any other pool rather than ignored; a FastCGI
+/// pool refuses it with the other HTTP keys.
+fn websockets_are_asgi(
+    root: &Table<'_, '_>,
+    runtime: Option<&Runtime>,
+    http: Option<&Option<Http>>,
+) {
+    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
+    let on_http = matches!(http, Some(Some(_)));
+    if on_http && runtime.is_some() && !asgi && root.contains("ws_max_size") {
+        root.fail(
+            "ws_max_size",
+            "only for interface = \"asgi\" (WebSockets are served to ASGI apps only)",
+        );
+    }
+}
+
 /// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
 fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
-    const HTTP_KEYS: [&str; 3] = [
+    const HTTP_KEYS: [&str; 4] = [
         "keepalive_timeout",
         "forwarded_allow_ips",
         "max_request_body",
+        "ws_max_size",
     ];
     let protocol = root
         .parse("protocol", |s| match s {
@@ -423,6 +444,7 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         .duration("keepalive_timeout")
         .or(DEFAULT_KEEPALIVE_TIMEOUT);
     let max_request_body = root.size("max_request_body").optional();
+    let ws_max_size = root.size("ws_max_size").or(DEFAULT_WS_MAX_SIZE);
     // gunicorn's default: only a proxy on this host is believed.
     let mut forwarded_allow_ips = vec!["127.0.0.1".to_owned(), "::1".to_owned()];
     let mut valid = true;
@@ -444,9 +466,13 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         keepalive_timeout: keepalive_timeout?,
         forwarded_allow_ips,
         max_request_body: max_request_body?,
+        ws_max_size: ws_max_size?,
     };
     valid.then_some(Some(http))
 }
+
+/// uvicorn's `--ws-max-size` default: a WebSocket message larger than this is closed 1009.
+pub const DEFAULT_WS_MAX_SIZE: u64 = 16 << 20;
 
 /// gunicorn's `keepalive` default: a kept connection idle this long is closed.
 pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);

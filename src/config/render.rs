@@ -140,6 +140,12 @@ fn pool(out: &mut Out, p: &Pool) {
             Some(bytes) => out.string("max_request_body", &size(bytes)),
             None => out.unset("max_request_body", "no limit"),
         }
+        let asgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Asgi);
+        if asgi {
+            out.string("ws_max_size", &size(http.ws_max_size));
+        } else {
+            out.unset("ws_max_size", "ASGI pools only");
+        }
     }
 
     let pm = &p.pm;
@@ -410,6 +416,23 @@ mod tests {
         let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
         a.file = b.file.clone();
         assert!(a.http.is_some());
+        assert_eq!(a, b, "rendered:\n{text}");
+    }
+
+    #[test]
+    fn a_rendered_asgi_http_pool_keeps_ws_max_size() {
+        let pool = MINIMAL.replace(
+            "[php]\nbinary = \"/bin/sh\"",
+            "[python]\napp = \"app\"\ninterface = \"asgi\"",
+        );
+        let pool = format!("protocol = \"http\"\nws_max_size = \"4MiB\"\n{pool}");
+        let (_dir, config) = loaded(&[("www", &pool)]);
+        let text = config.render();
+        assert!(text.contains("ws_max_size = \"4MiB\""), "{text}");
+        let block = text.split("# pool www (").nth(1).unwrap();
+        let (_dir2, again) = loaded(&[("www", block.split_once('\n').unwrap().1)]);
+        let (mut a, b) = (config.pools[0].clone(), again.pools[0].clone());
+        a.file = b.file.clone();
         assert_eq!(a, b, "rendered:\n{text}");
     }
 

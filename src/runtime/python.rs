@@ -46,6 +46,10 @@ pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsStr
     if python.interface == Interface::Asgi {
         args.push("--interface".into());
         args.push("asgi".into());
+        if let Some(http) = &pool.http {
+            args.push("--ws-max-size".into());
+            args.push(http.ws_max_size.to_string().into());
+        }
     }
     if python.threads > 1 {
         args.push("--threads".into());

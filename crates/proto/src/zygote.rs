@@ -166,6 +166,10 @@ pub struct PythonArgs {
     /// `threads`: each WSGI worker's threads taking requests (1: the worker's own thread).
     #[arg(long, default_value_t = 1)]
     pub threads: u32,
+    /// `ws_max_size` in bytes (an ASGI app on HTTP): a larger WebSocket message, or a frame
+    /// that declares more, closes the WebSocket with 1009.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub ws_max_size: u64,
 }
 
 /// `[python] interface`, as the zygote takes it.

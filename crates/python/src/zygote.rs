@@ -60,6 +60,7 @@ pub fn run(args: PythonArgs) -> u8 {
         }
         if args.interface == Interface::Asgi {
             crate::asgi::preload(py);
+            crate::asgi::configure_websockets(args.ws_max_size);
         }
         if let Err(err) = freeze(py) {
             err.print(py);

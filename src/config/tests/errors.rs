@@ -517,6 +517,27 @@ fn http_keys_need_protocol_http_and_valid_values() {
         "max_request_body",
         "needs a unit",
     );
+    // WebSockets are an ASGI app's: the bound is refused on a WSGI pool and on FastCGI.
+    let e = only_error(&format!(
+        "protocol = \"http\"\nws_max_size = \"1MiB\"\n{python}"
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        2,
+        "ws_max_size",
+        "only for interface = \"asgi\"",
+    );
+    let e = only_error(&format!(
+        "ws_max_size = \"1MiB\"\n{python}\ninterface = \"asgi\""
+    ));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        1,
+        "ws_max_size",
+        "only for protocol = \"http\"",
+    );
 }
 
 /// A Python pool's text, `[python]` holding `python`, with `top` above `[pm]`.

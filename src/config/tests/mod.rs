@@ -274,6 +274,11 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
             &format!("protocol = \"http\"\n{python}\ninterface = \"asgi\"")
                 .replace("www.sock", "asgi.sock"),
         ),
+        (
+            "ws",
+            &format!("protocol = \"http\"\nws_max_size = \"1MiB\"\n{python}\ninterface = \"asgi\"")
+                .replace("www.sock", "ws.sock"),
+        ),
     ]);
     let by_name = |name: &str| config.pools.iter().find(|p| p.name == name).unwrap();
     assert_eq!(by_name("www").http, None);
@@ -285,8 +290,10 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
     assert_eq!(big.keepalive_timeout, Duration::from_secs(30));
     assert_eq!(big.forwarded_allow_ips, ["*"]);
     assert_eq!(big.max_request_body, Some(10 << 20));
-    // An ASGI app is served over HTTP too.
-    assert!(by_name("asgi").http.is_some());
+    // An ASGI app is served over HTTP too, with uvicorn's WebSocket message bound.
+    let asgi = by_name("asgi").http.clone().unwrap();
+    assert_eq!(asgi.ws_max_size, 16 << 20);
+    assert_eq!(by_name("ws").http.clone().unwrap().ws_max_size, 1 << 20);
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn json(text: &str) -> serde_json::Value {
 
 /// The pool's workers: the drover-python processes that have no children (the zygote
 /// has).
-fn python_workers(drover: &Drover) -> Vec<i32> {
+pub(super) fn python_workers(drover: &Drover) -> Vec<i32> {
     let below = drover.descendants();
     let is_parent = |pid: i32| {
         below

@@ -20,6 +20,8 @@
 //!   a graceful stop with requests in flight, a reload, hooks, asyncio without uvloop.
 //! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
 //!   pipelining, chunked upload with 100-continue, refused heads, lifespan, WebSockets.
+//! - [`asgi_limits`]: what a hostile client costs an ASGI worker on HTTP: WebSocket messages
+//!   past `ws_max_size` (1009), text that is not UTF-8 (1007), pipelining without reading.
 //! - [`django`]: a Django 5 project through its ASGI handler, behind nginx and on HTTP:
 //!   path converters under a mount, a form POST with CSRF, a 4 MB multipart upload,
 //!   streaming, a view cancelled on disconnect, connections freed on asgiref's thread.
@@ -27,6 +29,7 @@
 mod abort;
 mod asgi;
 mod asgi_http;
+mod asgi_limits;
 mod django;
 mod errors;
 mod factory;

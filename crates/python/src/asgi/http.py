@@ -13,6 +13,8 @@ the `websockets` package's sans-I/O protocol (handshake checks, frames, ping/pon
 closing handshake), and `WebSocket` below is the ASGI side of it.
 """
 
+import codecs
+
 import drover_asgi as _server
 from drover_asgi import REQUEST, BODY, REPLY, ASGI, Conn, log
 
@@ -33,6 +35,16 @@ KEEPALIVE = 5.0
 HEAD_TIMEOUT = 60.0
 # Pipelined requests buffered behind the one in hand: past this, reading pauses.
 PIPELINE_HIGH = 1 << 16
+# Set by the worker: the pool's ws_max_size, the largest WebSocket message taken (1009 above).
+WS_MAX_SIZE = 16 << 20
+# Messages received and not yet taken by the app: at this many, reading pauses (uvicorn's
+# ws_max_queue).
+WS_MAX_QUEUE = 32
+# Bytes a client sends before the app accepts its WebSocket: past this, reading pauses.
+WS_PENDING_HIGH = 1 << 16
+# A WebSocket that held a message this large gives the heap's free memory back at its close.
+WS_BIG = 1 << 20
+UTF8 = codecs.getincrementaldecoder("utf-8")
 NO_WEBSOCKETS = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n"
                  b"Content-Length: 46\r\nConnection: close\r\n\r\n"
                  b"WebSockets need the websockets package (pip).\n")
@@ -60,6 +72,9 @@ class HttpConn(Conn):
         self.timer = None
         self.idle = False
         self.piped = False
+        # Answers the client has not taken are past the transport's high-water mark: the
+        # next pipelined request waits (and reading with it) until they drain.
+        self.held = False
 
     def connection_made(self, transport):
         self.transport = transport
@@ -87,7 +102,7 @@ class HttpConn(Conn):
 
     def idle_timed_out(self):
         self.timer = None
-        if self.cycle is None and not self.closed:
+        if self.cycle is None and not self.closed and not self.held:
             self.transport.close()
 
     def read_timed_out(self):
@@ -160,12 +175,24 @@ class HttpConn(Conn):
         self.schedule()
 
     def next_request(self):
-        """The request in hand is answered: take a pipelined one already buffered."""
-        if self.piped:
-            self.piped = False
+        """The request in hand is answered: take a pipelined one already buffered, unless
+        the client has not read the answers written so far. Without that wait, a client
+        that pipelines without reading had every answer buffered here (30 MB of GETs took
+        a worker past 900 MB)."""
+        if self.write_paused:
+            self.held = True
+            self.pause_reading()
+            return
+        if self.piped or self.held:
+            self.piped = self.held = False
             self.resume_reading()
         if not self.closed and not self.transport.is_closing():
             self.data_received(b"")
+
+    def resume_writing(self):
+        super().resume_writing()
+        if self.held and self.cycle is None and not self.closed:
+            self.next_request()
 
     def finished(self, cycle):
         super().finished(cycle)
@@ -192,14 +219,20 @@ class WebSocket:
             p.strip() for n, v in scope["headers"] if n == b"sec-websocket-protocol"
             for p in v.decode("latin-1").split(",") if p.strip()
         ]
-        self.proto = ServerProtocol(max_size=None)
+        # websockets checks the limit on each frame's declared length, before reading its
+        # payload, and on a fragmented message's running total: 1009 past it.
+        self.proto = ServerProtocol(max_size=WS_MAX_SIZE)
         self.proto.receive_data(head)
         events = self.proto.events_received()
         self.request = events[0] if events else None
         self.response = None
         self.messages = [{"type": "websocket.connect"}]
+        # The message being received: its fragments (str when text, decoded as they come, so
+        # that invalid UTF-8 fails at the fragment that has it), its size in bytes.
         self.parts = []
-        self.part_text = False
+        self.decoder = None
+        self.size = 0
+        self.peak = 0
         self.waiter = None
         self.accepted = False
         self.closed = False
@@ -207,6 +240,8 @@ class WebSocket:
         self.body_done = True
         self.task = None
         self.pending = []
+        self.pending_size = 0
+        self.queue_paused = False
 
     def wake(self):
         waiter = self.waiter
@@ -228,28 +263,68 @@ class WebSocket:
     def feed(self, data):
         if not self.accepted:
             self.pending.append(data)
+            self.pending_size += len(data)
+            if self.pending_size > WS_PENDING_HIGH:
+                self.conn.pause_reading()
             return
-        self.proto.receive_data(data)
-        for frame in self.proto.events_received():
-            op = frame.opcode
-            if op is Opcode.TEXT or op is Opcode.BINARY:
-                self.part_text = op is Opcode.TEXT
-                self.parts = [frame.data]
-            elif op is Opcode.CONT:
-                self.parts.append(frame.data)
-            else:
-                continue
-            if frame.fin:
-                data = b"".join(self.parts)
-                self.parts = []
-                if self.part_text:
-                    self.messages.append({"type": "websocket.receive", "text": data.decode()})
-                else:
-                    self.messages.append({"type": "websocket.receive", "bytes": data})
-        if self.proto.close_rcvd is not None or self.proto.state.name == "CLOSED":
+        proto = self.proto
+        proto.receive_data(data)
+        for frame in proto.events_received():
+            if not self.take(frame):
+                break
+        exc = proto.parser_exc
+        if exc is not None and proto.close_sent is not None and not self.closed:
+            # websockets failed the connection (1009 past WS_MAX_SIZE, 1002 for a
+            # protocol error) and sent its close frame.
+            code = proto.close_sent.code
+            log(f"closed a WebSocket with {code}: {exc}"
+                + (" (ws_max_size)" if code == 1009 else ""))
+            self.drop_message()
+            self.disconnect(code, proto.close_sent.reason)
+        if proto.close_rcvd is not None or proto.state.name == "CLOSED":
             self.disconnect()
+        if len(self.messages) >= WS_MAX_QUEUE and not self.queue_paused:
+            self.queue_paused = True
+            self.conn.pause_reading()
         self.flush()
         self.wake()
+
+    def take(self, frame):
+        """One data frame into the message it belongs to; False when the message is not
+        UTF-8 text it said it was (the WebSocket is failed with 1007)."""
+        op = frame.opcode
+        if op is Opcode.TEXT or op is Opcode.BINARY:
+            self.parts = []
+            self.size = 0
+            self.decoder = UTF8() if op is Opcode.TEXT else None
+        elif op is not Opcode.CONT:
+            return True
+        data = frame.data
+        if self.decoder is not None:
+            try:
+                data = self.decoder.decode(data, frame.fin)
+            except UnicodeDecodeError as exc:
+                reason = f"invalid UTF-8 in a text message at byte {self.size + exc.start}"
+                log(f"closed a WebSocket with 1007: {reason}")
+                self.proto.fail(1007, reason)
+                self.drop_message()
+                self.disconnect(1007, reason)
+                return False
+        self.parts.append(data)
+        self.size += len(frame.data)
+        self.peak = max(self.peak, self.size)
+        if frame.fin:
+            if self.decoder is not None:
+                self.messages.append({"type": "websocket.receive", "text": "".join(self.parts)})
+            else:
+                self.messages.append({"type": "websocket.receive", "bytes": b"".join(self.parts)})
+            self.drop_message()
+        return True
+
+    def drop_message(self):
+        self.parts = []
+        self.decoder = None
+        self.size = 0
 
     def disconnect(self, code=None, reason=""):
         if self.closed:
@@ -281,7 +356,11 @@ class WebSocket:
                 continue
             self.waiter = self.conn.loop.create_future()
             await self.waiter
-        return self.messages.pop(0)
+        message = self.messages.pop(0)
+        if self.queue_paused and len(self.messages) < WS_MAX_QUEUE // 2:
+            self.queue_paused = False
+            self.conn.resume_reading()
+        return message
 
     async def send(self, message):
         kind = message["type"]
@@ -304,6 +383,8 @@ class WebSocket:
                 self.closed = True
                 raise _server.ClientDisconnected(f"bad handshake: {response.status_code}")
             pending, self.pending = self.pending, []
+            self.pending_size = 0
+            self.conn.resume_reading()
             for data in pending:
                 self.feed(data)
         elif kind == "websocket.send":
@@ -364,6 +445,10 @@ class WebSocket:
             worker.task_done(self.task)
             if not self.gone:
                 self.conn.transport.close()
+            self.drop_message()
+            self.messages = []
+            if self.peak > WS_BIG or self.proto.parser_exc is not None:
+                _rs.give_back_memory()
 
 
 _retire = _server.Worker.retire

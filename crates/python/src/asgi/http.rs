@@ -44,6 +44,10 @@ const RETIRE: u8 = 2;
 /// The longest chunk-size line or trailer section (as the WSGI HTTP path).
 const MAX_CHUNK_META: usize = 8 * 1024;
 
+/// Consumed bytes kept at the buffer's front before they are dropped, and the capacity an
+/// emptied buffer keeps.
+const BUF_KEEP: usize = 64 * 1024;
+
 /// The pool's HTTP settings, set once before the loop starts.
 static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
 
@@ -132,6 +136,14 @@ impl Http {
         }
         if self.start > 0 && self.start == self.buf.len() {
             self.buf.clear();
+            self.start = 0;
+            if self.buf.capacity() > BUF_KEEP {
+                self.buf.shrink_to(BUF_KEEP);
+            }
+        } else if self.start >= BUF_KEEP {
+            // Pipelined requests rarely end where a read does: without this the buffer
+            // kept every byte the connection ever sent.
+            self.buf.drain(..self.start);
             self.start = 0;
         }
         if self.raw {

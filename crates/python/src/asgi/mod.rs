@@ -31,6 +31,7 @@ mod ledger;
 pub mod scope;
 
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use drover_worker::serve::{Board, WorkerConfig};
 use pyo3::prelude::*;
@@ -85,6 +86,7 @@ fn serve(
     module.add_class::<http::Http>()?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;
     py.import("sys")?
         .getattr("modules")?
         .set_item("_drover_asgi", &module)?;
@@ -98,6 +100,7 @@ fn serve(
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         let http = PyModule::from_code(py, &code, c"drover_asgi/http.py", c"drover_asgi_http")?;
         http.setattr("KEEPALIVE", keepalive)?;
+        http.setattr("WS_MAX_SIZE", WS_MAX_SIZE.load(Ordering::Relaxed))?;
         server.setattr("Conn", http.getattr("HttpConn")?)?;
     }
     server
@@ -114,6 +117,25 @@ pub fn preload(py: Python<'_>) {
         // uvloop is optional: the worker falls back to asyncio.
         let _ = py.import(module);
     }
+}
+
+/// The pool's `ws_max_size`, set by the zygote before the forks.
+static WS_MAX_SIZE: AtomicU64 = AtomicU64::new(16 << 20);
+
+/// Records the pool's `ws_max_size` (bytes) for the workers to come.
+pub fn configure_websockets(max_size: u64) {
+    WS_MAX_SIZE.store(max_size, Ordering::Relaxed);
+}
+
+/// A WebSocket that held a large message closed: the heap's free memory goes back to the
+/// system. glibc's mmap threshold rises with each large free, so a message's later
+/// fragments come from the heap, and its free pages stay with the worker: after a 16 MiB
+/// message closed with 1009 a worker settled 5 MiB above where it began (24 → 43 → 29 MiB
+/// of RSS); with `malloc_trim`, 1 MiB (24 → 43 → 25).
+#[pyfunction]
+fn give_back_memory() {
+    // SAFETY: malloc_trim only walks glibc's own arenas, under their locks.
+    unsafe { libc::malloc_trim(0) };
 }
 
 /// The worker's books say it must stop (`max_requests`, `max_memory`, the master's flag).
