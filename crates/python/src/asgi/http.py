@@ -44,6 +44,7 @@ class HttpConn(Conn):
     # A retiring worker closes an idle HTTP connection at once: HTTP clients retry an
     # idempotent request on a kept connection that closes (RFC 9112, 9.3.1).
     retire_idle = 0
+    not_kept = b""
 
     def eof_received(self):
         # A half-closed HTTP client is handled by the read path (a head cut short is

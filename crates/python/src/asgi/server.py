@@ -35,11 +35,16 @@ TICK = 1.0
 # requests. nginx may send a request on an idle kept connection at any moment, and a close
 # under it loses the request (nginx tries again only for a non-POST on a kept connection,
 # and on another kept one, which may be this worker's too): so the connection waits for
-# its next request, which is served and then ends the connection with its END_REQUEST
-# (`Conn.shut_write`: nginx, finding the end as it would keep the connection, drops it), or
-# for nginx to close it. Idle this long, it is at the cold end of nginx's cache, the last
-# one nginx would pick: it closes.
+# its next request, which is served and ends the connection (`NOT_KEPT`), or for nginx to
+# close it. Idle this long, it is at the cold end of nginx's cache, the last one nginx
+# would pick: it closes.
 RETIRE_IDLE = 1.0
+# Sent after a retiring worker's last END_REQUEST on a kept connection, in the same write:
+# nginx keeps a connection only when the END_REQUEST record ends what it has read, so it
+# closes this one itself (an empty FCGI_GET_VALUES_RESULT, a management record that asks
+# nothing). Closing it ourselves right after leaves nginx a moment to keep it, pick it
+# for the next request and have it reset.
+NOT_KEPT = b"\x01\x0a\x00\x00\x00\x00\x00\x00"
 
 
 def log(line):
@@ -121,6 +126,8 @@ class Cycle:
             conn = self.conn
             data = conn.fcgi.respond(self.status, self.headers, message.get("body", b""), more)
             self.status = None
+            if not more and conn.worker.retiring:
+                data += conn.not_kept
             conn.transport.write(data)
             if more:
                 if conn.write_paused:
@@ -163,6 +170,8 @@ class Conn(asyncio.Protocol):
 
     # How long the connection stays open idle once the worker retires (0: closed at once).
     retire_idle = RETIRE_IDLE
+    # What follows a retiring worker's last response on the connection (`NOT_KEPT`).
+    not_kept = NOT_KEPT
     # The close of the idle connection of a retiring worker, once due (a class default:
     # http.py's connection shares the methods that read it).
     retire_timer = None
@@ -304,7 +313,8 @@ class Conn(asyncio.Protocol):
             if not self.closed:
                 self.close()
             return
-        self.transport.write(self.fcgi.fail())
+        data = self.fcgi.fail()
+        self.transport.write(data + self.not_kept if self.worker.retiring else data)
         verdict = self.fcgi.done()
         cycle.wake()
         self.resume_reading()
@@ -324,27 +334,7 @@ class Conn(asyncio.Protocol):
             self.transport.write_eof()
             self.loop.call_later(LINGER, self.transport.abort)
         else:
-            self.shut_write()
             self.transport.close()
-
-    def shut_write(self):
-        """Sends the end of the stream now, with the response's last record when it has
-        just gone out: the transport closes the socket on a later turn of the loop, and
-        nginx, reading END_REQUEST before the end, keeps the connection and may send the
-        next request on it as it closes (reset; lost unless nginx can try it again)."""
-        transport = self.transport
-        if transport.get_write_buffer_size():
-            return
-        sock = transport.get_extra_info("socket")
-        if sock is None:
-            return
-        try:
-            # A descriptor of our own for the transport's socket (shutdown acts on the
-            # socket, closing the duplicate does not).
-            with socket.fromfd(sock.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as end:
-                end.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
     def pause_reading(self):
         if not self.read_paused:
