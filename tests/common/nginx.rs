@@ -99,6 +99,20 @@ impl Nginx {
         })
     }
 
+    /// Serves the site's docroot on a free loopback port with `upstreams` (http-level
+    /// blocks) and `server_body` (location blocks written out in full), with room for
+    /// `worker_connections` connections.
+    pub fn start_with_upstreams(
+        site: &Site,
+        upstreams: &str,
+        server_body: &str,
+        worker_connections: u32,
+    ) -> Nginx {
+        Nginx::launch(site, |port| {
+            wrap(site, upstreams, server_body, port, worker_connections)
+        })
+    }
+
     /// Starts nginx with the configuration `conf(port)` makes.
     fn launch(site: &Site, conf: impl Fn(u16) -> String) -> Nginx {
         // Another test may take the port between our probe and nginx's bind: then nginx

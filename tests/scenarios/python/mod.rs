@@ -18,6 +18,8 @@
 //! - [`asgi`]: `interface = "asgi"`: FastAPI and bare ASGI apps, lifespan, concurrency on
 //!   one worker, disconnects, max_requests, request_read_timeout, the status, the slowlog,
 //!   a graceful stop with requests in flight, a reload, hooks, asyncio without uvloop.
+//! - [`asgi_reload`]: reloads under load through nginx keeping its connections
+//!   (`keepalive 8`, `fastcgi_keep_conn on`) lose no request of an ASGI pool.
 //! - [`asgi_http`]: an ASGI pool on `protocol = "http"`, no nginx: FastAPI, keep-alive,
 //!   pipelining, chunked upload with 100-continue, refused heads, lifespan, WebSockets.
 //! - [`asgi_limits`]: what a hostile client costs an ASGI worker on HTTP: WebSocket messages
@@ -30,6 +32,7 @@ mod abort;
 mod asgi;
 mod asgi_http;
 mod asgi_limits;
+mod asgi_reload;
 mod django;
 mod errors;
 mod factory;

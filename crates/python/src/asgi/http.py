@@ -53,6 +53,11 @@ NO_WEBSOCKETS = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n"
 class HttpConn(Conn):
     """One HTTP/1.1 client connection; requests answered one at a time, in order."""
 
+    # A retiring worker closes an idle HTTP connection at once: HTTP clients retry an
+    # idempotent request on a kept connection that closes (RFC 9112, 9.3.1).
+    retire_idle = 0
+    not_kept = b""
+
     def eof_received(self):
         # A half-closed HTTP client is handled by the read path (a head cut short is
         # refused there); this is the FastCGI connection's check.

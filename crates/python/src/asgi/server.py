@@ -31,6 +31,20 @@ BODY_HIGH = 1 << 20
 LINGER = 5.0
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
+# How long a retiring worker keeps a kept connection open while it idles between
+# requests. nginx may send a request on an idle kept connection at any moment, and a close
+# under it loses the request (nginx tries again only for a non-POST on a kept connection,
+# and on another kept one, which may be this worker's too): so the connection waits for
+# its next request, which is served and ends the connection (`NOT_KEPT`), or for nginx to
+# close it. Idle this long, it is at the cold end of nginx's cache, the last one nginx
+# would pick: it closes.
+RETIRE_IDLE = 1.0
+# Sent after a retiring worker's last END_REQUEST on a kept connection, in the same write:
+# nginx keeps a connection only when the END_REQUEST record ends what it has read, so it
+# closes this one itself (an empty FCGI_GET_VALUES_RESULT, a management record that asks
+# nothing). Closing it ourselves right after leaves nginx a moment to keep it, pick it
+# for the next request and have it reset.
+NOT_KEPT = b"\x01\x0a\x00\x00\x00\x00\x00\x00"
 
 
 def log(line):
@@ -112,6 +126,8 @@ class Cycle:
             conn = self.conn
             data = conn.fcgi.respond(self.status, self.headers, message.get("body", b""), more)
             self.status = None
+            if not more and conn.worker.retiring:
+                data += conn.not_kept
             conn.transport.write(data)
             if more:
                 if conn.write_paused:
@@ -152,6 +168,14 @@ class Cycle:
 class Conn(asyncio.Protocol):
     """One FastCGI connection from nginx; one request at a time."""
 
+    # How long the connection stays open idle once the worker retires (0: closed at once).
+    retire_idle = RETIRE_IDLE
+    # What follows a retiring worker's last response on the connection (`NOT_KEPT`).
+    not_kept = NOT_KEPT
+    # The close of the idle connection of a retiring worker, once due (a class default:
+    # http.py's connection shares the methods that read it).
+    retire_timer = None
+
     def __init__(self, worker):
         self.worker = worker
         self.loop = worker.loop
@@ -170,6 +194,10 @@ class Conn(asyncio.Protocol):
         self.transport = transport
         self.worker.conns.add(self)
         self.arm()
+        if self.worker.retiring:
+            # Accepted just before the worker stopped accepting: nginx opened it for a
+            # request, which is served.
+            self.retire(at_once=self.worker.stopping)
 
     def arm(self):
         timeout = self.worker.read_timeout
@@ -202,6 +230,10 @@ class Conn(asyncio.Protocol):
     def data_received(self, data):
         if self.lingering:
             return
+        if self.retire_timer is not None:
+            # A retiring worker's idle connection: a request comes, it is served.
+            self.retire_timer.cancel()
+            self.retire_timer = None
         try:
             events = self.fcgi.feed(data)
         except ValueError as err:
@@ -227,6 +259,25 @@ class Conn(asyncio.Protocol):
             self.arm()
         else:
             self.disarm()
+            if self.worker.retiring and self.cycle is None:
+                # Records that were no request (a management record, an abort).
+                self.retire(at_once=self.worker.stopping)
+
+    def retire(self, at_once):
+        """The worker retires: a connection with a request in hand closes after its
+        response; one between requests at once (`at_once`: the pool stops, and nothing
+        would serve what nginx sends on it) or once it has idled `retire_idle`."""
+        if self.closed or self.cycle is not None:
+            return
+        if at_once or not self.retire_idle:
+            self.close()
+        elif self.retire_timer is None and not self.fcgi.reading():
+            self.retire_timer = self.loop.call_later(self.retire_idle, self.idled_out)
+
+    def idled_out(self):
+        self.retire_timer = None
+        if not self.closed and self.cycle is None and not self.fcgi.reading():
+            self.close()
 
     def start(self, scope, body, done):
         worker = self.worker
@@ -262,7 +313,8 @@ class Conn(asyncio.Protocol):
             if not self.closed:
                 self.close()
             return
-        self.transport.write(self.fcgi.fail())
+        data = self.fcgi.fail()
+        self.transport.write(data + self.not_kept if self.worker.retiring else data)
         verdict = self.fcgi.done()
         cycle.wake()
         self.resume_reading()
@@ -317,6 +369,9 @@ class Conn(asyncio.Protocol):
     def connection_lost(self, exc):
         self.closed = True
         self.disarm()
+        if self.retire_timer is not None:
+            self.retire_timer.cancel()
+            self.retire_timer = None
         self.worker.conns.discard(self)
         self.worker.released()
         cycle = self.cycle
@@ -403,6 +458,9 @@ class Worker:
         self.connecting = 0
         self.acceptor = None
         self.retiring = False
+        # The master shut the listener down: the pool stops, no other worker takes what
+        # nginx would send on a kept connection.
+        self.stopping = False
         self.done = loop.create_future()
 
     def task_done(self, task):
@@ -413,6 +471,7 @@ class Worker:
     def on_accept(self):
         for fd in self.acceptor.take():
             if fd < 0:
+                self.stopping = True
                 self.retire()
                 continue
             self.connect(fd)
@@ -446,7 +505,8 @@ class Worker:
             self.loop.call_later(TICK, self.tick)
 
     def retire(self):
-        """Stop accepting; finish what is in flight; then exit."""
+        """Stop accepting; finish what is in flight, and close the kept connections as
+        nginx can bear (`Conn.retire`); then exit."""
         if self.retiring:
             return
         self.retiring = True
@@ -454,11 +514,12 @@ class Worker:
             self.loop.remove_reader(self.acceptor.fileno())
             self.acceptor.stop()
             for fd in self.acceptor.take():
-                if fd >= 0:
+                if fd < 0:
+                    self.stopping = True
+                else:
                     self.connect(fd)
         for conn in list(self.conns):
-            if conn.cycle is None:
-                conn.close()
+            conn.retire(at_once=self.stopping)
         self.check_done()
 
     def check_done(self):
