@@ -114,13 +114,17 @@ def drover_backend(work, drover, pool, sock, name="drover"):
     return Backend(name, [drover, "-c", f"{folder}/drover.toml"], f"unix:{sock}", ready=r"\bready: \d+ pools")
 
 
-def nginx_conf(work, port, backend):
+def nginx_conf(work, port, backend, front=None):
+    """`front`: the script every FastCGI request runs (an app's front controller, under
+    www/), whatever its URI; None: the script the URI names."""
+    script = f"{work}/www/{front}" if front else f"{work}/www$fastcgi_script_name"
     if backend.kind == "return":
         location = "location / { return 200 \"Hello, world!\\n\"; }"
     elif backend.kind == "http":
         location = f"location / {{ proxy_pass {backend.upstream}; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}"
     else:
-        location = (f"location / {{ include /etc/nginx/fastcgi.conf; fastcgi_param SCRIPT_FILENAME {work}/www$fastcgi_script_name; "
+        name = f"fastcgi_param SCRIPT_NAME /{front.rsplit('/', 1)[-1]}; " if front else ""
+        location = (f"location / {{ include /etc/nginx/fastcgi.conf; fastcgi_param SCRIPT_FILENAME {script}; {name}"
                     f"fastcgi_pass {backend.upstream}; }}")
     user = "user root root;" if os.geteuid() == 0 else ""
     return f"""daemon off; worker_processes 1; {user} error_log {work}/nginx.err; pid {work}/nginx.pid;
@@ -132,10 +136,10 @@ http {{ access_log off; client_body_temp_path {work}/ctmp; fastcgi_temp_path {wo
 
 
 @contextlib.contextmanager
-def behind_nginx(work, backend, log):
+def behind_nginx(work, backend, log, front=None):
     """nginx in front of `backend`, listening on the port this yields (a "direct" backend:
     its own port, no nginx); on the way out, stops the backend (if it was started) and
-    nginx."""
+    nginx. `front`: see nginx_conf."""
     if backend.kind == "direct":
         # wrk straight at the backend's own HTTP listener: no nginx in between.
         try:
@@ -145,7 +149,7 @@ def behind_nginx(work, backend, log):
         return
     port = free_port()
     with open(f"{work}/nginx.conf", "w") as f:
-        f.write(nginx_conf(work, port, backend))
+        f.write(nginx_conf(work, port, backend, front))
     nginx = subprocess.Popen(["nginx", "-c", f"{work}/nginx.conf", "-p", work], stdout=log, stderr=log)
     try:
         deadline = time.time() + 10

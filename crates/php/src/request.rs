@@ -299,10 +299,7 @@ impl Php {
         // The params as php-fpm rewrites them (script::Script::changes): PHP's $_SERVER
         // and getenv() see these.
         for (name, value) in params.iter() {
-            let changed = std::str::from_utf8(name)
-                .ok()
-                .and_then(|name| found.changes.get(name));
-            let value = match changed {
+            let value = match found.changes.get(name) {
                 None => value,
                 Some(Some(new)) => new,
                 Some(None) => continue,

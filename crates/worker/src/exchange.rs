@@ -78,6 +78,11 @@ impl Exchange {
         }
     }
 
+    /// The connection itself, once the exchange is over (its buffers serve the next one).
+    pub fn into_protocol(self) -> Protocol {
+        self.protocol
+    }
+
     /// The connection itself, for what only one protocol does.
     pub fn protocol_mut(&mut self) -> &mut Protocol {
         &mut self.protocol

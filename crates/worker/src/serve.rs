@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use drover_fastcgi::{Connection, Limits, Params, Phase, ProtocolError, Request};
+use drover_fastcgi::{Buffers, Connection, Limits, Params, Phase, ProtocolError, Request};
 
 pub use crate::exchange::Exchange;
 use crate::exchange::Protocol;
@@ -167,6 +167,7 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
         pool: board.map(|b| b.pool),
         served: 0,
         threaded: None,
+        buffers: None,
     };
     if let Some(http) = http {
         return crate::http::serve(&mut worker, &http, &allowed);
@@ -244,6 +245,10 @@ pub(crate) struct Worker<'a, H> {
     /// One of several threads of the worker ([`crate::threads`]): what they share (the
     /// count for `max_requests`, the slot, the access log). None: the worker's only loop.
     pub(crate) threaded: Option<Threaded<'a>>,
+    /// The last connection's buffers, for the next one: nginx without `fastcgi_keep_conn`
+    /// opens a connection per request, and new buffers (24 KiB zeroed) cost about 8,500
+    /// instructions each time.
+    pub(crate) buffers: Option<Buffers>,
 }
 
 impl<H: Handler> Worker<'_, H> {
@@ -267,12 +272,21 @@ impl<H: Handler> Worker<'_, H> {
 
     /// Serves requests on one connection until it ends or the worker must stop.
     fn serve_connection(&mut self, socket: Socket) {
-        let conn = Rc::new(RefCell::new(Exchange::fastcgi(Connection::new(
+        let buffers = self.buffers.take().unwrap_or_default();
+        let conn = Rc::new(RefCell::new(Exchange::fastcgi(Connection::with_buffers(
             socket,
             Limits::default(),
+            buffers,
         ))));
         self.serve_requests(&conn);
         self.close(&conn);
+        // Unless the runtime still holds the connection (Python: an environ not yet
+        // collected), whose buffers then go with it.
+        if let Ok(exchange) = Rc::try_unwrap(conn)
+            && let Protocol::FastCgi(connection) = exchange.into_inner().into_protocol()
+        {
+            self.buffers = Some(connection.into_parts().1);
+        }
     }
 
     /// Closes a connection whose last request is over: explicitly, as the runtime may still

@@ -134,12 +134,12 @@ impl Socket {
     pub fn close_shedding(&mut self) {
         let was = self.wait;
         self.wait = false;
-        let mut buf = [0u8; 4096];
+        let mut sink = Sink::new();
         let mut dropped = 0;
         while dropped < SHED_ON_CLOSE_MAX {
-            match self.read(&mut buf) {
+            match self.read(sink.buf()) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => dropped += n,
+                Ok(n) => dropped += sink.took(n),
             }
         }
         self.wait = was;
@@ -154,22 +154,59 @@ impl Socket {
     /// limit is nginx's `lingering_timeout`: a client that keeps its side open and sends
     /// nothing does not hold the worker for the whole bound.
     pub fn linger_close(&mut self, max_bytes: usize, bound: Duration) {
-        if let Ok(fd) = self.fd() {
-            let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
-        }
+        // Closed already (`fastcgi_finish_request()` lingered when it ended the request).
+        let Ok(fd) = self.fd() else {
+            return;
+        };
+        let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Write);
         let deadline = Instant::now() + bound;
         self.wait = true;
-        let mut buf = [0u8; 16 * 1024];
+        let mut sink = Sink::new();
         let mut dropped = 0;
         while dropped <= max_bytes {
             let left = deadline.saturating_duration_since(Instant::now());
             self.start_request(Some(left.min(LINGER_QUIET)));
-            match self.read(&mut buf) {
+            match self.read(sink.buf()) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => dropped += n,
+                Ok(n) => dropped += sink.took(n),
             }
         }
         self.close();
+    }
+}
+
+/// Where a close reads the input it drops: a small buffer on the stack for the usual read,
+/// which finds the end of the stream (or nothing) at once, and a larger one on the heap
+/// once bytes do come. A 16 KiB array zeroed for every close cost about 16,000
+/// instructions, twice per request of a PHP script that calls `fastcgi_finish_request()`
+/// (Symfony's `Response::send()` does): 1% of a Symfony page (BENCHMARKS.md, session 8).
+struct Sink {
+    small: [u8; 256],
+    large: Vec<u8>,
+}
+
+impl Sink {
+    fn new() -> Sink {
+        Sink {
+            small: [0; 256],
+            large: Vec::new(),
+        }
+    }
+
+    fn buf(&mut self) -> &mut [u8] {
+        if self.large.is_empty() {
+            &mut self.small
+        } else {
+            &mut self.large
+        }
+    }
+
+    /// Counts `n` bytes dropped, and switches to the large buffer once some have come.
+    fn took(&mut self, n: usize) -> usize {
+        if self.large.is_empty() {
+            self.large = vec![0; 16 * 1024];
+        }
+        n
     }
 }
 
@@ -349,6 +386,36 @@ pub(crate) mod tests {
         socket.linger_close(64 * 1024, Duration::from_secs(5));
         assert!(socket.fd.is_none());
         assert!(web_server.join().unwrap().is_empty());
+    }
+
+    /// A body much larger than the close's first (small) buffer is dropped to its end, and
+    /// the close ends there, not after LINGER_QUIET.
+    #[test]
+    fn a_lingering_close_drops_a_large_body_to_its_end() {
+        let (mut socket, mut server) = pair();
+        let web_server = std::thread::spawn(move || {
+            server.write_all(&vec![7u8; 300 * 1024]).unwrap();
+            let mut response = Vec::new();
+            server.read_to_end(&mut response).unwrap();
+            response
+        });
+        let started = Instant::now();
+        socket.linger_close(1024 * 1024, Duration::from_secs(30));
+        assert!(started.elapsed() < LINGER_QUIET, "{:?}", started.elapsed());
+        assert!(socket.fd.is_none());
+        assert!(web_server.join().unwrap().is_empty());
+    }
+
+    /// `fastcgi_finish_request()` lingered already: the worker loop's close after the
+    /// script does nothing more.
+    #[test]
+    fn a_lingering_close_of_a_closed_socket_returns_at_once() {
+        let (mut socket, _server) = pair();
+        socket.close();
+        let started = Instant::now();
+        socket.linger_close(64 * 1024, Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(socket.fd.is_none());
     }
 
     #[test]

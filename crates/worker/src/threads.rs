@@ -111,6 +111,7 @@ fn serve_thread<T: Handler>(
         pool: board.map(|b| b.pool),
         served: 0,
         threaded: Some(Threaded { shared, lane }),
+        buffers: None,
     };
     if serve::accept_loop(&mut worker, allowed) != 0 {
         // A thread that cannot accept ends the worker: the master starts a whole one.

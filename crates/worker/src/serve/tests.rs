@@ -117,9 +117,46 @@ fn serve_counted(
         pool,
         served: 0,
         threaded: None,
+        buffers: None,
     };
     worker.serve_connection(socket);
     (worker.served, web_server.join().unwrap())
+}
+
+/// nginx without `fastcgi_keep_conn` opens a connection per request: the worker keeps
+/// each connection's buffers for the next one, which is served as the first was.
+#[test]
+fn a_new_connection_takes_the_previous_ones_buffers() {
+    let mut handler = Answer {
+        script: None,
+        memory: None,
+        status: None,
+        handled: 0,
+    };
+    let mut worker = Worker {
+        handler: &mut handler,
+        config: config(),
+        slot: None,
+        pool: None,
+        served: 0,
+        threaded: None,
+        buffers: None,
+    };
+    for round in 1..=3 {
+        let (socket, mut server) = crate::socket::tests::pair();
+        let web_server = std::thread::spawn(move || {
+            server.write_all(&get(1, "/", false)).unwrap();
+            ended_requests(&mut server)
+        });
+        worker.serve_connection(socket);
+        assert_eq!(web_server.join().unwrap(), 1, "round {round}");
+        assert_eq!(worker.served, round);
+        assert!(
+            worker.buffers.is_some(),
+            "round {round}: the buffers are kept"
+        );
+    }
+    assert_eq!(handler.handled, 3);
 }
 
 /// What the web server reads until the worker closes, as END_REQUEST records counted.
