@@ -83,6 +83,11 @@ pub struct PoolRun {
     /// Processes that exited lately, with their role: their last output lines may be read
     /// after they were reaped, and must still be tagged right.
     exited: Vec<(Pid, &'static str, Instant)>,
+    /// Workers a zygote reported started that were gone before the master could verify
+    /// them (a crash at once, reaped by the zygote first), with that zygote and when: their
+    /// exit report, which follows, is still counted (a crash loop must reach the emergency
+    /// restart). Bounded; kept 5 s. Nothing is ever signalled from this list.
+    vanished: Vec<(Pid, Pid, Instant)>,
     /// When the app failed to load: the message waits a moment for the traceback lines.
     failed_at: Option<Instant>,
     /// Draining or stopping: since when a parent asked to stop with TERM has had no
@@ -149,6 +154,7 @@ impl PoolRun {
             id,
             replaces: None,
             exited: Vec::new(),
+            vanished: Vec::new(),
             failed_at: None,
             parent_alone_since: None,
             born: Instant::now(),
@@ -718,12 +724,19 @@ impl PoolRun {
                     .insert(pid, Worker::new(now, Some(from), handle));
             }
             // A worker that died at once, reaped by its zygote before the master looked:
-            // its exit report follows, and is ignored with it.
-            Err(pidfd::Refused::Gone) => tracing::info!(
-                "pool {}: zygote {from} reported a worker started, pid {pid}: gone before \
-                 the master could check it",
-                self.config.name
-            ),
+            // its exit report follows, and is counted then (`vanished`).
+            Err(pidfd::Refused::Gone) => {
+                tracing::info!(
+                    "pool {}: zygote {from} reported a worker started, pid {pid}: gone before \
+                     the master could check it",
+                    self.config.name
+                );
+                const VANISHED_MAX: usize = 64;
+                if self.vanished.len() >= VANISHED_MAX {
+                    self.vanished.remove(0);
+                }
+                self.vanished.push((pid, from, now));
+            }
             Err(err) => tracing::error!(
                 "pool {}: zygote {from} reported a worker started, pid {pid}: refused, not a \
                  child of the zygote ({err}); the pool's code may be forging reports",
@@ -752,6 +765,14 @@ impl PoolRun {
                 return Reaped::NotOurs;
             }
             _ => {
+                if let Some(at) = self
+                    .vanished
+                    .iter()
+                    .position(|&(p, zygote, _)| p == pid && zygote == from)
+                {
+                    self.vanished.remove(at);
+                    return self.vanished_exit(pid, cause);
+                }
                 tracing::info!(
                     "pool {}: zygote {from} reported pid {pid} exited {cause}: ignored, not \
                      a worker of that zygote",
@@ -769,12 +790,33 @@ impl PoolRun {
         }
     }
 
+    /// The exit of a worker that was gone before the master saw it run: counted as any
+    /// worker's exit, so that a worker crashing at its start is a crash in the status and
+    /// for the emergency restart. The pool's code could forge such a pair of reports, but
+    /// it can crash its own workers at will anyway: it gains nothing.
+    fn vanished_exit(&mut self, pid: Pid, cause: ExitCause) -> Reaped {
+        match cause {
+            ExitCause::Code(0) => self.counters.clean_exits += 1,
+            ExitCause::SeenByParent => {}
+            _ => self.counters.crash_exits += 1,
+        }
+        tracing::warn!(
+            "pool {}: worker {pid} exited {cause} at its start",
+            self.name()
+        );
+        Reaped::Exit {
+            crash: cause.is_crash(),
+        }
+    }
+
     /// Housekeeping after the processes' last output had time to arrive: forgets the roles
     /// of processes gone a while, and says that the app failed to load once its traceback
     /// is in the log.
     pub fn after_output(&mut self, now: Instant) {
         const LATE: Duration = Duration::from_millis(300);
         self.exited
+            .retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
+        self.vanished
             .retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
         if self
             .failed_at

@@ -358,3 +358,45 @@ fn a_dynamic_pools_worker_past_max_requests_is_replaced_at_once() {
         drover.log.text()
     );
 }
+
+/// A worker that crashes the moment it is forked is gone, reaped by its zygote, before the
+/// master can verify the zygote's `started` report: its exit must still count as a crash
+/// (the status, and the emergency restart, would otherwise never see a crash loop).
+#[test]
+fn a_worker_crashing_as_it_is_forked_is_counted_as_a_crash() {
+    let site = site();
+    site.write(
+        "apps/forkcrash_app.py",
+        "import os\n\
+         os.register_at_fork(after_in_child=lambda: os._exit(70))\n\
+         def application(environ, start_response):\n    \
+             start_response('200 OK', [])\n    \
+             return [b'never']\n",
+    );
+    let pool = AppPool {
+        app: "forkcrash_app:application",
+        max_children: 1,
+        ..AppPool::new("py")
+    };
+    let files: [&dyn PoolFile; 1] = [&pool];
+    let (drover, ctl) = start_with_control(&site, &files);
+    let log = &drover.log;
+    // Each fork crashes; whether the master sees the worker before its zygote reaps it is
+    // a race, so three or more forks are waited for, and every one must be counted.
+    let forks = || {
+        log.lines()
+            .iter()
+            .filter(|l| {
+                l.contains("pool py: worker ") && l.ends_with(" started")
+                    || l.contains("reported a worker started") && l.contains("gone before")
+            })
+            .count() as u64
+    };
+    let counted = proc::poll(TIMEOUT, || {
+        let n = forks();
+        n >= 3
+            && ctl.status_json("py", &log.text())["recycled"]["crash"].as_u64() == Some(n)
+            && forks() == n
+    });
+    assert!(counted, "a crash went uncounted\n{}", log.text());
+}
