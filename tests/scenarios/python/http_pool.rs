@@ -68,7 +68,7 @@ pub(super) struct Server {
 }
 
 impl Server {
-    fn start(app: &'static str, workers: u32, extra: &str) -> Server {
+    pub(super) fn start(app: &'static str, workers: u32, extra: &str) -> Server {
         Server::start_pm(app, workers, extra, "")
     }
 
@@ -341,7 +341,7 @@ fn hostile_heads_are_refused_with_their_status_and_logged() {
     let log = &server.drover.log;
     log.wait_for_line("request head too large (431)", TIMEOUT);
     log.wait_for_line("both Content-Length and Transfer-Encoding", TIMEOUT);
-    log.wait_for_line("differing Content-Length headers (400)", TIMEOUT);
+    log.wait_for_line("more than one Content-Length header (400)", TIMEOUT);
     log.wait_for_line("above max_request_body", TIMEOUT);
     // The worker serves on.
     assert_eq!(http::get(&server.url("/pid")).status, 200);

@@ -6,14 +6,13 @@
 
 use std::io::{self, Read, Write};
 
+use super::chunked;
 use super::head::{self, Framing, Head, Peer, Refusal};
 use super::response::{self, Ask, Body};
 use crate::socket::Socket;
 
 /// Output is written once this much is buffered (or at a flush, or at the end).
 const OUT_CHUNK: usize = 16 * 1024;
-/// The largest chunk-size line or trailer section read before the body is refused.
-const MAX_CHUNK_META: usize = 8 * 1024;
 /// The largest CGI head an app may write.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
@@ -166,7 +165,7 @@ impl HttpConn {
             };
             let (body, max_body) = (current.body, current.max_body);
             let input = &self.buf[self.start..];
-            let step: Result<(BodyIn, usize, usize), &str> = match body {
+            let step: Result<(BodyIn, usize, usize), String> = match body {
                 BodyIn::Ended => return Ok(0),
                 BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
                     let n = (left.min(out.len() as u64) as usize).min(input.len());
@@ -180,34 +179,40 @@ impl HttpConn {
                     };
                     Ok((next, n, n))
                 }
-                BodyIn::ChunkSize => match httparse::parse_chunk_size(input) {
-                    Ok(httparse::Status::Complete((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
-                    Ok(httparse::Status::Complete((used, size))) => {
-                        Ok((BodyIn::ChunkData(size), used, 0))
-                    }
-                    Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
-                        Ok((body, 0, 0))
-                    }
-                    _ => Err("invalid chunk size"),
+                BodyIn::ChunkSize => match chunked::size_line(input) {
+                    Ok(Some((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
+                    Ok(Some((used, size))) => Ok((BodyIn::ChunkData(size), used, 0)),
+                    Ok(None) => Ok((body, 0, 0)),
+                    Err(why) => Err(why.to_string()),
                 },
                 BodyIn::ChunkEnd if input.len() >= 2 => {
                     if &input[..2] == b"\r\n" {
                         Ok((BodyIn::ChunkSize, 2, 0))
                     } else {
-                        Err("chunk data not followed by CRLF")
+                        Err("chunk data not followed by CRLF".to_string())
                     }
                 }
-                BodyIn::Trailers => trailers(input),
+                BodyIn::Trailers => match chunked::trailers(input) {
+                    Ok(Some(used)) => Ok((BodyIn::Ended, used, 0)),
+                    Ok(None) => Ok((body, 0, 0)),
+                    Err(why) => Err(why),
+                },
                 _ => Ok((body, 0, 0)),
             };
-            let (next, used, n) = step.map_err(|why| self.bad_body(why))?;
+            let (next, used, n) = match step {
+                Ok(step) => step,
+                Err(why) => {
+                    self.refuse_body(400, &why);
+                    return Err(self.bad_body(&why));
+                }
+            };
             self.start += used;
             if let Some(current) = &mut self.current {
                 current.body = next;
                 current.read += n as u64;
                 if let Some(max) = max_body.filter(|&max| current.read > max) {
                     let why = format!("request body above max_request_body ({max} bytes)");
-                    self.refuse_body(&why);
+                    self.refuse_body(413, &why);
                     return Err(self.bad_body(&why));
                 }
             }
@@ -224,10 +229,11 @@ impl HttpConn {
         Ok(n)
     }
 
-    /// A chunked body grew past `max_request_body`: as for a Content-Length above it, the
-    /// client gets 413 (php-fpm behind nginx would get nginx's), unless the app's response
-    /// has begun to go out, in which case the connection just ends.
-    fn refuse_body(&mut self, why: &str) {
+    /// A chunked body grew past `max_request_body` (413, as for a Content-Length above it;
+    /// php-fpm behind nginx would get nginx's) or broke the chunked syntax (400): the client
+    /// gets that status, unless the app's response has begun to go out, in which case the
+    /// connection just ends.
+    fn refuse_body(&mut self, status: u16, why: &str) {
         let Some(current) = &mut self.current else {
             return;
         };
@@ -235,10 +241,10 @@ impl HttpConn {
             return;
         }
         current.response = Response::Refused;
-        current.status = Some(413);
+        current.status = Some(status);
         current.keep = false;
         self.out.clear();
-        self.out.extend_from_slice(&response::refusal(413, why));
+        self.out.extend_from_slice(&response::refusal(status, why));
         let _ = self.write_out();
     }
 
@@ -447,18 +453,6 @@ impl HttpConn {
 
     pub fn get_mut(&mut self) -> &mut Socket {
         &mut self.socket
-    }
-}
-
-/// The trailer section after the last chunk, dropped (as gunicorn and nginx drop it).
-fn trailers(input: &[u8]) -> Result<(BodyIn, usize, usize), &'static str> {
-    let mut fields = [httparse::EMPTY_HEADER; 32];
-    match httparse::parse_headers(input, &mut fields) {
-        Ok(httparse::Status::Complete((used, _))) => Ok((BodyIn::Ended, used, 0)),
-        Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
-            Ok((BodyIn::Trailers, 0, 0))
-        }
-        _ => Err("invalid chunked trailer"),
     }
 }
 

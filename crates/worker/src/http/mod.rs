@@ -15,10 +15,12 @@
 //! | file          | owns |
 //! |---------------|------|
 //! | `head.rs`     | the request head: httparse, the smuggling checks, limits, CGI params, X-Forwarded-* |
+//! | `chunked.rs`  | the chunk-size line and the trailers, refusing what a front end could read otherwise |
 //! | `response.rs` | the CGI head → HTTP head and the response body's framing |
 //! | `conn.rs`     | [`HttpConn`]: the body (Content-Length, chunked, 100-continue), the response, keep-alive |
 //! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
 
+pub mod chunked;
 mod conn;
 pub mod head;
 mod listen;
