@@ -149,6 +149,9 @@ pub struct Http {
     pub forwarded_allow_ips: Vec<String>,
     /// Larger request bodies are refused with 413; None: no bound.
     pub max_request_body: Option<u64>,
+    /// A response write that makes no progress this long ends the connection (nginx's
+    /// `send_timeout`): a client that reads nothing does not hold a worker forever.
+    pub send_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

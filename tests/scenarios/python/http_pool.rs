@@ -557,7 +557,8 @@ fn a_client_gone_mid_body_costs_one_request_not_the_worker() {
         stream.write_all(&[b'x'; 1000]).unwrap();
         // Gone, 999,000 bytes short.
     }
-    // The app's read fails: the request ends, logged; the same worker serves on.
+    // The body is read ahead in the epoll set, before the app runs: the close is seen
+    // there, logged, and the same worker serves on.
     server.drover.log.wait_for_line(
         "the client closed the connection before the end of the body",
         TIMEOUT,

@@ -2,7 +2,8 @@
 //! write a CGI response, finish), so that the runtimes serve both through
 //! [`crate::exchange::Exchange`]: the body is de-chunked into the stdin stream, the CGI
 //! response becomes an HTTP response ([`super::response`]), and `Expect: 100-continue` is
-//! answered when the app first reads the body.
+//! answered when the epoll loop starts to wait for the body
+//! ([`HttpConn::send_continue`]), or else at the app's first read.
 
 use std::io::{self, Read, Write};
 
@@ -15,6 +16,9 @@ use crate::socket::Socket;
 const OUT_CHUNK: usize = 16 * 1024;
 /// The largest CGI head an app may write.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// The most request body the epoll loop reads ahead, in memory, before the app runs (see
+/// [`HttpConn::body_here`]); a larger body is read by the worker as the app asks for it.
+pub const BODY_AHEAD: usize = 64 * 1024;
 
 /// An accepted HTTP connection: the socket, what has been read of it and not yet used
 /// (a pipelined request's head may already be here), and the request in progress.
@@ -27,6 +31,9 @@ pub struct HttpConn {
     out: Vec<u8>,
     /// The last request ended with its body not all read: the connection ends, lingering.
     body_unread: bool,
+    /// How far [`Self::body_here`] has looked into the current body: bytes past `start`,
+    /// and the framing state there.
+    ahead: (usize, BodyIn),
     /// No further request on this connection.
     closed: bool,
 }
@@ -75,6 +82,7 @@ impl HttpConn {
             current: None,
             out: Vec::new(),
             body_unread: false,
+            ahead: (0, BodyIn::Ended),
             closed: false,
         }
     }
@@ -108,12 +116,14 @@ impl HttpConn {
             return Ok(None);
         };
         self.start += head.len;
+        let body = match head.framing {
+            Framing::Length(0) => BodyIn::Ended,
+            Framing::Length(n) => BodyIn::Length(n),
+            Framing::Chunked => BodyIn::ChunkSize,
+        };
+        self.ahead = (0, body);
         self.current = Some(Current {
-            body: match head.framing {
-                Framing::Length(0) => BodyIn::Ended,
-                Framing::Length(n) => BodyIn::Length(n),
-                Framing::Chunked => BodyIn::ChunkSize,
-            },
+            body,
             read: 0,
             max_body: peer.max_body,
             continue_due: head.expect_continue,
@@ -127,6 +137,68 @@ impl HttpConn {
             status: None,
         });
         Ok(Some(head))
+    }
+
+    /// Whether the current request's body is here: all of it, or [`BODY_AHEAD`] bytes of
+    /// it (the worker reads the rest). The epoll loop asks this before the app runs, so
+    /// that a body that trickles costs a descriptor, not a worker. Looks only at bytes it
+    /// has not looked at before; a chunked body breaking its syntax is refused here.
+    pub fn body_here(&mut self) -> Result<bool, String> {
+        let (mut at, mut state) = self.ahead;
+        let input = &self.buf[self.start..];
+        let here = loop {
+            if at >= BODY_AHEAD {
+                break true;
+            }
+            let rest = &input[at..];
+            let (next, used) = match state {
+                BodyIn::Ended => break true,
+                BodyIn::Length(left) | BodyIn::ChunkData(left) if !rest.is_empty() => {
+                    let n = left.min(rest.len() as u64);
+                    let next = match state {
+                        BodyIn::Length(_) if n == left => BodyIn::Ended,
+                        BodyIn::Length(_) => BodyIn::Length(left - n),
+                        _ if n == left => BodyIn::ChunkEnd,
+                        _ => BodyIn::ChunkData(left - n),
+                    };
+                    (next, n as usize)
+                }
+                BodyIn::ChunkSize => match chunked::size_line(rest)? {
+                    Some((used, 0)) => (BodyIn::Trailers, used),
+                    Some((used, size)) => (BodyIn::ChunkData(size), used),
+                    None => break false,
+                },
+                BodyIn::ChunkEnd if rest.len() >= 2 => {
+                    if &rest[..2] != b"\r\n" {
+                        return Err("chunk data not followed by CRLF".into());
+                    }
+                    (BodyIn::ChunkSize, 2)
+                }
+                BodyIn::Trailers => match chunked::trailers(rest)? {
+                    Some(used) => (BodyIn::Ended, used),
+                    None => break false,
+                },
+                _ => break false,
+            };
+            at += used;
+            state = next;
+        };
+        self.ahead = (at, state);
+        Ok(here)
+    }
+
+    /// Answers `Expect: 100-continue` now, if it is due: the epoll loop is about to wait
+    /// for the body.
+    pub fn send_continue(&mut self) -> io::Result<()> {
+        let Some(current) = &mut self.current else {
+            return Ok(());
+        };
+        if !current.continue_due || current.body == BodyIn::Ended {
+            return Ok(());
+        }
+        current.continue_due = false;
+        self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        self.write_out()
     }
 
     /// Answers a refused head and ends the connection.
@@ -375,6 +447,14 @@ impl HttpConn {
             return Ok(());
         }
         let result = self.socket.write_all(&self.out);
+        if let Err(err) = &result
+            && err.kind() == io::ErrorKind::TimedOut
+        {
+            eprintln!(
+                "dropped a connection: {err}, {} bytes unsent",
+                self.out.len()
+            );
+        }
         self.out.clear();
         self.closed |= result.is_err();
         result

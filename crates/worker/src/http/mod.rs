@@ -21,7 +21,7 @@
 //! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
 
 pub mod chunked;
-mod conn;
+pub(crate) mod conn;
 pub mod head;
 mod listen;
 pub mod response;
@@ -41,6 +41,9 @@ pub struct HttpConfig {
     pub trusted: Trusted,
     /// `max_request_body`: larger bodies are refused (413); None: no bound.
     pub max_body: Option<u64>,
+    /// `send_timeout`: a response write that makes no progress this long ends the
+    /// connection.
+    pub send_timeout: Duration,
 }
 
 /// The pool's HTTP settings from the zygote's command line; None for a FastCGI pool.
@@ -63,6 +66,7 @@ pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Option<HttpConfig> {
         keepalive_timeout: Duration::from_millis(args.keepalive_timeout_ms),
         trusted,
         max_body: args.max_request_body,
+        send_timeout: Duration::from_millis(args.send_timeout_ms),
     })
 }
 
