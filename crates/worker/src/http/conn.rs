@@ -139,7 +139,7 @@ impl HttpConn {
         Ok(Some(head))
     }
 
-    /// Whether the current request's body is here: all of it, or [`BODY_AHEAD`] bytes of
+    /// Whether the current request's body is here: all of it, or `BODY_AHEAD` (64 KiB) of
     /// it (the worker reads the rest). The epoll loop asks this before the app runs, so
     /// that a body that trickles costs a descriptor, not a worker. Looks only at bytes it
     /// has not looked at before; a chunked body breaking its syntax is refused here.
