@@ -157,6 +157,9 @@ pub struct Http {
     /// ASGI pools: the largest WebSocket message taken (uvicorn's `--ws-max-size`, 16 MiB);
     /// a larger one, or a frame that declares more, closes the WebSocket with 1009.
     pub ws_max_size: u64,
+    /// A response write that makes no progress this long ends the connection (nginx's
+    /// `send_timeout`): a client that reads nothing does not hold a worker forever.
+    pub send_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -45,6 +45,7 @@ const KEYS: &[&str] = &[
     "forwarded_allow_ips",
     "max_request_body",
     "ws_max_size",
+    "send_timeout",
     "pm",
     "env",
     "php",
@@ -135,6 +136,7 @@ pub(super) fn parse(
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     websockets_are_asgi(root, runtime.as_ref(), http.as_ref());
+    send_timeout_is_wsgi_only(root, runtime.as_ref());
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -360,6 +362,18 @@ fn builtin_paths(
     (status_path, ping_path, ping_response)
 }
 
+/// `send_timeout` is enforced by the WSGI worker's HTTP loop; the ASGI one writes through
+/// asyncio, which does not apply it yet: set on an ASGI pool, it is refused, not ignored.
+fn send_timeout_is_wsgi_only(root: &Table<'_, '_>, runtime: Option<&Runtime>) {
+    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
+    if asgi && root.contains("send_timeout") {
+        root.fail(
+            "send_timeout",
+            "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
+        );
+    }
+}
+
 /// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its
 /// connections in one epoll set, which its threads do not share, so `threads` above 1 with
 /// `protocol = "http"` is refused, not ignored.
@@ -408,6 +422,7 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         "forwarded_allow_ips",
         "max_request_body",
         "ws_max_size",
+        "send_timeout",
     ];
     let protocol = root
         .parse("protocol", |s| match s {
@@ -445,6 +460,12 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         .or(DEFAULT_KEEPALIVE_TIMEOUT);
     let max_request_body = root.size("max_request_body").optional();
     let ws_max_size = root.size("ws_max_size").or(DEFAULT_WS_MAX_SIZE);
+    let send_timeout = root.duration("send_timeout").or(DEFAULT_SEND_TIMEOUT);
+    if let Some(timeout) = &send_timeout
+        && timeout.is_zero()
+    {
+        root.fail("send_timeout", "must be more than 0s");
+    }
     // gunicorn's default: only a proxy on this host is believed.
     let mut forwarded_allow_ips = vec!["127.0.0.1".to_owned(), "::1".to_owned()];
     let mut valid = true;
@@ -467,12 +488,16 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         forwarded_allow_ips,
         max_request_body: max_request_body?,
         ws_max_size: ws_max_size?,
+        send_timeout: send_timeout?,
     };
     valid.then_some(Some(http))
 }
 
 /// uvicorn's `--ws-max-size` default: a WebSocket message larger than this is closed 1009.
 pub const DEFAULT_WS_MAX_SIZE: u64 = 16 << 20;
+/// nginx's `send_timeout` default: a response write that makes no progress this long
+/// ends the connection.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// gunicorn's `keepalive` default: a kept connection idle this long is closed.
 pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -135,6 +135,7 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     if let Some(http) = &p.http {
         out.duration("keepalive_timeout", http.keepalive_timeout);
+        out.duration("send_timeout", http.send_timeout);
         out.strings("forwarded_allow_ips", &http.forwarded_allow_ips);
         match http.max_request_body {
             Some(bytes) => out.string("max_request_body", &size(bytes)),
@@ -407,7 +408,7 @@ mod tests {
         let pool = MINIMAL.replace("[php]\nbinary = \"/bin/sh\"", "[python]\napp = \"app\"");
         let pool = format!(
             "protocol = \"http\"\nkeepalive_timeout = \"5s\"\nforwarded_allow_ips = [\"10.0.0.5\"]\n\
-             max_request_body = \"20MiB\"\n{pool}"
+             max_request_body = \"20MiB\"\nsend_timeout = \"7s\"\n{pool}"
         );
         let (_dir, config) = loaded(&[("www", &pool)]);
         let text = config.render();

@@ -287,6 +287,7 @@ mod tests {
                 access_suppress_path: vec!["/ping".into(), "/health".into()],
                 protocol: drover_proto::zygote::Protocol::Fastcgi,
                 keepalive_timeout_ms: 2000,
+                send_timeout_ms: 60_000,
                 forwarded_allow_ips: Vec::new(),
                 max_request_body: None,
                 status_path: None,

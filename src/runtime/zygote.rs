@@ -72,6 +72,8 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         args.push("http".into());
         args.push("--keepalive-timeout-ms".into());
         args.push(http.keepalive_timeout.as_millis().to_string().into());
+        args.push("--send-timeout-ms".into());
+        args.push(http.send_timeout.as_millis().to_string().into());
         for ip in &http.forwarded_allow_ips {
             args.push("--forwarded-allow-ip".into());
             args.push(ip.into());

@@ -101,6 +101,10 @@ pub struct ZygoteArgs {
     /// keepalive_timeout in milliseconds (HTTP): how long a kept connection may idle.
     #[arg(long, default_value_t = 2000)]
     pub keepalive_timeout_ms: u64,
+    /// send_timeout in milliseconds (HTTP): a response write that makes no progress this
+    /// long ends the connection.
+    #[arg(long, default_value_t = 60_000)]
+    pub send_timeout_ms: u64,
     /// forwarded_allow_ips (HTTP): an address, or "*", whose X-Forwarded-For/-Proto are
     /// believed (repeated).
     #[arg(long = "forwarded-allow-ip")]

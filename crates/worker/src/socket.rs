@@ -22,6 +22,9 @@ pub struct Socket {
     timed_out: bool,
     /// Bytes read since the last [`Socket::start_request`], for the log of a dropped one.
     received: u64,
+    /// `send_timeout` (HTTP): a write that makes no progress this long fails with
+    /// `TimedOut` (the kernel's `SO_SNDTIMEO`, set once at accept). None: writes wait.
+    send_timeout: Option<Duration>,
 }
 
 impl From<OwnedFd> for Socket {
@@ -32,6 +35,7 @@ impl From<OwnedFd> for Socket {
             wait: true,
             timed_out: false,
             received: 0,
+            send_timeout: None,
         }
     }
 }
@@ -71,6 +75,19 @@ impl Socket {
         self.budget = budget;
         self.timed_out = false;
         self.received = 0;
+    }
+
+    /// Bounds how long a write may make no progress (`SO_SNDTIMEO`: one `setsockopt` per
+    /// connection; a blocked write then returns what it sent, or `EAGAIN` if nothing).
+    pub fn set_send_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        let fd = self.fd()?;
+        let tv = nix::sys::time::TimeVal::new(
+            timeout.as_secs() as libc::time_t,
+            timeout.subsec_micros() as libc::suseconds_t,
+        );
+        nix::sys::socket::setsockopt(fd, nix::sys::socket::sockopt::SendTimeout, &tv)?;
+        self.send_timeout = Some(timeout);
+        Ok(())
     }
 
     /// Whether reads wait for input (false: they take only what has arrived).
@@ -261,6 +278,17 @@ impl Write for Socket {
         loop {
             match nix::unistd::write(fd, buf) {
                 Err(nix::errno::Errno::EINTR) => continue,
+                // The descriptor blocks: EAGAIN is SO_SNDTIMEO's, a client that took
+                // nothing for the whole send_timeout.
+                Err(nix::errno::Errno::EAGAIN) if self.send_timeout.is_some() => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the client read nothing of the response for {:?} (send_timeout)",
+                            self.send_timeout.unwrap_or_default()
+                        ),
+                    ));
+                }
                 other => return other.map_err(io::Error::from),
             }
         }

@@ -265,7 +265,8 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
             "big",
             &format!(
                 "protocol = \"http\"\nkeepalive_timeout = \"30s\"\n\
-                 forwarded_allow_ips = [\"*\"]\nmax_request_body = \"10MiB\"\n{python}"
+                 forwarded_allow_ips = [\"*\"]\nmax_request_body = \"10MiB\"\n\
+                 send_timeout = \"10s\"\n{python}"
             )
             .replace("www.sock", "big.sock"),
         ),
@@ -286,10 +287,12 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
     assert_eq!(web.keepalive_timeout, Duration::from_secs(2));
     assert_eq!(web.forwarded_allow_ips, ["127.0.0.1", "::1"]);
     assert_eq!(web.max_request_body, None);
+    assert_eq!(web.send_timeout, Duration::from_secs(60));
     let big = by_name("big").http.clone().unwrap();
     assert_eq!(big.keepalive_timeout, Duration::from_secs(30));
     assert_eq!(big.forwarded_allow_ips, ["*"]);
     assert_eq!(big.max_request_body, Some(10 << 20));
+    assert_eq!(big.send_timeout, Duration::from_secs(10));
     // An ASGI app is served over HTTP too, with uvicorn's WebSocket message bound.
     let asgi = by_name("asgi").http.clone().unwrap();
     assert_eq!(asgi.ws_max_size, 16 << 20);

@@ -37,6 +37,7 @@ mod django;
 mod errors;
 mod factory;
 mod hooks;
+mod http_hostile;
 mod http_pool;
 mod lifecycle;
 mod pep3333;

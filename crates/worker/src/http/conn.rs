@@ -2,20 +2,23 @@
 //! write a CGI response, finish), so that the runtimes serve both through
 //! [`crate::exchange::Exchange`]: the body is de-chunked into the stdin stream, the CGI
 //! response becomes an HTTP response ([`super::response`]), and `Expect: 100-continue` is
-//! answered when the app first reads the body.
+//! answered when the epoll loop starts to wait for the body
+//! ([`HttpConn::send_continue`]), or else at the app's first read.
 
 use std::io::{self, Read, Write};
 
+use super::chunked;
 use super::head::{self, Framing, Head, Peer, Refusal};
 use super::response::{self, Ask, Body};
 use crate::socket::Socket;
 
 /// Output is written once this much is buffered (or at a flush, or at the end).
 const OUT_CHUNK: usize = 16 * 1024;
-/// The largest chunk-size line or trailer section read before the body is refused.
-const MAX_CHUNK_META: usize = 8 * 1024;
 /// The largest CGI head an app may write.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+/// The most request body the epoll loop reads ahead, in memory, before the app runs (see
+/// [`HttpConn::body_here`]); a larger body is read by the worker as the app asks for it.
+pub const BODY_AHEAD: usize = 64 * 1024;
 
 /// An accepted HTTP connection: the socket, what has been read of it and not yet used
 /// (a pipelined request's head may already be here), and the request in progress.
@@ -28,6 +31,9 @@ pub struct HttpConn {
     out: Vec<u8>,
     /// The last request ended with its body not all read: the connection ends, lingering.
     body_unread: bool,
+    /// How far [`Self::body_here`] has looked into the current body: bytes past `start`,
+    /// and the framing state there.
+    ahead: (usize, BodyIn),
     /// No further request on this connection.
     closed: bool,
 }
@@ -76,6 +82,7 @@ impl HttpConn {
             current: None,
             out: Vec::new(),
             body_unread: false,
+            ahead: (0, BodyIn::Ended),
             closed: false,
         }
     }
@@ -109,12 +116,14 @@ impl HttpConn {
             return Ok(None);
         };
         self.start += head.len;
+        let body = match head.framing {
+            Framing::Length(0) => BodyIn::Ended,
+            Framing::Length(n) => BodyIn::Length(n),
+            Framing::Chunked => BodyIn::ChunkSize,
+        };
+        self.ahead = (0, body);
         self.current = Some(Current {
-            body: match head.framing {
-                Framing::Length(0) => BodyIn::Ended,
-                Framing::Length(n) => BodyIn::Length(n),
-                Framing::Chunked => BodyIn::ChunkSize,
-            },
+            body,
             read: 0,
             max_body: peer.max_body,
             continue_due: head.expect_continue,
@@ -128,6 +137,68 @@ impl HttpConn {
             status: None,
         });
         Ok(Some(head))
+    }
+
+    /// Whether the current request's body is here: all of it, or `BODY_AHEAD` (64 KiB) of
+    /// it (the worker reads the rest). The epoll loop asks this before the app runs, so
+    /// that a body that trickles costs a descriptor, not a worker. Looks only at bytes it
+    /// has not looked at before; a chunked body breaking its syntax is refused here.
+    pub fn body_here(&mut self) -> Result<bool, String> {
+        let (mut at, mut state) = self.ahead;
+        let input = &self.buf[self.start..];
+        let here = loop {
+            if at >= BODY_AHEAD {
+                break true;
+            }
+            let rest = &input[at..];
+            let (next, used) = match state {
+                BodyIn::Ended => break true,
+                BodyIn::Length(left) | BodyIn::ChunkData(left) if !rest.is_empty() => {
+                    let n = left.min(rest.len() as u64);
+                    let next = match state {
+                        BodyIn::Length(_) if n == left => BodyIn::Ended,
+                        BodyIn::Length(_) => BodyIn::Length(left - n),
+                        _ if n == left => BodyIn::ChunkEnd,
+                        _ => BodyIn::ChunkData(left - n),
+                    };
+                    (next, n as usize)
+                }
+                BodyIn::ChunkSize => match chunked::size_line(rest)? {
+                    Some((used, 0)) => (BodyIn::Trailers, used),
+                    Some((used, size)) => (BodyIn::ChunkData(size), used),
+                    None => break false,
+                },
+                BodyIn::ChunkEnd if rest.len() >= 2 => {
+                    if &rest[..2] != b"\r\n" {
+                        return Err("chunk data not followed by CRLF".into());
+                    }
+                    (BodyIn::ChunkSize, 2)
+                }
+                BodyIn::Trailers => match chunked::trailers(rest)? {
+                    Some(used) => (BodyIn::Ended, used),
+                    None => break false,
+                },
+                _ => break false,
+            };
+            at += used;
+            state = next;
+        };
+        self.ahead = (at, state);
+        Ok(here)
+    }
+
+    /// Answers `Expect: 100-continue` now, if it is due: the epoll loop is about to wait
+    /// for the body.
+    pub fn send_continue(&mut self) -> io::Result<()> {
+        let Some(current) = &mut self.current else {
+            return Ok(());
+        };
+        if !current.continue_due || current.body == BodyIn::Ended {
+            return Ok(());
+        }
+        current.continue_due = false;
+        self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        self.write_out()
     }
 
     /// Answers a refused head and ends the connection.
@@ -166,7 +237,7 @@ impl HttpConn {
             };
             let (body, max_body) = (current.body, current.max_body);
             let input = &self.buf[self.start..];
-            let step: Result<(BodyIn, usize, usize), &str> = match body {
+            let step: Result<(BodyIn, usize, usize), String> = match body {
                 BodyIn::Ended => return Ok(0),
                 BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
                     let n = (left.min(out.len() as u64) as usize).min(input.len());
@@ -180,34 +251,40 @@ impl HttpConn {
                     };
                     Ok((next, n, n))
                 }
-                BodyIn::ChunkSize => match httparse::parse_chunk_size(input) {
-                    Ok(httparse::Status::Complete((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
-                    Ok(httparse::Status::Complete((used, size))) => {
-                        Ok((BodyIn::ChunkData(size), used, 0))
-                    }
-                    Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
-                        Ok((body, 0, 0))
-                    }
-                    _ => Err("invalid chunk size"),
+                BodyIn::ChunkSize => match chunked::size_line(input) {
+                    Ok(Some((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
+                    Ok(Some((used, size))) => Ok((BodyIn::ChunkData(size), used, 0)),
+                    Ok(None) => Ok((body, 0, 0)),
+                    Err(why) => Err(why.to_string()),
                 },
                 BodyIn::ChunkEnd if input.len() >= 2 => {
                     if &input[..2] == b"\r\n" {
                         Ok((BodyIn::ChunkSize, 2, 0))
                     } else {
-                        Err("chunk data not followed by CRLF")
+                        Err("chunk data not followed by CRLF".to_string())
                     }
                 }
-                BodyIn::Trailers => trailers(input),
+                BodyIn::Trailers => match chunked::trailers(input) {
+                    Ok(Some(used)) => Ok((BodyIn::Ended, used, 0)),
+                    Ok(None) => Ok((body, 0, 0)),
+                    Err(why) => Err(why),
+                },
                 _ => Ok((body, 0, 0)),
             };
-            let (next, used, n) = step.map_err(|why| self.bad_body(why))?;
+            let (next, used, n) = match step {
+                Ok(step) => step,
+                Err(why) => {
+                    self.refuse_body(400, &why);
+                    return Err(self.bad_body(&why));
+                }
+            };
             self.start += used;
             if let Some(current) = &mut self.current {
                 current.body = next;
                 current.read += n as u64;
                 if let Some(max) = max_body.filter(|&max| current.read > max) {
                     let why = format!("request body above max_request_body ({max} bytes)");
-                    self.refuse_body(&why);
+                    self.refuse_body(413, &why);
                     return Err(self.bad_body(&why));
                 }
             }
@@ -224,10 +301,11 @@ impl HttpConn {
         Ok(n)
     }
 
-    /// A chunked body grew past `max_request_body`: as for a Content-Length above it, the
-    /// client gets 413 (php-fpm behind nginx would get nginx's), unless the app's response
-    /// has begun to go out, in which case the connection just ends.
-    fn refuse_body(&mut self, why: &str) {
+    /// A chunked body grew past `max_request_body` (413, as for a Content-Length above it;
+    /// php-fpm behind nginx would get nginx's) or broke the chunked syntax (400): the client
+    /// gets that status, unless the app's response has begun to go out, in which case the
+    /// connection just ends.
+    fn refuse_body(&mut self, status: u16, why: &str) {
         let Some(current) = &mut self.current else {
             return;
         };
@@ -235,10 +313,10 @@ impl HttpConn {
             return;
         }
         current.response = Response::Refused;
-        current.status = Some(413);
+        current.status = Some(status);
         current.keep = false;
         self.out.clear();
-        self.out.extend_from_slice(&response::refusal(413, why));
+        self.out.extend_from_slice(&response::refusal(status, why));
         let _ = self.write_out();
     }
 
@@ -369,6 +447,14 @@ impl HttpConn {
             return Ok(());
         }
         let result = self.socket.write_all(&self.out);
+        if let Err(err) = &result
+            && err.kind() == io::ErrorKind::TimedOut
+        {
+            eprintln!(
+                "dropped a connection: {err}, {} bytes unsent",
+                self.out.len()
+            );
+        }
         self.out.clear();
         self.closed |= result.is_err();
         result
@@ -447,18 +533,6 @@ impl HttpConn {
 
     pub fn get_mut(&mut self) -> &mut Socket {
         &mut self.socket
-    }
-}
-
-/// The trailer section after the last chunk, dropped (as gunicorn and nginx drop it).
-fn trailers(input: &[u8]) -> Result<(BodyIn, usize, usize), &'static str> {
-    let mut fields = [httparse::EMPTY_HEADER; 32];
-    match httparse::parse_headers(input, &mut fields) {
-        Ok(httparse::Status::Complete((used, _))) => Ok((BodyIn::Ended, used, 0)),
-        Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => {
-            Ok((BodyIn::Trailers, 0, 0))
-        }
-        _ => Err("invalid chunked trailer"),
     }
 }
 

@@ -4,10 +4,13 @@
 //!
 //! Refused, with the status a client gets:
 //! - 400: a malformed head (httparse's verdict, obs-fold included), Content-Length with
-//!   Transfer-Encoding, Content-Lengths that differ or do not parse, Transfer-Encoding on
-//!   HTTP/1.0, no Host (or two) on HTTP/1.1;
+//!   Transfer-Encoding, a Content-Length that does not parse, is a list or is repeated,
+//!   Transfer-Encoding on HTTP/1.0, no Host (or two) on HTTP/1.1, a second field of
+//!   one that holds a single value ([`SINGLETONS`]), a method with other than `A-Z`, `-`
+//!   and `_` (nginx's rule), `*` with a method other than OPTIONS (RFC 9112 §3.2.4);
 //! - 414: a request line longer than [`MAX_REQUEST_LINE`];
-//! - 431: a head larger than [`MAX_HEAD`] or with more than [`MAX_HEADERS`] fields;
+//! - 431: a head larger than [`MAX_HEAD`], with more than [`MAX_HEADERS`] fields, or a
+//!   field line longer than [`MAX_FIELD_LINE`];
 //! - 413: a Content-Length above the pool's `max_request_body`;
 //! - 501: a Transfer-Encoding other than `chunked`.
 
@@ -21,6 +24,19 @@ pub const MAX_REQUEST_LINE: usize = 8 * 1024;
 pub const MAX_HEAD: usize = 32 * 1024;
 /// The most header fields (gunicorn's `limit_request_fields`).
 pub const MAX_HEADERS: usize = 100;
+/// The longest field line, its CRLF included (gunicorn's `limit_request_field_size`;
+/// nginx's is its 8k buffer).
+pub const MAX_FIELD_LINE: usize = 8190;
+
+/// Fields whose value is one item (RFC 9110 §5.3): a second one cannot be merged, and
+/// two parties that each take a different one would disagree on the request.
+pub const SINGLETONS: &[&str] = &[
+    "Host",
+    "Content-Length",
+    "Content-Type",
+    "Authorization",
+    "Proxy-Authorization",
+];
 
 /// Why a head was refused: the status the client gets and the reason the log gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +144,15 @@ pub fn parse(buf: &[u8], peer: &Peer<'_>) -> Result<Option<Head>, Refusal> {
     if line > MAX_REQUEST_LINE {
         return Err(Refusal::new(414, "request line too long"));
     }
+    if buf[line.min(len)..len]
+        .split(|&b| b == b'\n')
+        .any(|field| field.len() + 1 > MAX_FIELD_LINE)
+    {
+        return Err(Refusal::new(
+            431,
+            format!("a header field longer than {MAX_FIELD_LINE} bytes"),
+        ));
+    }
     let (Some(method), Some(target), Some(minor)) = (request.method, request.path, request.version)
     else {
         return Err(Refusal::new(400, "malformed request line"));
@@ -144,14 +169,28 @@ fn build(
     len: usize,
     peer: &Peer<'_>,
 ) -> Result<Head, Refusal> {
-    let framing = framing(fields, minor, peer.max_body)?;
-    let hosts = fields
-        .iter()
-        .filter(|f| f.name.eq_ignore_ascii_case("host"))
-        .count();
-    if hosts > 1 || (minor == 1 && hosts == 0) {
+    if !method
+        .bytes()
+        .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
+    {
+        return Err(Refusal::new(400, "invalid method (not A-Z, - or _)"));
+    }
+    if target == "*" && method != "OPTIONS" {
+        return Err(Refusal::new(400, "request target * is for OPTIONS only"));
+    }
+    let count = |name: &str| {
+        fields
+            .iter()
+            .filter(|f| f.name.eq_ignore_ascii_case(name))
+            .count()
+    };
+    if let Some(name) = SINGLETONS.iter().find(|name| count(name) > 1) {
+        return Err(Refusal::new(400, format!("more than one {name} header")));
+    }
+    if minor == 1 && count("host") == 0 {
         return Err(Refusal::new(400, "HTTP/1.1 needs exactly one Host header"));
     }
+    let framing = framing(fields, minor, peer.max_body)?;
     // RFC 9112 §3.2.2: a server must accept the absolute-form (`http://host/path`), and
     // its authority then stands for Host. The authority-form (CONNECT) is for proxies.
     let (target, authority) = match absolute_form(target) {
@@ -199,19 +238,15 @@ fn framing(
         .iter()
         .filter(|f| f.name.eq_ignore_ascii_case("content-length"))
     {
-        // "5, 5" is one length sent twice (RFC 9110 §8.6); anything else is refused.
-        for item in field.value.split(|&b| b == b',') {
-            let item = item.trim_ascii();
-            let value = std::str::from_utf8(item)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or_else(|| Refusal::new(400, "invalid Content-Length"))?;
-            if length.is_some_and(|l| l != value) {
-                return Err(Refusal::new(400, "differing Content-Length headers"));
-            }
-            length = Some(value);
-        }
+        // One field (a repeat is refused with the singletons), one value: RFC 9110 §8.6
+        // lets a recipient take "5, 5" as 5 or refuse it; nginx and gunicorn refuse it,
+        // and so does drover, lest a party in front read it otherwise.
+        let value = std::str::from_utf8(field.value.trim_ascii())
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| Refusal::new(400, "invalid Content-Length"))?;
+        length = Some(value);
     }
     if te {
         if length.is_some() {

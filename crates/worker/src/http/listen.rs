@@ -22,7 +22,7 @@ use drover_scoreboard::now_us;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
-use super::head::{Head, Peer};
+use super::head::{Head, Peer, Refusal};
 use super::{DEFAULT_HEAD_TIMEOUT, HttpConfig, HttpConn};
 use crate::exchange::{Exchange, Protocol};
 use crate::serve::{Conn, Handler, Worker, peer_allowed};
@@ -45,6 +45,9 @@ struct Held {
     deadline: Instant,
     /// When the first bytes of the head being read came (None: idle, nothing yet).
     started: Option<(Instant, u64)>,
+    /// A complete head whose body is still coming: the app runs once it is here (or
+    /// [`super::conn::BODY_AHEAD`] of it is).
+    waiting: Option<Head>,
 }
 
 /// The worker's epoll set and the connections it holds.
@@ -182,6 +185,8 @@ impl<'c> Set<'c> {
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
             return Ok(None);
         }
+        // A client that reads nothing of its response frees the worker after this.
+        socket.set_send_timeout(self.http.send_timeout)?;
         let Some(fd) = socket.as_fd() else {
             return Ok(None);
         };
@@ -205,6 +210,7 @@ impl<'c> Set<'c> {
                 local,
                 deadline,
                 started: None,
+                waiting: None,
             },
         );
         Ok(Some(token))
@@ -221,22 +227,61 @@ impl<'c> Set<'c> {
             return;
         };
         let filled = with_http(&held.conn, HttpConn::fill);
-        match filled {
-            Ok(0) => return self.close(worker, held),
-            Ok(_) => {}
-            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => return self.close(worker, held),
+        let gone = match filled {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(err) => err.kind() != io::ErrorKind::WouldBlock,
+        };
+        if gone {
+            if held.waiting.is_some() {
+                eprintln!(
+                    "dropped a connection from {}: the client closed the connection before the end of the body",
+                    from(&held)
+                );
+            }
+            return self.close(worker, held);
         }
         if held.started.is_none() && with_http(&held.conn, |c| c.has_input()) {
             let now = Instant::now();
             held.started = Some((now, now_us()));
             held.deadline = now + self.head_timeout;
         }
-        match self.head(&held) {
+        let head = match held.waiting.take() {
+            Some(head) => Ok(Some(head)),
+            None => self.head(&held),
+        };
+        match head.and_then(|head| match head {
+            Some(head) => self.body_ahead(&mut held, head),
+            None => Ok(None),
+        }) {
             Ok(Some(head)) => self.serve(worker, token, held, head),
             Ok(None) => self.hold(token, held),
             Err(()) => self.close(worker, held),
         }
+    }
+
+    /// The head back if its body is here (all of it, or as much as is read ahead), to run
+    /// now; None: the body is still coming, and the head waits in `held` (a client waiting
+    /// for `100 Continue` gets it now). Err: a chunked body broke its syntax (answered 400
+    /// and logged); the connection ends.
+    fn body_ahead(&self, held: &mut Held, head: Head) -> Result<Option<Head>, ()> {
+        let ready = with_http(&held.conn, |c| match c.body_here() {
+            Ok(true) => Ok(true),
+            Ok(false) => c.send_continue().map(|()| false).map_err(|_| ()),
+            Err(reason) => {
+                eprintln!("refused a request from {}: {reason} (400)", from(held));
+                c.refuse(&Refusal {
+                    status: 400,
+                    reason,
+                });
+                Err(())
+            }
+        })?;
+        if ready {
+            return Ok(Some(head));
+        }
+        held.waiting = Some(head);
+        Ok(None)
     }
 
     /// The next complete head on `held`, if one is here. Err: refused (answered and
@@ -251,12 +296,11 @@ impl<'c> Set<'c> {
         with_http(&held.conn, |c| match c.next_head(&peer) {
             Ok(head) => Ok(head),
             Err(refusal) => {
-                let from = held
-                    .remote
-                    .map_or_else(|| "a unix socket client".into(), |a| a.ip().to_string());
                 eprintln!(
-                    "refused a request from {from}: {} ({})",
-                    refusal.reason, refusal.status
+                    "refused a request from {}: {} ({})",
+                    from(held),
+                    refusal.reason,
+                    refusal.status
                 );
                 c.refuse(&refusal);
                 Err(())
@@ -275,11 +319,18 @@ impl<'c> Set<'c> {
     ) {
         loop {
             let start_us = held.started.map_or_else(now_us, |(_, us)| us);
+            // request_read_timeout bounds the whole read: what the body may still take
+            // is what the head and the body read ahead left of it.
+            let since = held.started.map_or(Duration::ZERO, |(at, _)| at.elapsed());
+            let budget = worker
+                .config
+                .request_read_timeout
+                .map(|t| t.saturating_sub(since));
             {
                 let mut conn = held.conn.borrow_mut();
                 let socket = conn.get_mut();
                 socket.set_wait(true);
-                socket.start_request(worker.config.request_read_timeout);
+                socket.start_request(budget);
             }
             let request = Request {
                 id: 1,
@@ -301,16 +352,19 @@ impl<'c> Set<'c> {
                 held.started = Some((now, now_us()));
             }
             match self.head(&held) {
-                Ok(Some(next)) => head = next,
+                Ok(Some(next)) => match self.body_ahead(&mut held, next) {
+                    Ok(Some(next)) => head = next,
+                    Ok(None) => break,
+                    Err(()) => return self.close(worker, held),
+                },
                 Ok(None) => break,
                 Err(()) => return self.close(worker, held),
             }
         }
-        held.deadline = Instant::now()
-            + match held.started {
-                Some(_) => self.head_timeout,
-                None => self.http.keepalive_timeout,
-            };
+        held.deadline = match held.started {
+            Some((at, _)) => at + self.head_timeout,
+            None => Instant::now() + self.http.keepalive_timeout,
+        };
         self.hold(token, held);
     }
 
@@ -341,8 +395,13 @@ impl<'c> Set<'c> {
             };
             if let Some((since, _)) = held.started {
                 let received = with_http(&held.conn, |c| c.get_ref().received());
+                let what = if held.waiting.is_some() {
+                    "body"
+                } else {
+                    "head"
+                };
                 eprintln!(
-                    "dropped a connection: its request head did not arrive within {:?} ({:.1} s, {received} bytes received)",
+                    "dropped a connection: its request {what} did not arrive within {:?} ({:.1} s, {received} bytes received)",
                     self.head_timeout,
                     since.elapsed().as_secs_f64()
                 );
@@ -360,6 +419,12 @@ impl<'c> Set<'c> {
             .min()
             .unwrap_or(now + Duration::from_secs(3600));
     }
+}
+
+/// Who sent a refused request, for its log line.
+fn from(held: &Held) -> String {
+    held.remote
+        .map_or_else(|| "a unix socket client".into(), |a| a.ip().to_string())
 }
 
 /// Runs `f` on the HTTP connection inside `conn` (a held connection is always one).

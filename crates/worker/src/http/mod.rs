@@ -15,11 +15,13 @@
 //! | file          | owns |
 //! |---------------|------|
 //! | `head.rs`     | the request head: httparse, the smuggling checks, limits, CGI params, X-Forwarded-* |
+//! | `chunked.rs`  | the chunk-size line and the trailers, refusing what a front end could read otherwise |
 //! | `response.rs` | the CGI head → HTTP head and the response body's framing |
 //! | `conn.rs`     | [`HttpConn`]: the body (Content-Length, chunked, 100-continue), the response, keep-alive |
 //! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
 
-mod conn;
+pub mod chunked;
+pub(crate) mod conn;
 pub mod head;
 mod listen;
 pub mod response;
@@ -39,6 +41,9 @@ pub struct HttpConfig {
     pub trusted: Trusted,
     /// `max_request_body`: larger bodies are refused (413); None: no bound.
     pub max_body: Option<u64>,
+    /// `send_timeout`: a response write that makes no progress this long ends the
+    /// connection.
+    pub send_timeout: Duration,
 }
 
 /// The pool's HTTP settings from the zygote's command line; None for a FastCGI pool.
@@ -61,6 +66,7 @@ pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Option<HttpConfig> {
         keepalive_timeout: Duration::from_millis(args.keepalive_timeout_ms),
         trusted,
         max_body: args.max_request_body,
+        send_timeout: Duration::from_millis(args.send_timeout_ms),
     })
 }
 

@@ -5,6 +5,8 @@ use super::*;
 use crate::http::head::Trusted;
 use crate::socket::tests::pair;
 
+mod refusals;
+
 fn open(input: &[u8]) -> (HttpConn, UnixStream) {
     let (socket, mut client) = pair();
     client.write_all(input).unwrap();
@@ -52,7 +54,7 @@ fn response(client: &mut UnixStream) -> String {
 fn a_chunked_body_is_read_dechunked_and_the_response_is_chunked() {
     let (mut conn, mut client) = open(
         b"POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
-          5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n",
+          5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nChecksum: x\r\n\r\n",
     );
     head(&mut conn);
     assert_eq!(body(&mut conn), b"hello, world");
@@ -152,11 +154,17 @@ fn a_client_gone_mid_body_is_an_error_not_an_end() {
 }
 
 #[test]
-fn a_bad_chunk_size_is_refused() {
-    let (mut conn, _client) =
+fn a_bad_chunk_size_is_refused_with_400() {
+    let (mut conn, mut client) =
         open(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
     head(&mut conn);
     let err = conn.read_stdin(&mut [0u8; 16]).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     assert!(conn.closed());
+    // The app's response, had it written one after the failed read, goes nowhere.
+    conn.write_stdout(b"Status: 500\r\n\r\n").unwrap();
+    assert!(!conn.finish(0).unwrap());
+    assert_eq!(conn.status(), Some(400));
+    conn.get_mut().close();
+    assert!(response(&mut client).starts_with("HTTP/1.1 400 "));
 }
