@@ -417,7 +417,7 @@ fn websockets_are_asgi(
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
 fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
-    const HTTP_KEYS: [&str; 4] = [
+    const HTTP_KEYS: [&str; 5] = [
         "keepalive_timeout",
         "forwarded_allow_ips",
         "max_request_body",

@@ -135,13 +135,17 @@ fn pool(out: &mut Out, p: &Pool) {
     );
     if let Some(http) = &p.http {
         out.duration("keepalive_timeout", http.keepalive_timeout);
-        out.duration("send_timeout", http.send_timeout);
+        let asgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Asgi);
+        if asgi {
+            out.unset("send_timeout", "WSGI pools only, for now");
+        } else {
+            out.duration("send_timeout", http.send_timeout);
+        }
         out.strings("forwarded_allow_ips", &http.forwarded_allow_ips);
         match http.max_request_body {
             Some(bytes) => out.string("max_request_body", &size(bytes)),
             None => out.unset("max_request_body", "no limit"),
         }
-        let asgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Asgi);
         if asgi {
             out.string("ws_max_size", &size(http.ws_max_size));
         } else {
