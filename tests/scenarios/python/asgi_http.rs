@@ -465,3 +465,33 @@ with connect(f"ws://127.0.0.1:{sys.argv[1]}/echo") as ws:
         .log
         .wait_for_line("ws disconnect 1001", TIMEOUT);
 }
+
+/// Issue 24's smuggling shapes in a chunked body reach an ASGI pool too: its body reader
+/// uses the WSGI path's strict chunk-size line and trailer rules, so a bare LF in a chunk
+/// extension or a Host in the trailers ends the connection with a log line, and the app
+/// never answers a body read otherwise than a front end would.
+#[test]
+fn smuggling_shapes_in_chunked_bodies_end_an_asgi_connection_with_a_log_line() {
+    let server = Server::start_asgi("asgi_app:app", 1, "");
+    let chunked = "POST /sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let cases = [
+        (
+            format!("{chunked}3;x\nabc\r\nDEF\r\n0\r\n\r\n"),
+            "chunk-size line not ended by CRLF (bare LF)",
+        ),
+        (
+            format!("{chunked}5\r\nhello\r\n0\r\nHost: evil.example\r\n\r\n"),
+            "Host in the chunked trailers",
+        ),
+    ];
+    for (request, line) in &cases {
+        let mut stream = server.connect();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut received = Vec::new();
+        let _ = stream.read_to_end(&mut received);
+        let text = String::from_utf8_lossy(&received);
+        assert!(!text.contains(" 200 "), "{request:?} was served: {text}");
+        server.drover.log.wait_for_line(line, TIMEOUT);
+    }
+    assert_eq!(http::get(&server.url("/hello")).status, 200);
+}

@@ -18,6 +18,7 @@ use std::os::fd::FromRawFd;
 use std::sync::OnceLock;
 
 use drover_worker::http::HttpConfig;
+use drover_worker::http::chunked;
 use drover_worker::http::head::{self, Framing, Peer};
 use drover_worker::http::response::{self, Ask, Body};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -40,9 +41,6 @@ const RAW: u8 = 6;
 const KEEP: u8 = 0;
 const CLOSE: u8 = 1;
 const RETIRE: u8 = 2;
-
-/// The longest chunk-size line or trailer section (as the WSGI HTTP path).
-const MAX_CHUNK_META: usize = 8 * 1024;
 
 /// Consumed bytes kept at the buffer's front before they are dropped, and the capacity an
 /// emptied buffer keeps.
@@ -419,13 +417,13 @@ impl Http {
                     };
                     (next, n, n)
                 }
-                BodyIn::ChunkSize => match httparse::parse_chunk_size(input) {
-                    Ok(httparse::Status::Complete((used, 0))) => (BodyIn::Trailers, used, 0),
-                    Ok(httparse::Status::Complete((used, size))) => {
-                        (BodyIn::ChunkData(size), used, 0)
-                    }
-                    Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => break,
-                    _ => return Err(self.bad_body("invalid chunk size")),
+                // The WSGI path's strict reader (a bare LF or a control byte in the line,
+                // an extension without ';', a sign: refused), so both read one body.
+                BodyIn::ChunkSize => match chunked::size_line(input) {
+                    Ok(Some((used, 0))) => (BodyIn::Trailers, used, 0),
+                    Ok(Some((used, size))) => (BodyIn::ChunkData(size), used, 0),
+                    Ok(None) => break,
+                    Err(why) => return Err(self.bad_body(why)),
                 },
                 BodyIn::ChunkEnd if input.len() >= 2 => {
                     if &input[..2] != b"\r\n" {
@@ -433,14 +431,12 @@ impl Http {
                     }
                     (BodyIn::ChunkSize, 2, 0)
                 }
-                BodyIn::Trailers => {
-                    let mut fields = [httparse::EMPTY_HEADER; 32];
-                    match httparse::parse_headers(input, &mut fields) {
-                        Ok(httparse::Status::Complete((used, _))) => (BodyIn::Ended, used, 0),
-                        Ok(httparse::Status::Partial) if input.len() < MAX_CHUNK_META => break,
-                        _ => return Err(self.bad_body("invalid chunked trailer")),
-                    }
-                }
+                // Trailers that must not follow a body (Content-Length, Host, TE...) too.
+                BodyIn::Trailers => match chunked::trailers(input) {
+                    Ok(Some(used)) => (BodyIn::Ended, used, 0),
+                    Ok(None) => break,
+                    Err(why) => return Err(self.bad_body(&why)),
+                },
                 _ => break,
             };
             self.start += used;
