@@ -105,6 +105,9 @@ pub struct PoolRun {
     runtime_ready: bool,
 }
 
+/// How many vanished workers ([`PoolRun::vanished`]) a generation remembers at most.
+const VANISHED_MAX: usize = 64;
+
 impl PoolRun {
     /// Ends the ondemand listener watch: the pool takes no new work.
     pub(super) fn stop_watching(&mut self) {
@@ -731,7 +734,6 @@ impl PoolRun {
                      the master could check it",
                     self.config.name
                 );
-                const VANISHED_MAX: usize = 64;
                 if self.vanished.len() >= VANISHED_MAX {
                     self.vanished.remove(0);
                 }
