@@ -42,7 +42,8 @@ impl Reply {
     }
 }
 
-fn agent() -> Agent {
+/// The tests' HTTP client: a status is an answer, not an error; no proxy; 30 s at most.
+pub fn agent() -> Agent {
     Agent::config_builder()
         .http_status_as_error(false)
         // Loopback only: an HTTP_PROXY in the environment must not apply.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::{Pool, Setup, line_of, number, site, start, start_sized};
-use crate::common::{Log, PoolFile, TIMEOUT, proc, wait_until};
+use crate::common::{Log, PoolFile, TIMEOUT, http, proc, wait_until};
 
 /// Concurrent clients, each on its own keep-alive connection to nginx.
 const CLIENTS: usize = 50;
@@ -85,12 +85,7 @@ fn client(
     stop: Arc<AtomicBool>,
     published: Arc<AtomicU32>,
 ) -> Tally {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .proxy(None)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent: ureq::Agent = http::agent();
     let mut tally = Tally {
         requests: 0,
         failures: Vec::new(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Drover, Nginx, PoolFile, PythonPool, Site, TIMEOUT, python};
+use crate::common::{Drover, Nginx, PoolFile, PythonPool, Site, TIMEOUT, http, python};
 
 /// Concurrent clients, each on its own keep-alive connection to nginx.
 const CLIENTS: usize = 16;
@@ -37,12 +37,7 @@ fn method(post: bool) -> &'static str {
 /// GETs `/hello` and POSTs to `/sha256` in turn on one keep-alive connection to `base`
 /// until `stop` (or a minute, should the test fail before it sets `stop`).
 fn client(base: String, started: Instant, stop: Arc<AtomicBool>) -> Run {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .proxy(None)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent: ureq::Agent = http::agent();
     let mut run = Run {
         requests: 0,
         failures: Vec::new(),
