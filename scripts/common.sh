@@ -67,6 +67,7 @@ ensure_packages() {
 # headers); php-apcu: a test shows one APCu shared by a pool's workers; apache2: a test
 # serves a pool through Apache's stock php-fpm wiring. php8.2-fpm: `drover import php-fpm` is
 # tested on Debian's stock php-fpm.conf and www.conf, against php-fpm serving the same page.
+# man-db: a test renders the man pages scripts/man.sh builds with `man -l`.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -81,6 +82,7 @@ DROVER_PACKAGES=(
     "/usr/lib/php/20220829/apcu.so:php-apcu"
     "apache2:apache2"
     "/usr/sbin/php-fpm8.2:php8.2-fpm"
+    "man:man-db"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

@@ -16,7 +16,8 @@
 //!
 //! The master binds every pool's listener before any worker exists and keeps it for its whole
 //! life; workers `accept()` on it themselves, so the master is never on the request path.
-//! docs/ARCHITECTURE.md explains the tree, the request path and the reasons behind them.
+//! docs/ARCHITECTURE.md explains the tree, the request path and the reasons behind them;
+//! the operator's manual (keys, signals, commands) is the other pages of docs/.
 //!
 //! # Crates
 //!
@@ -27,7 +28,8 @@
 //!   only crate that links libpython.
 //! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
 //!   only crate that links libphp.
-//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by the Python workers.
+//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by `drover-worker`'s
+//!   worker loop, so by every zygote's workers (`drover-python`'s and `drover-php`'s).
 //! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
 //!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
 //!   themselves, idle connections waiting in each worker's epoll set).
