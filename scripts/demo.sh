@@ -151,7 +151,7 @@ write_drover_config() {
 error_log = "stderr"
 include = ["$include"]
 
-# drover ctl's way in: status, config, reload, workers (see the README's "drover ctl").
+# drover ctl's way in: status, config, reload, workers (see docs/ctl.md).
 [control]
 listen = "$demo/run/ctl.sock"
 TOML

@@ -11,6 +11,7 @@ mod common;
 
 mod config;
 mod control;
+mod docs;
 mod embed;
 mod harness;
 mod hostile;

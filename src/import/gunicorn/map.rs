@@ -322,7 +322,7 @@ impl Mapper {
             "access_log_format" => self.note(
                 s,
                 "no equivalent: drover's access_format takes php-fpm's tokens (%R %t %m %r \
-                 %s ...), not gunicorn's; see the README's Access log",
+                 %s ...), not gunicorn's; see docs/logs.md, Access log",
             ),
             "worker_class" => match value.as_str() {
                 Some("sync") => self.note(s, "not needed: drover's workers are synchronous"),

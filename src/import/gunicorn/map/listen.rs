@@ -39,7 +39,7 @@ pub(super) fn listen(bind: Option<&Setting>, m: &mut Mapper) -> Option<(String, 
         m.note(
             bind,
             "refused: drover takes a socket from systemd by name (socket activation), not \
-             by number; see the README's Socket activation",
+             by number; see docs/systemd.md, Socket activation",
         );
         return None;
     }
