@@ -1,8 +1,11 @@
-//! Every key the manual documents is one drover knows. Two sources: every TOML block (each
-//! is loaded through `drover::config::load_texts`, as a pool file and as `drover.toml`, and
-//! must load without an unknown key in one of the two), and every row of a reference table
-//! (`| key | ...`) in docs/configuration.md, whose key is loaded the same way. Each check
-//! first proves it is not blind: a made-up key in the same table must be reported.
+//! The keys the manual documents are the keys drover knows, both ways:
+//! - every TOML block is loaded through `drover::config::load_texts`, as a pool file and as
+//!   `drover.toml`, and must load without an unknown key in one of the two;
+//! - every row of a reference table (`| key | ...`) in docs/configuration.md (and
+//!   docs/pool-keys.md, once generated) names a key that loads the same way;
+//! - every key `drover -t` shows (`Config::render`) is named in those pages.
+//!
+//! Each load first proves it is not blind: a made-up key in each table must be reported.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -123,14 +126,13 @@ fn every_toml_block_names_known_keys() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
-/// The keys of docs/configuration.md's reference tables, as TOML lines: `[pm]\nmode = 0`.
-fn reference_keys() -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(root().join("docs/configuration.md"))
-        .expect("docs/configuration.md");
+/// The keys of a page's reference tables (`| key | ...`, or `| table | key | ...`), each as
+/// TOML: `[pm]\nmode = 0`. A heading that names a table (`` ### `[pm]` ``) holds its keys.
+fn reference_keys(text: &str) -> Vec<(usize, String)> {
     let mut keys = Vec::new();
     let mut section = String::new();
     let mut columns: Vec<String> = Vec::new();
-    for (line, prose) in split(&text).0 {
+    for (line, prose) in split(text).0 {
         if let Some(h) = heading(prose) {
             // A heading that is a table's name (`[pm]`) holds that table's keys.
             section = h
@@ -192,15 +194,21 @@ fn key_line(columns: &[String], cells: &[&str], section: &str) -> Option<String>
 
 #[test]
 fn every_reference_key_is_known() {
-    let keys = reference_keys();
-    assert!(keys.len() > 60, "only {} reference rows found", keys.len());
-    let errors: Vec<String> = keys
-        .iter()
-        .filter_map(|(line, toml)| {
-            let why = check(toml)?;
-            Some(format!("docs/configuration.md:{line}: {toml:?}: {why}"))
-        })
-        .collect();
+    let mut rows = 0;
+    let mut errors = Vec::new();
+    // configuration.md's tables, and the generated key reference once it is there.
+    for page in ["docs/configuration.md", "docs/pool-keys.md"] {
+        let Ok(text) = std::fs::read_to_string(root().join(page)) else {
+            continue;
+        };
+        for (line, toml) in reference_keys(&text) {
+            rows += 1;
+            if let Some(why) = check(&toml) {
+                errors.push(format!("{page}:{line}: {toml:?}: {why}"));
+            }
+        }
+    }
+    assert!(rows > 60, "only {rows} reference rows found");
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
