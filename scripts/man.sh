@@ -17,24 +17,24 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -n 1)
 mkdir -p "$out"
 
 man_page() {
-	local file=$1
-	shift
-	python3 "$repo/scripts/man.py" --version "drover $version" "$@" >"$out/$file.tmp"
-	mv "$out/$file.tmp" "$out/$file"
-	echo "wrote $out/$file"
+    local file=$1
+    shift
+    python3 "$repo/scripts/man.py" --version "drover $version" "$@" >"$out/$file.tmp"
+    mv "$out/$file.tmp" "$out/$file"
+    echo "wrote $out/$file"
 }
 
 cd "$repo"
 man_page drover.8 --name drover --section 8 \
-	--summary "a process manager for FastCGI, WSGI and ASGI applications" \
-	--see-also "drover.toml(5), nginx(8), php-fpm(8), gunicorn(1), systemd.service(5); the whole manual is the Markdown pages of docs/ in drover's source." \
-	docs/command-line.md docs/ctl.md docs/reload.md
+    --summary "a process manager for FastCGI, WSGI and ASGI applications" \
+    --see-also "drover.toml(5), nginx(8), php-fpm(8), gunicorn(1), systemd.service(5); the whole manual is the Markdown pages of docs/ in drover's source." \
+    docs/command-line.md docs/ctl.md docs/reload.md
 
 toml_pages=(docs/configuration.md)
 if [[ -f docs/pool-keys.md ]]; then
-	toml_pages+=(docs/pool-keys.md)
+    toml_pages+=(docs/pool-keys.md)
 fi
 man_page drover.toml.5 --name drover.toml --section 5 \
-	--summary "drover's configuration: drover.toml and its pool files" \
-	--see-also "drover(8); the whole manual is the Markdown pages of docs/ in drover's source." \
-	"${toml_pages[@]}"
+    --summary "drover's configuration: drover.toml and its pool files" \
+    --see-also "drover(8); the whole manual is the Markdown pages of docs/ in drover's source." \
+    "${toml_pages[@]}"
