@@ -154,9 +154,11 @@ fn watch(ledger: &Ledger<'_>, lanes: &[Lane]) {
 struct Lane {
     /// The thread's `pthread_t` (0 until it runs), for `pthread_kill`.
     pthread: AtomicU64,
-    /// Inside [`Handler::handle`]: never signalled there, so that the app's own waits (a C
-    /// library that does not retry on `EINTR`) are not interrupted.
-    in_request: AtomicBool,
+    /// In a wait for a connection or for the next request on a kept one
+    /// ([`Handler::blocking`]): signalled only there, never in a request, so that the
+    /// app's own waits (a C library that does not retry on `EINTR`) and the worker's own
+    /// (the status fetched from the master) are not interrupted.
+    waiting: AtomicBool,
     finished: AtomicBool,
 }
 
@@ -164,7 +166,7 @@ impl Lane {
     /// Interrupts the thread's wait for a connection or a request.
     fn wake(&self) {
         let pthread = self.pthread.load(Relaxed);
-        if pthread == 0 || self.finished.load(Relaxed) || self.in_request.load(Relaxed) {
+        if pthread == 0 || self.finished.load(Relaxed) || !self.waiting.load(Relaxed) {
             return;
         }
         // SAFETY: the thread is alive (scoped threads are joined after `watch` returns,
@@ -174,7 +176,7 @@ impl Lane {
     }
 }
 
-/// A thread's handler, which marks its lane while the app runs a request.
+/// A thread's handler, which marks its lane while the thread waits.
 struct OnLane<'a, T> {
     handler: T,
     lane: &'a Lane,
@@ -186,10 +188,7 @@ impl<T: Handler> Handler for OnLane<'_, T> {
     }
 
     fn handle(&mut self, conn: &Conn, request: Request) -> Outcome {
-        self.lane.in_request.store(true, Relaxed);
-        let outcome = self.handler.handle(conn, request);
-        self.lane.in_request.store(false, Relaxed);
-        outcome
+        self.handler.handle(conn, request)
     }
 
     fn request_memory(&self) -> Option<u64> {
@@ -201,7 +200,10 @@ impl<T: Handler> Handler for OnLane<'_, T> {
     }
 
     fn blocking<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.handler.blocking(f)
+        self.lane.waiting.store(true, Relaxed);
+        let waited = self.handler.blocking(f);
+        self.lane.waiting.store(false, Relaxed);
+        waited
     }
 
     fn thread<R>(f: impl FnOnce() -> R) -> R {
@@ -227,15 +229,15 @@ mod tests {
 
     impl Handler for Probe<'_> {
         fn handle(&mut self, _conn: &Conn, _request: Request) -> Outcome {
-            self.marked = Some(self.lane.in_request.load(Relaxed));
+            self.marked = Some(self.lane.waiting.load(Relaxed));
             Outcome { keep: false }
         }
     }
 
-    /// A thread is marked inside a request, and only there: the watch never signals it
-    /// while the app runs.
+    /// A thread is marked while it waits (for a connection, for the next request), and
+    /// only then: the watch never signals it in a request.
     #[test]
-    fn a_thread_is_marked_in_a_request_while_the_app_runs_it() {
+    fn a_thread_is_marked_while_it_waits_and_never_in_a_request() {
         let lane = Lane::default();
         let (socket, _web_server) = crate::socket::tests::pair();
         let conn: Conn = Rc::new(RefCell::new(Exchange::fastcgi(Connection::new(
@@ -249,15 +251,15 @@ mod tests {
             },
             lane: &lane,
         };
+        assert!(on_lane.blocking(|| lane.waiting.load(Relaxed)));
+        assert!(!lane.waiting.load(Relaxed));
         let request = Request {
             id: 1,
             keep_conn: false,
             params: Params::default(),
         };
-        assert!(!lane.in_request.load(Relaxed));
         on_lane.handle(&conn, request);
-        assert_eq!(on_lane.handler.marked, Some(true));
-        assert!(!lane.in_request.load(Relaxed));
+        assert_eq!(on_lane.handler.marked, Some(false));
     }
 
     /// A thread that panics stops the worker, so the watch does not wait for it forever.
