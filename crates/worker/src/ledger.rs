@@ -58,8 +58,10 @@ pub enum Concurrency {
     /// thread's slot of its own would show its phases); CPU time is each thread's.
     Threads,
     /// Interleaved on one thread (an event loop): the slot shows requests only; a
-    /// request's CPU time is the process's since the previous request ended, so that the
-    /// requests' figures add up to the worker's (no request has a thread of its own).
+    /// request's CPU time is the process's since the previous request ended (or since it
+    /// began, if none was in flight then), so that the figures of overlapping requests add
+    /// up to the worker's (no request has a thread of its own), and the loop's idle time
+    /// and the worker's start are no request's.
     EventLoop,
 }
 
@@ -101,7 +103,10 @@ struct Books {
     /// The requests in flight, oldest first: (start, number) → what the slot shows.
     in_flight: BTreeMap<(u64, u64), Shown>,
     next: u64,
-    /// The process's CPU time when the previous request ended ([`Concurrency::EventLoop`]).
+    /// Requests begun and not yet ended (the slot's map holds them only with a slot).
+    running: usize,
+    /// The process's CPU time when the previous request ended, or when the oldest in
+    /// flight began ([`Concurrency::EventLoop`]).
     cpu_mark: CpuTime,
 }
 
@@ -169,7 +174,8 @@ impl<'a> Ledger<'a> {
                 access_log,
                 in_flight: BTreeMap::new(),
                 next: 0,
-                cpu_mark: process_cpu(),
+                running: 0,
+                cpu_mark: CpuTime::default(),
             }),
         }
     }
@@ -184,6 +190,10 @@ impl<'a> Ledger<'a> {
         let logged = self.logging.then(|| (params.clone(), script.clone()));
         let key = {
             let mut books = self.books();
+            if books.running == 0 && self.concurrency == Concurrency::EventLoop {
+                books.cpu_mark = process_cpu();
+            }
+            books.running += 1;
             books.next += 1;
             let key = (start_us, books.next);
             if let Some(board) = self.board {
@@ -234,6 +244,7 @@ impl<'a> Ledger<'a> {
             books.cpu_mark = now;
             cpu
         });
+        books.running = books.running.saturating_sub(1);
         if let Some(board) = self.board {
             let slot = board.slot;
             let was_oldest = books.in_flight.keys().next() == Some(&ticket.key);
