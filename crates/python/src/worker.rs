@@ -12,13 +12,13 @@
 
 use drover_fastcgi::Request;
 use drover_proto::zygote::{EXIT_APP_LOAD, Interface};
+use drover_worker::ledger;
 use drover_worker::serve::{self, Board, Conn, Handler, Outcome, WorkerConfig};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
 use super::hooks::{self, Hooks};
 use super::wsgi::App;
-use super::zygote;
 
 /// Runs the worker to its end; returns its exit code. `app` is the preloaded app (None
 /// with `--no-preload`: the worker imports `spec` itself). An ASGI app runs on an event
@@ -72,14 +72,11 @@ fn run_asgi(
     hooks: Hooks,
     spec: &str,
     mount: &str,
-    config: WorkerConfig,
+    mut config: WorkerConfig,
     board: Option<Board<'_>>,
 ) -> i32 {
     serve::install_signals();
-    if let Some(slot) = board.map(|b| b.slot) {
-        slot.claim(nix::unistd::getpid(), config.generation);
-        slot.set_state(drover_scoreboard::State::Idle);
-    }
+    crate::asgi::open_ledger(&mut config, board);
     let failed = |err: PyErr, what: &str| {
         eprintln!("{what}:");
         err.display(py);
@@ -99,7 +96,7 @@ fn run_asgi(
     }
     let app = match app {
         Some(app) => app,
-        None => match zygote::load_app(py, spec) {
+        None => match hooks::import_app(py, spec) {
             Ok(app) => app,
             Err(err) => return failed(err, &format!("cannot load the app {spec:?}")),
         },
@@ -108,7 +105,7 @@ fn run_asgi(
     if let Err(err) = hooks.fatal(py, "post_worker_init", ()) {
         return failed(err, "the post_worker_init hook raised");
     }
-    let code = crate::asgi::run(py, app, mount, config, board);
+    let code = crate::asgi::run(py, app, mount, &config);
     hooks.logged(py, "worker_exit");
     code
 }
@@ -160,7 +157,7 @@ impl Handler for Wsgi<'_> {
         }
         let callable = match self.preloaded.take() {
             Some(app) => app,
-            None => match zygote::load_app(py, self.spec) {
+            None => match hooks::import_app(py, self.spec) {
                 Ok(app) => app,
                 Err(err) => return failed(err, &format!("cannot load the app {:?}", self.spec)),
             },
@@ -192,7 +189,7 @@ impl Handler for Wsgi<'_> {
         let (outcome, status) = app.handle(self.py, conn, request);
         if hooks::end_request() {
             // Aborted past request_terminate_timeout: the worker goes, as gunicorn's does.
-            serve::retire();
+            ledger::retire();
         }
         self.status = status;
         outcome

@@ -46,7 +46,7 @@ pub fn run(args: PythonArgs) -> u8 {
         let app = if args.no_preload {
             None
         } else {
-            match load_app(py, &args.app) {
+            match hooks::import_app(py, &args.app) {
                 Ok(app) => Some(app),
                 Err(err) => {
                     eprintln!("drover-python: cannot load the app {:?}:", args.app);
@@ -204,13 +204,6 @@ fn site_packages(venv: &Path) -> Vec<String> {
     glob::glob(&pattern.to_string_lossy())
         .map(|paths| paths.flatten().map(|p| p.display().to_string()).collect())
         .unwrap_or_default()
-}
-
-/// Imports "package.module:callable", or calls the factory of
-/// "package.module:create_app('prod', debug=False)" (literal arguments only), as
-/// gunicorn's `import_app` does; fails when what it gets is not callable.
-pub fn load_app(py: Python<'_>, spec: &str) -> PyResult<Py<PyAny>> {
-    hooks::import_app(py, spec)
 }
 
 /// Collects once, then moves every object to the permanent generation, so that the

@@ -16,6 +16,8 @@ use std::time::Duration;
 use drover_fastcgi::Params;
 use drover_proto::zygote::ZygoteArgs;
 
+use crate::exchange::Exchange;
+
 /// How long the master may take to answer a status request.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -65,6 +67,19 @@ impl Builtin {
         } else {
             None
         }
+    }
+
+    /// Answers `asked` on `exchange` and ends the request (END_REQUEST); returns whether
+    /// the connection may be kept, and the status answered.
+    pub(crate) fn respond(
+        &self,
+        asked: Asked,
+        params: &Params,
+        exchange: &mut Exchange,
+    ) -> (bool, u16) {
+        let (response, status) = self.answer(asked, params);
+        let keep = exchange.write_stdout(&response).is_ok() && exchange.finish(0).unwrap_or(false);
+        (keep, status)
     }
 
     /// The CGI response (head and body) and its status. A status the master cannot give

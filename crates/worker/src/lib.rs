@@ -7,16 +7,20 @@
 //!   through the runtime's [`zygote::Runtime`], reaps, backs off, gives out scoreboard
 //!   slots, and reports starts and exits to the master.
 //! - [`serve`]: one worker's life: accept on fd 0, serve a connection's requests through
-//!   the runtime's [`serve::Handler`], keep connections nginx keeps, and stop on
-//!   `max_requests`, SIGTERM or `max_memory`; the scoreboard phases and
-//!   `request_read_timeout`.
+//!   the runtime's [`serve::Handler`], keep connections nginx keeps, until the ledger says
+//!   stop; `request_read_timeout`, the lingering close.
+//! - [`ledger`]: a worker's books, the same for every loop (this one, [`threads`], the ASGI
+//!   event loop, any caller that takes requests itself): a request begun from its params
+//!   and ended with its status; the scoreboard slot (the oldest request in flight), the
+//!   pool's histogram, the access log line, `max_requests` (requests handled),
+//!   `max_memory`, and when the worker must stop.
 //! - [`access`]: the pool's access log, a line per request written by the worker itself
 //!   to the descriptor the master opened and passed to the zygote.
 //! - [`builtin`]: php-fpm's `pm.status_path` and `ping.path`, answered on the pool's own
 //!   socket before the runtime sees the request (the status fetched from the master).
 //! - [`cpu`]: a request's CPU time, user and system, for the scoreboard and the log.
 //! - [`threads`]: a worker whose threads each run that loop (`[python] threads`), sharing
-//!   the `max_requests` count, the slot (the oldest request in flight) and the access log.
+//!   one ledger; its own thread watches for the worker's end and wakes the others.
 //! - [`socket`]: an accepted connection, with the read budget and the lingering close.
 //! - [`exchange`]: the connection a handler serves a request on, FastCGI or HTTP.
 //! - [`http`]: `protocol = "http"`: HTTP/1.1 straight from clients, turned into the same
@@ -32,6 +36,7 @@ pub mod builtin;
 pub mod cpu;
 pub mod exchange;
 pub mod http;
+pub mod ledger;
 pub mod serve;
 pub mod socket;
 pub mod threads;

@@ -4,30 +4,25 @@
 //! It stops after `max_requests`, on SIGTERM (after finishing the request in hand: the
 //! handler only sets a flag and interrupts a blocked accept), above `max_memory`, when the
 //! master sets its slot's retire flag, or when the master shuts the listener down (accept
-//! fails: the pool is stopping). Around each request it writes its scoreboard slot, which
-//! is how the master sees it busy or idle; at the end of each it adds the request's
-//! duration and status class to the pool's area of the scoreboard (every request counts
-//! there, which the master's sampling could not achieve).
+//! fails: the pool is stopping). Each request is begun and ended in the worker's
+//! [`Ledger`], which keeps the scoreboard slot (how the master sees the worker busy or
+//! idle), the pool's histogram, the access log, and those limits.
 
 use std::cell::RefCell;
-use std::io::{self, Write};
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use drover_fastcgi::{Buffers, Connection, Limits, Params, Phase, ProtocolError, Request};
 
+use crate::access::AccessLog;
+use crate::builtin::Builtin;
 pub use crate::exchange::Exchange;
 use crate::exchange::Protocol;
 use crate::http::HttpConfig;
-use drover_proto::zygote::retiring_line;
-use drover_scoreboard::{PoolStats, Slot, State, now_us};
-
-use crate::access::{AccessLog, Entry};
-use crate::builtin::Builtin;
+pub use crate::ledger::Board;
+use crate::ledger::{Concurrency, Ledger, Terms, retire};
 use crate::socket::{NextRequest, Socket, accept};
-use crate::threads::Threaded;
 
 /// What the zygote decided for this worker before forking it.
 pub struct WorkerConfig {
@@ -37,8 +32,7 @@ pub struct WorkerConfig {
     /// Requests before the worker exits (its own draw of the jitter); 0 = never.
     pub max_requests: u32,
     pub generation: u32,
-    /// max_memory: checked after every request, so a leak is caught within one request
-    /// (the master's 100 ms sampling can miss many fast ones).
+    /// max_memory: checked after every request ([`Ledger::end`]).
     pub max_memory: Option<u64>,
     /// How long reads may wait, in all, for a request's params and body, from the accept
     /// (or the first bytes of the request on a kept connection). None: no bound.
@@ -50,15 +44,6 @@ pub struct WorkerConfig {
     pub http: Option<HttpConfig>,
     /// `status_path` and `ping_path`: requests the worker answers itself.
     pub builtin: Option<Builtin>,
-}
-
-/// Where a worker writes in its pool's scoreboard.
-#[derive(Clone, Copy)]
-pub struct Board<'a> {
-    /// Its own slot: its state and current request.
-    pub slot: &'a Slot,
-    /// The pool's area: the request-duration histogram and responses by status class.
-    pub pool: &'a PoolStats,
 }
 
 /// How a request ended, for the worker loop.
@@ -122,22 +107,8 @@ pub trait Handler {
     }
 }
 
-/// Set by SIGTERM, or by [`check_memory`]: finish the request in hand, then exit.
-static RETIRE: AtomicBool = AtomicBool::new(false);
-
-/// True once SIGTERM (or max_memory) asked this worker to stop; a runtime may poll it.
-pub fn retiring() -> bool {
-    RETIRE.load(Ordering::Relaxed)
-}
-
-/// Asks the worker to stop once the request in hand is served (Python: after a request it
-/// aborted past `request_terminate_timeout`).
-pub fn retire() {
-    RETIRE.store(true, Ordering::Relaxed);
-}
-
 extern "C" fn on_sigterm(_: libc::c_int) {
-    RETIRE.store(true, Ordering::Relaxed);
+    retire();
 }
 
 /// How long a kept-open connection may stay silent between two requests before the worker
@@ -149,24 +120,21 @@ const KEPT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Runs a worker to its end (max_requests, SIGTERM after the request in hand, listener
 /// shut down); returns its exit code.
 ///
-/// Installs the SIGTERM handler and `PR_SET_PDEATHSIG`, claims `slot` for this pid, accepts
-/// on fd 0, refuses clients outside `listen_allowed_clients` (`FCGI_WEB_SERVER_ADDRS`),
-/// writes the scoreboard phases, enforces `request_read_timeout`, checks `max_memory` after
-/// each request, and lingers on a connection left with body unread.
-pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Board<'_>>) -> i32 {
-    let slot = board.map(|b| b.slot);
-    if let Err(code) = prepare(handler, &config, slot) {
-        return code;
-    }
+/// Installs the SIGTERM handler and `PR_SET_PDEATHSIG`, opens the worker's [`Ledger`]
+/// (which claims the slot, and records each request), accepts on fd 0, refuses clients
+/// outside `listen_allowed_clients` (`FCGI_WEB_SERVER_ADDRS`), enforces
+/// `request_read_timeout`, and lingers on a connection left with body unread.
+pub fn run<H: Handler>(handler: &mut H, mut config: WorkerConfig, board: Option<Board<'_>>) -> i32 {
+    let ledger = match prepare(handler, &mut config, board, Concurrency::One) {
+        Ok(ledger) => ledger,
+        Err(code) => return code,
+    };
     let allowed = allowed_clients();
     let http = config.http.clone();
     let mut worker = Worker {
         handler,
         config,
-        slot,
-        pool: board.map(|b| b.pool),
-        served: 0,
-        threaded: None,
+        ledger: &ledger,
         buffers: None,
     };
     if let Some(http) = http {
@@ -175,19 +143,37 @@ pub fn run<H: Handler>(handler: &mut H, config: WorkerConfig, board: Option<Boar
     accept_loop(&mut worker, &allowed)
 }
 
-/// A worker's start, before its first accept: the SIGTERM handler, the slot claimed, the
-/// runtime's [`Handler::start`].
-pub(crate) fn prepare<H: Handler>(
+/// A worker's start, before its first accept: the SIGTERM handler, the ledger opened (the
+/// slot claimed), the runtime's [`Handler::start`].
+pub(crate) fn prepare<'a, H: Handler>(
     handler: &mut H,
-    config: &WorkerConfig,
-    slot: Option<&Slot>,
-) -> Result<(), i32> {
+    config: &mut WorkerConfig,
+    board: Option<Board<'a>>,
+    concurrency: Concurrency,
+) -> Result<Ledger<'a>, i32> {
     install_signals();
-    if let Some(slot) = slot {
-        slot.claim(nix::unistd::getpid(), config.generation);
-        slot.set_state(State::Idle);
+    let ledger = config.open_ledger(board, concurrency);
+    handler.start()?;
+    Ok(ledger)
+}
+
+impl WorkerConfig {
+    /// Opens the worker's [`Ledger`] on these terms, which takes the access log (and
+    /// claims the slot). For a loop that is not [`run`]'s (Python's ASGI event loop).
+    pub fn open_ledger<'a>(
+        &mut self,
+        board: Option<Board<'a>>,
+        concurrency: Concurrency,
+    ) -> Ledger<'a> {
+        let terms = Terms {
+            label: self.label.clone(),
+            generation: self.generation,
+            max_requests: self.max_requests,
+            max_memory: self.max_memory,
+            access_log: self.access_log.take(),
+        };
+        Ledger::open(terms, board, concurrency)
     }
-    handler.start()
 }
 
 /// Accepts on fd 0 and serves each connection, until the worker must stop; returns the
@@ -236,15 +222,10 @@ pub(crate) fn accept_loop<H: Handler>(worker: &mut Worker<'_, H>, allowed: &[IpA
 /// The worker loop's state.
 pub(crate) struct Worker<'a, H> {
     pub(crate) handler: &'a mut H,
+    /// The access log is in the ledger.
     pub(crate) config: WorkerConfig,
-    pub(crate) slot: Option<&'a Slot>,
-    /// The pool's area, where every request's duration and status class are added.
-    pub(crate) pool: Option<&'a PoolStats>,
-    /// Requests served so far, for `max_requests`.
-    pub(crate) served: u32,
-    /// One of several threads of the worker ([`crate::threads`]): what they share (the
-    /// count for `max_requests`, the slot, the access log). None: the worker's only loop.
-    pub(crate) threaded: Option<Threaded<'a>>,
+    /// The worker's books, shared by all its loops (its threads, when it has several).
+    pub(crate) ledger: &'a Ledger<'a>,
     /// The last connection's buffers, for the next one: nginx without `fastcgi_keep_conn`
     /// opens a connection per request, and new buffers (24 KiB zeroed) cost about 8,500
     /// instructions each time.
@@ -254,20 +235,7 @@ pub(crate) struct Worker<'a, H> {
 impl<H: Handler> Worker<'_, H> {
     /// The worker must stop once the request in hand is served.
     pub(crate) fn done(&self) -> bool {
-        let served = match self.threaded {
-            Some(threaded) => threaded.shared.started(),
-            None => self.served,
-        };
-        RETIRE.load(Ordering::Relaxed)
-            || (self.config.max_requests > 0 && served >= self.config.max_requests)
-            || self.slot.is_some_and(Slot::retire_requested)
-            || self.threaded.is_some_and(|t| t.shared.stopping())
-    }
-
-    /// The slot, when this loop writes its phases: a worker's threads share theirs through
-    /// [`Threaded`], which shows the requests only.
-    fn phase_slot(&self) -> Option<&Slot> {
-        self.slot.filter(|_| self.threaded.is_none())
+        self.ledger.must_stop()
     }
 
     /// Serves requests on one connection until it ends or the worker must stop.
@@ -295,9 +263,7 @@ impl<H: Handler> Worker<'_, H> {
     pub(crate) fn close(&self, conn: &Conn) {
         let mut conn = conn.borrow_mut();
         if conn.body_unread() {
-            if let Some(slot) = self.phase_slot() {
-                slot.set_state(State::Finishing);
-            }
+            self.ledger.show_finishing();
             let bound = self
                 .config
                 .request_read_timeout
@@ -307,19 +273,15 @@ impl<H: Handler> Worker<'_, H> {
         } else {
             conn.get_mut().close_shedding();
         }
-        if let Some(slot) = self.phase_slot() {
-            slot.end_reading(now_us());
-        }
+        self.ledger.show_idle();
     }
 
     fn serve_requests(&mut self, conn: &Conn) {
         loop {
             // From the accept, or from the first bytes of the next request on a kept
             // connection: the worker is busy reading, and the request's clock runs.
-            let start_us = now_us();
-            if let Some(slot) = self.phase_slot() {
-                slot.begin_reading(start_us);
-            }
+            let start_us = drover_scoreboard::now_us();
+            self.ledger.show_reading(start_us);
             conn.borrow_mut()
                 .get_mut()
                 .start_request(self.config.request_read_timeout);
@@ -358,113 +320,49 @@ impl<H: Handler> Worker<'_, H> {
         }
     }
 
-    /// Runs one request whose params are read, and records it: the scoreboard, the pool's
-    /// histogram, the access log, `max_requests`, `max_memory`. Returns whether the
-    /// connection may serve another request.
+    /// Runs one request whose params are read, and records it in the ledger. Returns
+    /// whether the connection may serve another request.
     pub(crate) fn run_request(&mut self, conn: &Conn, request: Request, start_us: u64) -> bool {
-        let (logging, heads) = match (self.threaded, &self.config.access_log) {
-            (Some(threaded), _) => (threaded.shared.logging(), threaded.shared.heads()),
-            (None, Some(log)) => (true, log.shows_response_headers()),
-            (None, None) => (false, false),
-        };
-        conn.borrow_mut().keep_head(heads);
         // status_path and ping_path: answered here, never by the runtime (which is not
         // asked for their script either: drover-php would keep its decision for them).
-        let asked = (self.config.builtin.as_ref()).and_then(|b| b.asked(&request.params));
-        let script = |handler: &H, params: &Params| match asked {
-            Some(_) => params
-                .get("SCRIPT_NAME")
+        let builtin = self.config.builtin.as_ref();
+        let asked = builtin.and_then(|b| Some((b, b.asked(&request.params)?)));
+        let script = match asked {
+            Some(_) => (request.params.get("SCRIPT_NAME"))
                 .map(|name| String::from_utf8_lossy(name).into_owned()),
-            None => handler.script(params),
+            None => self.handler.script(&request.params),
         };
-        let logged = logging.then(|| {
-            (
-                request.params.clone(),
-                script(self.handler, &request.params),
-            )
-        });
-        let mut ticket = None;
-        if let Some(slot) = self.slot {
-            let p = &request.params;
-            let text = |name: &str| String::from_utf8_lossy(p.get(name).unwrap_or_default());
-            let script = match &logged {
-                Some((_, script)) => script.clone(),
-                None => script(self.handler, p),
-            };
-            let shown = [
-                text("REQUEST_METHOD").into_owned(),
-                text("DOCUMENT_URI").into_owned(),
-                text("QUERY_STRING").into_owned(),
-                script.unwrap_or_else(|| self.config.label.clone()),
-            ];
-            match self.threaded {
-                Some(threaded) => ticket = Some(threaded.begin(slot, start_us, shown)),
-                None => slot.begin_request(start_us, &shown[0], &shown[1], &shown[2], &shown[3]),
-            }
-        } else if let Some(threaded) = self.threaded {
-            threaded.shared.count_start();
-        }
-        if let Some(pool) = self.pool {
-            pool.accept();
-        }
+        let mut ticket = self.ledger.begin(&request.params, script, start_us);
+        conn.borrow_mut().keep_head(ticket.keeps_head());
         let id = request.id;
-        let cpu_start = crate::cpu::thread_cpu();
-        let mut builtin_status = None;
-        let outcome = match (asked, &self.config.builtin) {
-            (Some(asked), Some(builtin)) => {
-                let (response, status) = builtin.answer(asked, &request.params);
-                builtin_status = Some(status);
-                let mut c = conn.borrow_mut();
-                let keep = c.write_stdout(&response).is_ok() && c.finish(0).unwrap_or(false);
-                Outcome { keep }
+        let (keep, status, memory) = match asked {
+            Some((builtin, asked)) => {
+                let (keep, status) =
+                    builtin.respond(asked, &request.params, &mut conn.borrow_mut());
+                (keep, Some(status), None)
             }
-            _ => self.handler.handle(conn, request),
+            None => {
+                let outcome = self.handler.handle(conn, request);
+                let handler = &self.handler;
+                (
+                    outcome.keep,
+                    handler.response_status(),
+                    handler.request_memory(),
+                )
+            }
         };
-        let end_us = now_us();
-        let cpu = crate::cpu::thread_cpu().since(&cpu_start);
-        let memory = self.handler.request_memory().filter(|_| asked.is_none());
-        let duration_us = end_us.saturating_sub(start_us);
-        if let Some(slot) = self.slot {
-            match (self.threaded, ticket) {
-                (Some(threaded), Some(ticket)) => {
-                    threaded.end(slot, ticket, end_us, duration_us, cpu.total(), memory);
-                }
-                _ => slot.end_request(end_us, cpu.total(), memory),
-            }
-        }
-        let status = builtin_status.or_else(|| self.handler.response_status());
-        if let Some(pool) = self.pool {
-            pool.record(duration_us, status);
-        }
-        if let Some((params, script)) = &logged {
-            let conn = conn.borrow();
-            let entry = Entry {
-                params,
-                status,
-                duration: Duration::from_micros(duration_us),
-                cpu,
-                memory,
-                script: script.as_deref().unwrap_or(&self.config.label),
-                head: conn.kept_head(),
-            };
-            match (self.threaded, &mut self.config.access_log) {
-                (Some(threaded), _) => threaded.shared.log(&entry),
-                (None, Some(log)) => log.write(&entry),
-                (None, None) => {}
-            }
-        }
-        self.served += 1;
-        let socket_timed_out = conn.borrow().get_ref().timed_out();
-        if socket_timed_out {
-            let received = conn.borrow().get_ref().received();
+        ticket.keep_head(conn.borrow().kept_head());
+        self.ledger.end(ticket, status, memory);
+        let conn = conn.borrow();
+        if conn.get_ref().timed_out() {
             eprintln!(
-                "dropped request {id}: its body did not arrive within request_read_timeout ({}); {received} bytes received",
-                show(self.config.request_read_timeout)
+                "dropped request {id}: its body did not arrive within request_read_timeout ({}); {} bytes received",
+                show(self.config.request_read_timeout),
+                conn.get_ref().received()
             );
             return false;
         }
-        check_memory(&self.config);
-        outcome.keep
+        keep
     }
 }
 
@@ -494,25 +392,6 @@ fn show(timeout: Option<Duration>) -> String {
         Some(timeout) => format!("{timeout:?}"),
         None => "off".to_string(),
     }
-}
-
-/// max_memory: a worker above it retires after the request it just served.
-fn check_memory(config: &WorkerConfig) {
-    let Some(limit) = config.max_memory else {
-        return;
-    };
-    let Some(rss) = drover_proto::resident_memory(None).filter(|&rss| rss > limit) else {
-        return;
-    };
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    // One write, marked: the master logs it as the pool's retire line.
-    let line = retiring_line(&format!(
-        "resident memory {:.1} MiB, above max_memory ({:.1} MiB)",
-        mib(rss),
-        mib(limit)
-    ));
-    let _ = io::stderr().write_all(line.as_bytes());
-    RETIRE.store(true, Ordering::Relaxed);
 }
 
 /// `listen_allowed_clients`, once [`take_allowed_clients`] has kept it.

@@ -5,13 +5,14 @@
 //! goes on. One request at a time: nginx does not multiplex FastCGI connections.
 
 use drover_fastcgi::ProtocolError;
+use drover_scoreboard::now_us;
+use drover_worker::ledger::Ticket;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::decode::{Decoder, Event};
 use super::encode;
-use super::ledger::{self, Ticket};
 
 /// Event kinds, as the first item of each tuple `feed()` returns.
 const REQUEST: u8 = 0;
@@ -87,7 +88,7 @@ impl FastCgi {
                         id,
                         keep,
                         head_only,
-                        ticket: ledger::begin(params),
+                        ticket: super::ledger().begin(&params, None, now_us()),
                         status: None,
                         cut: false,
                     });
@@ -127,7 +128,7 @@ impl FastCgi {
                 let pairs = header_pairs(headers)?;
                 let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
                 encode::head(&mut head, status, borrowed).map_err(PyValueError::new_err)?;
-                ledger::keep_head(&mut request.ticket, &head);
+                request.ticket.keep_head(&head);
                 request.status = Some(status);
             }
             (None, Some(_)) => {}
@@ -160,7 +161,7 @@ impl FastCgi {
             let mut head = Vec::new();
             let headers: [(&[u8], &[u8]); 1] = [(b"content-type", b"text/plain; charset=utf-8")];
             let _ = encode::head(&mut head, 500, headers);
-            ledger::keep_head(&mut request.ticket, &head);
+            request.ticket.keep_head(&head);
             encode::stdout(&mut out, request.id, &head, b"Internal Server Error\n");
             request.status = Some(500);
             encode::end(&mut out, request.id, 0);
@@ -177,7 +178,7 @@ impl FastCgi {
     fn gone(&mut self) {
         if let Some(mut request) = self.request.take() {
             request.cut = true;
-            let _ = ledger::end(&request.ticket, request.status);
+            let _ = super::ledger().end(request.ticket, request.status, None);
         }
     }
 
@@ -193,7 +194,7 @@ impl FastCgi {
         let Some(request) = self.ended.take() else {
             return CLOSE;
         };
-        let retire = ledger::end(&request.ticket, request.status);
+        let retire = super::ledger().end(request.ticket, request.status, None);
         match (retire, request.keep && !request.cut) {
             (true, _) => RETIRE,
             (false, true) => KEEP,

@@ -17,16 +17,17 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::FromRawFd;
 use std::sync::OnceLock;
 
+use drover_scoreboard::now_us;
 use drover_worker::http::HttpConfig;
 use drover_worker::http::chunked;
 use drover_worker::http::head::{self, Framing, Peer};
 use drover_worker::http::response::{self, Ask, Body};
+use drover_worker::ledger::Ticket;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::encode;
-use super::ledger::{self, Ticket};
 
 const REQUEST: u8 = 0;
 const BODY: u8 = 1;
@@ -225,7 +226,7 @@ impl Http {
         };
         self.request = Some(InHand {
             ask,
-            ticket: ledger::begin(head.params),
+            ticket: super::ledger().begin(&head.params, None, now_us()),
             status: None,
             framing: None,
             keep: head.keep_alive,
@@ -260,7 +261,7 @@ impl Http {
                 let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
                 encode::head(&mut cgi, status, borrowed).map_err(PyValueError::new_err)?;
                 let head_len = cgi.len();
-                ledger::keep_head(&mut request.ticket, &cgi);
+                request.ticket.keep_head(&cgi);
                 if !more {
                     // The whole response is here: it gets a Content-Length, not chunks.
                     cgi.extend_from_slice(body);
@@ -321,7 +322,7 @@ impl Http {
     /// The connection is gone with the request in hand: booked with the status sent.
     fn gone(&mut self) {
         if let Some(request) = self.request.take() {
-            let _ = ledger::end(&request.ticket, request.status);
+            let _ = super::ledger().end(request.ticket, request.status, None);
         }
         self.broken = true;
     }
@@ -333,7 +334,7 @@ impl Http {
             return CLOSE;
         };
         self.busy = false;
-        let retire = ledger::end(&request.ticket, request.status);
+        let retire = super::ledger().end(request.ticket, request.status, None);
         // Body the app did not read would be taken for the next head: close instead.
         let keep = request.keep && !request.cut && self.body == BodyIn::Ended;
         if !keep {

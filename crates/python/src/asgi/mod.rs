@@ -10,10 +10,13 @@
 //! | `decode.rs` | Rust   | the push decoder of FastCGI records (pure; `drover_fastcgi`'s codecs) |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
-//! | `ledger.rs` | Rust   | the scoreboard slot, the pool's histogram, the access log, `max_requests`, `max_memory` |
 //! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
 //! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals) |
 //! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
+//!
+//! Each request is begun and ended in the worker's [`Ledger`] (`drover_worker::ledger`, as
+//! in every worker loop), which keeps the scoreboard slot (the oldest request in flight),
+//! the pool's histogram, the access log, `max_requests` and `max_memory`.
 //!
 //! The worker's order: claim its slot, import the app when it was not preloaded, run
 //! lifespan startup (a failure ends the worker with `EXIT_APP_LOAD`, and so the pool, as
@@ -27,12 +30,13 @@ mod conn;
 pub mod decode;
 pub mod encode;
 mod http;
-mod ledger;
 pub mod scope;
 
 use std::ffi::CString;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use drover_worker::ledger::{Concurrency, Ledger, Terms};
 use drover_worker::serve::{Board, WorkerConfig};
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
@@ -42,18 +46,28 @@ const SERVER: &str = include_str!("server.py");
 /// The HTTP listener's connection (`protocol = "http"`), on top of `server.py`.
 const HTTP: &str = include_str!("http.py");
 
-/// Runs an ASGI worker to its end; returns its exit code. `app` is loaded already.
-pub fn run(
-    py: Python<'_>,
-    app: Py<PyAny>,
-    mount: &str,
-    config: WorkerConfig,
-    board: Option<Board<'_>>,
-) -> i32 {
+/// The worker's books, opened by [`open_ledger`]; the connections begin and end their
+/// requests there.
+static LEDGER: OnceLock<Ledger<'static>> = OnceLock::new();
+
+/// Opens the worker's ledger, which claims its slot: first thing in an ASGI worker, before
+/// the app loads (the slot then shows it starting, idle).
+pub fn open_ledger(config: &mut WorkerConfig, board: Option<Board<'_>>) {
     // SAFETY: the scoreboard is mapped by the zygote before the fork and never unmapped in
-    // the worker, which ends with `_exit` once this returns (`become_worker`); nothing
+    // the worker, which ends with `_exit` once its loop returns (`become_worker`); nothing
     // reads the ledger after that.
     let board: Option<Board<'static>> = unsafe { std::mem::transmute(board) };
+    let _ = LEDGER.set(config.open_ledger(board, Concurrency::EventLoop));
+}
+
+/// The worker's ledger (one that writes nowhere if none was opened: never in a worker).
+fn ledger() -> &'static Ledger<'static> {
+    LEDGER.get_or_init(|| Ledger::open(Terms::default(), None, Concurrency::EventLoop))
+}
+
+/// Runs an ASGI worker to its end; returns its exit code. `app` is loaded already, the
+/// ledger open ([`open_ledger`]).
+pub fn run(py: Python<'_>, app: Py<PyAny>, mount: &str, config: &WorkerConfig) -> i32 {
     let read_timeout = config.request_read_timeout.map(|t| t.as_secs_f64());
     let keepalive = config
         .http
@@ -62,7 +76,6 @@ pub fn run(
     if let Some(http) = config.http.clone() {
         http::configure(http);
     }
-    ledger::open(config, board);
     match serve(py, app, mount, read_timeout, keepalive) {
         Ok(code) => code,
         Err(err) => {
@@ -141,11 +154,11 @@ fn give_back_memory() {
 /// The worker's books say it must stop (`max_requests`, `max_memory`, the master's flag).
 #[pyfunction]
 fn must_retire() -> bool {
-    ledger::must_retire()
+    ledger().must_stop()
 }
 
 /// SIGTERM came before the loop took the signal over.
 #[pyfunction]
 fn retiring() -> bool {
-    drover_worker::serve::retiring()
+    drover_worker::ledger::retiring()
 }

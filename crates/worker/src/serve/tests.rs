@@ -2,12 +2,12 @@
 //! socketpair: kept connections, `max_requests`, `request_read_timeout`, the scoreboard's
 //! script field, and the pool area's histogram and status classes.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use drover_fastcgi::{BeginRequestBody, HEADER_LEN, Header, RecordType, Role, encode_pair};
-use drover_scoreboard::Scoreboard;
+use drover_scoreboard::{Scoreboard, State};
 
 use super::*;
 
@@ -83,22 +83,11 @@ fn get(id: u16, uri: &str, keep_conn: bool) -> Vec<u8> {
 /// Serves one connection on which the web server sends `requests` (then shuts its sending
 /// side down, when `then_close`) and reads until the worker closes. Returns how many
 /// requests the worker served and how many END_REQUEST records the web server read.
+/// `board`: the worker's slot and the pool's area, where it writes.
 fn serve(
     handler: &mut Answer,
-    config: WorkerConfig,
-    slot: Option<&Slot>,
-    requests: Vec<u8>,
-    then_close: bool,
-) -> (u32, usize) {
-    serve_counted(handler, config, slot, None, requests, then_close)
-}
-
-/// [`serve`], adding to `pool` as well.
-fn serve_counted(
-    handler: &mut Answer,
-    config: WorkerConfig,
-    slot: Option<&Slot>,
-    pool: Option<&PoolStats>,
+    mut config: WorkerConfig,
+    board: Option<Board<'_>>,
     requests: Vec<u8>,
     then_close: bool,
 ) -> (u32, usize) {
@@ -110,17 +99,23 @@ fn serve_counted(
         }
         ended_requests(&mut server)
     });
+    let ledger = config.open_ledger(board, Concurrency::One);
     let mut worker = Worker {
         handler,
         config,
-        slot,
-        pool,
-        served: 0,
-        threaded: None,
+        ledger: &ledger,
         buffers: None,
     };
     worker.serve_connection(socket);
-    (worker.served, web_server.join().unwrap())
+    (ledger.handled(), web_server.join().unwrap())
+}
+
+/// The worker's slot (the scoreboard's only one) and the pool's area.
+fn board(scoreboard: &Scoreboard) -> Option<Board<'_>> {
+    Some(Board {
+        slot: scoreboard.slot(0),
+        pool: scoreboard.pool(),
+    })
 }
 
 /// nginx without `fastcgi_keep_conn` opens a connection per request: the worker keeps
@@ -133,13 +128,11 @@ fn a_new_connection_takes_the_previous_ones_buffers() {
         status: None,
         handled: 0,
     };
+    let ledger = config().open_ledger(None, Concurrency::One);
     let mut worker = Worker {
         handler: &mut handler,
         config: config(),
-        slot: None,
-        pool: None,
-        served: 0,
-        threaded: None,
+        ledger: &ledger,
         buffers: None,
     };
     for round in 1..=3 {
@@ -150,7 +143,7 @@ fn a_new_connection_takes_the_previous_ones_buffers() {
         });
         worker.serve_connection(socket);
         assert_eq!(web_server.join().unwrap(), 1, "round {round}");
-        assert_eq!(worker.served, round);
+        assert_eq!(ledger.handled(), round);
         assert!(
             worker.buffers.is_some(),
             "round {round}: the buffers are kept"
@@ -237,7 +230,13 @@ fn the_scoreboard_shows_the_handlers_script_or_else_the_label() {
     slot.claim(nix::unistd::getpid(), 1);
     let last_script = |script: Option<&str>| {
         let request = get(1, "/a", false);
-        let served = serve(&mut answer(script), config(), Some(slot), request, false);
+        let served = serve(
+            &mut answer(script),
+            config(),
+            self::board(&board),
+            request,
+            false,
+        );
         assert_eq!(served, (1, 1));
         let view = board.snapshot().pop().unwrap();
         assert_eq!(view.state, State::Idle);
@@ -269,7 +268,7 @@ fn the_scoreboard_shows_the_memory_the_handler_measured_or_none() {
         let served = serve(
             &mut handler,
             config(),
-            Some(slot),
+            self::board(&board),
             get(1, "/a", false),
             false,
         );
@@ -294,25 +293,17 @@ fn every_request_counts_in_the_pool_area_with_its_status_class() {
         status: Some(503),
         ..answer(None)
     };
-    let served = serve_counted(
-        &mut handler,
-        config(),
-        None,
-        Some(board.pool()),
-        requests,
-        true,
-    );
+    let served = serve(&mut handler, config(), self::board(&board), requests, true);
     assert_eq!(served, (3, 3));
     let view = board.pool().view();
     assert_eq!(view.count(), 3, "{view:?}");
     assert_eq!(view.classes, [0, 0, 0, 0, 3]);
     // Unknown status: in the histogram, in no class.
     handler.status = None;
-    serve_counted(
+    serve(
         &mut handler,
         config(),
-        None,
-        Some(board.pool()),
+        self::board(&board),
         get(1, "/d", false),
         false,
     );
