@@ -1,6 +1,9 @@
 //! The rows: every key of `drover.toml` and of a pool file, in the order `drover -t`
 //! renders them and the reference lists them. Adding a key starts here
 //! (docs/ARCHITECTURE.md, "Adding a pool key").
+//!
+//! Longer than the ~600 lines files are split at: one table is read top to bottom, as
+//! php-fpm's option table is, and a split would only scatter a section's order.
 
 use super::Default::{Note, Required, Unset, Value};
 use super::Section::{self, Command, Control, Global, Pm, Pool, Python};
