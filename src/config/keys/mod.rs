@@ -1,9 +1,9 @@
 //! Every key of `drover.toml` and of a pool file, declared once ([`KEYS`], in `table.rs`),
 //! as php-fpm declares each directive once in its option table.
 //!
-//! A row says where the key lives ([`Section`]), its [`Type`], its [`Default`], the runtimes
-//! that refuse it (and with which rule), whether only an HTTP pool reads it, and its one
-//! documentation line. From the rows follow:
+//! A row says where the key lives ([`Section`]), its [`Type`], its
+//! [`Default`](enum@Default), the runtimes that refuse it (and with which rule), whether
+//! only an HTTP pool reads it, and its one documentation line. From the rows follow:
 //! - the known keys of each table, for the unknown-key errors (`names`);
 //! - the refusals by runtime (`refuse_by_runtime`) and by protocol (`http_only`);
 //! - the reference page docs/pool-keys.md ([`markdown`]), which a test keeps in step;
