@@ -53,7 +53,8 @@
 //!
 //! # Modules
 //!
-//! - [`config`]: TOML → validated, typed [`config::Config`]; located errors.
+//! - [`config`]: TOML → validated, typed [`config::Config`]; located errors. Every key is
+//!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it).
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
 //!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
 //! - [`import`]: `drover import php-fpm` and `drover import gunicorn`: another server's

@@ -3,26 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::keys::{self, Section};
 use super::listen::unix_socket;
 use super::model::{Control, Global, LogFormat, LogLevel, LogTarget};
 use super::value::{Got, Table, log_file, resolve};
 
 /// Selects the pool files when `include` is absent.
 pub(super) const DEFAULT_INCLUDE: &str = "pools.d/*.toml";
-
-const KEYS: &[&str] = &[
-    "error_log",
-    "log_level",
-    "log_format",
-    "pid_file",
-    "include",
-    "process_control_timeout",
-    "emergency_restart_threshold",
-    "emergency_restart_interval",
-    "control",
-];
-
-const CONTROL_KEYS: &[&str] = &["listen"];
 
 /// Checks every global key; `include` and `[control]` are read by the loader (it needs
 /// them even when another global key is wrong) and handed in. `None` when an error was
@@ -33,7 +20,7 @@ pub(super) fn parse(
     include: Option<Vec<String>>,
     control: Option<Control>,
 ) -> Option<Global> {
-    root.check_keys(KEYS);
+    root.check_keys(&keys::names(Section::Global));
     let error_log = root
         .parse("error_log", |s| match s {
             "stderr" => Ok(LogTarget::Stderr),
@@ -88,7 +75,7 @@ pub(super) fn control(root: &Table<'_, '_>, base: &Path) -> Option<Control> {
         Got::Invalid => return None,
         Got::Valid(table) => table,
     };
-    table.check_keys(CONTROL_KEYS);
+    table.check_keys(&keys::names(Section::Control));
     let listen = table
         .parse("listen", |s| unix_socket(resolve(base, s)?))
         .optional()?;

@@ -5,11 +5,14 @@
 //! [`Config`] when there are none. Everything downstream works on these typed structs and
 //! never sees raw TOML.
 //!
-//! The key names here are the public contract, documented in the README and in `pools.d/`.
+//! The key names here are the public contract: each is declared once, in [`keys`], from
+//! which the unknown-key errors, the runtime refusals and docs/pool-keys.md follow.
 
+mod env;
 mod error;
 mod files;
 mod global;
+pub mod keys;
 mod listen;
 mod load;
 mod model;

@@ -2,21 +2,9 @@
 
 use std::time::Duration;
 
+use super::keys::{self, Section};
 use super::model::{Pm, PmMode};
 use super::value::Table;
-
-const KEYS: &[&str] = &[
-    "mode",
-    "max_children",
-    "start_servers",
-    "min_spare_servers",
-    "max_spare_servers",
-    "max_spawn_rate",
-    "process_idle_timeout",
-    "max_requests",
-    "max_requests_jitter",
-    "max_memory",
-];
 
 /// Keys that only the dynamic policy reads; anywhere else they would be silently ignored.
 const DYNAMIC_ONLY: &[&str] = &["start_servers", "min_spare_servers", "max_spare_servers"];
@@ -24,7 +12,7 @@ const DYNAMIC_ONLY: &[&str] = &["start_servers", "min_spare_servers", "max_spare
 const MAX: i64 = u32::MAX as i64;
 
 pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
-    t.check_keys(KEYS);
+    t.check_keys(&keys::names(Section::Pm));
     let mode = t.parse("mode", mode).required(t, "mode");
     let max_children = t.int("max_children", 1..=MAX).required(t, "max_children");
     let spares = match mode {

@@ -1,57 +1,16 @@
-//! One pool file, `pools.d/NAME.toml`: its top-level keys and `[env]`; `[pm]` and the
-//! runtime tables have their own files.
+//! One pool file, `pools.d/NAME.toml`: its top-level keys, and the rules between them;
+//! `[env]`, `[pm]` and the runtime tables have their own files. Which keys exist, and which
+//! runtimes refuse them, is the key table's (`keys/table.rs`).
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toml::de::DeValue;
-
+use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{Http, Interface, ListenAddr, Php, PhpRuntime, Pool, Runtime};
+use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, log_file, resolve};
-use super::{pm, runtime};
-
-const KEYS: &[&str] = &[
-    "listen",
-    "listen_backlog",
-    "listen_owner",
-    "listen_group",
-    "listen_mode",
-    "listen_allowed_clients",
-    "user",
-    "group",
-    "chdir",
-    "clear_env",
-    "request_slowlog_timeout",
-    "request_slowlog_trace_depth",
-    "slowlog",
-    "slowlog_format",
-    "decorate_workers_output",
-    "process_dumpable",
-    "request_terminate_timeout",
-    "terminate_grace",
-    "request_read_timeout",
-    "status_listen",
-    "status_path",
-    "ping_path",
-    "ping_response",
-    "access_log",
-    "access_format",
-    "access_suppress_path",
-    "protocol",
-    "keepalive_timeout",
-    "forwarded_allow_ips",
-    "max_request_body",
-    "ws_max_size",
-    "send_timeout",
-    "pm",
-    "env",
-    "php",
-    "python",
-    "command",
-];
+use super::{env, pm, runtime};
 
 /// Where a pool's file is and what it is called; the source says where its text is.
 pub(super) struct PoolFile<'p> {
@@ -69,7 +28,7 @@ pub(super) fn parse(
     base: &Path,
     claims: &mut Vec<Claim>,
 ) -> Option<Pool> {
-    root.check_keys(KEYS);
+    root.check_keys(&keys::names(Section::Pool));
     let listen = root
         .parse("listen", |s| parse_listen(base, s))
         .required(root, "listen");
@@ -125,18 +84,18 @@ pub(super) fn parse(
         .duration("request_read_timeout")
         .or(DEFAULT_REQUEST_READ_TIMEOUT)
         .map(|d| Some(d).filter(|d| !d.is_zero()));
-    let env = env(root);
-    let runtime = runtime::parse(root, base);
-    enforceable_clients(root, listen.as_ref(), runtime.as_ref());
+    let env = env::env(root);
+    let (runtime, flavour) = runtime::parse(root, base);
+    enforceable_clients(root, listen.as_ref());
     enforceable_dumpable(root, process_dumpable, runtime.as_ref());
-    let access = access(root, base, runtime.as_ref());
+    let access = access(root, base);
     let http = http(root);
-    let (status_path, ping_path, ping_response) =
-        builtin_paths(root, status_listen.as_ref(), runtime.as_ref());
-    let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref());
+    let (status_path, ping_path, ping_response) = builtin_paths(root, status_listen.as_ref());
+    let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref(), flavour);
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
-    websockets_are_asgi(root, runtime.as_ref(), http.as_ref());
-    send_timeout_is_wsgi_only(root, runtime.as_ref());
+    // What the runtime refuses, by the table (keys/table.rs), once the runtime is known.
+    let over_http = matches!(http, Some(Some(_)));
+    keys::refuse_by_runtime(root, Section::Pool, flavour, over_http);
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
         slowlog?;
@@ -213,9 +172,6 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
     Some((backlog?, owner, group, mode?, allowed?))
 }
 
-/// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
-/// that would not check it must not be given it, or the pool looks protected and is not.
-/// drover-php and drover-python check it in their shared accept loop (`drover-worker`).
 /// `process_dumpable = false` is drover-php's and Python's: their zygotes make themselves
 /// non-dumpable. php-cgi and a `[command]` program are exec'd as they are, and stay
 /// dumpable (which `true` asks for, and is accepted).
@@ -239,29 +195,16 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
     }
 }
 
-fn enforceable_clients(
-    root: &Table<'_, '_>,
-    listen: Option<&ListenAddr>,
-    runtime: Option<&Runtime>,
-) {
-    if !root.contains("listen_allowed_clients") {
-        return;
-    }
-    let embed = |php: &Php| matches!(php.runtime, PhpRuntime::Embed { .. });
-    let on_drover_php = matches!(runtime, Some(Runtime::Php(php)) if embed(php));
-    if root.contains("php") && !on_drover_php {
-        root.fail(
-            "listen_allowed_clients",
-            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
-             binds itself, and drover hands it the pool's socket; limit who connects with a \
-             unix socket (listen_owner, listen_group, listen_mode) or a firewall rule, or run \
-             the pool on drover-php (runtime = \"embed\"), which checks it",
-        );
-    } else if root.contains("command")
-        // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.
-        && (matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
-            || matches!(listen, Some(ListenAddr::AnyAddress(_))))
-    {
+/// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
+/// that would not check it must not be given it, or the pool looks protected and is not.
+/// drover-php and drover-python check it in their shared accept loop (`drover-worker`);
+/// php-cgi does not check it at all (refused by the table, keys/table.rs); a `[command]`
+/// program built on libfcgi checks it for IPv4 clients only, refused here on IPv6.
+fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
+    // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.
+    let ipv6 = matches!(listen, Some(ListenAddr::Tcp(a)) if a.is_ipv6())
+        || matches!(listen, Some(ListenAddr::AnyAddress(_)));
+    if root.contains("listen_allowed_clients") && root.contains("command") && ipv6 {
         root.fail(
             "listen_allowed_clients",
             "a [command] program built on libfcgi checks FCGI_WEB_SERVER_ADDRS for IPv4 \
@@ -273,12 +216,8 @@ fn enforceable_clients(
 
 /// `access_log`, `access_format`, `access_suppress_path`. The workers write the log, so
 /// only the runtimes whose worker knows a response's status have one: drover-python and
-/// drover-php. A runtime that cannot honour a setting is refused it at load.
-fn access(
-    root: &Table<'_, '_>,
-    base: &Path,
-    runtime: Option<&Runtime>,
-) -> Option<(Option<PathBuf>, String, Vec<String>)> {
+/// drover-php (the table refuses the others).
+fn access(root: &Table<'_, '_>, base: &Path) -> Option<(Option<PathBuf>, String, Vec<String>)> {
     let file = root.parse("access_log", |s| log_file(base, s)).optional();
     let format = root
         .parse("access_format", |s| {
@@ -286,34 +225,17 @@ fn access(
         })
         .or_else(|| drover_proto::access::DEFAULT_FORMAT.to_owned());
     let suppress = root.strings("access_suppress_path").or(Vec::new());
-    if root.contains("access_log") {
-        let embed = |php: &Php| matches!(php.runtime, PhpRuntime::Embed { .. });
-        if root.contains("php") && !matches!(runtime, Some(Runtime::Php(php)) if embed(php)) {
-            root.fail(
-                "access_log",
-                "php-cgi cannot know a response's status, so drover cannot write its access \
-                 log; run the pool on drover-php (runtime = \"embed\") or log in the web server",
-            );
-        } else if root.contains("command") {
-            root.fail(
-                "access_log",
-                "a [command] program's responses are not seen by drover, so it cannot write \
-                 their access log; log in the program or the web server",
-            );
-        }
-    }
     let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
     Some((file?, format?, suppress))
 }
 
 /// php-fpm's `pm.status_path`, `ping.path` and `ping.response`: answered by drover's own
 /// workers (drover-php, WSGI), which see every request first; php-cgi, a `[command]`
-/// program and an ASGI app's event loop do not, so they are refused there. The status comes
-/// from the master through `status_listen`, which it therefore needs.
+/// program and an ASGI app's event loop do not, so the table refuses them there. The
+/// status comes from the master through `status_listen`, which it therefore needs.
 fn builtin_paths(
     root: &Table<'_, '_>,
     status_listen: Option<&Option<ListenAddr>>,
-    runtime: Option<&Runtime>,
 ) -> (
     Option<Option<String>>,
     Option<Option<String>>,
@@ -331,22 +253,6 @@ fn builtin_paths(
     };
     let (status_path, ping_path) = (path("status_path"), path("ping_path"));
     let ping_response = root.string("ping_response").or("pong").map(str::to_owned);
-    let own_workers = match runtime {
-        Some(Runtime::Php(php)) => matches!(php.runtime, PhpRuntime::Embed { .. }),
-        Some(Runtime::Python(py)) => py.interface == Interface::Wsgi,
-        Some(Runtime::Command(_)) => false,
-        None => true,
-    };
-    for key in ["status_path", "ping_path"] {
-        if !root.contains(key) || own_workers {
-            continue;
-        }
-        root.fail(
-            key,
-            "drover's own workers answer it, which this pool's do not run (php-cgi, a \
-             [command] program or an ASGI app); use status_listen's /status and /ping",
-        );
-    }
     if matches!(status_path, Some(Some(_))) && matches!(status_listen, Some(None)) {
         root.fail(
             "status_path",
@@ -360,18 +266,6 @@ fn builtin_paths(
         root.fail("ping_path", "must differ from status_path");
     }
     (status_path, ping_path, ping_response)
-}
-
-/// `send_timeout` is enforced by the WSGI worker's HTTP loop; the ASGI one writes through
-/// asyncio, which does not apply it yet: set on an ASGI pool, it is refused, not ignored.
-fn send_timeout_is_wsgi_only(root: &Table<'_, '_>, runtime: Option<&Runtime>) {
-    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
-    if asgi && root.contains("send_timeout") {
-        root.fail(
-            "send_timeout",
-            "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
-        );
-    }
 }
 
 /// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its
@@ -395,35 +289,10 @@ fn threads_speak_fastcgi(
     }
 }
 
-/// `ws_max_size`: only an ASGI app takes WebSockets (a WSGI app gets an `Upgrade` request
-/// as a plain one), so the key is refused on any other pool rather than ignored; a FastCGI
-/// pool refuses it with the other HTTP keys.
-fn websockets_are_asgi(
-    root: &Table<'_, '_>,
-    runtime: Option<&Runtime>,
-    http: Option<&Option<Http>>,
-) {
-    let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
-    let on_http = matches!(http, Some(Some(_)));
-    if on_http && runtime.is_some() && !asgi && root.contains("ws_max_size") {
-        root.fail(
-            "ws_max_size",
-            "only for interface = \"asgi\" (WebSockets are served to ASGI apps only)",
-        );
-    }
-}
-
 /// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
 fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
-    const HTTP_KEYS: [&str; 5] = [
-        "keepalive_timeout",
-        "forwarded_allow_ips",
-        "max_request_body",
-        "ws_max_size",
-        "send_timeout",
-    ];
     let protocol = root
         .parse("protocol", |s| match s {
             "fastcgi" => Ok(false),
@@ -433,9 +302,9 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
         .or(false)?;
     if !protocol {
         let mut valid = true;
-        for key in HTTP_KEYS.into_iter().filter(|key| root.contains(key)) {
+        for key in keys::http_only().filter(|key| root.contains(key.name)) {
             root.fail(
-                key,
+                key.name,
                 "only for protocol = \"http\" (a FastCGI pool's connections are the web \
                  server's to keep)",
             );
@@ -576,32 +445,21 @@ pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(1);
 /// `terminate_grace`: WSGI pools with a `request_terminate_timeout` only. A PHP or command
 /// worker is killed at once (nothing in it can run a `finally:`), and so is an ASGI worker
 /// (the abort raises inside one request; an ASGI worker runs many at once on one event
-/// loop): the key would be a promise drover cannot keep there. Zero for them: no abort.
+/// loop): the key would be a promise drover cannot keep there, and the table refuses it.
+/// Zero for them: no abort. Here: what a WSGI pool needs for it.
 fn terminate_grace(
     root: &Table<'_, '_>,
     slowlog: Option<&Slowlog>,
     runtime: Option<&Runtime>,
+    flavour: Option<Flavour>,
 ) -> Option<Duration> {
     let asgi = matches!(runtime, Some(Runtime::Python(py)) if py.interface == Interface::Asgi);
     // A threaded WSGI worker's main thread runs no request, and CPython runs signal
     // handlers there only: nothing can abort a request from inside.
     let threaded = matches!(runtime, Some(Runtime::Python(py)) if py.threads > 1);
     let grace = root.duration("terminate_grace").or(DEFAULT_TERMINATE_GRACE);
-    if root.contains("terminate_grace") {
-        if !root.contains("python") {
-            root.fail(
-                "terminate_grace",
-                "Python pools only: a PHP or [command] worker past request_terminate_timeout \
-                 is killed at once, with nothing in it to run first",
-            );
-        } else if asgi {
-            root.fail(
-                "terminate_grace",
-                "WSGI pools only: an ASGI worker runs many requests on one event loop, so one \
-                 past request_terminate_timeout cannot be aborted alone; the worker is killed \
-                 at once",
-            );
-        } else if threaded {
+    if root.contains("terminate_grace") && flavour == Some(Flavour::Wsgi) {
+        if threaded {
             root.fail(
                 "terminate_grace",
                 "not with [python] threads above 1: Python runs the abort on a worker's main \
@@ -620,86 +478,6 @@ fn terminate_grace(
     grace
 }
 
-/// Linux's bound on one string of a new program's environment or arguments
-/// (`MAX_ARG_STRLEN`, 32 pages), counting `NAME=`, the value and the closing NUL. A longer
-/// one makes execve fail with E2BIG when a worker starts, long after the check.
-pub const MAX_EXEC_STRING: usize = 128 * 1024;
-
-/// The most bytes `[env]` may hold in all (each `NAME=value` and its NUL). Linux refuses an
-/// execve whose arguments and environment pass a quarter of the stack limit (2 MiB with the
-/// usual 8 MiB); this leaves room for the runtime's own arguments, its variables and, with
-/// `clear_env = false`, drover's environment.
-pub const MAX_ENV_BYTES: usize = 512 * 1024;
-
-/// The rule a `NAME=value` string of `len` bytes (without the NUL) breaks, if any.
-pub(super) fn exec_string_rule(len: usize) -> Option<String> {
-    (len + 1 > MAX_EXEC_STRING).then(|| {
-        format!(
-            "NAME=value is {} bytes with its NUL; Linux refuses (E2BIG) one longer than \
-             {MAX_EXEC_STRING} bytes (MAX_ARG_STRLEN) when the worker starts",
-            len + 1
-        )
-    })
-}
-
-/// `[env]`: names a shell would accept, string values only (a number's formatting would
-/// otherwise be ours rather than the writer's), each and all within what execve takes.
-fn env(root: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
-    let table = match root.table("env") {
-        Got::Absent => return Some(BTreeMap::new()),
-        Got::Invalid => return None,
-        Got::Valid(table) => table,
-    };
-    let mut out = BTreeMap::new();
-    let mut valid = true;
-    let mut total = 0;
-    for (key, value) in table.entries() {
-        let name: &str = key.get_ref();
-        let mut chars = name.chars();
-        let good_name = chars
-            .next()
-            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
-        if !good_name {
-            table.fail(
-                name,
-                "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
-            );
-            valid = false;
-        }
-        match value.get_ref() {
-            DeValue::String(s) => {
-                let len = name.len() + 1 + s.len();
-                if let Some(rule) = exec_string_rule(len) {
-                    table.fail(name, rule);
-                    valid = false;
-                }
-                total += len + 1;
-                out.insert(name.to_owned(), s.to_string());
-            }
-            other => {
-                table.fail(
-                    name,
-                    format!("expected a string, found {}", other.type_str()),
-                );
-                valid = false;
-            }
-        }
-    }
-    if total > MAX_ENV_BYTES {
-        root.fail(
-            "env",
-            format!(
-                "[env] holds {total} bytes (NAME=value and a NUL each); at most \
-                 {MAX_ENV_BYTES} (512 KiB), so that a worker's execve stays within Linux's \
-                 limit on arguments and environment"
-            ),
-        );
-        valid = false;
-    }
-    valid.then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -711,15 +489,5 @@ mod tests {
         assert!(octal_mode("0999").is_err());
         assert!(octal_mode("1777").is_err());
         assert!(octal_mode("rw").is_err());
-    }
-
-    #[test]
-    fn exec_strings_stop_at_max_arg_strlen() {
-        assert_eq!(exec_string_rule(MAX_EXEC_STRING - 1), None);
-        let rule = exec_string_rule(MAX_EXEC_STRING).unwrap();
-        assert!(
-            rule.contains("131073 bytes") && rule.contains("E2BIG"),
-            "{rule}"
-        );
     }
 }

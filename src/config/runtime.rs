@@ -10,40 +10,24 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
 
+use super::env::exec_string_rule;
+use super::keys::{self, Flavour, Section};
 use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
 use super::value::{Got, Table, resolve};
 use crate::runtime::php::embed;
 
 const RUNTIMES: &[&str] = &["php", "python", "command"];
-const PHP_KEYS: &[&str] = &[
-    "runtime",
-    "binary",
-    "ini_file",
-    "limit_extensions",
-    "ini",
-    "admin_ini",
-];
 
 /// php-fpm's default `security.limit_extensions`.
 pub const DEFAULT_LIMIT_EXTENSIONS: [&str; 1] = [".php"];
-const PYTHON_KEYS: &[&str] = &[
-    "app",
-    "python_path",
-    "virtualenv",
-    "preload",
-    "mount",
-    "warmup",
-    "hooks",
-    "interface",
-    "threads",
-];
-
 /// The most threads a WSGI worker may run (`threads`): gunicorn's gthread is used with a
 /// handful; past this the GIL, not the waits, decides, and a slot shows one request.
 pub const MAX_THREADS: u32 = 64;
-const COMMAND_KEYS: &[&str] = &["argv"];
 
-pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
+/// The pool's runtime, and which of the [`Flavour`]s the key rules tell apart it is: known
+/// from the table's `runtime` or `interface` even when another of its keys is wrong, so
+/// that the rules of the pool's other keys still apply; `None` without exactly one runtime.
+pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
     let present: Vec<&str> = RUNTIMES
         .iter()
         .copied()
@@ -56,7 +40,7 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
             None,
             "no runtime: add one of [php], [python] or [command]",
         );
-        return None;
+        return (None, None);
     };
     for extra in &present[1..] {
         root.fail(
@@ -65,38 +49,48 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Runtime> {
         );
     }
     // Every table present is checked, so a second runtime's own mistakes show up too.
-    let parsed: Vec<Option<Runtime>> = present
+    let parsed: Vec<(Option<Runtime>, Option<Flavour>)> = present
         .iter()
         .map(|&name| {
-            let table = root.table(name).required(root, name)?;
+            let Some(table) = root.table(name).required(root, name) else {
+                return (None, None);
+            };
             match name {
-                "php" => php(&table, base).map(Runtime::Php),
-                "python" => python(&table, base).map(Runtime::Python),
-                _ => command(&table, base).map(Runtime::Command),
+                "php" => php(&table, base),
+                "python" => python(&table, base),
+                _ => (
+                    command(&table, base).map(Runtime::Command),
+                    Some(Flavour::Command),
+                ),
             }
         })
         .collect();
     if present.len() > 1 {
-        return None;
+        return (None, None);
     }
-    parsed.into_iter().next().flatten()
+    parsed.into_iter().next().unwrap_or((None, None))
 }
 
-fn php(t: &Table<'_, '_>, base: &Path) -> Option<Php> {
-    t.check_keys(PHP_KEYS);
+fn php(t: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
+    t.check_keys(&keys::names(Section::Php));
+    let choice = php_runtime(t);
+    let flavour = choice.as_ref().map(|choice| match choice {
+        Choice::Embed => Flavour::Embed,
+        Choice::Cgi(_) => Flavour::Cgi,
+    });
+    keys::refuse_by_runtime(t, Section::Php, flavour, false);
+    (php_with(t, base, choice).map(Runtime::Php), flavour)
+}
+
+/// The rest of a `[php]` table, for the runtime it chose (`None`: `runtime` is invalid;
+/// the other keys are still checked).
+fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Php> {
     let ini_file = t.parse("ini_file", |s| ini_file(base, s)).optional();
     let ini = ini_table(t, "ini");
     let admin_ini = ini_table(t, "admin_ini");
     let limit_extensions = limit_extensions(t);
-    let runtime = match php_runtime(t)? {
+    let runtime = match choice? {
         Choice::Embed => {
-            if t.contains("binary") {
-                t.fail(
-                    "binary",
-                    "only for runtime = \"cgi\" (php-cgi): drover-php links PHP itself; \
-                     remove binary, or set runtime = \"cgi\"",
-                );
-            }
             for key in ["ini", "admin_ini"] {
                 if let Got::Valid(table) = t.table(key) {
                     refuse_unhonoured(&table, "");
@@ -390,7 +384,7 @@ fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
                 }
             };
             // The runtime gets it as one argument, `name=text`.
-            if let Some(rule) = super::pool::exec_string_rule(name.len() + 1 + text.len()) {
+            if let Some(rule) = exec_string_rule(name.len() + 1 + text.len()) {
                 table.fail(key.get_ref(), rule);
                 valid = false;
             }
@@ -400,8 +394,21 @@ fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
     valid.then_some(out)
 }
 
-fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
-    t.check_keys(PYTHON_KEYS);
+fn python(t: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
+    t.check_keys(&keys::names(Section::Python));
+    let interface = t.parse("interface", interface).or(Interface::Wsgi);
+    let flavour = interface.map(|interface| match interface {
+        Interface::Wsgi => Flavour::Wsgi,
+        Interface::Asgi => Flavour::Asgi,
+    });
+    (
+        python_with(t, base, interface).map(Runtime::Python),
+        flavour,
+    )
+}
+
+/// The rest of a `[python]` table, with its `interface` read (`None`: invalid).
+fn python_with(t: &Table<'_, '_>, base: &Path, interface: Option<Interface>) -> Option<Python> {
     let app = t.parse("app", app).required(t, "app");
     let python_path = match t.strings("python_path") {
         Got::Absent => Some(Vec::new()),
@@ -428,7 +435,6 @@ fn python(t: &Table<'_, '_>, base: &Path) -> Option<Python> {
         })
         .optional();
     let preload = t.bool("preload").or(true);
-    let interface = t.parse("interface", interface).or(Interface::Wsgi);
     let threads: Option<u32> = t.int("threads", 1..=i64::from(MAX_THREADS)).or(1);
     if interface == Some(Interface::Asgi) && threads.is_some_and(|n| n > 1) {
         t.fail(
@@ -559,7 +565,7 @@ fn mount(s: &str) -> Result<String, String> {
 }
 
 fn command(t: &Table<'_, '_>, base: &Path) -> Option<Command> {
-    t.check_keys(COMMAND_KEYS);
+    t.check_keys(&keys::names(Section::Command));
     let items = t.strings("argv").required(t, "argv")?;
     let Some((program, span)) = items.first().cloned() else {
         t.fail(

@@ -87,6 +87,12 @@ impl Doc {
     /// Sets `key` in `table` (`""`: the top level); a later value replaces an earlier one,
     /// as the later directive wins in the file it came from.
     pub fn set(&mut self, table: &str, key: &str, value: Value, origin: &str) {
+        // Every key an importer writes is one drover reads (the key table, config::keys):
+        // a renamed or removed key fails the importers' tests here.
+        debug_assert!(
+            crate::config::keys::known(table, key),
+            "the importer writes {table}.{key}, which is not in the key table"
+        );
         let lines = &mut self.table(table).lines;
         let line = Line {
             key: key.to_owned(),

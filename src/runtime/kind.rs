@@ -102,6 +102,16 @@ impl Kind {
         }
     }
 
+    /// The runtime's name, as `[php]`, `[python]` or `[command]` names it (the status's
+    /// `runtime`).
+    pub fn runtime_name(self) -> &'static str {
+        match self {
+            Kind::PhpParent | Kind::PhpWorkers | Kind::PhpZygote => "php",
+            Kind::PythonZygote => "python",
+            Kind::Command => "command",
+        }
+    }
+
     /// What the master calls the processes it execs, in the log.
     pub fn process_role(self) -> &'static str {
         match self {
@@ -297,5 +307,11 @@ mod tests {
         assert_eq!(Kind::PhpZygote.slow_stack(), SlowStack::FrameLines);
         assert_eq!(Kind::PhpZygote.process_role(), "php zygote");
         assert!(Kind::PhpZygote.sigterm_waits_for_request());
+    }
+
+    #[test]
+    fn each_kind_names_the_runtime_table_it_comes_from() {
+        let names: Vec<&str> = ALL.into_iter().map(Kind::runtime_name).collect();
+        assert_eq!(names, ["php", "php", "command", "python", "php"]);
     }
 }

@@ -22,6 +22,8 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use nix::sys::signal::Signal;
+
 use crate::config::{ListenAddr, PhpRuntime, Pool, Runtime};
 pub use credentials::Credentials;
 /// Used by the master for every worker, and by a Python worker for itself.
@@ -52,6 +54,10 @@ pub struct Launch {
     /// php-cgi's `PHP_FCGI_MAX_REQUESTS`. `None` for the other runtimes (a zygote draws each
     /// worker's limit itself; a command has none).
     max_requests_env: Option<usize>,
+    /// How the master stops the parent (if any) when its generation goes: SIGKILL, at once,
+    /// or SIGTERM for a Python zygote with `hooks`, which reaps its workers and runs
+    /// `on_exit` before it exits.
+    pub parent_stop: Signal,
 }
 
 impl Launch {
@@ -165,9 +171,15 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         }
         Kind::PhpZygote | Kind::PythonZygote | Kind::Command => None,
     };
+    let hooks = matches!(&pool.runtime, Runtime::Python(python) if python.hooks.is_some());
     Ok(Launch {
         kind,
         max_requests_env,
+        parent_stop: if hooks {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        },
         spec: ProcessSpec {
             program,
             args,
@@ -383,5 +395,11 @@ mod tests {
         );
         assert_eq!((args.mount.as_str(), args.no_preload), ("/app", false));
         assert_eq!(args.zygote.request_read_timeout_ms, Some(30_000));
+        assert_eq!(planned.parent_stop, Signal::SIGKILL);
+        let hooked = format!("{text}hooks = \"myapp.hooks\"\n");
+        assert_eq!(
+            launch(&pool(&hooked), 0).unwrap().parent_stop,
+            Signal::SIGTERM
+        );
     }
 }

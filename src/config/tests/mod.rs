@@ -9,6 +9,7 @@ use tempfile::TempDir;
 use super::*;
 
 mod errors;
+mod keys;
 mod php;
 
 /// A valid php pool with only the required keys (and a binary that exists everywhere).

@@ -31,7 +31,7 @@ use nix::unistd::Pid;
 use super::exit::{ExitCause, lifetime};
 use super::pidfd;
 use super::spawn::{Inherited, spawn};
-use crate::config::{Pool, Runtime};
+use crate::config::Pool;
 use crate::listener::Listener;
 use crate::logging::access::AccessLogFile;
 use crate::pm::{self, Backoff, PolicyState, PoolLimits, Respawn};
@@ -557,12 +557,7 @@ impl PoolRun {
         if !self.launch.kind.has_parent() {
             return;
         }
-        let hooks = matches!(&self.config.runtime, Runtime::Python(p) if p.hooks.is_some());
-        let signal = if hooks {
-            Signal::SIGTERM
-        } else {
-            Signal::SIGKILL
-        };
+        let signal = self.launch.parent_stop;
         for (&pid, process) in &mut self.processes {
             process.retiring = true;
             let _ = kill(pid, signal);

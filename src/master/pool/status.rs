@@ -68,7 +68,7 @@ impl PoolRun {
         PoolStatus {
             pool: self.config.name.clone(),
             process_manager: self.config.pm.mode.as_str().to_owned(),
-            runtime: self.config.runtime.name().to_owned(),
+            runtime: self.launch.kind.runtime_name().to_owned(),
             start_time: SystemTime::now() - since,
             start_since: since,
             // Only a scoreboard counts requests: its workers, as each takes one.

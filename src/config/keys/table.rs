@@ -1,0 +1,665 @@
+//! The rows: every key of `drover.toml` and of a pool file, in the order `drover -t`
+//! renders them and the reference lists them. Adding a key starts here
+//! (docs/ARCHITECTURE.md, "Adding a pool key").
+//!
+//! Longer than the ~600 lines files are split at: one table is read top to bottom, as
+//! php-fpm's option table is, and a split would only scatter a section's order.
+
+use super::Default::{Note, Required, Unset, Value};
+use super::Section::{self, Command, Control, Global, Pm, Pool, Python};
+use super::Type::{Bool, Choice, Duration, Int, Map, Path, Size, Strings, Table};
+use super::{Key, Runtimes};
+
+/// A key every runtime takes, read on FastCGI and HTTP pools alike.
+const fn key(
+    name: &'static str,
+    section: Section,
+    ty: super::Type,
+    default: super::Default,
+    doc: &'static str,
+) -> Key {
+    Key {
+        name,
+        section,
+        ty,
+        default,
+        http_only: false,
+        refused: &[],
+        doc,
+    }
+}
+
+/// A key of an HTTP pool's listener.
+const fn http(
+    name: &'static str,
+    ty: super::Type,
+    default: super::Default,
+    doc: &'static str,
+) -> Key {
+    Key {
+        http_only: true,
+        ..key(name, Pool, ty, default, doc)
+    }
+}
+
+/// `key` with the runtimes that refuse it.
+const fn refused(key: Key, refused: &'static [(Runtimes, &'static str)]) -> Key {
+    Key { refused, ..key }
+}
+
+const STRING: super::Type = super::Type::String;
+
+// `Php` and `String` would shadow the model's and std's names.
+const PHP: Section = Section::Php;
+
+const BUILTIN_PATHS: &[(Runtimes, &str)] = &[(
+    Runtimes::CGI.or(Runtimes::COMMAND).or(Runtimes::ASGI),
+    "drover's own workers answer it, which this pool's do not run (php-cgi, a [command] \
+     program or an ASGI app); use status_listen's /status and /ping",
+)];
+
+pub const KEYS: &[Key] = &[
+    // drover.toml
+    key(
+        "error_log",
+        Global,
+        Path,
+        Value("\"stderr\""),
+        "Where drover writes its log and the workers' captured output: `\"stderr\"` (under \
+         systemd, the journal) or a file, created 0600 in a folder that must exist; USR1 \
+         reopens it.",
+    ),
+    key(
+        "log_level",
+        Global,
+        Choice(&["error", "warn", "info", "debug", "trace"]),
+        Value("\"info\""),
+        "The least severe lines logged; php-fpm's `alert`, `warning` and `notice` are taken too.",
+    ),
+    key(
+        "log_format",
+        Global,
+        Choice(&["text", "json"]),
+        Value("\"text\""),
+        "`text` (time, level, message) or `json`: one object per line with `time`, `level`, \
+         `message`, and `pool`, `pid` when known.",
+    ),
+    key(
+        "pid_file",
+        Global,
+        Path,
+        Unset,
+        "A file drover writes its pid to at start and removes at exit.",
+    ),
+    key(
+        "include",
+        Global,
+        Strings,
+        Value("[\"pools.d/*.toml\"]"),
+        "Globs, relative to drover.toml's folder, that select the pool files; each file is one \
+         pool named after it.",
+    ),
+    key(
+        "process_control_timeout",
+        Global,
+        Duration,
+        Value("\"10s\""),
+        "How long workers get to finish their requests on a graceful stop or retirement before \
+         SIGKILL.",
+    ),
+    key(
+        "emergency_restart_threshold",
+        Global,
+        Int,
+        Value("0"),
+        "php-fpm's: this many workers dying of SIGSEGV or SIGBUS within \
+         `emergency_restart_interval` restart every pool; 0 is off.",
+    ),
+    key(
+        "emergency_restart_interval",
+        Global,
+        Duration,
+        Value("\"0s\""),
+        "The window of `emergency_restart_threshold`; more than 0s when the threshold is set.",
+    ),
+    key(
+        "control",
+        Global,
+        Table,
+        Unset,
+        "The control socket's table, `[control]`.",
+    ),
+    key(
+        "listen",
+        Control,
+        Path,
+        Unset,
+        "The unix socket `drover ctl` talks to (mode 0600); none: no control socket.",
+    ),
+    // A pool file's top level.
+    key(
+        "listen",
+        Pool,
+        STRING,
+        Required,
+        "Where the workers accept: a unix socket path, `IP:PORT`, `[IPv6]:PORT`, or a bare \
+         port for every address (as php-fpm reads it).",
+    ),
+    key(
+        "listen_backlog",
+        Pool,
+        Int,
+        Value("511"),
+        "The listen(2) backlog (php-fpm's `listen.backlog`).",
+    ),
+    key(
+        "listen_owner",
+        Pool,
+        STRING,
+        Unset,
+        "Unix sockets only: the socket's owner, set after bind.",
+    ),
+    key(
+        "listen_group",
+        Pool,
+        STRING,
+        Unset,
+        "Unix sockets only: the socket's group, set after bind.",
+    ),
+    key(
+        "listen_mode",
+        Pool,
+        STRING,
+        Value("\"0660\""),
+        "Unix sockets only: the socket's mode, an octal string.",
+    ),
+    refused(
+        key(
+            "listen_allowed_clients",
+            Pool,
+            Strings,
+            Value("[]"),
+            "TCP only: the client addresses allowed to connect (`FCGI_WEB_SERVER_ADDRS`); \
+             empty: any. A command pool takes it on an IPv4 address only.",
+        ),
+        &[(
+            Runtimes::CGI,
+            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
+             binds itself, and drover hands it the pool's socket; limit who connects with a \
+             unix socket (listen_owner, listen_group, listen_mode) or a firewall rule, or run \
+             the pool on drover-php (runtime = \"embed\"), which checks it",
+        )],
+    ),
+    key(
+        "user",
+        Pool,
+        STRING,
+        Unset,
+        "The workers' user when drover runs as root, where it is required (`\"root\"` to \
+         mean it).",
+    ),
+    key(
+        "group",
+        Pool,
+        STRING,
+        Unset,
+        "The workers' group; default: the user's.",
+    ),
+    key(
+        "chdir",
+        Pool,
+        Path,
+        Unset,
+        "The folder the workers start in; it must exist.",
+    ),
+    key(
+        "clear_env",
+        Pool,
+        Bool,
+        Value("true"),
+        "Start the workers with an empty environment plus `[env]` and what the runtime needs.",
+    ),
+    key(
+        "request_slowlog_timeout",
+        Pool,
+        Duration,
+        Value("\"0s\""),
+        "A request running this long is written to `slowlog` with its stack; 0s is off.",
+    ),
+    key(
+        "request_slowlog_trace_depth",
+        Pool,
+        Int,
+        Value("20"),
+        "The most stack frames of a slowlog entry.",
+    ),
+    key(
+        "slowlog",
+        Pool,
+        Path,
+        Unset,
+        "The file slow requests are written to; needed by `request_slowlog_timeout`.",
+    ),
+    key(
+        "slowlog_format",
+        Pool,
+        Choice(&["text", "json"]),
+        Value("\"text\""),
+        "php-fpm's text entries, or one JSON object per entry.",
+    ),
+    key(
+        "decorate_workers_output",
+        Pool,
+        Bool,
+        Value("true"),
+        "false: what a worker prints goes to the error log as it is, without drover's prefix.",
+    ),
+    key(
+        "process_dumpable",
+        Pool,
+        Bool,
+        Value("false"),
+        "true leaves the workers dumpable (ptrace, core files) for a debugger; false, the \
+         default, is enforced by drover-php and Python zygotes only, so php-cgi and command \
+         pools take only true.",
+    ),
+    key(
+        "request_terminate_timeout",
+        Pool,
+        Duration,
+        Value("\"0s\""),
+        "A request running this long has its worker killed; 0s is off.",
+    ),
+    refused(
+        key(
+            "terminate_grace",
+            Pool,
+            Duration,
+            Value("\"1s\""),
+            "WSGI pools with a `request_terminate_timeout`, not with `threads` above 1: how \
+             long a worker asked to abort its request (SIGUSR1) has before SIGKILL.",
+        ),
+        &[
+            (
+                Runtimes::PHP.or(Runtimes::COMMAND),
+                "Python pools only: a PHP or [command] worker past request_terminate_timeout \
+                 is killed at once, with nothing in it to run first",
+            ),
+            (
+                Runtimes::ASGI,
+                "WSGI pools only: an ASGI worker runs many requests on one event loop, so one \
+                 past request_terminate_timeout cannot be aborted alone; the worker is killed \
+                 at once",
+            ),
+        ],
+    ),
+    key(
+        "request_read_timeout",
+        Pool,
+        Duration,
+        Value("\"30s\""),
+        "A request's headers and body must arrive within this time from the accept; 0s: no \
+         bound.",
+    ),
+    key(
+        "status_listen",
+        Pool,
+        STRING,
+        Unset,
+        "An address (as `listen`) where the master serves the pool's status, `/status` and \
+         `/ping`.",
+    ),
+    refused(
+        key(
+            "status_path",
+            Pool,
+            STRING,
+            Unset,
+            "php-fpm's `pm.status_path`: a request for this script gets the pool's status, \
+             answered by the workers; needs `status_listen`.",
+        ),
+        BUILTIN_PATHS,
+    ),
+    refused(
+        key(
+            "ping_path",
+            Pool,
+            STRING,
+            Unset,
+            "php-fpm's `ping.path`: a request for this script gets `ping_response`.",
+        ),
+        BUILTIN_PATHS,
+    ),
+    key(
+        "ping_response",
+        Pool,
+        STRING,
+        Value("\"pong\""),
+        "php-fpm's `ping.response`.",
+    ),
+    refused(
+        key(
+            "access_log",
+            Pool,
+            Path,
+            Unset,
+            "php-fpm's `access.log`: the file the workers write a line per request to.",
+        ),
+        &[
+            (
+                Runtimes::CGI,
+                "php-cgi cannot know a response's status, so drover cannot write its access \
+                 log; run the pool on drover-php (runtime = \"embed\") or log in the web server",
+            ),
+            (
+                Runtimes::COMMAND,
+                "a [command] program's responses are not seen by drover, so it cannot write \
+                 their access log; log in the program or the web server",
+            ),
+        ],
+    ),
+    key(
+        "access_format",
+        Pool,
+        STRING,
+        Value("'%R - %u %t \"%m %r\" %s'"),
+        "php-fpm's `access.format` (its %-tokens), or `\"json\"`.",
+    ),
+    key(
+        "access_suppress_path",
+        Pool,
+        Strings,
+        Value("[]"),
+        "php-fpm's `access.suppress_path`: request URIs not logged (a health check).",
+    ),
+    key(
+        "protocol",
+        Pool,
+        Choice(&["fastcgi", "http"]),
+        Value("\"fastcgi\""),
+        "What the workers speak on `listen`; `\"http\"` (HTTP/1.1, no web server in front) \
+         for Python pools only.",
+    ),
+    http(
+        "keepalive_timeout",
+        Duration,
+        Value("\"2s\""),
+        "How long a kept connection may idle between requests (gunicorn's `keepalive`).",
+    ),
+    http(
+        "forwarded_allow_ips",
+        Strings,
+        Value("[\"127.0.0.1\", \"::1\"]"),
+        "Peers whose X-Forwarded-For and X-Forwarded-Proto are believed: addresses, or \
+         `\"*\"`.",
+    ),
+    http(
+        "max_request_body",
+        Size,
+        Unset,
+        "A larger request body is refused with 413; none: no bound.",
+    ),
+    refused(
+        http(
+            "ws_max_size",
+            Size,
+            Value("\"16MiB\""),
+            "The largest WebSocket message taken (uvicorn's `--ws-max-size`); a larger one \
+             closes the WebSocket with 1009.",
+        ),
+        &[(
+            Runtimes::WSGI,
+            "only for interface = \"asgi\" (WebSockets are served to ASGI apps only)",
+        )],
+    ),
+    refused(
+        http(
+            "send_timeout",
+            Duration,
+            Value("\"1m\""),
+            "A response write that makes no progress this long ends the connection (nginx's \
+             `send_timeout`); more than 0s.",
+        ),
+        &[(
+            Runtimes::ASGI,
+            "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
+        )],
+    ),
+    key(
+        "pm",
+        Pool,
+        Table,
+        Required,
+        "The process manager's table, `[pm]`.",
+    ),
+    key(
+        "env",
+        Pool,
+        Map,
+        Unset,
+        "`[env]`: variables set in the workers' environment, string values only.",
+    ),
+    key(
+        "php",
+        Pool,
+        Table,
+        Note("one of `[php]`, `[python]`, `[command]`"),
+        "A PHP pool's table, `[php]`.",
+    ),
+    key(
+        "python",
+        Pool,
+        Table,
+        Note("one of `[php]`, `[python]`, `[command]`"),
+        "A Python pool's table, `[python]`.",
+    ),
+    key(
+        "command",
+        Pool,
+        Table,
+        Note("one of `[php]`, `[python]`, `[command]`"),
+        "A FastCGI program's table, `[command]`.",
+    ),
+    // [pm]
+    key(
+        "mode",
+        Pm,
+        Choice(&["static", "dynamic", "ondemand"]),
+        Required,
+        "php-fpm's `pm`: a fixed count, a count between spares, or workers started per \
+         connection.",
+    ),
+    key(
+        "max_children",
+        Pm,
+        Int,
+        Required,
+        "The most workers at once (the count of a static pool).",
+    ),
+    key(
+        "start_servers",
+        Pm,
+        Int,
+        Note("`min_spare_servers + (max_spare_servers - min_spare_servers) / 2`"),
+        "`mode = \"dynamic\"` only: the workers started first.",
+    ),
+    key(
+        "min_spare_servers",
+        Pm,
+        Int,
+        Note("required with `mode = \"dynamic\"`"),
+        "`mode = \"dynamic\"` only: fewer idle workers than this start more.",
+    ),
+    key(
+        "max_spare_servers",
+        Pm,
+        Int,
+        Note("required with `mode = \"dynamic\"`"),
+        "`mode = \"dynamic\"` only: more idle workers than this are retired.",
+    ),
+    key(
+        "max_spawn_rate",
+        Pm,
+        Int,
+        Value("32"),
+        "dynamic: the cap of the doubling batch of workers started at once.",
+    ),
+    key(
+        "process_idle_timeout",
+        Pm,
+        Duration,
+        Value("\"10s\""),
+        "ondemand: a worker idle this long is retired.",
+    ),
+    key(
+        "max_requests",
+        Pm,
+        Int,
+        Value("0"),
+        "A worker exits after this many requests; 0: never.",
+    ),
+    key(
+        "max_requests_jitter",
+        Pm,
+        Int,
+        Value("0"),
+        "Each worker draws its limit in `max_requests ..= max_requests + jitter`.",
+    ),
+    key(
+        "max_memory",
+        Pm,
+        Size,
+        Unset,
+        "A worker whose resident memory passes this is retired; none: no limit.",
+    ),
+    // [php]
+    key(
+        "runtime",
+        PHP,
+        Choice(&["embed", "cgi"]),
+        Note(
+            "`\"cgi\"` when `binary` is set, else `\"embed\"` where drover-php can run PHP, \
+             else `\"cgi\"`",
+        ),
+        "Which program runs the scripts: drover-php (linking libphp) or php-cgi.",
+    ),
+    refused(
+        key(
+            "binary",
+            PHP,
+            Path,
+            Note("`\"php-cgi\"`, looked up on PATH"),
+            "php-cgi's path or name (searched on PATH); it must exist.",
+        ),
+        &[(
+            Runtimes::EMBED,
+            "only for runtime = \"cgi\" (php-cgi): drover-php links PHP itself; remove binary, \
+             or set runtime = \"cgi\"",
+        )],
+    ),
+    key(
+        "ini_file",
+        PHP,
+        Path,
+        Unset,
+        "The php.ini PHP loads; none: PHP's own search.",
+    ),
+    key(
+        "limit_extensions",
+        PHP,
+        Strings,
+        Value("[\".php\"]"),
+        "php-fpm's `security.limit_extensions`: the suffixes of the scripts PHP runs; `[]`: \
+         any file. Another list needs drover-php.",
+    ),
+    key(
+        "ini",
+        PHP,
+        Map,
+        Unset,
+        "`[php.ini]`, php-fpm's `php_value`: settings a script may change.",
+    ),
+    key(
+        "admin_ini",
+        PHP,
+        Map,
+        Unset,
+        "`[php.admin_ini]`, php-fpm's `php_admin_value`: settings a script cannot change \
+         (drover-php only).",
+    ),
+    // [python]
+    key(
+        "app",
+        Python,
+        STRING,
+        Required,
+        "`\"package.module:callable\"` (callable default `application`), or a factory called \
+         with literal arguments, as gunicorn takes it.",
+    ),
+    key(
+        "python_path",
+        Python,
+        Strings,
+        Value("[]"),
+        "Folders put in front of `sys.path`.",
+    ),
+    key(
+        "virtualenv",
+        Python,
+        Path,
+        Unset,
+        "A virtualenv whose packages the app imports.",
+    ),
+    key(
+        "preload",
+        Python,
+        Bool,
+        Value("true"),
+        "Load the app once in the zygote before forking (false: in each worker).",
+    ),
+    key(
+        "mount",
+        Python,
+        STRING,
+        Value("\"\""),
+        "The SCRIPT_NAME prefix the app is mounted at (`\"/app\"`); `\"\"`: the root.",
+    ),
+    key(
+        "warmup",
+        Python,
+        Strings,
+        Value("[]"),
+        "Request paths the zygote sends through a preloaded WSGI app before it forks.",
+    ),
+    key(
+        "hooks",
+        Python,
+        STRING,
+        Unset,
+        "gunicorn's server hooks, from a module or a .py file (a gunicorn.conf.py).",
+    ),
+    key(
+        "interface",
+        Python,
+        Choice(&["wsgi", "asgi"]),
+        Value("\"wsgi\""),
+        "A WSGI callable, one request at a time per thread, or an ASGI 3.0 app on an event \
+         loop.",
+    ),
+    key(
+        "threads",
+        Python,
+        Int,
+        Value("1"),
+        "WSGI over FastCGI: the threads of each worker that serve requests (1 to 64), as \
+         gunicorn's gthread.",
+    ),
+    // [command]
+    key(
+        "argv",
+        Command,
+        Strings,
+        Required,
+        "The FastCGI program and its arguments; it accepts on fd 0, one process per worker.",
+    ),
+];
