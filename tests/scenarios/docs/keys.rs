@@ -287,3 +287,45 @@ fn every_key_drover_shows_is_documented() {
         "keys drover -t shows that docs/configuration.md does not document: {missing:?}"
     );
 }
+
+#[test]
+fn configuration_md_names_the_keys_of_the_generated_reference() {
+    let keys_of = |page: &str| -> std::collections::BTreeSet<String> {
+        let text = std::fs::read_to_string(root().join(page)).expect(page);
+        reference_keys(&text)
+            .into_iter()
+            .map(|(_, toml)| toml)
+            .collect()
+    };
+    // Where the two pages lay the same keys out differently: the generated page lists each
+    // table as a key of its parent (`pm`, `[php] ini`), and heads `[control]` as
+    // "drover.toml `[control]`", so its `listen` reads as a top-level key (which the pool
+    // files have too); configuration.md gives the tables their own headings.
+    let tables = ["command", "control", "env", "php", "pm", "python"];
+    let laid_out_as_tables = |toml: &String| {
+        tables.iter().any(|t| *toml == format!("{t} = 0\n"))
+            || *toml == "[php]\nini = 0\n"
+            || *toml == "[php]\nadmin_ini = 0\n"
+            || *toml == "[control]\nlisten = 0\n"
+    };
+    let detailed: std::collections::BTreeSet<String> = keys_of("docs/configuration.md")
+        .into_iter()
+        .filter(|toml| !laid_out_as_tables(toml))
+        .collect();
+    let generated: std::collections::BTreeSet<String> = keys_of("docs/pool-keys.md")
+        .into_iter()
+        .filter(|toml| !laid_out_as_tables(toml))
+        .collect();
+    assert!(
+        generated.len() > 50,
+        "only {} keys in docs/pool-keys.md",
+        generated.len()
+    );
+    let missing: Vec<_> = generated.difference(&detailed).collect();
+    let extra: Vec<_> = detailed.difference(&generated).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/configuration.md's reference and docs/pool-keys.md (src/config/keys/table.rs) \
+         disagree: not in configuration.md: {missing:?}; not in the table: {extra:?}"
+    );
+}
