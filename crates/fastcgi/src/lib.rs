@@ -59,6 +59,7 @@
 //! ```
 
 mod connection;
+mod decoder;
 mod error;
 mod input;
 mod management;
@@ -70,7 +71,8 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use connection::{Buffers, Connection, Limits, Request, Stdin};
+pub use connection::{Buffers, Connection, Stdin};
+pub use decoder::{Decoder, Event, Limits, Reply, Request};
 pub use error::{NameValueError, Phase, ProtocolError};
 pub use management::get_values_result;
 pub use params::{Iter as ParamsIter, NameValues, Params, encode_pair, name_values};
