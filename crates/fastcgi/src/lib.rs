@@ -77,6 +77,6 @@ pub use error::{NameValueError, Phase, ProtocolError};
 pub use management::get_values_result;
 pub use params::{Iter as ParamsIter, NameValues, Params, encode_pair, name_values};
 pub use record::{
-    BeginRequestBody, HEADER_LEN, Header, KEEP_CONN, MAX_CONTENT_LEN, ProtocolStatus, RecordType,
-    Role, VERSION_1, end_request_body, unknown_type_body,
+    BadVersion, BeginRequestBody, HEADER_LEN, Header, KEEP_CONN, MAX_CONTENT_LEN, ProtocolStatus,
+    RecordType, Role, VERSION_1, end_request_body, unknown_type_body,
 };
