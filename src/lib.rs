@@ -27,7 +27,8 @@
 //!   only crate that links libpython.
 //! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
 //!   only crate that links libphp.
-//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by the Python workers.
+//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, a sans-I/O core and its
+//!   blocking driver, used by every drover worker (through `drover-worker`) and the ASGI loop.
 //! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
 //!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
 //!   themselves, idle connections waiting in each worker's epoll set).

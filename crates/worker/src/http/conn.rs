@@ -4,11 +4,14 @@
 //! response becomes an HTTP response ([`super::response`]), and `Expect: 100-continue` is
 //! answered when the epoll loop starts to wait for the body
 //! ([`HttpConn::send_continue`]), or else at the app's first read.
+//!
+//! A driver: the framing is [`super::body::BodyReader`]'s, the head [`super::head`]'s;
+//! this file owns the socket, the buffers and the response.
 
 use std::io::{self, Read, Write};
 
-use super::chunked;
-use super::head::{self, Framing, Head, Peer, Refusal};
+use super::body::BodyReader;
+use super::head::{self, Head, Peer, Refusal};
 use super::response::{self, Ask, Body};
 use crate::socket::Socket;
 
@@ -32,17 +35,15 @@ pub struct HttpConn {
     /// The last request ended with its body not all read: the connection ends, lingering.
     body_unread: bool,
     /// How far [`Self::body_here`] has looked into the current body: bytes past `start`,
-    /// and the framing state there.
-    ahead: (usize, BodyIn),
+    /// and the framing state there (unbounded: the app's reads apply `max_request_body`).
+    ahead: (usize, BodyReader),
     /// No further request on this connection.
     closed: bool,
 }
 
 struct Current {
-    body: BodyIn,
-    /// Body bytes read, against `max_body`.
-    read: u64,
-    max_body: Option<u64>,
+    /// The body's framing and `max_request_body`.
+    body: BodyReader,
     /// `Expect: 100-continue` not yet answered.
     continue_due: bool,
     ask: Ask,
@@ -50,18 +51,6 @@ struct Current {
     /// The connection may serve another request after this one.
     keep: bool,
     status: Option<u16>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyIn {
-    Length(u64),
-    /// Expecting a chunk-size line.
-    ChunkSize,
-    ChunkData(u64),
-    /// The CRLF after a chunk's data.
-    ChunkEnd,
-    Trailers,
-    Ended,
 }
 
 enum Response {
@@ -82,7 +71,7 @@ impl HttpConn {
             current: None,
             out: Vec::new(),
             body_unread: false,
-            ahead: (0, BodyIn::Ended),
+            ahead: (0, BodyReader::default()),
             closed: false,
         }
     }
@@ -116,16 +105,9 @@ impl HttpConn {
             return Ok(None);
         };
         self.start += head.len;
-        let body = match head.framing {
-            Framing::Length(0) => BodyIn::Ended,
-            Framing::Length(n) => BodyIn::Length(n),
-            Framing::Chunked => BodyIn::ChunkSize,
-        };
-        self.ahead = (0, body);
+        self.ahead = (0, BodyReader::new(head.framing, None));
         self.current = Some(Current {
-            body,
-            read: 0,
-            max_body: peer.max_body,
+            body: BodyReader::new(head.framing, peer.max_body),
             continue_due: head.expect_continue,
             ask: Ask {
                 minor: head.minor,
@@ -144,46 +126,19 @@ impl HttpConn {
     /// that a body that trickles costs a descriptor, not a worker. Looks only at bytes it
     /// has not looked at before; a chunked body breaking its syntax is refused here.
     pub fn body_here(&mut self) -> Result<bool, String> {
-        let (mut at, mut state) = self.ahead;
+        let (mut at, mut body) = self.ahead;
         let input = &self.buf[self.start..];
         let here = loop {
-            if at >= BODY_AHEAD {
+            if at >= BODY_AHEAD || body.ended() {
                 break true;
             }
-            let rest = &input[at..];
-            let (next, used) = match state {
-                BodyIn::Ended => break true,
-                BodyIn::Length(left) | BodyIn::ChunkData(left) if !rest.is_empty() => {
-                    let n = left.min(rest.len() as u64);
-                    let next = match state {
-                        BodyIn::Length(_) if n == left => BodyIn::Ended,
-                        BodyIn::Length(_) => BodyIn::Length(left - n),
-                        _ if n == left => BodyIn::ChunkEnd,
-                        _ => BodyIn::ChunkData(left - n),
-                    };
-                    (next, n as usize)
-                }
-                BodyIn::ChunkSize => match chunked::size_line(rest)? {
-                    Some((used, 0)) => (BodyIn::Trailers, used),
-                    Some((used, size)) => (BodyIn::ChunkData(size), used),
-                    None => break false,
-                },
-                BodyIn::ChunkEnd if rest.len() >= 2 => {
-                    if &rest[..2] != b"\r\n" {
-                        return Err("chunk data not followed by CRLF".into());
-                    }
-                    (BodyIn::ChunkSize, 2)
-                }
-                BodyIn::Trailers => match chunked::trailers(rest)? {
-                    Some(used) => (BodyIn::Ended, used),
-                    None => break false,
-                },
-                _ => break false,
-            };
-            at += used;
-            state = next;
+            match body.step(&input[at..], usize::MAX) {
+                Ok(Some(step)) => at += step.used,
+                Ok(None) => break false,
+                Err(err) => return Err(err.reason),
+            }
         };
-        self.ahead = (at, state);
+        self.ahead = (at, body);
         Ok(here)
     }
 
@@ -193,7 +148,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(());
         };
-        if !current.continue_due || current.body == BodyIn::Ended {
+        if !current.continue_due || current.body.ended() {
             return Ok(());
         }
         current.continue_due = false;
@@ -219,7 +174,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(0);
         };
-        if current.continue_due && current.body != BodyIn::Ended {
+        if current.continue_due && !current.body.ended() {
             current.continue_due = false;
             self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
             self.write_out()?;
@@ -231,74 +186,36 @@ impl HttpConn {
         if out.is_empty() {
             return Ok(0);
         }
-        let n = loop {
-            let Some(current) = &self.current else {
+        loop {
+            let Some(current) = &mut self.current else {
                 return Ok(0);
             };
-            let (body, max_body) = (current.body, current.max_body);
+            if current.body.ended() {
+                return Ok(0);
+            }
             let input = &self.buf[self.start..];
-            let step: Result<(BodyIn, usize, usize), String> = match body {
-                BodyIn::Ended => return Ok(0),
-                BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
-                    let n = (left.min(out.len() as u64) as usize).min(input.len());
-                    out[..n].copy_from_slice(&input[..n]);
-                    let left = left - n as u64;
-                    let next = match body {
-                        BodyIn::Length(_) if left == 0 => BodyIn::Ended,
-                        BodyIn::Length(_) => BodyIn::Length(left),
-                        _ if left == 0 => BodyIn::ChunkEnd,
-                        _ => BodyIn::ChunkData(left),
-                    };
-                    Ok((next, n, n))
-                }
-                BodyIn::ChunkSize => match chunked::size_line(input) {
-                    Ok(Some((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
-                    Ok(Some((used, size))) => Ok((BodyIn::ChunkData(size), used, 0)),
-                    Ok(None) => Ok((body, 0, 0)),
-                    Err(why) => Err(why.to_string()),
-                },
-                BodyIn::ChunkEnd if input.len() >= 2 => {
-                    if &input[..2] == b"\r\n" {
-                        Ok((BodyIn::ChunkSize, 2, 0))
-                    } else {
-                        Err("chunk data not followed by CRLF".to_string())
+            match current.body.step(input, out.len()) {
+                Ok(Some(step)) => {
+                    out[..step.data].copy_from_slice(&input[..step.data]);
+                    self.start += step.used;
+                    if step.data > 0 {
+                        return Ok(step.data);
                     }
                 }
-                BodyIn::Trailers => match chunked::trailers(input) {
-                    Ok(Some(used)) => Ok((BodyIn::Ended, used, 0)),
-                    Ok(None) => Ok((body, 0, 0)),
-                    Err(why) => Err(why),
-                },
-                _ => Ok((body, 0, 0)),
-            };
-            let (next, used, n) = match step {
-                Ok(step) => step,
-                Err(why) => {
-                    self.refuse_body(400, &why);
-                    return Err(self.bad_body(&why));
+                Ok(None) => {
+                    if self.fill()? == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the client closed the connection before the end of the body",
+                        ));
+                    }
                 }
-            };
-            self.start += used;
-            if let Some(current) = &mut self.current {
-                current.body = next;
-                current.read += n as u64;
-                if let Some(max) = max_body.filter(|&max| current.read > max) {
-                    let why = format!("request body above max_request_body ({max} bytes)");
-                    self.refuse_body(413, &why);
-                    return Err(self.bad_body(&why));
+                Err(err) => {
+                    self.refuse_body(err.status, &err.reason);
+                    return Err(self.bad_body(&err.reason));
                 }
             }
-            if n > 0 || next == BodyIn::Ended {
-                break n;
-            }
-            if used == 0 && self.fill()? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the client closed the connection before the end of the body",
-                ));
-            }
-        };
-        Ok(n)
+        }
     }
 
     /// A chunked body grew past `max_request_body` (413, as for a Content-Length above it;
@@ -492,11 +409,7 @@ impl HttpConn {
         // A body the app did not read: what has arrived is dropped; a body still on its way
         // ends the connection (with a lingering close, so that the response is not reset).
         let mut keep = self.current.as_ref().is_some_and(|c| c.keep);
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|c| c.body != BodyIn::Ended)
-        {
+        if self.current.as_ref().is_some_and(|c| !c.body.ended()) {
             self.socket.set_wait(false);
             let ended = self.discard_stdin(64 * 1024);
             self.socket.set_wait(true);

@@ -15,11 +15,13 @@
 //! | file          | owns |
 //! |---------------|------|
 //! | `head.rs`     | the request head: httparse, the smuggling checks, limits, CGI params, X-Forwarded-* |
+//! | `body.rs`     | the request body's framing, sans I/O: Content-Length or chunked, `max_request_body` |
 //! | `chunked.rs`  | the chunk-size line and the trailers, refusing what a front end could read otherwise |
-//! | `response.rs` | the CGI head → HTTP head and the response body's framing |
-//! | `conn.rs`     | [`HttpConn`]: the body (Content-Length, chunked, 100-continue), the response, keep-alive |
+//! | `response.rs` | the CGI head (or ASGI's status and headers) → HTTP head, and the response body's framing |
+//! | `conn.rs`     | [`HttpConn`]: the socket's driver over `head` and `body`: 100-continue, the response, keep-alive |
 //! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
 
+pub mod body;
 pub mod chunked;
 pub(crate) mod conn;
 pub mod head;
