@@ -16,16 +16,16 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use super::encode;
 use super::ledger::{self, Ticket};
 
-/// Event kinds, as the first item of each tuple `feed()` returns.
-const REQUEST: u8 = 0;
-const BODY: u8 = 1;
+/// Event kinds, as the first item of each tuple `feed()` returns (`Http`'s too).
+pub(super) const REQUEST: u8 = 0;
+pub(super) const BODY: u8 = 1;
 const ABORT: u8 = 2;
-const REPLY: u8 = 3;
+pub(super) const REPLY: u8 = 3;
 
-/// What `done()` tells the connection.
-const KEEP: u8 = 0;
-const CLOSE: u8 = 1;
-const RETIRE: u8 = 2;
+/// What `done()` tells the connection (`Http`'s too).
+pub(super) const KEEP: u8 = 0;
+pub(super) const CLOSE: u8 = 1;
+pub(super) const RETIRE: u8 = 2;
 
 /// The request in hand.
 struct InHand {
@@ -320,7 +320,7 @@ fn body_after(events: &mut std::iter::Peekable<impl Iterator<Item = Got>>) -> (V
 }
 
 /// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
-fn header_pairs(
+pub(super) fn header_pairs(
     headers: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
     let Some(headers) = headers else {

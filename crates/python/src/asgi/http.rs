@@ -24,25 +24,19 @@ use drover_worker::http::HttpConfig;
 use drover_worker::http::body::BodyReader;
 use drover_worker::http::head::{self, Peer};
 use drover_worker::http::response::{self, Ask, Body};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+use super::conn::{BODY, CLOSE, KEEP, REPLY, REQUEST, RETIRE, header_pairs};
 use super::ledger::{self, Ticket};
 
-const REQUEST: u8 = 0;
-const BODY: u8 = 1;
-const REPLY: u8 = 3;
 /// Bytes to write, after which the connection closes (a refused head).
 const REFUSE: u8 = 4;
 /// A WebSocket handshake: `(5, scope, head)`, the head's bytes for the codec in Python.
 const WEBSOCKET: u8 = 5;
 /// Bytes after a WebSocket handshake, for the codec: `(6, bytes)`.
 const RAW: u8 = 6;
-
-const KEEP: u8 = 0;
-const CLOSE: u8 = 1;
-const RETIRE: u8 = 2;
 
 /// Consumed bytes kept at the buffer's front before they are dropped, and the capacity an
 /// emptied buffer keeps.
@@ -386,24 +380,4 @@ impl Http {
         }
         PyValueError::new_err(why.to_string())
     }
-}
-
-/// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
-fn header_pairs(
-    headers: Option<Bound<'_, PyAny>>,
-) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
-    let Some(headers) = headers else {
-        return Ok(Vec::new());
-    };
-    let mut pairs = Vec::new();
-    for item in headers.try_iter()? {
-        let item = item?;
-        let bytes = |i: usize| -> PyResult<Bound<'_, PyBytes>> {
-            item.get_item(i)?
-                .cast_into::<PyBytes>()
-                .map_err(|_| PyTypeError::new_err("ASGI header names and values must be bytes"))
-        };
-        pairs.push((bytes(0)?, bytes(1)?));
-    }
-    Ok(pairs)
 }
