@@ -6,8 +6,8 @@
 //! heads go through [`drover_worker::http::head::parse`] (httparse, the smuggling checks,
 //! the limits with their 400/413/414/431/501, `forwarded_allow_ips`), which yields the CGI
 //! params a web server would send, so the scope is built by [`super::scope::build`] as over
-//! FastCGI; bodies are de-chunked by [`drover_worker::http::body::BodyReader`], the
-//! WSGI connection's decoder; the response head is framed by
+//! FastCGI; the bytes wait, and bodies are de-chunked, in
+//! [`drover_worker::http::incoming::Incoming`], the WSGI connection's input; the response head is framed by
 //! [`drover_worker::http::response::frame`] straight from the app's status and headers
 //! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the
 //! event-loop driver: bytes in, whole events out, a request at a time, pipelined requests
@@ -21,8 +21,8 @@ use std::os::fd::FromRawFd;
 use std::sync::OnceLock;
 
 use drover_worker::http::HttpConfig;
-use drover_worker::http::body::BodyReader;
-use drover_worker::http::head::{self, Peer};
+use drover_worker::http::head::Peer;
+use drover_worker::http::incoming::Incoming;
 use drover_worker::http::response::{self, Ask, Body};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -37,10 +37,6 @@ const REFUSE: u8 = 4;
 const WEBSOCKET: u8 = 5;
 /// Bytes after a WebSocket handshake, for the codec: `(6, bytes)`.
 const RAW: u8 = 6;
-
-/// Consumed bytes kept at the buffer's front before they are dropped, and the capacity an
-/// emptied buffer keeps.
-const BUF_KEEP: usize = 64 * 1024;
 
 /// The pool's HTTP settings, set once before the loop starts.
 static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
@@ -71,10 +67,9 @@ pub struct Http {
     asgi: Py<PyDict>,
     remote: Option<SocketAddr>,
     local: Option<SocketAddr>,
-    buf: Vec<u8>,
-    start: usize,
-    /// The request body's framing, `max_request_body` (on chunks) and the bytes read.
-    body: BodyReader,
+    /// The bytes received and not taken (a pipelined request's head may be here), and the
+    /// body of the request in hand, decoded.
+    input: Incoming,
     request: Option<InHand>,
     ended: Option<InHand>,
     /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
@@ -96,9 +91,7 @@ impl Http {
             asgi,
             remote: stream.peer_addr().ok(),
             local: stream.local_addr().ok(),
-            buf: Vec::new(),
-            start: 0,
-            body: BodyReader::default(),
+            input: Incoming::new(),
             request: None,
             ended: None,
             busy: false,
@@ -115,27 +108,15 @@ impl Http {
         if self.broken {
             return Ok(out);
         }
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-            if self.buf.capacity() > BUF_KEEP {
-                self.buf.shrink_to(BUF_KEEP);
-            }
-        } else if self.start >= BUF_KEEP {
-            // Pipelined requests rarely end where a read does: without this the buffer
-            // kept every byte the connection ever sent.
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
         if self.raw {
             if !data.is_empty() {
                 out.append((RAW, PyBytes::new(py, data)))?;
             }
             return Ok(out);
         }
-        self.buf.extend_from_slice(data);
+        self.input.push(data);
         if self.busy {
-            if !self.body.ended() {
+            if !self.input.body().ended() {
                 let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
                     return Ok(out);
                 };
@@ -154,7 +135,7 @@ impl Http {
             trusted: &config.trusted,
             max_body: config.max_body,
         };
-        let head = match head::parse(&self.buf[self.start..], &peer) {
+        let head = match self.input.head(&peer) {
             Ok(None) => return Ok(out),
             Ok(Some(head)) => head,
             Err(refusal) => {
@@ -164,8 +145,6 @@ impl Http {
                 return Ok(out);
             }
         };
-        let raw_head = self.start..self.start + head.len;
-        self.start += head.len;
         let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;
         let upgrade = head.params.get("HTTP_UPGRADE");
         if head.params.get("REQUEST_METHOD") == Some(b"GET")
@@ -181,19 +160,18 @@ impl Http {
                 .is_some_and(|s| s.eq("https").unwrap_or(false));
             scope.set_item("scheme", if https { "wss" } else { "ws" })?;
             scope.del_item("method")?;
-            let head_bytes = PyBytes::new(py, &self.buf[raw_head]);
+            let head_bytes = PyBytes::new(py, &self.input.unread()[..head.len]);
             out.append((WEBSOCKET, scope, head_bytes))?;
-            let rest = &self.buf[self.start..];
+            self.input.begin(&head, None);
+            let rest = self.input.take_all();
             if !rest.is_empty() {
-                out.append((RAW, PyBytes::new(py, rest)))?;
+                out.append((RAW, PyBytes::new(py, &rest)))?;
             }
-            self.buf = Vec::new();
-            self.start = 0;
             return Ok(out);
         }
-        self.body = BodyReader::new(head.framing, config.max_body);
+        self.input.begin(&head, config.max_body);
         self.busy = true;
-        if head.expect_continue && !self.body.ended() {
+        if head.expect_continue && !self.input.body().ended() {
             out.append((REPLY, PyBytes::new(py, b"HTTP/1.1 100 Continue\r\n\r\n")))?;
         }
         let ask = Ask {
@@ -307,7 +285,7 @@ impl Http {
         self.busy = false;
         let retire = ledger::end(&request.ticket, request.status);
         // Body the app did not read would be taken for the next head: close instead.
-        let keep = request.keep && !request.cut && self.body.ended();
+        let keep = request.keep && !request.cut && self.input.body().ended();
         if !keep {
             self.broken = true;
         }
@@ -321,9 +299,9 @@ impl Http {
     /// What the connection waits for (for a `request_read_timeout` line) and the bytes
     /// of it buffered.
     fn waiting(&self) -> (String, u64) {
-        let buffered = (self.buf.len() - self.start) as u64;
+        let buffered = self.input.unread().len() as u64;
         if self.busy {
-            ("the request body".into(), self.body.read())
+            ("the request body".into(), self.input.body().read())
         } else {
             ("the request head".into(), buffered)
         }
@@ -331,13 +309,13 @@ impl Http {
 
     /// Body of the request is still arriving: the connection lingers before it closes.
     fn body_unread(&self) -> bool {
-        !self.body.ended()
+        !self.input.body().ended()
     }
 
     /// Bytes received and not yet taken (pipelined requests): the reader pauses past a
     /// bound.
     fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.input.unread().len()
     }
 }
 
@@ -354,11 +332,8 @@ impl Http {
         out: &Bound<'_, PyList>,
     ) -> PyResult<Option<(Vec<u8>, bool)>> {
         let mut body = Vec::new();
-        let err = match self.body.take(&self.buf[self.start..], &mut body) {
-            Ok(used) => {
-                self.start += used;
-                return Ok(Some((body, self.body.ended())));
-            }
+        let err = match self.input.take_body(&mut body) {
+            Ok(complete) => return Ok(Some((body, complete))),
             Err(err) => err,
         };
         let head_sent = self.request.as_ref().is_none_or(|r| r.status.is_some());

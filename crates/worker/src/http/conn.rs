@@ -5,13 +5,14 @@
 //! answered when the epoll loop starts to wait for the body
 //! ([`HttpConn::send_continue`]), or else at the app's first read.
 //!
-//! A driver: the framing is [`super::body::BodyReader`]'s, the head [`super::head`]'s;
-//! this file owns the socket, the buffers and the response.
+//! A driver: the input (heads, bodies, pipelined bytes) is [`super::incoming::Incoming`]'s,
+//! sans I/O; this file owns the socket and the response.
 
 use std::io::{self, Read, Write};
 
 use super::body::BodyReader;
-use super::head::{self, Head, Peer, Refusal};
+use super::head::{Head, Peer, Refusal};
+use super::incoming::Incoming;
 use super::response::{self, Ask, Body};
 use crate::socket::Socket;
 
@@ -27,14 +28,14 @@ pub const BODY_AHEAD: usize = 64 * 1024;
 /// (a pipelined request's head may already be here), and the request in progress.
 pub struct HttpConn {
     socket: Socket,
-    buf: Vec<u8>,
-    /// `buf[start..]` is unread.
-    start: usize,
+    /// What has been read and not yet taken, and the request body's decoder.
+    input: Incoming,
     current: Option<Current>,
     out: Vec<u8>,
     /// The last request ended with its body not all read: the connection ends, lingering.
     body_unread: bool,
-    /// How far [`Self::body_here`] has looked into the current body: bytes past `start`,
+    /// How far [`Self::body_here`] has looked into the current body: bytes past the input's
+    /// front,
     /// and the framing state there (unbounded: the app's reads apply `max_request_body`).
     ahead: (usize, BodyReader),
     /// No further request on this connection.
@@ -42,8 +43,6 @@ pub struct HttpConn {
 }
 
 struct Current {
-    /// The body's framing and `max_request_body`.
-    body: BodyReader,
     /// `Expect: 100-continue` not yet answered.
     continue_due: bool,
     ask: Ask,
@@ -66,8 +65,7 @@ impl HttpConn {
     pub fn new(socket: Socket) -> HttpConn {
         HttpConn {
             socket,
-            buf: Vec::new(),
-            start: 0,
+            input: Incoming::new(),
             current: None,
             out: Vec::new(),
             body_unread: false,
@@ -79,35 +77,24 @@ impl HttpConn {
     /// Reads what has arrived (the socket must not wait: see [`Socket::set_wait`]).
     /// Ok(0): the client closed.
     pub fn fill(&mut self) -> io::Result<usize> {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > 64 * 1024 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        let len = self.buf.len();
-        self.buf.resize(len + 16 * 1024, 0);
-        let result = self.socket.read(&mut self.buf[len..]);
-        self.buf.truncate(len + *result.as_ref().unwrap_or(&0));
-        result
+        let socket = &mut self.socket;
+        self.input.read_from(16 * 1024, |room| socket.read(room))
     }
 
     /// Whether bytes of a next request are here already (pipelined).
     pub fn has_input(&self) -> bool {
-        self.start < self.buf.len()
+        self.input.has_input()
     }
 
     /// Parses the next request's head from what has been read; Ok(None): not complete.
     /// Complete, it starts the request: its body is read next.
     pub fn next_head(&mut self, peer: &Peer<'_>) -> Result<Option<Head>, Refusal> {
-        let Some(head) = head::parse(&self.buf[self.start..], peer)? else {
+        let Some(head) = self.input.head(peer)? else {
             return Ok(None);
         };
-        self.start += head.len;
+        self.input.begin(&head, peer.max_body);
         self.ahead = (0, BodyReader::new(head.framing, None));
         self.current = Some(Current {
-            body: BodyReader::new(head.framing, peer.max_body),
             continue_due: head.expect_continue,
             ask: Ask {
                 minor: head.minor,
@@ -127,7 +114,7 @@ impl HttpConn {
     /// has not looked at before; a chunked body breaking its syntax is refused here.
     pub fn body_here(&mut self) -> Result<bool, String> {
         let (mut at, mut body) = self.ahead;
-        let input = &self.buf[self.start..];
+        let input = self.input.unread();
         let here = loop {
             if at >= BODY_AHEAD || body.ended() {
                 break true;
@@ -148,7 +135,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(());
         };
-        if !current.continue_due || current.body.ended() {
+        if !current.continue_due || self.input.body().ended() {
             return Ok(());
         }
         current.continue_due = false;
@@ -174,7 +161,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(0);
         };
-        if current.continue_due && !current.body.ended() {
+        if current.continue_due && !self.input.body().ended() {
             current.continue_due = false;
             self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
             self.write_out()?;
@@ -186,22 +173,9 @@ impl HttpConn {
         if out.is_empty() {
             return Ok(0);
         }
-        loop {
-            let Some(current) = &mut self.current else {
-                return Ok(0);
-            };
-            if current.body.ended() {
-                return Ok(0);
-            }
-            let input = &self.buf[self.start..];
-            match current.body.step(input, out.len()) {
-                Ok(Some(step)) => {
-                    out[..step.data].copy_from_slice(&input[..step.data]);
-                    self.start += step.used;
-                    if step.data > 0 {
-                        return Ok(step.data);
-                    }
-                }
+        while self.current.is_some() {
+            match self.input.read_body(out) {
+                Ok(Some(n)) => return Ok(n),
                 Ok(None) => {
                     if self.fill()? == 0 {
                         return Err(io::Error::new(
@@ -216,6 +190,7 @@ impl HttpConn {
                 }
             }
         }
+        Ok(0)
     }
 
     /// A chunked body grew past `max_request_body` (413, as for a Content-Length above it;
@@ -409,7 +384,7 @@ impl HttpConn {
         // A body the app did not read: what has arrived is dropped; a body still on its way
         // ends the connection (with a lingering close, so that the response is not reset).
         let mut keep = self.current.as_ref().is_some_and(|c| c.keep);
-        if self.current.as_ref().is_some_and(|c| !c.body.ended()) {
+        if self.current.is_some() && !self.input.body().ended() {
             self.socket.set_wait(false);
             let ended = self.discard_stdin(64 * 1024);
             self.socket.set_wait(true);
