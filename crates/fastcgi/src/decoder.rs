@@ -166,8 +166,10 @@ pub struct Decoder {
     params: Params,
     /// The previous request's params size, so that a new buffer is allocated once.
     params_hint: usize,
-    /// The content of a record collected whole.
+    /// A GET_VALUES query, collected whole.
     collected: Vec<u8>,
+    /// A BEGIN_REQUEST's body, collected whole (on the stack: one per request).
+    begin: [u8; BeginRequestBody::LEN as usize],
     /// Bytes dropped while draining, against `max_unread_body`.
     dropped: usize,
     /// A refused or aborted request without FCGI_KEEP_CONN ended the connection.
@@ -188,6 +190,7 @@ impl Decoder {
             params,
             params_hint: 1024,
             collected: Vec::new(),
+            begin: [0; BeginRequestBody::LEN as usize],
             dropped: 0,
             over: false,
         }
@@ -264,7 +267,13 @@ impl Decoder {
                         None
                     }
                     Take::Collect => {
-                        self.collected.extend_from_slice(content);
+                        if header.request_id == 0 {
+                            self.collected.extend_from_slice(content);
+                        } else {
+                            // A BEGIN_REQUEST: its length is 8, checked with the header.
+                            let at = usize::from(header.content_length) - remaining;
+                            self.begin[at..at + used].copy_from_slice(content);
+                        }
                         if done {
                             self.on_collected(header)?
                         } else {
@@ -460,17 +469,18 @@ impl Decoder {
 
     /// The content of a record collected whole is here.
     fn on_collected(&mut self, header: Header) -> Result<Option<Event<'static>>, ProtocolError> {
-        let content = std::mem::take(&mut self.collected);
         let id = header.request_id;
         if id == 0 {
-            let answer =
-                get_values_result(&content).map_err(|source| ProtocolError::MalformedParams {
+            let answer = get_values_result(&self.collected).map_err(|source| {
+                ProtocolError::MalformedParams {
                     request_id: 0,
                     source,
-                })?;
+                }
+            })?;
+            self.collected = Vec::new();
             return Ok(Some(Event::Reply(Reply::Values(answer))));
         }
-        let body = BeginRequestBody::decode(content.try_into().unwrap_or_default());
+        let body = BeginRequestBody::decode(self.begin);
         if self.request_id().is_some() {
             let status = ProtocolStatus::CantMpxConn;
             return Ok(Some(Event::Reply(Reply::End { id, status })));
