@@ -47,5 +47,9 @@ fuzz_target!(|data: &[u8]| {
     let rest = &input[head.len..];
     let whole = decode(head.framing, max, rest, rest.len().max(1));
     let cut = 1 + usize::from(knobs & 0x0f);
-    assert_eq!(decode(head.framing, max, rest, cut), whole, "cut every {cut} bytes");
+    assert_eq!(
+        decode(head.framing, max, rest, cut),
+        whole,
+        "cut every {cut} bytes"
+    );
 });
