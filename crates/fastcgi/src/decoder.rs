@@ -353,6 +353,12 @@ impl Decoder {
         matches!(self.state, State::Params { .. } | State::Stdin { .. })
     }
 
+    /// Whether a record is partly decoded: its header is in, not all of its content (or
+    /// padding).
+    pub fn in_record(&self) -> bool {
+        self.record != InRecord::Header
+    }
+
     /// Whether the request in hand runs: its params are complete and it is not finished.
     pub fn running(&self) -> bool {
         matches!(self.state, State::Stdin { .. } | State::Ran { .. })

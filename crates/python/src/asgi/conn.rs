@@ -216,8 +216,10 @@ impl FastCgi {
 
     /// Whether a request is being read (`request_read_timeout` runs).
     fn reading(&self) -> bool {
+        // Between requests, a record begun (its header, or part of it) is being read too.
         let between = !self.decoder.running() && !self.decoder.body_unread();
-        self.decoder.reading() || (between && !self.pending.is_empty())
+        let begun = !self.pending.is_empty() || self.decoder.in_record();
+        self.decoder.reading() || (between && begun)
     }
 
     /// What the connection waits for (for a `request_read_timeout` line): the text and the
