@@ -12,7 +12,8 @@
 //! | `record.rs`     | the 8-byte header, record types, BEGIN/END_REQUEST and UNKNOWN_TYPE bodies |
 //! | `params.rs`     | name-value pairs (1- and 4-byte lengths) and [`Params`], a request's variables |
 //! | `management.rs` | the answer to FCGI_GET_VALUES |
-//! | `decoder.rs`    | the protocol, sans I/O: [`Decoder`], [`Event`], [`Reply`], [`Limits`], [`Request`] |
+//! | `decoder.rs`    | the protocol, sans I/O: [`Decoder`] |
+//! | `decoder/event.rs` | what it is given and gives: [`Limits`], [`Event`], [`Reply`], [`Request`] |
 //! | `input.rs`      | the read buffer |
 //! | `output.rs`     | turning output into records with few `write()` calls; why records are unpadded |
 //! | `wire.rs`       | the socket with both buffers: reads, writes, flush before blocking |
