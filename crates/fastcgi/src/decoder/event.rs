@@ -9,11 +9,11 @@ use crate::record::{Header, ProtocolStatus, RecordType, end_request_body, unknow
 pub struct Limits {
     /// The size of one request's PARAMS stream (names, values and their lengths). It also
     /// ends a params stream that never ends. A stream that stalls instead is ended by the
-    /// socket's read timeout, if the worker set one ([`ProtocolError::Timeout`]).
+    /// socket's read timeout, if the worker set one ([`crate::ProtocolError::Timeout`]).
     pub max_params_bytes: usize,
     /// How much of a finished request's unread body is read and dropped before the next
     /// request on a kept connection; past it the connection ends
-    /// ([`ProtocolError::UnreadBodyTooLarge`]). The worker bounds its lingering close by
+    /// ([`crate::ProtocolError::UnreadBodyTooLarge`]). The worker bounds its lingering close by
     /// the same number. It must exceed the bodies the web server lets through: nginx may
     /// push a whole buffered body (from its temp file) before it reads the response, and
     /// ending the connection under it turns the response into a 502.
