@@ -159,7 +159,7 @@ def backends_for(workload, work, workers, drover, baseline=""):
     py_app = {"wsgi": ("hello", "application"), "flask": ("flaskapp", "app")}
     out = []
     if workload in python_peers.WORKLOADS:
-        return python_peers.backends(workload, work, workers, drover)
+        return python_peers.backends(workload, work, workers, drover, baseline)
     if workload in py_app:
         module, attr = py_app[workload]
         pool = f"""listen = "{sock('drover')}"

@@ -54,7 +54,7 @@ python_path = ["{work}/apps"]
 """
 
 
-def backends(workload, work, workers, drover):
+def backends(workload, work, workers, drover, baseline=""):
     """The backends of one workload: drover first (the ratios are its)."""
     module, attr = APP[workload]
     spec = f"{module}:{attr}"
@@ -87,6 +87,11 @@ def backends(workload, work, workers, drover):
     ours = drover_backend(work, drover, pool, "")
     ours.kind, ours.port = "direct", port
     out.append(ours)
+    if baseline:
+        # The same pool on the same port: backends run one at a time.
+        base = drover_backend(work, baseline, pool, "", "drover (baseline)")
+        base.kind, base.port = "direct", port
+        out.append(base)
     port = free_port()
     out.append(Backend(f"granian ({interface})", ["granian", "--interface", interface, "--workers", w, "--host",
                                                   "127.0.0.1", "--port", str(port), "--no-ws", spec],

@@ -28,8 +28,9 @@
 //!   only crate that links libpython.
 //! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
 //!   only crate that links libphp.
-//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, used by `drover-worker`'s
-//!   worker loop, so by every zygote's workers (`drover-python`'s and `drover-php`'s).
+//! - `crates/fastcgi` (`drover-fastcgi`): the FastCGI responder, a sans-I/O core and its
+//!   blocking driver, used by every zygote's workers (through `drover-worker`: `drover-python`'s
+//!   and `drover-php`'s) and by the ASGI loop, which drives the core itself.
 //! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
 //!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
 //!   themselves, idle connections waiting in each worker's epoll set).

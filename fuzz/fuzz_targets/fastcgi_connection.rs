@@ -2,13 +2,15 @@
 //! one connection's request cycle (management records, bodies, aborts, keep-conn) must end
 //! every input with a request, a clean close or a `ProtocolError`, never a panic or a hang.
 //! The first byte picks the read size and the params limit, so short reads and the limit
-//! are exercised too.
+//! are exercised too. Then the sans-I/O core the connection drives is fed the same bytes
+//! whole and cut every few bytes, as the ASGI event loop feeds it: the events must be the
+//! same.
 
 #![no_main]
 
 use std::io::{self, Cursor, Read, Write};
 
-use drover_fastcgi::{Connection, Limits, Params, name_values};
+use drover_fastcgi::{Connection, Decoder, Event, Limits, Params, name_values};
 use libfuzzer_sys::fuzz_target;
 
 /// A socket whose peer sent `input` and then closed, returning at most `max_read` bytes a
@@ -37,6 +39,48 @@ impl Write for Stream {
     }
 }
 
+/// An event as text, body slices joined: cutting the input changes how a body is sliced,
+/// and nothing else.
+fn events(limits: Limits, input: &[u8], cut: usize) -> Vec<String> {
+    let mut decoder = Decoder::new(limits);
+    let mut seen: Vec<String> = Vec::new();
+    let mut pending = Vec::new();
+    for chunk in input.chunks(cut) {
+        pending.extend_from_slice(chunk);
+        let mut rest = &pending[..];
+        loop {
+            let (used, event) = match decoder.decode(rest) {
+                Ok(step) => step,
+                Err(err) => {
+                    seen.push(format!("error {err}"));
+                    return seen;
+                }
+            };
+            rest = &rest[used..];
+            let answered = matches!(event, Some(Event::StdinEnd | Event::Abort));
+            match event {
+                Some(Event::Stdin(data)) => {
+                    let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+                    match seen.last_mut() {
+                        Some(last) if last.starts_with("body ") => last.push_str(&hex),
+                        _ => seen.push(format!("body {hex}")),
+                    }
+                }
+                Some(Event::Request(r)) => seen.push(format!("request {} {}", r.id, r.keep_conn)),
+                Some(other) => seen.push(format!("{other:?}")),
+                None if used == 0 => break,
+                None => {}
+            }
+            if answered && decoder.running() {
+                decoder.finish();
+            }
+        }
+        let left = rest.len();
+        pending.drain(..pending.len() - left);
+    }
+    seen
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&knobs, input)) = data.split_first() else {
         return;
@@ -58,6 +102,9 @@ fuzz_target!(|data: &[u8]| {
         max_params_bytes: 1 + usize::from(knobs >> 4) * 4096,
         ..Limits::default()
     };
+    let whole = events(limits, input, input.len().max(1));
+    let cut = 1 + usize::from(knobs & 0x0f);
+    assert_eq!(events(limits, input, cut), whole, "cut every {cut} bytes");
     let mut connection = Connection::new(stream, limits);
     // Each request consumes input; the bound only guards against a bug that would not.
     for _ in 0..10_000 {

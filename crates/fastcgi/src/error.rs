@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io;
 
-use super::record::RecordType;
+use super::record::{BadVersion, RecordType};
 
 /// What the connection was doing when something went wrong; part of every message so that
 /// a log line says which request was hit and at what point.
@@ -94,6 +94,12 @@ fn http_hint(version: u8) -> &'static str {
         " — is the web server sending HTTP instead of FastCGI?"
     } else {
         ""
+    }
+}
+
+impl From<BadVersion> for ProtocolError {
+    fn from(BadVersion(version): BadVersion) -> ProtocolError {
+        ProtocolError::BadVersion { version }
     }
 }
 

@@ -5,10 +5,11 @@
 
 use std::io::{self, Read};
 
+#[cfg(test)]
 use super::record::HEADER_LEN;
 
 /// Big enough for the header records of a typical request (params of 1–3 KiB) and a small
-/// body; larger STDIN content is read straight into the app's buffer (see `connection.rs`).
+/// body; larger STDIN content is read straight into the app's buffer (see `connection/stdin.rs`).
 pub(super) const INPUT_CAPACITY: usize = 8 * 1024;
 
 pub(super) struct Input {
@@ -39,34 +40,14 @@ impl Input {
         (self.start, self.end) = (0, 0);
     }
 
-    /// The next header's bytes, if all 8 are buffered.
-    pub fn take_header(&mut self) -> Option<[u8; HEADER_LEN]> {
-        let bytes = *self.buf[self.start..self.end].first_chunk::<HEADER_LEN>()?;
-        self.start += HEADER_LEN;
-        Some(bytes)
+    /// The bytes read and not yet decoded.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
     }
 
-    /// Moves buffered bytes into `dst`; returns how many.
-    pub fn take_into(&mut self, dst: &mut [u8]) -> usize {
-        let n = dst.len().min(self.buffered());
-        dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
-        self.start += n;
-        n
-    }
-
-    /// Appends up to `n` buffered bytes to `dst`; returns how many.
-    pub fn append_to(&mut self, dst: &mut Vec<u8>, n: usize) -> usize {
-        let n = n.min(self.buffered());
-        dst.extend_from_slice(&self.buf[self.start..self.start + n]);
-        self.start += n;
-        n
-    }
-
-    /// Drops up to `n` buffered bytes; returns how many.
-    pub fn skip(&mut self, n: usize) -> usize {
-        let n = n.min(self.buffered());
-        self.start += n;
-        n
+    /// Drops the first `n` of [`Self::data`] (decoded).
+    pub fn consume(&mut self, n: usize) {
+        self.start += n.min(self.buffered());
     }
 
     /// One `read()` from `stream` into the free space, after moving what is left (at most
@@ -93,21 +74,24 @@ mod tests {
     fn a_header_split_across_reads_is_joined() {
         let mut input = Input::new();
         input.fill_from(&mut &[1u8, 2, 3][..]).unwrap();
-        assert_eq!(input.take_header(), None);
+        assert_eq!(input.data().first_chunk::<HEADER_LEN>(), None);
         input.fill_from(&mut &[4u8, 5, 6, 7, 8, 9][..]).unwrap();
-        assert_eq!(input.take_header(), Some([1, 2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(
+            input.data().first_chunk::<HEADER_LEN>(),
+            Some(&[1, 2, 3, 4, 5, 6, 7, 8])
+        );
+        input.consume(HEADER_LEN);
         assert_eq!(input.buffered(), 1);
     }
 
     #[test]
-    fn take_and_skip_stop_at_what_is_buffered() {
+    fn consume_stops_at_what_is_buffered() {
         let mut input = Input::new();
         input.fill_from(&mut &b"abcdef"[..]).unwrap();
-        assert_eq!(input.skip(2), 2);
-        let mut dst = [0; 3];
-        assert_eq!(input.take_into(&mut dst), 3);
-        assert_eq!(&dst, b"cde");
-        assert_eq!(input.skip(10), 1);
+        input.consume(2);
+        assert_eq!(&input.data()[..3], b"cde");
+        input.consume(3);
+        input.consume(10);
         assert_eq!(input.buffered(), 0);
         assert_eq!(input.fill_from(&mut &b""[..]).unwrap(), 0);
     }

@@ -1,22 +1,27 @@
 //! FastCGI, the responder side: what a drover worker speaks to nginx.
 //!
-//! Pure and blocking (no tokio): a worker accepts a socket, wraps it in a [`Connection`]
-//! and serves requests from it in a plain loop. On a [`ProtocolError`] it logs the reason
-//! and closes that connection; nothing here panics on any input.
+//! A sans-I/O core and a blocking driver (no tokio): [`Decoder`] takes bytes and gives
+//! [`Event`]s, deciding everything the protocol asks of a responder; a worker accepts a
+//! socket, wraps it in a [`Connection`] (which drives the core from the socket) and serves
+//! requests from it in a plain loop. An event loop drives [`Decoder`] itself (the ASGI
+//! worker's). On a [`ProtocolError`] the caller logs the reason and closes that
+//! connection; nothing here panics on any input.
 //!
 //! | file            | owns |
 //! |-----------------|------|
 //! | `record.rs`     | the 8-byte header, record types, BEGIN/END_REQUEST and UNKNOWN_TYPE bodies |
 //! | `params.rs`     | name-value pairs (1- and 4-byte lengths) and [`Params`], a request's variables |
 //! | `management.rs` | the answer to FCGI_GET_VALUES |
+//! | `decoder.rs`    | the protocol, sans I/O: [`Decoder`] |
+//! | `decoder/event.rs` | what it is given and gives: [`Limits`], [`Event`], [`Reply`], [`Request`] |
 //! | `input.rs`      | the read buffer |
 //! | `output.rs`     | turning output into records with few `write()` calls; why records are unpadded |
-//! | `wire.rs`       | the socket with both buffers: read headers and contents, flush before blocking |
-//! | `connection.rs` | one connection's request cycle: [`Connection`], [`Request`], [`Limits`], [`Buffers`] |
-//! | `connection/records.rs` | what every record read does: management answers, CANT_MPX_CONN, errors with their phase |
+//! | `wire.rs`       | the socket with both buffers: reads, writes, flush before blocking |
+//! | `connection.rs` | the blocking driver: [`Connection`] (one connection's request cycle), [`Buffers`] |
+//! | `connection/pull.rs` | the driver's loop: socket → decoder, replies → socket, the bypass for large bodies |
 //! | `connection/stdin.rs` | the request body, streamed: [`Stdin`], ABORT_REQUEST |
 //! | `error.rs`      | [`ProtocolError`]: why a connection had to end, as a log line reads it |
-//! | `tests/`        | connection scenarios, malformed input, fuzzing, a real unix socket |
+//! | `tests/`        | the core fed whole and cut, connection scenarios, malformed input, fuzzing, a real unix socket |
 //!
 //! What the worker around it must do (measured behind nginx 1.22):
 //! - Close the socket as soon as a request without FCGI_KEEP_CONN is finished: nginx ends
@@ -59,6 +64,7 @@
 //! ```
 
 mod connection;
+mod decoder;
 mod error;
 mod input;
 mod management;
@@ -70,11 +76,12 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use connection::{Buffers, Connection, Limits, Request, Stdin};
+pub use connection::{Buffers, Connection, Stdin};
+pub use decoder::{Decoder, Event, Limits, Reply, Request};
 pub use error::{NameValueError, Phase, ProtocolError};
 pub use management::get_values_result;
 pub use params::{Iter as ParamsIter, NameValues, Params, encode_pair, name_values};
 pub use record::{
-    BeginRequestBody, HEADER_LEN, Header, KEEP_CONN, MAX_CONTENT_LEN, ProtocolStatus, RecordType,
-    Role, VERSION_1, end_request_body, unknown_type_body,
+    BadVersion, BeginRequestBody, HEADER_LEN, Header, KEEP_CONN, MAX_CONTENT_LEN, ProtocolStatus,
+    RecordType, Role, VERSION_1, end_request_body, unknown_type_body,
 };

@@ -48,6 +48,11 @@ impl Params {
         &mut self.raw
     }
 
+    /// The raw stream being read, as it is.
+    pub(super) fn raw_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.raw
+    }
+
     /// Indexes the pairs of the raw stream.
     pub(super) fn index(&mut self) -> Result<(), NameValueError> {
         // nginx's pairs average ~30 bytes (fastcgi.conf plus browser headers): reserving

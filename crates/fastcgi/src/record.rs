@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use super::error::ProtocolError;
-
 /// The only version the spec defines; anything else means the peer is not speaking FastCGI.
 pub const VERSION_1: u8 = 1;
 pub const HEADER_LEN: usize = 8;
@@ -125,8 +123,9 @@ impl Header {
         ]
     }
 
-    /// The reserved byte is ignored, as the spec asks.
-    pub fn decode(bytes: [u8; HEADER_LEN]) -> Result<Header, ProtocolError> {
+    /// The reserved byte is ignored, as the spec asks. A version other than 1 becomes
+    /// [`crate::ProtocolError::BadVersion`].
+    pub fn decode(bytes: [u8; HEADER_LEN]) -> Result<Header, BadVersion> {
         let [
             version,
             t,
@@ -138,7 +137,7 @@ impl Header {
             _reserved,
         ] = bytes;
         if version != VERSION_1 {
-            return Err(ProtocolError::BadVersion { version });
+            return Err(BadVersion(version));
         }
         Ok(Header {
             record_type: RecordType::from_u8(t),
@@ -153,6 +152,10 @@ impl Header {
         usize::from(self.content_length) + usize::from(self.padding_length)
     }
 }
+
+/// A header whose version byte is not 1: the peer is not speaking FastCGI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadVersion(pub u8);
 
 /// The role a web server asks for in BEGIN_REQUEST. drover is a responder only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +220,7 @@ pub fn unknown_type_body(record_type: RecordType) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProtocolError;
 
     #[test]
     fn header_encodes_big_endian_fields_in_spec_order() {
@@ -248,14 +252,15 @@ mod tests {
     #[test]
     fn header_with_another_version_is_rejected() {
         for version in [0, 2, 255] {
-            let err = Header::decode([version, 1, 0, 1, 0, 8, 0, 0]).unwrap_err();
+            let err =
+                ProtocolError::from(Header::decode([version, 1, 0, 1, 0, 8, 0, 0]).unwrap_err());
             assert!(matches!(err, ProtocolError::BadVersion { version: v } if v == version));
         }
     }
 
     #[test]
     fn http_sent_to_a_fastcgi_socket_is_named_in_the_error() {
-        let err = Header::decode(*b"GET / HT").unwrap_err();
+        let err = ProtocolError::from(Header::decode(*b"GET / HT").unwrap_err());
         let message = err.to_string();
         assert!(message.contains("bad FastCGI version 71"), "{message}");
         assert!(message.contains("HTTP instead of FastCGI"), "{message}");

@@ -2,9 +2,9 @@
 
 use std::io::{self, Read, Write};
 
-use super::{Connection, Current, Stage};
+use super::Connection;
+use super::pull::Step;
 use crate::error::ProtocolError;
-use crate::record::RecordType;
 
 impl<S: Read + Write> Connection<S> {
     /// The request body, streamed from STDIN records as they arrive; end of file at the
@@ -21,8 +21,8 @@ impl<S: Read + Write> Connection<S> {
         }
         self.read_body(buf).map_err(|err| {
             self.closed = true;
-            if let Some(current) = &mut self.current {
-                current.stage = Stage::Failed;
+            if self.current.is_some() {
+                self.failed = true;
             }
             err.into()
         })
@@ -51,75 +51,33 @@ impl<S: Read + Write> Connection<S> {
     /// The web server sent ABORT_REQUEST for the current request (noticed while reading its
     /// body): reads return end of file. The app may stop early; it still calls `finish`.
     pub fn aborted(&self) -> bool {
-        matches!(
-            &self.current,
-            Some(Current {
-                stage: Stage::Aborted,
-                ..
-            })
-        )
+        self.current.is_some() && self.decoder.aborted()
     }
 
     /// Reads body bytes of the current request into `buf` (not empty); 0 at its end.
     fn read_body(&mut self, buf: &mut [u8]) -> Result<usize, ProtocolError> {
-        loop {
-            let Some(current) = &self.current else {
-                return Ok(0);
-            };
-            let id = current.id;
-            match current.stage {
-                Stage::Params | Stage::StdinEnded | Stage::Aborted => return Ok(0),
-                Stage::Failed => {
-                    let failed = io::Error::other("the request body failed to read earlier");
-                    return Err(ProtocolError::Io(failed));
+        if self.current.is_none() {
+            return Ok(0);
+        }
+        if self.failed {
+            let failed = io::Error::other("the request body failed to read earlier");
+            return Err(ProtocolError::Io(failed));
+        }
+        while self.decoder.body_open() {
+            match self.pull(buf)? {
+                Step::Stdin(n) => return Ok(n),
+                Step::StdinEnd | Step::Abort => return Ok(0),
+                Step::Eof => {
+                    let leftover = self.wire.input().len();
+                    let phase = self.decoder.phase();
+                    let err = self.decoder.at_eof(leftover);
+                    return Err(err.unwrap_or(ProtocolError::Closed { phase }));
                 }
-                Stage::Stdin { remaining: 0, .. } => self.next_stdin_record(id)?,
-                Stage::Stdin { remaining, padding } => {
-                    let want = remaining.min(buf.len());
-                    let n = self.read_some(&mut buf[..want])?;
-                    let remaining = remaining - n;
-                    self.set_stage(Stage::Stdin { remaining, padding });
-                    if remaining == 0 {
-                        self.skip(padding)?;
-                    }
-                    return Ok(n);
-                }
+                // Neither comes while a body is read.
+                Step::Request(_) | Step::Over => {}
             }
         }
-    }
-
-    /// Reads up to the next STDIN record of request `id` and sets the stage from it.
-    fn next_stdin_record(&mut self, id: u16) -> Result<(), ProtocolError> {
-        let Some(header) = self.next_header()? else {
-            return Err(ProtocolError::Closed {
-                phase: self.phase(),
-            });
-        };
-        if header.request_id != id {
-            return self.skip(header.body_len());
-        }
-        let stage = match header.record_type {
-            RecordType::Stdin if header.content_length == 0 => {
-                self.skip(header.padding_length.into())?;
-                Stage::StdinEnded
-            }
-            RecordType::Stdin => Stage::Stdin {
-                remaining: header.content_length.into(),
-                padding: header.padding_length.into(),
-            },
-            RecordType::AbortRequest => {
-                self.skip(header.body_len())?;
-                Stage::Aborted
-            }
-            record_type => {
-                return Err(ProtocolError::UnexpectedRecord {
-                    record_type,
-                    phase: self.phase(),
-                });
-            }
-        };
-        self.set_stage(stage);
-        Ok(())
+        Ok(0)
     }
 }
 

@@ -3,6 +3,7 @@
 //! answer is parsed back into records.
 
 mod control;
+mod decoder;
 mod errors;
 mod fuzz;
 mod interop;

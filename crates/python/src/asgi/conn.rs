@@ -3,27 +3,30 @@
 //! scope already built), `respond()` frames the app's response, `done()` ends the request
 //! (END_REQUEST is in the last `respond()`), books it and says whether the connection
 //! goes on. One request at a time: nginx does not multiplex FastCGI connections.
+//!
+//! The records are decoded by [`drover_fastcgi::Decoder`], the core the blocking workers'
+//! `Connection` drives too; this is its event-loop driver: it keeps the bytes of a header
+//! cut by a read until the next one, and turns the events into Python tuples.
 
-use drover_fastcgi::ProtocolError;
+use drover_fastcgi::{Decoder, Event, Limits, Phase, ProtocolError, Request};
 use drover_scoreboard::now_us;
 use drover_worker::ledger::Ticket;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use super::decode::{Decoder, Event};
 use super::encode;
 
-/// Event kinds, as the first item of each tuple `feed()` returns.
-const REQUEST: u8 = 0;
-const BODY: u8 = 1;
+/// Event kinds, as the first item of each tuple `feed()` returns (`Http`'s too).
+pub(super) const REQUEST: u8 = 0;
+pub(super) const BODY: u8 = 1;
 const ABORT: u8 = 2;
-const REPLY: u8 = 3;
+pub(super) const REPLY: u8 = 3;
 
-/// What `done()` tells the connection.
-const KEEP: u8 = 0;
-const CLOSE: u8 = 1;
-const RETIRE: u8 = 2;
+/// What `done()` tells the connection (`Http`'s too).
+pub(super) const KEEP: u8 = 0;
+pub(super) const CLOSE: u8 = 1;
+pub(super) const RETIRE: u8 = 2;
 
 /// The request in hand.
 struct InHand {
@@ -45,6 +48,11 @@ struct InHand {
 #[pyclass(module = "_drover_asgi")]
 pub struct FastCgi {
     decoder: Decoder,
+    /// Bytes received and not yet decoded: part of a header.
+    pending: Vec<u8>,
+    /// Bytes received since the request in hand (or the connection) began, for the log
+    /// line of a `request_read_timeout`.
+    received: u64,
     mount: Py<PyString>,
     asgi: Py<PyDict>,
     request: Option<InHand>,
@@ -57,7 +65,9 @@ impl FastCgi {
     #[new]
     fn new(mount: Py<PyString>, asgi: Py<PyDict>) -> FastCgi {
         FastCgi {
-            decoder: Decoder::default(),
+            decoder: Decoder::new(Limits::default()),
+            pending: Vec::new(),
+            received: 0,
             mount,
             asgi,
             request: None,
@@ -70,19 +80,21 @@ impl FastCgi {
     /// when nginx aborts the request, `(3, records)` for records to write at once. A
     /// protocol error raises ValueError: the connection must close.
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let mut events = Vec::new();
-        self.decoder
-            .feed(data, &mut events)
+        let events = self
+            .decode(data)
             .map_err(|err: ProtocolError| PyValueError::new_err(err.to_string()))?;
         let out = PyList::empty(py);
         let mut events = events.into_iter().peekable();
         while let Some(event) = events.next() {
             match event {
-                Event::Request { keep, params } => {
+                Got::Request(Request {
+                    id,
+                    keep_conn: keep,
+                    params,
+                }) => {
                     let scope =
                         super::scope::build(py, &params, self.mount.bind(py), self.asgi.bind(py))?;
                     let (body, complete) = body_after(&mut events);
-                    let id = self.decoder.request_id().unwrap_or(1);
                     let head_only = params.get("REQUEST_METHOD") == Some(b"HEAD");
                     self.request = Some(InHand {
                         id,
@@ -94,14 +106,14 @@ impl FastCgi {
                     });
                     out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
                 }
-                Event::Body(mut body) => {
+                Got::Body(mut body) => {
                     let (more, complete) = body_after(&mut events);
                     body.extend_from_slice(&more);
                     out.append((BODY, PyBytes::new(py, &body), complete))?;
                 }
-                Event::BodyEnd => out.append((BODY, PyBytes::new(py, b""), true))?,
-                Event::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
-                Event::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
+                Got::BodyEnd => out.append((BODY, PyBytes::new(py, b""), true))?,
+                Got::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
+                Got::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
             }
         }
         Ok(out)
@@ -185,7 +197,8 @@ impl FastCgi {
     /// Why the web server's end of the connection (EOF) cuts a record or a request short,
     /// for the log; None when it came between requests.
     fn closed(&self) -> Option<String> {
-        self.decoder.closed().map(|err| err.to_string())
+        let leftover = self.pending.len();
+        self.decoder.at_eof(leftover).map(|err| err.to_string())
     }
 
     /// After the request's last records: books it and says what the connection does next:
@@ -204,19 +217,27 @@ impl FastCgi {
 
     /// Whether a request is being read (`request_read_timeout` runs).
     fn reading(&self) -> bool {
-        self.decoder.reading()
+        // Between requests, a record begun (its header, or part of it) is being read too.
+        let between = !self.decoder.running() && !self.decoder.body_unread();
+        let begun = !self.pending.is_empty() || self.decoder.in_record();
+        self.decoder.reading() || (between && begun)
     }
 
     /// What the connection waits for (for a `request_read_timeout` line): the text and the
     /// bytes received so far.
     fn waiting(&self) -> (String, u64) {
-        self.decoder.waiting()
+        let what = match self.decoder.phase() {
+            Phase::Idle => "its first record (BEGIN_REQUEST)".to_string(),
+            Phase::Params(id) => format!("the params of request {id}"),
+            Phase::Stdin(id) => format!("the body of request {id}"),
+        };
+        (what, self.received)
     }
 
     /// Whether body of the last request is still arriving (the app answered without
     /// reading it all): the connection must linger before it closes.
     fn body_unread(&self) -> bool {
-        self.decoder.body_unread()
+        self.decoder.body_open() || self.decoder.body_unread()
     }
 }
 
@@ -224,21 +245,75 @@ impl FastCgi {
     /// The request in hand is answered: the decoder takes the next one.
     fn end(&mut self) {
         self.ended = self.request.take();
-        self.decoder.end_request();
+        self.decoder.finish();
+        self.received = 0;
+    }
+
+    /// Decodes what `data` completes, the bytes of a cut header kept for the next call.
+    fn decode(&mut self, data: &[u8]) -> Result<Vec<Got>, ProtocolError> {
+        self.received += data.len() as u64;
+        let mut events = Vec::new();
+        // The common case, a read that holds whole headers, is decoded in place.
+        if self.pending.is_empty() {
+            let used = self.decoder.decode_all(data, |e| got(&mut events, e))?;
+            self.pending.extend_from_slice(&data[used..]);
+        } else {
+            self.pending.extend_from_slice(data);
+            let used = self
+                .decoder
+                .decode_all(&self.pending, |e| got(&mut events, e))?;
+            self.pending.drain(..used);
+        }
+        Ok(events)
     }
 }
 
+/// An event, its bytes owned: consecutive body slices joined, and so are replies.
+enum Got {
+    Request(Request),
+    Body(Vec<u8>),
+    BodyEnd,
+    Abort,
+    /// Records to write at once.
+    Reply(Vec<u8>),
+}
+
+fn got(events: &mut Vec<Got>, event: Event<'_>) {
+    let owned = match event {
+        Event::Request(request) => Got::Request(request),
+        Event::Stdin(data) => {
+            if let Some(Got::Body(body)) = events.last_mut() {
+                body.extend_from_slice(data);
+                return;
+            }
+            Got::Body(data.to_vec())
+        }
+        Event::StdinEnd => Got::BodyEnd,
+        Event::Abort => Got::Abort,
+        Event::Reply(reply) => {
+            if let Some(Got::Reply(records)) = events.last_mut() {
+                reply.encode(records);
+                return;
+            }
+            let mut records = Vec::new();
+            reply.encode(&mut records);
+            Got::Reply(records)
+        }
+    };
+    events.push(owned);
+}
+
 /// The body that follows in the same feed: its bytes, and whether it is complete.
-fn body_after(events: &mut std::iter::Peekable<impl Iterator<Item = Event>>) -> (Vec<u8>, bool) {
+fn body_after(events: &mut std::iter::Peekable<impl Iterator<Item = Got>>) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
     loop {
         match events.peek() {
-            Some(Event::Body(_)) => {
-                if let Some(Event::Body(more)) = events.next() {
+            Some(Got::Body(_)) => {
+                if let Some(Got::Body(more)) = events.next() {
                     body.extend_from_slice(&more);
                 }
             }
-            Some(Event::BodyEnd) => {
+            Some(Got::BodyEnd) => {
                 events.next();
                 return (body, true);
             }
@@ -248,7 +323,7 @@ fn body_after(events: &mut std::iter::Peekable<impl Iterator<Item = Event>>) -> 
 }
 
 /// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
-fn header_pairs(
+pub(super) fn header_pairs(
     headers: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
     let Some(headers) = headers else {

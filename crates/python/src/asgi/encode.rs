@@ -3,10 +3,11 @@
 //! `drover_fastcgi` writes them; a response that fits is one buffer and one `write()`.
 
 use drover_fastcgi::{HEADER_LEN, Header, MAX_CONTENT_LEN, ProtocolStatus, RecordType};
+use drover_worker::http::response::{check_field, reason};
 
 /// Appends the CGI head of a response: `Status: 200 OK`, each header, the blank line.
-/// A header name must be an HTTP token and a value must hold no CR, LF or NUL: an app
-/// must not be able to split the response (nginx would read a second header block).
+/// A header name must be an HTTP token and a value must hold no CR, LF or NUL
+/// (`check_field`, the HTTP listener's rule): an app must not split the response.
 pub fn head<'a>(
     out: &mut Vec<u8>,
     status: u16,
@@ -21,18 +22,7 @@ pub fn head<'a>(
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
     for (name, value) in headers {
-        if name.is_empty() || !name.iter().all(|&b| is_token(b)) {
-            return Err(format!(
-                "header name {:?} is not an HTTP token",
-                String::from_utf8_lossy(name)
-            ));
-        }
-        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
-            return Err(format!(
-                "the value of header {:?} holds CR, LF or NUL",
-                String::from_utf8_lossy(name)
-            ));
-        }
+        check_field(name, value)?;
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
@@ -40,11 +30,6 @@ pub fn head<'a>(
     }
     out.extend_from_slice(b"\r\n");
     Ok(())
-}
-
-/// RFC 9110's token characters.
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// Appends `first` then `second` as STDOUT records of request `id` (none when both are
@@ -76,67 +61,6 @@ pub fn end(out: &mut Vec<u8>, id: u16, app_status: u32) {
         app_status,
         ProtocolStatus::RequestComplete,
     ));
-}
-
-/// The reason phrase nginx passes on with a status (HTTP/2 has none; HTTP/1.1 clients
-/// show it).
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        101 => "Switching Protocols",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        203 => "Non-Authoritative Information",
-        204 => "No Content",
-        205 => "Reset Content",
-        206 => "Partial Content",
-        300 => "Multiple Choices",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        411 => "Length Required",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        417 => "Expectation Failed",
-        421 => "Misdirected Request",
-        422 => "Unprocessable Content",
-        425 => "Too Early",
-        426 => "Upgrade Required",
-        428 => "Precondition Required",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        451 => "Unavailable For Legal Reasons",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => match status / 100 {
-            1 => "Informational",
-            2 => "Success",
-            3 => "Redirection",
-            4 => "Client Error",
-            _ => "Server Error",
-        },
-    }
 }
 
 #[cfg(test)]

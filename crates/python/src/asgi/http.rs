@@ -6,11 +6,14 @@
 //! heads go through [`drover_worker::http::head::parse`] (httparse, the smuggling checks,
 //! the limits with their 400/413/414/431/501, `forwarded_allow_ips`), which yields the CGI
 //! params a web server would send, so the scope is built by [`super::scope::build`] as over
-//! FastCGI; the response head is framed by [`drover_worker::http::response::translate`]
-//! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the push
-//! side: bytes in, whole events out, a request at a time, pipelined requests kept in the
-//! buffer until the one in hand is answered. A WebSocket upgrade turns the connection raw:
-//! its head and every later byte go to `http.py`, whose codec is the `websockets` package.
+//! FastCGI; the bytes wait, and bodies are de-chunked, in
+//! [`drover_worker::http::incoming::Incoming`], the WSGI connection's input; the response head is framed by
+//! [`drover_worker::http::response::frame`] straight from the app's status and headers
+//! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the
+//! event-loop driver: bytes in, whole events out, a request at a time, pipelined requests
+//! kept in the buffer until the one in hand is answered. A WebSocket upgrade turns the
+//! connection raw: its head and every later byte go to `http.py`, whose codec is the
+//! `websockets` package.
 
 use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, TcpStream};
@@ -19,19 +22,16 @@ use std::sync::OnceLock;
 
 use drover_scoreboard::now_us;
 use drover_worker::http::HttpConfig;
-use drover_worker::http::chunked;
-use drover_worker::http::head::{self, Framing, Peer};
+use drover_worker::http::head::Peer;
+use drover_worker::http::incoming::Incoming;
 use drover_worker::http::response::{self, Ask, Body};
 use drover_worker::ledger::Ticket;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use super::encode;
+use super::conn::{BODY, CLOSE, KEEP, REPLY, REQUEST, RETIRE, header_pairs};
 
-const REQUEST: u8 = 0;
-const BODY: u8 = 1;
-const REPLY: u8 = 3;
 /// Bytes to write, after which the connection closes (a refused head).
 const REFUSE: u8 = 4;
 /// A WebSocket handshake: `(5, scope, head)`, the head's bytes for the codec in Python.
@@ -39,31 +39,12 @@ const WEBSOCKET: u8 = 5;
 /// Bytes after a WebSocket handshake, for the codec: `(6, bytes)`.
 const RAW: u8 = 6;
 
-const KEEP: u8 = 0;
-const CLOSE: u8 = 1;
-const RETIRE: u8 = 2;
-
-/// Consumed bytes kept at the buffer's front before they are dropped, and the capacity an
-/// emptied buffer keeps.
-const BUF_KEEP: usize = 64 * 1024;
-
 /// The pool's HTTP settings, set once before the loop starts.
 static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
 
 /// Records the pool's HTTP settings for the connections to come.
 pub fn configure(config: HttpConfig) {
     let _ = CONFIG.set(config);
-}
-
-/// Where the request body stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyIn {
-    Length(u64),
-    ChunkSize,
-    ChunkData(u64),
-    ChunkEnd,
-    Trailers,
-    Ended,
 }
 
 struct InHand {
@@ -87,11 +68,9 @@ pub struct Http {
     asgi: Py<PyDict>,
     remote: Option<SocketAddr>,
     local: Option<SocketAddr>,
-    buf: Vec<u8>,
-    start: usize,
-    body: BodyIn,
-    /// Body bytes read for the request in hand (for `max_request_body` on chunks).
-    read: u64,
+    /// The bytes received and not taken (a pipelined request's head may be here), and the
+    /// body of the request in hand, decoded.
+    input: Incoming,
     request: Option<InHand>,
     ended: Option<InHand>,
     /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
@@ -113,10 +92,7 @@ impl Http {
             asgi,
             remote: stream.peer_addr().ok(),
             local: stream.local_addr().ok(),
-            buf: Vec::new(),
-            start: 0,
-            body: BodyIn::Ended,
-            read: 0,
+            input: Incoming::new(),
             request: None,
             ended: None,
             busy: false,
@@ -133,27 +109,15 @@ impl Http {
         if self.broken {
             return Ok(out);
         }
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-            if self.buf.capacity() > BUF_KEEP {
-                self.buf.shrink_to(BUF_KEEP);
-            }
-        } else if self.start >= BUF_KEEP {
-            // Pipelined requests rarely end where a read does: without this the buffer
-            // kept every byte the connection ever sent.
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
         if self.raw {
             if !data.is_empty() {
                 out.append((RAW, PyBytes::new(py, data)))?;
             }
             return Ok(out);
         }
-        self.buf.extend_from_slice(data);
+        self.input.push(data);
         if self.busy {
-            if self.body != BodyIn::Ended {
+            if !self.input.body().ended() {
                 let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
                     return Ok(out);
                 };
@@ -172,7 +136,7 @@ impl Http {
             trusted: &config.trusted,
             max_body: config.max_body,
         };
-        let head = match head::parse(&self.buf[self.start..], &peer) {
+        let head = match self.input.head(&peer) {
             Ok(None) => return Ok(out),
             Ok(Some(head)) => head,
             Err(refusal) => {
@@ -182,8 +146,6 @@ impl Http {
                 return Ok(out);
             }
         };
-        let raw_head = self.start..self.start + head.len;
-        self.start += head.len;
         let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;
         let upgrade = head.params.get("HTTP_UPGRADE");
         if head.params.get("REQUEST_METHOD") == Some(b"GET")
@@ -199,24 +161,18 @@ impl Http {
                 .is_some_and(|s| s.eq("https").unwrap_or(false));
             scope.set_item("scheme", if https { "wss" } else { "ws" })?;
             scope.del_item("method")?;
-            let head_bytes = PyBytes::new(py, &self.buf[raw_head]);
+            let head_bytes = PyBytes::new(py, &self.input.unread()[..head.len]);
             out.append((WEBSOCKET, scope, head_bytes))?;
-            let rest = &self.buf[self.start..];
+            self.input.begin(&head, None);
+            let rest = self.input.take_all();
             if !rest.is_empty() {
-                out.append((RAW, PyBytes::new(py, rest)))?;
+                out.append((RAW, PyBytes::new(py, &rest)))?;
             }
-            self.buf = Vec::new();
-            self.start = 0;
             return Ok(out);
         }
-        self.body = match head.framing {
-            Framing::Length(0) => BodyIn::Ended,
-            Framing::Length(n) => BodyIn::Length(n),
-            Framing::Chunked => BodyIn::ChunkSize,
-        };
-        self.read = 0;
+        self.input.begin(&head, config.max_body);
         self.busy = true;
-        if head.expect_continue && self.body != BodyIn::Ended {
+        if head.expect_continue && !self.input.body().ended() {
             out.append((REPLY, PyBytes::new(py, b"HTTP/1.1 100 Continue\r\n\r\n")))?;
         }
         let ask = Ask {
@@ -257,23 +213,17 @@ impl Http {
         match (status, request.status) {
             (Some(status), None) => {
                 let pairs = header_pairs(headers)?;
-                let mut cgi = Vec::with_capacity(128 + if more { 0 } else { body.len() });
                 let borrowed = pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
-                encode::head(&mut cgi, status, borrowed).map_err(PyValueError::new_err)?;
-                let head_len = cgi.len();
-                request.ticket.keep_head(&cgi);
-                if !more {
-                    // The whole response is here: it gets a Content-Length, not chunks.
-                    cgi.extend_from_slice(body);
-                }
-                let translated = response::translate(&cgi, request.ask, !more)
-                    .map_err(PyValueError::new_err)?
-                    .ok_or_else(|| PyValueError::new_err("the response head is incomplete"))?;
-                debug_assert_eq!(translated.consumed, head_len);
-                out.extend_from_slice(&translated.head);
+                // The whole response is here when `more` is false: it gets a
+                // Content-Length, not chunks.
+                let whole = (!more).then_some(body.len() as u64);
+                let framed = response::frame(status, borrowed, request.ask, whole)
+                    .map_err(PyValueError::new_err)?;
+                request.ticket.keep_head(&framed.head);
+                out.extend_from_slice(&framed.head);
                 request.status = Some(status);
-                request.framing = Some(translated.body);
-                request.keep = translated.keep;
+                request.framing = Some(framed.body);
+                request.keep = framed.keep;
             }
             (None, Some(_)) => {}
             (Some(_), Some(_)) => {
@@ -336,7 +286,7 @@ impl Http {
         self.busy = false;
         let retire = super::ledger().end(request.ticket, request.status, None);
         // Body the app did not read would be taken for the next head: close instead.
-        let keep = request.keep && !request.cut && self.body == BodyIn::Ended;
+        let keep = request.keep && !request.cut && self.input.body().ended();
         if !keep {
             self.broken = true;
         }
@@ -350,9 +300,9 @@ impl Http {
     /// What the connection waits for (for a `request_read_timeout` line) and the bytes
     /// of it buffered.
     fn waiting(&self) -> (String, u64) {
-        let buffered = (self.buf.len() - self.start) as u64;
+        let buffered = self.input.unread().len() as u64;
         if self.busy {
-            ("the request body".into(), self.read)
+            ("the request body".into(), self.input.body().read())
         } else {
             ("the request head".into(), buffered)
         }
@@ -360,94 +310,43 @@ impl Http {
 
     /// Body of the request is still arriving: the connection lingers before it closes.
     fn body_unread(&self) -> bool {
-        self.body != BodyIn::Ended
+        !self.input.body().ended()
     }
 
     /// Bytes received and not yet taken (pipelined requests): the reader pauses past a
     /// bound.
     fn buffered(&self) -> usize {
-        self.buf.len() - self.start
+        self.input.unread().len()
     }
 }
 
 impl Http {
-    /// [`Self::take_body`], except that a chunked body grown past `max_request_body` while
-    /// no response head has gone out is answered 413, as a Content-Length above it is: a
-    /// REFUSE event goes to `out` (booked as 413 once the connection is `gone()`), and None
-    /// comes back. Past the head, the connection just ends (ValueError).
+    /// The body bytes in the buffer, de-chunked, and whether the body is complete; a
+    /// chunked body grown past `max_request_body` while no response head has gone out is
+    /// answered 413, as a Content-Length above it is: a REFUSE event goes to `out` (booked
+    /// as 413 once the connection is `gone()`), and None comes back. A body past the bound
+    /// after the head, or one that breaks the chunked syntax, ends the connection
+    /// (ValueError).
     fn body_or_refusal(
         &mut self,
         py: Python<'_>,
         out: &Bound<'_, PyList>,
     ) -> PyResult<Option<(Vec<u8>, bool)>> {
-        let err = match self.take_body() {
-            Ok(taken) => return Ok(Some(taken)),
+        let mut body = Vec::new();
+        let err = match self.input.take_body(&mut body) {
+            Ok(complete) => return Ok(Some((body, complete))),
             Err(err) => err,
         };
-        let max_body = CONFIG.get().and_then(|c| c.max_body);
-        let Some(max) = max_body.filter(|&max| self.read > max) else {
-            return Err(err);
-        };
-        let Some(request) = self.request.as_mut().filter(|r| r.status.is_none()) else {
-            return Err(err);
-        };
-        request.status = Some(413);
-        let reason = format!("request body above max_request_body ({max} bytes)");
-        let bytes = response::refusal(413, &reason);
-        out.append((REFUSE, PyBytes::new(py, &bytes), reason))?;
-        Ok(None)
-    }
-
-    /// The body bytes in the buffer, de-chunked, and whether the body is complete.
-    fn take_body(&mut self) -> PyResult<(Vec<u8>, bool)> {
-        let max_body = CONFIG.get().and_then(|c| c.max_body);
-        let mut out = Vec::new();
-        loop {
-            let input = &self.buf[self.start..];
-            let (next, used, data): (BodyIn, usize, usize) = match self.body {
-                BodyIn::Ended => break,
-                BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
-                    let n = (left.min(input.len() as u64)) as usize;
-                    out.extend_from_slice(&input[..n]);
-                    let left = left - n as u64;
-                    let next = match self.body {
-                        BodyIn::Length(_) if left == 0 => BodyIn::Ended,
-                        BodyIn::Length(_) => BodyIn::Length(left),
-                        _ if left == 0 => BodyIn::ChunkEnd,
-                        _ => BodyIn::ChunkData(left),
-                    };
-                    (next, n, n)
-                }
-                // The WSGI path's strict reader (a bare LF or a control byte in the line,
-                // an extension without ';', a sign: refused), so both read one body.
-                BodyIn::ChunkSize => match chunked::size_line(input) {
-                    Ok(Some((used, 0))) => (BodyIn::Trailers, used, 0),
-                    Ok(Some((used, size))) => (BodyIn::ChunkData(size), used, 0),
-                    Ok(None) => break,
-                    Err(why) => return Err(self.bad_body(why)),
-                },
-                BodyIn::ChunkEnd if input.len() >= 2 => {
-                    if &input[..2] != b"\r\n" {
-                        return Err(self.bad_body("chunk data not followed by CRLF"));
-                    }
-                    (BodyIn::ChunkSize, 2, 0)
-                }
-                // Trailers that must not follow a body (Content-Length, Host, TE...) too.
-                BodyIn::Trailers => match chunked::trailers(input) {
-                    Ok(Some(used)) => (BodyIn::Ended, used, 0),
-                    Ok(None) => break,
-                    Err(why) => return Err(self.bad_body(&why)),
-                },
-                _ => break,
-            };
-            self.start += used;
-            self.body = next;
-            self.read += data as u64;
-            if max_body.is_some_and(|max| self.read > max) {
-                return Err(self.bad_body("request body above max_request_body"));
-            }
+        let head_sent = self.request.as_ref().is_none_or(|r| r.status.is_some());
+        if err.status != 413 || head_sent {
+            return Err(self.bad_body(&err.reason));
         }
-        Ok((out, self.body == BodyIn::Ended))
+        if let Some(request) = &mut self.request {
+            request.status = Some(413);
+        }
+        let bytes = response::refusal(413, &err.reason);
+        out.append((REFUSE, PyBytes::new(py, &bytes), err.reason))?;
+        Ok(None)
     }
 
     fn bad_body(&mut self, why: &str) -> PyErr {
@@ -457,24 +356,4 @@ impl Http {
         }
         PyValueError::new_err(why.to_string())
     }
-}
-
-/// The `headers` of `http.response.start`: an iterable of (name, value) byte pairs.
-fn header_pairs(
-    headers: Option<Bound<'_, PyAny>>,
-) -> PyResult<Vec<(Bound<'_, PyBytes>, Bound<'_, PyBytes>)>> {
-    let Some(headers) = headers else {
-        return Ok(Vec::new());
-    };
-    let mut pairs = Vec::new();
-    for item in headers.try_iter()? {
-        let item = item?;
-        let bytes = |i: usize| -> PyResult<Bound<'_, PyBytes>> {
-            item.get_item(i)?
-                .cast_into::<PyBytes>()
-                .map_err(|_| PyTypeError::new_err("ASGI header names and values must be bytes"))
-        };
-        pairs.push((bytes(0)?, bytes(1)?));
-    }
-    Ok(pairs)
 }

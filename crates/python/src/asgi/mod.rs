@@ -6,8 +6,7 @@
 //! | file        | side   | owns |
 //! |-------------|--------|------|
 //! | `server.py` | Python | the loop: connections (`asyncio.Protocol`), each request's `receive`/`send` and task, lifespan, the worker's retire and exit |
-//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: bytes in → events, ASGI messages → records |
-//! | `decode.rs` | Rust   | the push decoder of FastCGI records (pure; `drover_fastcgi`'s codecs) |
+//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: bytes in → events (`drover_fastcgi::Decoder`), ASGI messages → records |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
 //! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
@@ -27,7 +26,6 @@
 
 mod accept;
 mod conn;
-pub mod decode;
 pub mod encode;
 mod http;
 pub mod scope;

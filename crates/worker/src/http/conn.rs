@@ -4,11 +4,15 @@
 //! response becomes an HTTP response ([`super::response`]), and `Expect: 100-continue` is
 //! answered when the epoll loop starts to wait for the body
 //! ([`HttpConn::send_continue`]), or else at the app's first read.
+//!
+//! A driver: the input (heads, bodies, pipelined bytes) is [`super::incoming::Incoming`]'s,
+//! sans I/O; this file owns the socket and the response.
 
 use std::io::{self, Read, Write};
 
-use super::chunked;
-use super::head::{self, Framing, Head, Peer, Refusal};
+use super::body::BodyReader;
+use super::head::{Head, Peer, Refusal};
+use super::incoming::Incoming;
 use super::response::{self, Ask, Body};
 use crate::socket::Socket;
 
@@ -24,25 +28,21 @@ pub const BODY_AHEAD: usize = 64 * 1024;
 /// (a pipelined request's head may already be here), and the request in progress.
 pub struct HttpConn {
     socket: Socket,
-    buf: Vec<u8>,
-    /// `buf[start..]` is unread.
-    start: usize,
+    /// What has been read and not yet taken, and the request body's decoder.
+    input: Incoming,
     current: Option<Current>,
     out: Vec<u8>,
     /// The last request ended with its body not all read: the connection ends, lingering.
     body_unread: bool,
-    /// How far [`Self::body_here`] has looked into the current body: bytes past `start`,
-    /// and the framing state there.
-    ahead: (usize, BodyIn),
+    /// How far [`Self::body_here`] has looked into the current body: bytes past the input's
+    /// front,
+    /// and the framing state there (unbounded: the app's reads apply `max_request_body`).
+    ahead: (usize, BodyReader),
     /// No further request on this connection.
     closed: bool,
 }
 
 struct Current {
-    body: BodyIn,
-    /// Body bytes read, against `max_body`.
-    read: u64,
-    max_body: Option<u64>,
     /// `Expect: 100-continue` not yet answered.
     continue_due: bool,
     ask: Ask,
@@ -50,18 +50,6 @@ struct Current {
     /// The connection may serve another request after this one.
     keep: bool,
     status: Option<u16>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyIn {
-    Length(u64),
-    /// Expecting a chunk-size line.
-    ChunkSize,
-    ChunkData(u64),
-    /// The CRLF after a chunk's data.
-    ChunkEnd,
-    Trailers,
-    Ended,
 }
 
 enum Response {
@@ -77,12 +65,11 @@ impl HttpConn {
     pub fn new(socket: Socket) -> HttpConn {
         HttpConn {
             socket,
-            buf: Vec::new(),
-            start: 0,
+            input: Incoming::new(),
             current: None,
             out: Vec::new(),
             body_unread: false,
-            ahead: (0, BodyIn::Ended),
+            ahead: (0, BodyReader::default()),
             closed: false,
         }
     }
@@ -90,42 +77,24 @@ impl HttpConn {
     /// Reads what has arrived (the socket must not wait: see [`Socket::set_wait`]).
     /// Ok(0): the client closed.
     pub fn fill(&mut self) -> io::Result<usize> {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > 64 * 1024 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        let len = self.buf.len();
-        self.buf.resize(len + 16 * 1024, 0);
-        let result = self.socket.read(&mut self.buf[len..]);
-        self.buf.truncate(len + *result.as_ref().unwrap_or(&0));
-        result
+        let socket = &mut self.socket;
+        self.input.read_from(16 * 1024, |room| socket.read(room))
     }
 
     /// Whether bytes of a next request are here already (pipelined).
     pub fn has_input(&self) -> bool {
-        self.start < self.buf.len()
+        self.input.has_input()
     }
 
     /// Parses the next request's head from what has been read; Ok(None): not complete.
     /// Complete, it starts the request: its body is read next.
     pub fn next_head(&mut self, peer: &Peer<'_>) -> Result<Option<Head>, Refusal> {
-        let Some(head) = head::parse(&self.buf[self.start..], peer)? else {
+        let Some(head) = self.input.head(peer)? else {
             return Ok(None);
         };
-        self.start += head.len;
-        let body = match head.framing {
-            Framing::Length(0) => BodyIn::Ended,
-            Framing::Length(n) => BodyIn::Length(n),
-            Framing::Chunked => BodyIn::ChunkSize,
-        };
-        self.ahead = (0, body);
+        self.input.begin(&head, peer.max_body);
+        self.ahead = (0, BodyReader::new(head.framing, None));
         self.current = Some(Current {
-            body,
-            read: 0,
-            max_body: peer.max_body,
             continue_due: head.expect_continue,
             ask: Ask {
                 minor: head.minor,
@@ -144,46 +113,19 @@ impl HttpConn {
     /// that a body that trickles costs a descriptor, not a worker. Looks only at bytes it
     /// has not looked at before; a chunked body breaking its syntax is refused here.
     pub fn body_here(&mut self) -> Result<bool, String> {
-        let (mut at, mut state) = self.ahead;
-        let input = &self.buf[self.start..];
+        let (mut at, mut body) = self.ahead;
+        let input = self.input.unread();
         let here = loop {
-            if at >= BODY_AHEAD {
+            if at >= BODY_AHEAD || body.ended() {
                 break true;
             }
-            let rest = &input[at..];
-            let (next, used) = match state {
-                BodyIn::Ended => break true,
-                BodyIn::Length(left) | BodyIn::ChunkData(left) if !rest.is_empty() => {
-                    let n = left.min(rest.len() as u64);
-                    let next = match state {
-                        BodyIn::Length(_) if n == left => BodyIn::Ended,
-                        BodyIn::Length(_) => BodyIn::Length(left - n),
-                        _ if n == left => BodyIn::ChunkEnd,
-                        _ => BodyIn::ChunkData(left - n),
-                    };
-                    (next, n as usize)
-                }
-                BodyIn::ChunkSize => match chunked::size_line(rest)? {
-                    Some((used, 0)) => (BodyIn::Trailers, used),
-                    Some((used, size)) => (BodyIn::ChunkData(size), used),
-                    None => break false,
-                },
-                BodyIn::ChunkEnd if rest.len() >= 2 => {
-                    if &rest[..2] != b"\r\n" {
-                        return Err("chunk data not followed by CRLF".into());
-                    }
-                    (BodyIn::ChunkSize, 2)
-                }
-                BodyIn::Trailers => match chunked::trailers(rest)? {
-                    Some(used) => (BodyIn::Ended, used),
-                    None => break false,
-                },
-                _ => break false,
-            };
-            at += used;
-            state = next;
+            match body.step(&input[at..], usize::MAX) {
+                Ok(Some(step)) => at += step.used,
+                Ok(None) => break false,
+                Err(err) => return Err(err.reason),
+            }
         };
-        self.ahead = (at, state);
+        self.ahead = (at, body);
         Ok(here)
     }
 
@@ -193,7 +135,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(());
         };
-        if !current.continue_due || current.body == BodyIn::Ended {
+        if !current.continue_due || self.input.body().ended() {
             return Ok(());
         }
         current.continue_due = false;
@@ -219,7 +161,7 @@ impl HttpConn {
         let Some(current) = &mut self.current else {
             return Ok(0);
         };
-        if current.continue_due && current.body != BodyIn::Ended {
+        if current.continue_due && !self.input.body().ended() {
             current.continue_due = false;
             self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
             self.write_out()?;
@@ -231,74 +173,24 @@ impl HttpConn {
         if out.is_empty() {
             return Ok(0);
         }
-        let n = loop {
-            let Some(current) = &self.current else {
-                return Ok(0);
-            };
-            let (body, max_body) = (current.body, current.max_body);
-            let input = &self.buf[self.start..];
-            let step: Result<(BodyIn, usize, usize), String> = match body {
-                BodyIn::Ended => return Ok(0),
-                BodyIn::Length(left) | BodyIn::ChunkData(left) if !input.is_empty() => {
-                    let n = (left.min(out.len() as u64) as usize).min(input.len());
-                    out[..n].copy_from_slice(&input[..n]);
-                    let left = left - n as u64;
-                    let next = match body {
-                        BodyIn::Length(_) if left == 0 => BodyIn::Ended,
-                        BodyIn::Length(_) => BodyIn::Length(left),
-                        _ if left == 0 => BodyIn::ChunkEnd,
-                        _ => BodyIn::ChunkData(left),
-                    };
-                    Ok((next, n, n))
-                }
-                BodyIn::ChunkSize => match chunked::size_line(input) {
-                    Ok(Some((used, 0))) => Ok((BodyIn::Trailers, used, 0)),
-                    Ok(Some((used, size))) => Ok((BodyIn::ChunkData(size), used, 0)),
-                    Ok(None) => Ok((body, 0, 0)),
-                    Err(why) => Err(why.to_string()),
-                },
-                BodyIn::ChunkEnd if input.len() >= 2 => {
-                    if &input[..2] == b"\r\n" {
-                        Ok((BodyIn::ChunkSize, 2, 0))
-                    } else {
-                        Err("chunk data not followed by CRLF".to_string())
+        while self.current.is_some() {
+            match self.input.read_body(out) {
+                Ok(Some(n)) => return Ok(n),
+                Ok(None) => {
+                    if self.fill()? == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the client closed the connection before the end of the body",
+                        ));
                     }
                 }
-                BodyIn::Trailers => match chunked::trailers(input) {
-                    Ok(Some(used)) => Ok((BodyIn::Ended, used, 0)),
-                    Ok(None) => Ok((body, 0, 0)),
-                    Err(why) => Err(why),
-                },
-                _ => Ok((body, 0, 0)),
-            };
-            let (next, used, n) = match step {
-                Ok(step) => step,
-                Err(why) => {
-                    self.refuse_body(400, &why);
-                    return Err(self.bad_body(&why));
-                }
-            };
-            self.start += used;
-            if let Some(current) = &mut self.current {
-                current.body = next;
-                current.read += n as u64;
-                if let Some(max) = max_body.filter(|&max| current.read > max) {
-                    let why = format!("request body above max_request_body ({max} bytes)");
-                    self.refuse_body(413, &why);
-                    return Err(self.bad_body(&why));
+                Err(err) => {
+                    self.refuse_body(err.status, &err.reason);
+                    return Err(self.bad_body(&err.reason));
                 }
             }
-            if n > 0 || next == BodyIn::Ended {
-                break n;
-            }
-            if used == 0 && self.fill()? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the client closed the connection before the end of the body",
-                ));
-            }
-        };
-        Ok(n)
+        }
+        Ok(0)
     }
 
     /// A chunked body grew past `max_request_body` (413, as for a Content-Length above it;
@@ -492,11 +384,7 @@ impl HttpConn {
         // A body the app did not read: what has arrived is dropped; a body still on its way
         // ends the connection (with a lingering close, so that the response is not reset).
         let mut keep = self.current.as_ref().is_some_and(|c| c.keep);
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|c| c.body != BodyIn::Ended)
-        {
+        if self.current.is_some() && !self.input.body().ended() {
             self.socket.set_wait(false);
             let ended = self.discard_stdin(64 * 1024);
             self.socket.set_wait(true);

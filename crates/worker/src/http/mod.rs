@@ -15,14 +15,18 @@
 //! | file          | owns |
 //! |---------------|------|
 //! | `head.rs`     | the request head: httparse, the smuggling checks, limits, CGI params, X-Forwarded-* |
+//! | `body.rs`     | the request body's framing, sans I/O: Content-Length or chunked, `max_request_body` |
+//! | `incoming.rs` | a connection's input, sans I/O: the buffer, the heads, the body of the request in hand |
 //! | `chunked.rs`  | the chunk-size line and the trailers, refusing what a front end could read otherwise |
-//! | `response.rs` | the CGI head → HTTP head and the response body's framing |
-//! | `conn.rs`     | [`HttpConn`]: the body (Content-Length, chunked, 100-continue), the response, keep-alive |
+//! | `response.rs` | the CGI head (or ASGI's status and headers) → HTTP head, and the response body's framing |
+//! | `conn.rs`     | [`HttpConn`]: the socket's driver over `incoming`: 100-continue, the response, keep-alive |
 //! | `listen.rs`   | the worker loop: the epoll set, accept, heads, pipelining, timeouts |
 
+pub mod body;
 pub mod chunked;
 pub(crate) mod conn;
 pub mod head;
+pub mod incoming;
 mod listen;
 pub mod response;
 
