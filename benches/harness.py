@@ -199,7 +199,9 @@ def timed_get(port, path, timeout=10):
 
 
 def wrk(url, connections, duration):
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", url],
+    # --timeout: a real app's page behind 2 workers and 50 connections, on a loaded machine,
+    # waits longer than wrk's default 2 s in the queue; wrk would count it as no answer.
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "--latency", url],
                          capture_output=True, text=True, timeout=duration + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 
