@@ -114,10 +114,11 @@ def drover_backend(work, drover, pool, sock, name="drover"):
     return Backend(name, [drover, "-c", f"{folder}/drover.toml"], f"unix:{sock}", ready=r"\bready: \d+ pools")
 
 
-def nginx_conf(work, port, backend, front=None):
+def nginx_conf(work, port, backend, front=None, params=""):
     """`front`: the script every FastCGI request runs (an app's front controller, under
-    www/), whatever its URI; None: the script the URI names."""
-    script = f"{work}/www/{front}" if front else f"{work}/www$fastcgi_script_name"
+    www/, or an absolute path), whatever its URI; None: the script the URI names.
+    `params`: more fastcgi_param lines for the app (they win over fastcgi.conf's)."""
+    script = (front if front.startswith("/") else f"{work}/www/{front}") if front else f"{work}/www$fastcgi_script_name"
     if backend.kind == "return":
         location = "location / { return 200 \"Hello, world!\\n\"; }"
     elif backend.kind == "http":
@@ -125,7 +126,7 @@ def nginx_conf(work, port, backend, front=None):
     else:
         name = f"fastcgi_param SCRIPT_NAME /{front.rsplit('/', 1)[-1]}; " if front else ""
         location = (f"location / {{ include /etc/nginx/fastcgi.conf; fastcgi_param SCRIPT_FILENAME {script}; {name}"
-                    f"fastcgi_pass {backend.upstream}; }}")
+                    f"{params} fastcgi_pass {backend.upstream}; }}")
     user = "user root root;" if os.geteuid() == 0 else ""
     return f"""daemon off; worker_processes 1; {user} error_log {work}/nginx.err; pid {work}/nginx.pid;
 events {{ worker_connections 4096; }}
@@ -136,10 +137,10 @@ http {{ access_log off; client_body_temp_path {work}/ctmp; fastcgi_temp_path {wo
 
 
 @contextlib.contextmanager
-def behind_nginx(work, backend, log, front=None):
+def behind_nginx(work, backend, log, front=None, params=""):
     """nginx in front of `backend`, listening on the port this yields (a "direct" backend:
     its own port, no nginx); on the way out, stops the backend (if it was started) and
-    nginx. `front`: see nginx_conf."""
+    nginx. `front`, `params`: see nginx_conf."""
     if backend.kind == "direct":
         # wrk straight at the backend's own HTTP listener: no nginx in between.
         try:
@@ -149,7 +150,7 @@ def behind_nginx(work, backend, log, front=None):
         return
     port = free_port()
     with open(f"{work}/nginx.conf", "w") as f:
-        f.write(nginx_conf(work, port, backend, front))
+        f.write(nginx_conf(work, port, backend, front, params))
     nginx = subprocess.Popen(["nginx", "-c", f"{work}/nginx.conf", "-p", work], stdout=log, stderr=log)
     try:
         deadline = time.time() + 10
@@ -198,7 +199,9 @@ def timed_get(port, path, timeout=10):
 
 
 def wrk(url, connections, duration):
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", url],
+    # --timeout: a real app's page behind 2 workers and 50 connections, on a loaded machine,
+    # waits longer than wrk's default 2 s in the queue; wrk would count it as no answer.
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "--latency", url],
                          capture_output=True, text=True, timeout=duration + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 

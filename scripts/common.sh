@@ -68,6 +68,9 @@ ensure_packages() {
 # serves a pool through Apache's stock php-fpm wiring. php8.2-fpm: `drover import php-fpm` is
 # tested on Debian's stock php-fpm.conf and www.conf, against php-fpm serving the same page.
 # man-db: a test renders the man pages scripts/man.sh builds with `man -l`.
+# wordpress (with its default theme, and `php` so that apt takes the PHP already here rather
+# than Apache's mod_php), mediawiki, dokuwiki and mariadb-server: drover-php's answers are
+# compared with php-fpm's on these apps (tests/scenarios/embed/apps).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -83,6 +86,11 @@ DROVER_PACKAGES=(
     "apache2:apache2"
     "/usr/sbin/php-fpm8.2:php8.2-fpm"
     "man:man-db"
+    "/usr/share/wordpress/wp-settings.php:php wordpress"
+    "/usr/share/wordpress/wp-content/themes/twentytwentythree:wordpress-theme-twentytwentythree"
+    "/usr/share/mediawiki/index.php:php mediawiki"
+    "/usr/share/dokuwiki/doku.php:php dokuwiki"
+    "mariadbd:mariadb-server"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

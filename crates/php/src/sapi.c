@@ -28,8 +28,10 @@
 #include <zend_smart_str.h>
 #include <zend_exceptions.h>
 #include <ext/standard/head.h>
+#include <http_status_codes.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <signal.h>
@@ -136,121 +138,95 @@ static void drover_flush(void *server_context)
 	}
 }
 
-static const char *reason_phrase(int code)
+/* The reason php-fpm gives a code in its "Status:" line: PHP's own table (the one the
+ * php-fpm of the same PHP build uses), NULL for a code not in it, which php-fpm sends
+ * bare ("Status: 418"; nginx then answers "418 " with no reason). */
+static const char *status_reason(int code)
 {
-	switch (code) {
-	case 100: return "Continue";
-	case 101: return "Switching Protocols";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 203: return "Non-Authoritative Information";
-	case 204: return "No Content";
-	case 205: return "Reset Content";
-	case 206: return "Partial Content";
-	case 300: return "Multiple Choices";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 303: return "See Other";
-	case 304: return "Not Modified";
-	case 307: return "Temporary Redirect";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 402: return "Payment Required";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 406: return "Not Acceptable";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 411: return "Length Required";
-	case 412: return "Precondition Failed";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 415: return "Unsupported Media Type";
-	case 416: return "Range Not Satisfiable";
-	case 417: return "Expectation Failed";
-	case 418: return "I'm a teapot";
-	case 422: return "Unprocessable Content";
-	case 425: return "Too Early";
-	case 426: return "Upgrade Required";
-	case 428: return "Precondition Required";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 451: return "Unavailable For Legal Reasons";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	for (const http_response_status_code_pair *p = http_status_map; p->code; p++) {
+		if (p->code == code) {
+			return p->str;
+		}
 	}
+	return NULL;
 }
 
-/* The code php-fpm's sapi_cgi_send_headers decides by: the response code, or, when that
- * is not 200, the code of a "HTTP/x NNN" status line the script sent. */
-static int response_status(const sapi_headers_struct *headers)
+/* A "Status:" header of the script's own (header("Status: 404 Not Found")). */
+static int is_status_header(const sapi_header_struct *h)
 {
+	return h->header_len > 7 && strncasecmp(h->header, "Status:", 7) == 0;
+}
+
+/* The "Status:" line php-fpm's sapi_cgi_send_headers writes first, when the response code
+ * is not 200: the script's "HTTP/x NNN reason" line as "Status: NNN reason" (its code
+ * then decides a 304), else PHP's reason for the code, unless the script sent a Status:
+ * header of its own. Returns the code that decides a 304; *sent says whether a Status:
+ * line is out (the script's Status: headers are then dropped, as php-fpm drops them). */
+static int status_line(const sapi_headers_struct *headers, smart_str *out, int *sent)
+{
+	int code = headers->http_response_code;
 	const char *line = headers->http_status_line;
 	const char *space = line ? strchr(line, ' ') : NULL;
-	if (headers->http_response_code != 200 && space && space - line >= 5 &&
-	    strncasecmp(line, "HTTP/", 5) == 0) {
+	zend_llist_position pos;
+	sapi_header_struct *h;
+
+	*sent = 0;
+	if (code == 200) {
+		return code;
+	}
+	if (space && space - line >= 5 && strncasecmp(line, "HTTP/", 5) == 0) {
+		smart_str_append_printf(out, "Status:%s\r\n", space);
+		*sent = 1;
 		return atoi(space + 1);
 	}
-	return headers->http_response_code;
+	for (h = zend_llist_get_first_ex((zend_llist *) &headers->headers, &pos); h;
+	     h = zend_llist_get_next_ex((zend_llist *) &headers->headers, &pos)) {
+		if (is_status_header(h)) {
+			return code;
+		}
+	}
+	const char *reason = status_reason(code);
+	if (reason) {
+		smart_str_append_printf(out, "Status: %d %s\r\n", code, reason);
+	} else {
+		smart_str_append_printf(out, "Status: %d\r\n", code);
+	}
+	*sent = 1;
+	return code;
 }
 
-/* The CGI header block: "Status:" first unless the code is 200 or the script sent one,
- * then every header, then the blank line. A 304 goes without Content-Type (PHP's default
- * one, or the script's), as php-fpm sends it: a cache that took a 304's text/html would
- * apply it to the stored body (a CSS or JSON file). */
+/* The CGI header block, as php-fpm writes it: the Status: line (status_line), every
+ * header in the order the script set them (only the first Status: header, when no Status:
+ * line went first), then the blank line. A 304 goes without Content-Type (PHP's default
+ * one, or the script's): a cache that took a 304's text/html would apply it to the stored
+ * body (a CSS or JSON file). */
 static int drover_send_headers(sapi_headers_struct *headers)
 {
 	smart_str out = {0};
 	zend_llist_position pos;
 	sapi_header_struct *h;
-	int has_status = 0;
-	int not_modified = response_status(headers) == 304;
+	int status_sent;
 
 	if (finished || !current) {
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
+	int not_modified = status_line(headers, &out, &status_sent) == 304;
 	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
 	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
-		if (h->header_len >= 7 && strncasecmp(h->header, "Status:", 7) == 0) {
-			has_status = 1;
-		}
-	}
-	if (!has_status && headers->http_response_code != 200) {
-		int code = headers->http_response_code;
-		const char *line = headers->http_status_line;
-		/* header("HTTP/1.1 418 Short and stout") keeps its own reason. */
-		const char *reason = NULL;
-		if (line && strlen(line) > 12 && strncmp(line, "HTTP/", 5) == 0) {
-			reason = strchr(line, ' ');
-			if (reason) {
-				reason = strchr(reason + 1, ' ');
-			}
-			if (reason) {
-				reason++;
-			}
-		}
-		smart_str_append_printf(&out, "Status: %d %s\r\n", code,
-					reason && *reason ? reason : reason_phrase(code));
-	}
-	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
-	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
-		if (not_modified && h->header_len > 13 &&
-		    strncasecmp(h->header, "Content-Type:", 13) == 0) {
+		if (!h->header_len) {
 			continue;
 		}
-		if (h->header_len) {
-			smart_str_appendl(&out, h->header, h->header_len);
-			smart_str_appendl(&out, "\r\n", 2);
+		if (is_status_header(h)) {
+			if (status_sent) {
+				continue;
+			}
+			status_sent = 1;
+		} else if (not_modified && h->header_len > 13 &&
+			   strncasecmp(h->header, "Content-Type:", 13) == 0) {
+			continue;
 		}
+		smart_str_appendl(&out, h->header, h->header_len);
+		smart_str_appendl(&out, "\r\n", 2);
 	}
 	smart_str_appendl(&out, "\r\n", 2);
 	smart_str_0(&out);
@@ -281,18 +257,34 @@ static char *drover_read_cookies(void)
 	return current ? (char *) current->cookie : NULL;
 }
 
+/* The index of the last param named `name` (a name sent twice: the last, as php-fpm's
+ * params table and $_SERVER keep it; nginx sends both of a fastcgi_param set in
+ * fastcgi.conf and again in a location), or -1. */
+static ptrdiff_t find_param(const char *name, size_t name_len, size_t before)
+{
+	for (size_t i = before; i > 0; i--) {
+		const struct drover_param *p = &current->params[i - 1];
+		if (p->name_len == name_len && memcmp(p->name, name, name_len) == 0) {
+			return (ptrdiff_t) i - 1;
+		}
+	}
+	return -1;
+}
+
+/* FCGI_ROLE, which php-fpm's FastCGI layer adds to every request's params. */
+static const char fcgi_role[] = "RESPONDER";
+
 static char *drover_getenv(const char *name, size_t name_len)
 {
 	if (!current) {
 		return NULL;
 	}
-	/* The last of a name sent twice, as php-fpm's params table and $_SERVER keep it (nginx
-	 * sends both of a fastcgi_param set in fastcgi.conf and again in a location). */
-	for (size_t i = current->params_len; i > 0; i--) {
-		const struct drover_param *p = &current->params[i - 1];
-		if (p->name_len == name_len && memcmp(p->name, name, name_len) == 0) {
-			return (char *) p->value;
-		}
+	ptrdiff_t at = find_param(name, name_len, current->params_len);
+	if (at >= 0) {
+		return (char *) current->params[at].value;
+	}
+	if (name_len == sizeof("FCGI_ROLE") - 1 && memcmp(name, "FCGI_ROLE", name_len) == 0) {
+		return (char *) fcgi_role;
 	}
 	return NULL;
 }
@@ -319,6 +311,10 @@ static void register_params(zval *array)
 		const struct drover_param *p = &current->params[i];
 		register_one(p->name, p->value, p->value_len, array);
 	}
+	/* After the params, where php-fpm's $_SERVER has it (its table lists the params
+	 * newest first, and FCGI_ROLE went in before them). */
+	const char *role = drover_getenv("FCGI_ROLE", sizeof("FCGI_ROLE") - 1);
+	register_one("FCGI_ROLE", role, strlen(role), array);
 }
 
 /* $_ENV (when variables_order has "E"), as php-fpm fills it: the environment, then the
@@ -501,7 +497,11 @@ ZEND_FUNCTION(fastcgi_finish_request)
 	RETURN_TRUE;
 }
 
-/* The request's headers, from the HTTP_* params: HTTP_X_FORWARDED_FOR is X-Forwarded-For. */
+/* The request's headers, from the HTTP_* params (HTTP_X_FORWARDED_FOR is X-Forwarded-For)
+ * and CONTENT_TYPE and CONTENT_LENGTH, in php-fpm's order: its params table lists them
+ * newest first (nginx sends the client's headers in their order, after its own
+ * params: getallheaders() starts with the client's last header), a name sent twice at
+ * its first place with its last value. */
 ZEND_FUNCTION(getallheaders)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
@@ -509,8 +509,12 @@ ZEND_FUNCTION(getallheaders)
 	if (!current) {
 		return;
 	}
-	for (size_t i = 0; i < current->params_len; i++) {
-		const struct drover_param *p = &current->params[i];
+	for (size_t i = current->params_len; i > 0; i--) {
+		const struct drover_param *p = &current->params[i - 1];
+		if (find_param(p->name, p->name_len, i - 1) >= 0) {
+			continue;
+		}
+		p = &current->params[find_param(p->name, p->name_len, current->params_len)];
 		const char *name = NULL;
 		size_t len = 0;
 		if (p->name_len > 5 && memcmp(p->name, "HTTP_", 5) == 0) {

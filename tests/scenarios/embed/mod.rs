@@ -18,10 +18,14 @@
 //! - [`logs`]: the log files in a folder only root may write, as php-fpm's usually are:
 //!   created 0600, opened by the master (a pool of `nobody` logs), followed across
 //!   logrotate's USR1, a missing folder named by `drover -t`.
+//! - [`apps`]: WordPress on MariaDB, MediaWiki and DokuWiki from Debian's packages, each
+//!   response (status line, headers in order, body) against a real php-fpm behind the
+//!   same nginx configuration.
 //! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
+mod apps;
 mod counts;
 mod headers;
 mod logs;

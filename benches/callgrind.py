@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Instructions per request, drover-php against php-fpm, counted by callgrind: the figures
+to read on a shared machine, where times are noise (BENCHMARKS.md, sessions 8 and 9).
+
+Each backend runs one worker (`pm = static`, 1 worker, max_requests = --requests) under
+`valgrind --tool=callgrind` behind one nginx, and one client sends it 2 × --requests
+requests over one keep-alive connection: the first worker fills OPcache and retires, the
+second serves --requests requests with OPcache warm, and its profile (written when it
+exits) is the one read. drover runs its drover-php zygote under valgrind through a
+wrapper script beside a copy of the drover binary (the master runs natively); php-fpm runs
+whole under valgrind (its children are forks). Both read the same php.ini and conf.d.
+
+    python3 benches/callgrind.py                        # WordPress's front page, 25 requests
+    python3 benches/callgrind.py --requests 50 --keep   # keep the profiles (callgrind_annotate)
+
+Prints, per backend: instructions per request for the whole worker (its loop, PHP's
+request startup and shutdown included) and inside php_execute_script (the script; Debian's
+php-fpm8.2 is stripped of the smaller functions' names), and drover-php's ratios to php-fpm. Runs as root (the pools run as www-data); stops what it
+started, by PID.
+"""
+
+import argparse
+import http.client
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+from harness import Backend, behind_nginx  # noqa: E402
+import wordpress  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FPM = "/usr/sbin/php-fpm8.2"
+
+
+def drover_backend(work, release, requests):
+    """drover with one drover-php pool whose zygote (and so its workers) runs under
+    callgrind: a copy of drover beside a drover-php that execs valgrind."""
+    folder = f"{work}/drover"
+    os.makedirs(f"{folder}/bin", exist_ok=True)
+    os.makedirs(f"{folder}/pools.d", exist_ok=True)
+    shutil.copy2(f"{release}/drover", f"{folder}/bin/drover")
+    with open(f"{folder}/bin/drover-php", "w") as f:
+        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={work}/profiles/cg-drover.%p "
+                f"{release}/drover-php \"$@\"\n")
+    os.chmod(f"{folder}/bin/drover-php", 0o755)
+    with open(f"{folder}/drover.toml", "w") as f:
+        f.write("")
+    with open(f"{folder}/pools.d/bench.toml", "w") as f:
+        f.write(f"""listen = "{work}/drover.sock"
+listen_mode = "0666"
+user = "www-data"
+group = "www-data"
+[pm]
+mode = "static"
+max_children = 1
+max_requests = {requests}
+[php]
+runtime = "embed"
+""")
+    return Backend("drover-php", [f"{folder}/bin/drover", "-c", f"{folder}/drover.toml"], f"unix:{work}/drover.sock")
+
+
+def fpm_backend(work, requests):
+    with open(f"{work}/fpm.conf", "w") as f:
+        f.write(f"""[global]
+error_log = /proc/self/fd/2
+daemonize = no
+log_level = notice
+[www]
+user = www-data
+group = www-data
+listen = {work}/fpm.sock
+listen.mode = 0666
+pm = static
+pm.max_children = 1
+pm.max_requests = {requests}
+""")
+    return Backend("php-fpm", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/profiles/cg-fpm.%p",
+                               FPM, "-y", f"{work}/fpm.conf", "-F", "-R"], f"unix:{work}/fpm.sock")
+
+
+def second_worker(log_path, name):
+    """The pid of the backend's second worker, from its log (None before it started):
+    drover logs every worker's start, php-fpm only those it forks after the first."""
+    text = open(log_path, errors="replace").read()
+    if name == "drover-php":
+        pids = re.findall(r"worker (\d+) started", text)[1:]
+    else:
+        pids = re.findall(r"child (\d+) started", text)
+    return int(pids[0]) if pids else None
+
+
+def run(work, backend, site, requests):
+    """2 × requests through nginx on one connection; the profile of the second worker."""
+    log_path = f"{work}/{backend.name}.log"
+    prefix = "cg-drover" if backend.name == "drover-php" else "cg-fpm"
+    with open(log_path, "w") as log, behind_nginx(work, backend, log, wordpress.FRONT, site.params) as port:
+        backend.start(log)
+        deadline = time.time() + 300
+        conn = None
+        while time.time() < deadline:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+                conn.request("GET", "/")
+                response = conn.getresponse()
+                response.read()
+                if response.status == 200:
+                    break
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.5)
+        for _ in range(2 * requests - 1):
+            conn.request("GET", "/")
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                sys.exit(f"{backend.name}: / answered {response.status}")
+        pid = second_worker(log_path, backend.name)
+        if pid is None:
+            sys.exit(f"{backend.name}: no second worker in {log_path}")
+        profile = f"{work}/profiles/{prefix}.{pid}"
+        while not os.path.exists(profile) and time.time() < deadline:
+            time.sleep(0.5)
+        # Let callgrind finish writing the file before the backend stops.
+        time.sleep(2)
+    return profile
+
+
+def counts(profile):
+    """(total instructions, php_execute_script's inclusive instructions) of a profile."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", profile],
+                         capture_output=True, text=True, check=True).stdout
+    number = lambda pattern: int(re.search(pattern, out, re.M).group(1).replace(",", ""))
+    return (number(r"^\s*([\d,]+) \(100.0%\)\s+PROGRAM TOTALS"),
+            number(r"^\s*([\d,]+) \([\d.]+%\)\s+\S*:php_execute_script\b"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=25, help="max_requests: the requests the profiled worker serves")
+    ap.add_argument("--release", default=os.path.join(ROOT, "target", "release"),
+                    help="the folder with drover and drover-php")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder with the profiles")
+    args = ap.parse_args()
+    # Stopped by SIGTERM, it still stops what it started (the finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))
+    work = tempfile.mkdtemp(prefix="drover-callgrind-")
+    os.chmod(work, 0o755)
+    # The workers, www-data, write their own profiles when they exit.
+    os.makedirs(f"{work}/profiles")
+    os.chmod(f"{work}/profiles", 0o1777)
+    with open(f"{work}/setup.log", "w") as log:
+        site = wordpress.Site(work, log)
+    try:
+        figures = {}
+        for backend in (fpm_backend(work, args.requests), drover_backend(work, args.release, args.requests)):
+            print(f"# {backend.name}: {2 * args.requests} requests under callgrind", file=sys.stderr, flush=True)
+            total, script = counts(run(work, backend, site, args.requests))
+            figures[backend.name] = {"the whole worker": total / args.requests,
+                                     "php_execute_script": script / args.requests}
+    finally:
+        site.stop()
+    print(f"WordPress front page, instructions per request (callgrind, {args.requests} requests of the second "
+          "worker, OPcache warm):\n")
+    print("| instructions per request | drover-php | php-fpm | drover-php / php-fpm |")
+    print("|---|---|---|---|")
+    for key in figures["php-fpm"]:
+        ours, theirs = figures["drover-php"][key], figures["php-fpm"][key]
+        print(f"| {key} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.3f} |")
+    if args.keep:
+        print(f"\n(profiles in {work})", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
