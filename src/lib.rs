@@ -20,8 +20,12 @@
 //!
 //! # Crates
 //!
-//! This crate is the master (`drover`, including `drover ctl`). The workspace's other crates
-//! hold what runs in the processes it execs and what both sides share:
+//! This crate is the master and its command line, built as two binaries of this one
+//! library: `drover` (src/main.rs), the daemon, which reads only `[-c FILE]`, and
+//! `drover-admin` (src/bin/drover-admin.rs), which `drover` execs for every other command
+//! line (`-t`, `ctl`, `import`, `--help`), so that the importers, the control client and
+//! clap are not in the daemon's resident memory. The workspace's other crates hold what
+//! runs in the processes the master execs and what both sides share:
 //!
 //! - `crates/python` (`drover-python`): the Python runtime's binary, zygote and workers; the
 //!   only crate that links libpython.
