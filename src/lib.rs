@@ -65,6 +65,8 @@
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
+//! - [`resident`]: once the master is ready (and after each reload), its own code and
+//!   read-only data are paged out, so that what starting ran once is not kept mapped.
 //! - [`runtime`]: the runtime interface the master asks ([`runtime::Kind`]: launch, reports,
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
 //!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
@@ -84,6 +86,7 @@ pub mod listener;
 pub mod logging;
 pub mod master;
 pub mod pm;
+pub mod resident;
 pub mod runtime;
 pub use drover_scoreboard as scoreboard;
 pub mod slowlog;
