@@ -62,7 +62,7 @@ fn daemon_config(args: &[OsString]) -> Option<PathBuf> {
     Some(config.unwrap_or_else(|| PathBuf::from(config::DEFAULT_CONFIG_PATH)))
 }
 
-/// Replaces this process with `drover-admin` and the same arguments (argv[0] kept, so
+/// Replaces this process with `drover-admin` and the same arguments (`argv[0]` kept, so
 /// that its usage lines say `drover`); returns only when that fails.
 fn exec_admin(argv0: OsString, args: &[OsString]) -> ExitCode {
     let admin = drover::runtime::zygote::beside_drover(ADMIN);

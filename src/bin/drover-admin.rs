@@ -6,7 +6,7 @@
 //! master's whole life (docs/ARCHITECTURE.md, "The master's memory").
 //!
 //! Users run `drover ...`; this binary is found beside `drover` and runs in its process
-//! (same pid, same streams, argv[0] kept, so usage lines say `drover`). Exit codes are
+//! (same pid, same streams, `argv[0]` kept, so usage lines say `drover`). Exit codes are
 //! those of [`ExitCode`]-returning paths below: 0 ok, 1 invalid configuration; `ctl` and
 //! `import` have their own.
 
