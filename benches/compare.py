@@ -304,10 +304,10 @@ def _importable(module):
 
 def build():
     """Builds the workspace (release profile, CARGO_TARGET_DIR honoured) and returns the path
-    of drover, checking that drover-php and drover-python are beside it."""
+    of drover, checking that drover-admin, drover-php and drover-python are beside it."""
     subprocess.run(["cargo", "build", "--workspace", "--release", "-q"], cwd=ROOT, check=True)
     release = os.path.join(ROOT, os.environ.get("CARGO_TARGET_DIR", "target"), "release")
-    for binary in ("drover", "drover-php", "drover-python"):
+    for binary in ("drover", "drover-admin", "drover-php", "drover-python"):
         if not os.access(os.path.join(release, binary), os.X_OK):
             sys.exit(f"{release}/{binary} is missing after the build")
     probe = subprocess.run([os.path.join(release, "drover-php"), "--probe"], capture_output=True, text=True)

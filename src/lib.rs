@@ -21,8 +21,12 @@
 //!
 //! # Crates
 //!
-//! This crate is the master (`drover`, including `drover ctl`). The workspace's other crates
-//! hold what runs in the processes it execs and what both sides share:
+//! This crate is the master and its command line, built as two binaries of this one
+//! library: `drover` (src/main.rs), the daemon, which reads only `[-c FILE]`, and
+//! `drover-admin` (src/bin/drover-admin.rs), which `drover` execs for every other command
+//! line (`-t`, `ctl`, `import`, `--help`), so that the importers, the control client and
+//! clap are not in the daemon's resident memory. The workspace's other crates hold what
+//! runs in the processes the master execs and what both sides share:
 //!
 //! - `crates/python` (`drover-python`): the Python runtime's binary, zygote and workers; the
 //!   only crate that links libpython.
@@ -65,6 +69,8 @@
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
+//! - [`resident`]: once the master is ready (and after each reload), its own code and
+//!   read-only data are paged out, so that what starting ran once is not kept mapped.
 //! - [`runtime`]: the runtime interface the master asks ([`runtime::Kind`]: launch, reports,
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
 //!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
@@ -84,6 +90,7 @@ pub mod listener;
 pub mod logging;
 pub mod master;
 pub mod pm;
+pub mod resident;
 pub mod runtime;
 pub use drover_scoreboard as scoreboard;
 pub mod slowlog;

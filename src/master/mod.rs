@@ -461,6 +461,8 @@ impl Master {
             self.reloading = false;
             tracing::info!("reload done: {status}");
             systemd::ready(&status);
+            // The reload ran the configuration's parser again.
+            crate::resident::release_code();
             // "ready: ..." replaced the activity line: send it again on the next tick,
             // even on an idle host where it has not changed.
             if let Some(line) = &mut self.status_line {
@@ -471,6 +473,8 @@ impl Master {
         self.ready = true;
         tracing::info!("{status}");
         systemd::ready(&status);
+        // What starting ran once need not stay mapped.
+        crate::resident::release_code();
     }
 
     /// Under systemd, once ready and not reloading (`STATUS=` then says "ready" or

@@ -10,6 +10,9 @@ use nix::sys::signal::Signal;
 use super::{Log, Site, TIMEOUT, proc, wait_until};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
+/// `drover-admin`, beside [`BIN`]: `drover` execs it for `-t`, `ctl`, `import`,
+/// `--help` and `--version` (the tests run those through [`BIN`], as users do).
+pub const ADMIN_BIN: &str = env!("CARGO_BIN_EXE_drover-admin");
 
 /// `drover-python`, beside [`BIN`], where the master looks for it. Cargo builds only the
 /// tested package's own binaries for its integration tests, and `drover-python` is another

@@ -11,6 +11,8 @@
 //! - [`Stack`]: the three together, as an operator runs them.
 //! - [`http`]: GET/POST returning (status, headers, body), with 4xx/5xx as values, not
 //!   errors; [`http::Raw`] for requests written by hand.
+//! - [`http1`]: HTTP/1.1 written by hand straight to a `protocol = "http"` pool: responses
+//!   off a kept connection, a chunked upload after `100 Continue`, a refusal read to its end.
 //! - [`python`]: the fixture apps of `tests/apps/` and the log lines of Python pools.
 //! - [`proc`]: pids from `/proc`, signals, and [`wait_until`] — every wait is bounded and
 //!   polls a condition; nothing sleeps as a means of synchronisation.
@@ -30,6 +32,7 @@ mod ctl;
 mod drover;
 mod fpm;
 pub mod http;
+pub mod http1;
 mod log;
 mod nginx;
 pub mod proc;
@@ -41,8 +44,8 @@ mod watch;
 
 pub use ctl::{Ctl, CtlRun, probe, start_with_control};
 pub use drover::{
-    BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime, php_table,
-    pool_toml, python_runtime, run_bounded,
+    ADMIN_BIN, BIN, Drover, PhpPool, PoolFile, check_config, default_php_runtime, php_runtime,
+    php_table, pool_toml, python_runtime, run_bounded,
 };
 pub use fpm::{FpmPool, PhpFpm, fix_pathinfo_1_and_0};
 pub use log::Log;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{BIN, Site, check_config, php_runtime, pool_toml, run_bounded};
+use crate::common::{ADMIN_BIN, BIN, Site, check_config, php_runtime, pool_toml, run_bounded};
 
 /// `[pm]` and `[php]` tables of a valid static pool, with `pm` lines added to `[pm]`.
 fn tables(pm: &str, php: &str) -> String {
@@ -276,17 +276,23 @@ fn a_python_pool_without_drover_python_beside_drover_is_refused() {
         &site,
         &[("app", &crate::common::PoolFile::toml(&pool, &site))],
     );
-    // drover copied alone into a folder, as an operator who installs one binary would.
+    // drover copied alone into a folder (with drover-admin, which runs its -t), as an
+    // operator who installs its own binaries and not drover-python would.
     let lone = site.path().join("bin/drover");
     std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
     std::fs::copy(BIN, &lone).unwrap();
-    // Another test's fork may still hold the copy open for writing (ETXTBSY) for a moment.
-    crate::common::wait_until(crate::common::TIMEOUT, "the copy to be executable", || {
-        match Command::new(&lone).arg("--version").output() {
+    std::fs::copy(ADMIN_BIN, lone.with_file_name("drover-admin")).unwrap();
+    // Another test's fork may still hold a copy open for writing (ETXTBSY) for a moment:
+    // drover's own, or drover-admin's, which drover execs for --version.
+    crate::common::wait_until(
+        crate::common::TIMEOUT,
+        "the copies to be executable",
+        || match Command::new(&lone).arg("--version").output() {
             Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => None,
+            Ok(out) if String::from_utf8_lossy(&out.stderr).contains("Text file busy") => None,
             other => Some(other.expect("run the copy")),
-        }
-    });
+        },
+    );
     let mut command = Command::new(&lone);
     command
         .arg("-t")

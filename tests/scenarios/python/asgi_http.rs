@@ -8,10 +8,9 @@ use std::io::{Read, Write};
 
 use nix::sys::signal::Signal;
 
-use super::http_pool::{
-    Server, body_text, chunked_body_past_the_limit_gets_413, connect_from, read_response,
-};
+use super::http_pool::{Server, chunked_body_past_the_limit_gets_413};
 use super::{noise, sha256};
+use crate::common::http1::{self, read_response};
 use crate::common::{TIMEOUT, http, proc};
 
 fn json(text: &str) -> serde_json::Value {
@@ -147,7 +146,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         .unwrap();
     let second = read_response(&mut stream, &mut pending);
     assert_eq!((first.status, second.status), (200, 200), "{}", first.head);
-    assert_eq!(json(&body_text(&second))["path"], "/two");
+    assert_eq!(json(&second.text())["path"], "/two");
 
     // Three in one write, a body in the middle one: answered in the order sent.
     stream
@@ -160,7 +159,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
     for n in 1..=3 {
         let response = read_response(&mut stream, &mut pending);
         assert_eq!(response.status, 200, "{}", response.head);
-        let scope = json(&body_text(&response));
+        let scope = json(&response.text());
         assert_eq!(scope["path"], format!("/p{n}"));
         if n == 2 {
             assert_eq!(scope["body"], "a=b&c");
@@ -175,29 +174,10 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
 fn a_chunked_upload_with_expect_continue_arrives_whole() {
     let server = fastapi(1);
     let payload = noise(1 << 20);
-    let mut stream = server.connect();
-    stream
-        .write_all(
-            b"POST /sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
-              Expect: 100-continue\r\n\r\n",
-        )
-        .unwrap();
-    let mut interim = [0u8; 25];
-    stream.read_exact(&mut interim).unwrap();
-    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
-    for chunk in payload.chunks(100_000) {
-        stream
-            .write_all(format!("{:x};ext=1\r\n", chunk.len()).as_bytes())
-            .unwrap();
-        stream.write_all(chunk).unwrap();
-        stream.write_all(b"\r\n").unwrap();
-    }
-    stream.write_all(b"0\r\nX-Trailer: t\r\n\r\n").unwrap();
-    let mut pending = Vec::new();
-    let response = read_response(&mut stream, &mut pending);
+    let response = http1::upload_chunked(&mut server.connect(), "/sha256", &payload);
     assert_eq!(response.status, 200, "{}", response.head);
     let expected = format!("{} {}", payload.len(), sha256(&server.site, &payload));
-    assert_eq!(body_text(&response), expected);
+    assert_eq!(response.text(), expected);
 }
 
 #[test]
@@ -223,11 +203,7 @@ fn hostile_heads_get_the_same_answers_as_on_a_wsgi_pool() {
         ),
     ];
     for (status, request) in &cases {
-        let mut stream = server.connect();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut received = Vec::new();
-        stream.read_to_end(&mut received).unwrap();
-        let text = String::from_utf8_lossy(&received);
+        let text = http1::until_close(&mut server.connect(), request.as_bytes());
         assert!(
             text.starts_with(&format!("HTTP/1.1 {status} ")),
             "expected {status}, got {text}"
@@ -315,14 +291,14 @@ fn x_forwarded_for_and_proto_make_the_scope_only_from_an_allowed_peer() {
         "forwarded_allow_ips = [\"127.0.0.2\"]",
     );
     let ask = |source: &str| {
-        let mut stream = connect_from(source, server.port);
+        let mut stream = http1::connect_from(source, server.port);
         stream
             .write_all(
                 b"GET / HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 203.0.113.7\r\n\
                   X-Forwarded-Proto: https\r\n\r\n",
             )
             .unwrap();
-        json(&body_text(&read_response(&mut stream, &mut Vec::new())))
+        json(&read_response(&mut stream, &mut Vec::new()).text())
     };
     let proxied = ask("127.0.0.2");
     assert_eq!(proxied["client"][0], "203.0.113.7", "{proxied}");

@@ -6,18 +6,13 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use super::http_pool::Server;
+use crate::common::http1::{self, read_response};
 use crate::common::{TIMEOUT, http};
 
 /// Sends `request` on a new connection; the answer, read to the connection's end (a
 /// refusal ends it).
 fn refused(server: &Server, request: &[u8]) -> String {
-    let mut stream = server.connect();
-    stream.write_all(request).unwrap();
-    let mut received = Vec::new();
-    stream
-        .read_to_end(&mut received)
-        .expect("the refusal ends the connection");
-    String::from_utf8_lossy(&received).into_owned()
+    http1::until_close(&mut server.connect(), request)
 }
 
 #[test]
@@ -126,9 +121,7 @@ fn slow_request_bodies_hold_no_worker_while_they_trickle() {
             b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\nExpect: 100-continue\r\n\r\n",
         )
         .unwrap();
-    let mut interim = [0u8; 25];
-    continued.read_exact(&mut interim).unwrap();
-    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    http1::read_continue(&mut continued);
     continued.write_all(b"abc").unwrap();
     let asked = Instant::now();
     let reply = http::try_get(&server.url("/pid"));
@@ -140,14 +133,15 @@ fn slow_request_bodies_hold_no_worker_while_they_trickle() {
     assert!(waited < Duration::from_secs(2), "answered after {waited:?}");
     continued.write_all(b"def").unwrap();
     let mut pending = Vec::new();
-    let response = super::http_pool::read_response(&mut continued, &mut pending);
+    let response = read_response(&mut continued, &mut pending);
     assert_eq!(response.status, 200);
     // sha256("abcdef")
     assert!(
-        super::http_pool::body_text(&response)
+        response
+            .text()
             .contains("bef57ec7f53a6d40beb640a780a639c83bc29ac8a9816f1fc6c5c6dcd93c4721"),
         "{}",
-        super::http_pool::body_text(&response)
+        response.text()
     );
     for mut stream in slow {
         let mut rest = Vec::new();

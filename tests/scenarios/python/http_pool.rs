@@ -5,11 +5,11 @@
 //! no worker, X-Forwarded-For from an allowed peer, a client gone mid-body.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::{field, fields, noise, sha256};
+use crate::common::http1::{self, read_response};
 use crate::common::{
     Drover, PoolFile, Site, TIMEOUT, http, pool_toml, probe, python, start_with_control,
 };
@@ -123,81 +123,6 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// One response read off `stream`: its head and body, delimited by Content-Length or
-/// chunked, so that the next one can be read from the same connection.
-pub(super) struct Response {
-    pub(super) status: u16,
-    pub(super) head: String,
-    pub(super) body: Vec<u8>,
-}
-
-pub(super) fn read_response(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Response {
-    let head_end = loop {
-        if let Some(at) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        fill(stream, pending);
-    };
-    let head = String::from_utf8_lossy(&pending[..head_end]).into_owned();
-    pending.drain(..head_end);
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let header = |name: &str| {
-        head.lines().find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    };
-    let body = if let Some(length) = header("content-length") {
-        let length: usize = length.parse().unwrap();
-        while pending.len() < length {
-            fill(stream, pending);
-        }
-        pending.drain(..length).collect()
-    } else if header("transfer-encoding").as_deref() == Some("chunked") {
-        let mut body = Vec::new();
-        loop {
-            let line_end = loop {
-                if let Some(at) = pending.windows(2).position(|w| w == b"\r\n") {
-                    break at;
-                }
-                fill(stream, pending);
-            };
-            let size = usize::from_str_radix(
-                std::str::from_utf8(&pending[..line_end]).unwrap().trim(),
-                16,
-            )
-            .unwrap();
-            pending.drain(..line_end + 2);
-            while pending.len() < size + 2 {
-                fill(stream, pending);
-            }
-            body.extend(pending.drain(..size));
-            pending.drain(..2);
-            if size == 0 {
-                break body;
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    Response { status, head, body }
-}
-
-fn fill(stream: &mut TcpStream, pending: &mut Vec<u8>) {
-    let mut buf = [0u8; 65536];
-    let n = stream.read(&mut buf).expect("read a response");
-    assert!(
-        n > 0,
-        "the connection closed; received {:?}",
-        String::from_utf8_lossy(pending)
-    );
-    pending.extend_from_slice(&buf[..n]);
-}
-
-pub(super) fn body_text(response: &Response) -> String {
-    String::from_utf8_lossy(&response.body).into_owned()
-}
-
 #[test]
 fn flask_get_and_post_over_http_without_nginx() {
     let server = Server::start("flask_app:app", 2, "");
@@ -259,9 +184,9 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         let response = read_response(&mut stream, &mut pending);
         assert_eq!(response.status, 200, "{}", response.head);
         assert!(
-            body_text(&response).contains(&format!("get.n={n}\n")),
+            response.text().contains(&format!("get.n={n}\n")),
             "response {n}: {}",
-            body_text(&response)
+            response.text()
         );
     }
     // The last asked to close: the worker closes after it.
@@ -274,30 +199,11 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
 fn a_chunked_upload_with_expect_continue_arrives_whole() {
     let server = Server::start("wsgi_app:application", 1, "");
     let payload = noise(3 << 20);
-    let mut stream = server.connect();
-    stream
-        .write_all(
-            b"POST /upload-sha256 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
-              Expect: 100-continue\r\n\r\n",
-        )
-        .unwrap();
     // Nothing of the body is sent before the 100: the app's first read asks for it.
-    let mut interim = [0u8; 25];
-    stream.read_exact(&mut interim).unwrap();
-    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
-    for chunk in payload.chunks(100_000) {
-        stream
-            .write_all(format!("{:x};ext=1\r\n", chunk.len()).as_bytes())
-            .unwrap();
-        stream.write_all(chunk).unwrap();
-        stream.write_all(b"\r\n").unwrap();
-    }
-    stream.write_all(b"0\r\nX-Trailer: t\r\n\r\n").unwrap();
-    let mut pending = Vec::new();
-    let response = read_response(&mut stream, &mut pending);
+    let response = http1::upload_chunked(&mut server.connect(), "/upload-sha256", &payload);
     assert_eq!(response.status, 200, "{}", response.head);
     let expected = format!("{} {}", payload.len(), sha256(&server.site, &payload));
-    assert_eq!(body_text(&response).trim(), expected);
+    assert_eq!(response.text().trim(), expected);
 }
 
 #[test]
@@ -327,12 +233,8 @@ fn hostile_heads_are_refused_with_their_status_and_logged() {
         ),
     ];
     for (status, request) in &cases {
-        let mut stream = server.connect();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut received = Vec::new();
         // Refused heads end the connection.
-        stream.read_to_end(&mut received).unwrap();
-        let text = String::from_utf8_lossy(&received);
+        let text = http1::until_close(&mut server.connect(), request.as_bytes());
         assert!(
             text.starts_with(&format!("HTTP/1.1 {status} ")),
             "expected {status}, got {text}"
@@ -361,25 +263,9 @@ fn a_chunked_body_past_max_request_body_is_answered_413() {
 /// although this client keeps its side of the connection open.
 pub(super) fn chunked_body_past_the_limit_gets_413(server: &Server, path: &str) {
     let mut stream = server.connect();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\
-         Expect: 100-continue\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    let mut interim = [0u8; 25];
-    stream.read_exact(&mut interim).unwrap();
-    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    http1::start_chunked_upload(&mut stream, path);
     // 160 KiB in 32 KiB chunks; the worker may answer and close before the last ones.
-    for chunk in noise(160 << 10).chunks(32 << 10) {
-        let sent = stream
-            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
-            .and_then(|()| stream.write_all(chunk))
-            .and_then(|()| stream.write_all(b"\r\n"));
-        if sent.is_err() {
-            break;
-        }
-    }
-    let _ = stream.write_all(b"0\r\n\r\n");
+    let _ = http1::send_chunks(&mut stream, &noise(160 << 10), 32 << 10, "", "");
     let mut received = Vec::new();
     let _ = stream.read_to_end(&mut received);
     let text = String::from_utf8_lossy(&received);
@@ -498,26 +384,6 @@ fn an_idle_connection_is_closed_after_keepalive_timeout() {
     );
 }
 
-/// A TCP connection to `port` from the loopback address `source`.
-pub(super) fn connect_from(source: &str, port: u16) -> TcpStream {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
-    let fd = socket(
-        AddressFamily::Inet,
-        SockType::Stream,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let from: SocketAddr = format!("{source}:0").parse().unwrap();
-    let SocketAddr::V4(from) = from else { panic!() };
-    bind(fd.as_raw_fd(), &SockaddrIn::from(from)).unwrap();
-    let to = SockaddrIn::new(127, 0, 0, 1, port);
-    connect(fd.as_raw_fd(), &to).unwrap();
-    let stream = TcpStream::from(fd);
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    stream
-}
-
 #[test]
 fn x_forwarded_for_counts_only_from_an_allowed_peer() {
     let server = Server::start(
@@ -526,14 +392,14 @@ fn x_forwarded_for_counts_only_from_an_allowed_peer() {
         "forwarded_allow_ips = [\"127.0.0.2\"]",
     );
     let ask = |source: &str| {
-        let mut stream = connect_from(source, server.port);
+        let mut stream = http1::connect_from(source, server.port);
         stream
             .write_all(
                 b"GET /remote HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 203.0.113.7\r\n\
                   X-Forwarded-Proto: https\r\n\r\n",
             )
             .unwrap();
-        body_text(&read_response(&mut stream, &mut Vec::new()))
+        read_response(&mut stream, &mut Vec::new()).text()
     };
     let proxied = ask("127.0.0.2");
     assert!(proxied.contains("remote_addr=203.0.113.7\n"), "{proxied}");

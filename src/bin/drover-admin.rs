@@ -1,0 +1,108 @@
+//! `drover-admin`: the commands that talk about a drover rather than being one — `drover
+//! ctl`, `drover import` and `drover -t` — and the whole of drover's command line (its
+//! `--help`, `--version` and usage errors). The `drover` daemon execs it, with its own
+//! arguments, for anything but `drover [-c FILE]`, so that the importers, the control
+//! client, clap and `-t`'s checks are not part of the binary that stays resident for the
+//! master's whole life (docs/ARCHITECTURE.md, "The master's memory").
+//!
+//! Users run `drover ...`; this binary is found beside `drover` and runs in its process
+//! (same pid, same streams, `argv[0]` kept, so usage lines say `drover`). Exit codes are
+//! those of [`ExitCode`]-returning paths below: 0 ok, 1 invalid configuration; `ctl` and
+//! `import` have their own.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use drover::config;
+
+/// A process manager for FastCGI and WSGI applications.
+#[derive(Parser, Debug)]
+#[command(name = "drover", version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    /// The global configuration file.
+    #[arg(short = 'c', long = "config", default_value = config::DEFAULT_CONFIG_PATH)]
+    config: PathBuf,
+    /// Test the configuration, print it resolved with every default, and exit.
+    #[arg(short = 't', long = "test")]
+    test: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Talk to a running drover through its control socket: status, config, set, reload,
+    /// workers.
+    Ctl(drover::control::CtlArgs),
+    /// Write drover's files from a php-fpm or gunicorn configuration, and report what has
+    /// no equivalent.
+    Import(drover::import::ImportArgs),
+}
+
+const EXIT_INVALID_CONFIG: u8 = 1;
+const EXIT_RUNTIME: u8 = 2;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.command {
+        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),
+        Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
+        None if args.test => test(&args.config),
+        None => run_daemon(&args.config),
+    }
+}
+
+/// `drover -t`: the configuration's own errors, then what depends on this machine (its
+/// users, the runtimes beside drover) and what PHP makes of each pool's
+/// `[php.admin_ini]`; valid, it is printed with every default.
+fn test(path: &std::path::Path) -> ExitCode {
+    let config = match config::load(path) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return invalid(path);
+        }
+    };
+    let mut problems = drover::runtime::check(&config);
+    if problems.is_empty() {
+        problems = drover::runtime::check_php_settings(&config);
+    }
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        return invalid(path);
+    }
+    print!("{}", config.render());
+    if let Some(note) = drover::runtime::php::embed::fallback_note() {
+        eprintln!("drover: {note}");
+    }
+    eprintln!("drover: configuration {} is valid", path.display());
+    ExitCode::SUCCESS
+}
+
+fn invalid(path: &std::path::Path) -> ExitCode {
+    eprintln!("drover: configuration {} is invalid", path.display());
+    ExitCode::from(EXIT_INVALID_CONFIG)
+}
+
+/// Arguments that mean "run" in a form the daemon's own reading did not take (`-c=FILE`,
+/// say): back to `drover`, with the one form it always takes. No loop: `--config=FILE` is
+/// the daemon's.
+fn run_daemon(path: &std::path::Path) -> ExitCode {
+    let daemon = drover::runtime::zygote::beside_drover("drover");
+    let mut flag = std::ffi::OsString::from("--config=");
+    flag.push(path);
+    let argv0 = std::env::args_os()
+        .next()
+        .unwrap_or_else(|| "drover".into());
+    let err = std::process::Command::new(&daemon)
+        .arg0(argv0)
+        .arg(flag)
+        .exec();
+    eprintln!("drover: cannot run {}: {err}", daemon.display());
+    ExitCode::from(EXIT_RUNTIME)
+}
