@@ -74,9 +74,21 @@ impl PoolRun {
             Sizing::Parent => {}
             Sizing::Target => {
                 // The policy counts the workers the parent has reported; those it is still
-                // forking are not among them, so two wakes in a row could ask for the same
-                // room twice. The target itself never passes max_children.
-                self.desired = (self.desired + n).min(self.config.pm.max_children);
+                // forking are not among them. They are room already on its way (the target
+                // less the reported workers that stay), so `n` is counted from the workers
+                // that stay, not added to the target: two wakes in a row before the first
+                // fork's report (a tick 2 ms after an ondemand pool's first connection) ask
+                // for the same room once. The target never passes max_children.
+                let staying = self
+                    .workers
+                    .values()
+                    .filter(|w| !w.orphan && w.retiring.is_none())
+                    .count();
+                let staying = u32::try_from(staying).unwrap_or(u32::MAX);
+                self.desired = self
+                    .desired
+                    .max(staying.saturating_add(n))
+                    .min(self.config.pm.max_children);
                 self.send_target();
             }
             Sizing::Master => {
