@@ -45,10 +45,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let rest = &input[head.len..];
-    let whole = decode(head.framing, max, rest, rest.len().max(1));
+    // A refusal is compared by its status: which rule names a malformed line can depend on
+    // how much of it had arrived (a bare CR seen before the LF that follows it, or the bare
+    // LF after it), and both end the request with the same 400.
+    let status = |r: Result<(Vec<u8>, bool, usize), BodyError>| r.map_err(|e| e.status);
+    let whole = status(decode(head.framing, max, rest, rest.len().max(1)));
     let cut = 1 + usize::from(knobs & 0x0f);
     assert_eq!(
-        decode(head.framing, max, rest, cut),
+        status(decode(head.framing, max, rest, cut)),
         whole,
         "cut every {cut} bytes"
     );
