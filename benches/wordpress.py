@@ -18,21 +18,10 @@ PACKAGES = ["wordpress", "wordpress-theme-twentytwentythree", "mariadb-server", 
 WP = "/usr/share/wordpress"
 MARIADBD = "/usr/sbin/mariadbd"
 CONFIG_FILE = "/etc/wordpress/config-drover-test.php"
-# The same text as tests/scenarios/embed/apps/wordpress.rs's CONFIG.
-CONFIG = r"""<?php
-/* drover's scenario tests and benches/compare.py: the database comes from the request's
- * FastCGI params (DROVER_WP_DB, DROVER_WP_DB_SOCKET), so that each run has its own. */
-define('DB_NAME', $_SERVER['DROVER_WP_DB']);
-define('DB_USER', 'app');
-define('DB_PASSWORD', 'app');
-define('DB_HOST', 'localhost:' . $_SERVER['DROVER_WP_DB_SOCKET']);
-define('WP_HOME', 'http://localhost');
-define('WP_SITEURL', 'http://localhost');
-foreach (['AUTH_KEY', 'SECURE_AUTH_KEY', 'LOGGED_IN_KEY', 'NONCE_KEY', 'AUTH_SALT',
-          'SECURE_AUTH_SALT', 'LOGGED_IN_SALT', 'NONCE_SALT'] as $key) {
-    define($key, 'drover-test ' . $key);
-}
-"""
+# The configuration the scenario tests write too (tests/scenarios/embed/apps/wordpress.rs).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "scenarios",
+                       "embed", "apps", "wordpress-config.php")) as f:
+    CONFIG = f.read()
 INSTALL = r"""<?php
 $_SERVER['HTTP_HOST'] = 'localhost';
 $_SERVER['WORDPRESS_CONFIG'] = 'drover-test';
