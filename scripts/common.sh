@@ -71,6 +71,8 @@ ensure_packages() {
 # wordpress (with its default theme, and `php` so that apt takes the PHP already here rather
 # than Apache's mod_php), mediawiki, dokuwiki and mariadb-server: drover-php's answers are
 # compared with php-fpm's on these apps (tests/scenarios/embed/apps).
+# php-symfony-framework-bundle, php-symfony-twig-bundle, php-twig and php-slim: PHP worker
+# mode runs a Symfony 5.4 app and a Slim 3 app (tests/scenarios/worker/frameworks.rs).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DROVER_PACKAGES=(
     "php-cgi:php-cgi"
@@ -91,6 +93,8 @@ DROVER_PACKAGES=(
     "/usr/share/mediawiki/index.php:php mediawiki"
     "/usr/share/dokuwiki/doku.php:php dokuwiki"
     "mariadbd:mariadb-server"
+    "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php:php-symfony-framework-bundle php-symfony-twig-bundle php-twig"
+    "/usr/share/php/Slim/autoload.php:php-slim"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

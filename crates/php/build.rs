@@ -1,6 +1,6 @@
 //! Links the PHP embed library when its development files are here: `php-config` (or the
-//! one named by `PHP_CONFIG`) gives the headers and the prefix, `sapi.c` is compiled
-//! against them, and the binary links `libphpX.Y.so` with an rpath to its folder. Without
+//! one named by `PHP_CONFIG`) gives the headers and the prefix, `sapi.c` and `worker.c` are
+//! compiled against them, and the binary links `libphpX.Y.so` with an rpath to its folder. Without
 //! them the crate still builds (cfg `no_php`): `drover-php --probe` then says why it cannot
 //! run, and drover runs PHP pools on php-cgi. The warning says so once, at build time.
 
@@ -18,6 +18,8 @@ fn main() {
     println!("cargo:rustc-check-cfg=cfg(no_php)");
     println!("cargo:rerun-if-env-changed=PHP_CONFIG");
     println!("cargo:rerun-if-changed=src/sapi.c");
+    println!("cargo:rerun-if-changed=src/sapi.h");
+    println!("cargo:rerun-if-changed=src/worker.c");
     let candidates = match std::env::var("PHP_CONFIG") {
         Ok(tool) => vec![tool],
         Err(_) => vec!["php-config8.2".into(), "php-config".into()],
@@ -42,7 +44,10 @@ fn main() {
         ));
     };
     let mut build = cc::Build::new();
-    build.file("src/sapi.c").warnings(false);
+    build
+        .file("src/sapi.c")
+        .file("src/worker.c")
+        .warnings(false);
     for dir in includes.split_whitespace() {
         build.include(dir.trim_start_matches("-I"));
     }

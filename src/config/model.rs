@@ -238,6 +238,8 @@ pub enum PhpRuntime {
         /// `limit_extensions`, php-fpm's `security.limit_extensions`: the suffixes of the
         /// scripts PHP runs; empty: any file.
         limit_extensions: Vec<String>,
+        /// `worker`: worker mode's script, an existing file; `None`: classic mode.
+        worker: Option<PathBuf>,
     },
     /// `"cgi"`: php-cgi.
     Cgi {

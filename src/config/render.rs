@@ -205,6 +205,10 @@ fn php(out: &mut Out, php: &Php) {
             "runtime = \"embed\" only, or [] for any file",
         ),
     }
+    match &php.runtime {
+        PhpRuntime::Embed { worker, .. } => out.optional_path("worker", worker.as_deref()),
+        PhpRuntime::Cgi { .. } => out.unset("worker", embed_only),
+    }
     out.table("php.ini");
     for (name, value) in &php.ini {
         out.string(&toml_key(name), value);

@@ -96,10 +96,12 @@ fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Ph
                     refuse_unhonoured(&table, "");
                 }
             }
+            let worker = t.parse("worker", |s| worker_script(base, s)).optional();
             PhpRuntime::Embed {
                 admin_ini: admin_ini?,
                 limit_extensions: limit_extensions?
                     .unwrap_or_else(|| DEFAULT_LIMIT_EXTENSIONS.map(str::to_owned).into()),
+                worker: worker?,
             }
         }
         Choice::Cgi(why) => {
@@ -302,6 +304,16 @@ fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
 
 /// `ini_file`: an existing file, so that a typo is not PHP quietly running without one.
 fn ini_file(base: &Path, s: &str) -> Result<PathBuf, String> {
+    let path = resolve(base, s)?;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => Ok(path),
+        Ok(_) => Err(format!("{} is not a file", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// `worker`: worker mode's script, an existing regular file the pool's user will read.
+fn worker_script(base: &Path, s: &str) -> Result<PathBuf, String> {
     let path = resolve(base, s)?;
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => Ok(path),

@@ -155,7 +155,8 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
             PhpRuntime::Embed {
                 admin_ini,
                 limit_extensions,
-            } => php::embed::plan(pool, php, admin_ini, limit_extensions),
+                worker,
+            } => php::embed::plan(pool, php, admin_ini, limit_extensions, worker.as_deref()),
             PhpRuntime::Cgi { binary, .. } => php::plan(kind, pool, php, binary, max_requests),
         },
         Runtime::Command(command) => command::plan(pool, command),
@@ -312,6 +313,7 @@ mod tests {
             ini: vec!["memory_limit=64M".into()],
             admin_ini: vec!["disable_functions=exec".into()],
             limit_extensions: ".php .phar".into(),
+            worker: None,
         };
         assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
         // process_dumpable = true: the zygote stays dumpable.

@@ -22,4 +22,5 @@ mod python;
 mod requests;
 mod shutdown;
 mod systemd;
+mod worker;
 mod workers;

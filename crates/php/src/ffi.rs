@@ -1,4 +1,4 @@
-//! The C side of the SAPI (`sapi.c`), as Rust sees it. The layouts here mirror the structs
+//! The C side of the SAPI (`sapi.c`, and `worker.c` for worker mode), as Rust sees it. The layouts here mirror the structs
 //! there field for field; the functions Rust exports to it are in [`super::request`].
 
 use std::ffi::{c_char, c_double, c_int, c_longlong};
@@ -64,4 +64,22 @@ unsafe extern "C" {
     /// In a worker: SIGUSR2 is taken by a thread of its own, which reads the stack without
     /// interrupting the script. 0, or -1 if the thread could not start.
     pub fn drover_php_start_stack_thread() -> c_int;
+
+    /// Worker mode: runs the worker script `file` on a stack of its own until its first
+    /// `frankenphp_handle_request()`, with `boot`'s params as its `$_SERVER`. 0 when it
+    /// waits for a request; 1 when it ended (or could not run) before (the log says why).
+    pub fn drover_php_worker_boot(
+        file: *const c_char,
+        boot: *const Request,
+        now: c_double,
+    ) -> c_int;
+    /// Worker mode: hands one request to the waiting script; returns once the script asks
+    /// for the next one or ends. The request's HTTP status, or -1 if PHP could not start it.
+    pub fn drover_php_worker_handle(request: *const Request, now: c_double) -> c_int;
+    /// Worker mode: whether the script has ended (a fatal error, an uncaught exception,
+    /// `exit()`, or its own end); the worker then takes no further request.
+    pub fn drover_php_worker_ended() -> c_int;
+    /// Worker mode: the waiting `frankenphp_handle_request()` returns false and the script
+    /// runs to its end. The script's exit status (255 after a fatal error).
+    pub fn drover_php_worker_stop() -> c_int;
 }

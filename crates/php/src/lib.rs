@@ -8,10 +8,13 @@
 //!
 //! - [`zygote`]: PHP's module startup, `[php.admin_ini]`, then the fork loop
 //!   (`drover_worker::zygote`).
-//! - [`request`]: one request: the script, the 404/403 answers, PHP's callbacks.
+//! - [`request`]: one request: the script, the 404/403 answers, PHP's callbacks; in worker
+//!   mode, the worker script's boot and the hand-over of each request to it.
 //! - [`script`]: which script a request runs (php-fpm's `cgi.fix_pathinfo`, Apache's
 //!   `proxy:fcgi://`, `security.limit_extensions`): pure policy.
-//! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are.
+//! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are;
+//!   `worker.c`: worker mode (`[php] worker`), the worker script on a stack of its own and
+//!   `frankenphp_handle_request()`.
 //!
 //! docs/ARCHITECTURE.md, "Embedded PHP", has the process tree and the reasons.
 

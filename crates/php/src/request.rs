@@ -1,14 +1,15 @@
 //! One request through PHP: the worker loop (`drover_worker::serve`) hands each FastCGI
 //! request to [`Php::handle`], which decides the script ([`super::script`]), answers 404
-//! or 403 itself as php-fpm does, or runs it in PHP (`sapi.c`). While PHP runs, the
-//! connection sits in `CURRENT`, where the `drover_php_rs_*` callbacks that `sapi.c`
-//! calls find it.
+//! or 403 itself as php-fpm does, or runs it in PHP (`sapi.c`). In worker mode (`[php]
+//! worker`), every request goes to the booted worker script instead (`worker.c`), with
+//! the params rewritten as classic mode rewrites them. While PHP runs, the connection sits
+//! in `CURRENT`, where the `drover_php_rs_*` callbacks that `sapi.c` calls find it.
 //!
 //! The callbacks only move bytes and return a status, and never panic: PHP's errors are
 //! longjmps, handled in C, which must never cross a Rust frame.
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, CString, c_char, c_int};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,13 +53,21 @@ pub struct Php {
     /// 404, 403 or 500; for the pool's responses by class.
     status: Option<u16>,
     arena: Arena,
+    /// Worker mode: the worker script, booted by [`Handler::start`].
+    worker: Option<WorkerScript>,
+}
+
+/// A worker-mode worker's script.
+struct WorkerScript {
+    file: CString,
 }
 
 impl Php {
     /// A worker's handler; `limit_extensions` empty: any file. PHP's settings that decide
     /// the script (`cgi.fix_pathinfo`, `cgi.discard_path`, `doc_root`, `fastcgi.logging`)
     /// are read now, as php.ini, `[php.ini]` and `[php.admin_ini]` left them.
-    pub fn new(limit_extensions: Vec<String>) -> Php {
+    /// `worker`: worker mode's script (`[php] worker`), which [`Handler::start`] boots.
+    pub fn new(limit_extensions: Vec<String>, worker: Option<&std::path::Path>) -> Php {
         let mut read = ffi::PathSettings {
             fix_pathinfo: 1,
             discard_path: 0,
@@ -84,8 +93,121 @@ impl Php {
             memory: None,
             status: None,
             arena: Arena::default(),
+            worker: worker.map(|file| WorkerScript {
+                // A path from the command line holds no NUL byte.
+                file: CString::new(file.as_os_str().as_bytes()).unwrap_or_default(),
+            }),
         }
     }
+
+    /// The worker's exit code once its loop is over (`code`: the loop's): in worker mode,
+    /// the script is told to stop (`frankenphp_handle_request()` returns false) and runs
+    /// to its end, and a script that ended in a fatal error exits 255, as PHP's CLI does.
+    pub fn finish(&mut self, code: i32) -> i32 {
+        if self.worker.is_none() {
+            return code;
+        }
+        // SAFETY: no request runs; the script, if it still waits, is resumed to its end.
+        let status = unsafe { ffi::drover_php_worker_stop() };
+        if code != 0 { code } else { status }
+    }
+
+    /// Worker mode: runs the worker script up to its first `frankenphp_handle_request()`.
+    fn boot(&mut self) -> Result<(), i32> {
+        let Some(worker) = &self.worker else {
+            return Ok(());
+        };
+        let file = worker.file.as_bytes().to_vec();
+        let dir = match file.iter().rposition(|&b| b == b'/') {
+            Some(0) => b"/".to_vec(),
+            Some(at) => file[..at].to_vec(),
+            None => b".".to_vec(),
+        };
+        let name = match file.iter().rposition(|&b| b == b'/') {
+            Some(at) => file[at..].to_vec(),
+            None => [b"/".as_slice(), &file].concat(),
+        };
+        // The boot's $_SERVER: the process's environment and the script's own names, as
+        // FrankenPHP gives a worker script (Symfony Runtime reads SCRIPT_FILENAME).
+        let a = &mut self.arena;
+        a.clear();
+        for (param, value) in [
+            (b"SCRIPT_FILENAME".as_slice(), file.as_slice()),
+            (b"SCRIPT_NAME", &name),
+            (b"PHP_SELF", &name),
+            (b"DOCUMENT_ROOT", &dir),
+        ] {
+            let pair = [a.push(param), a.push(value)];
+            a.params.push(pair);
+        }
+        let script = a.keep(Some(&file));
+        let base = a.bytes.as_ptr().cast::<c_char>();
+        let params: Vec<ffi::Param> = a
+            .params
+            .iter()
+            .map(|[(name, name_len), (value, value_len)]| ffi::Param {
+                name: base.wrapping_add(*name),
+                name_len: *name_len,
+                value: base.wrapping_add(*value),
+                value_len: *value_len,
+            })
+            .collect();
+        let null = std::ptr::null();
+        let boot = ffi::Request {
+            params: params.as_ptr(),
+            params_len: params.len(),
+            method: null,
+            query: null,
+            request_uri: null,
+            content_type: null,
+            content_length: 0,
+            cookie: null,
+            authorization: null,
+            protocol: null,
+            script_filename: a.ptr(script),
+            php_self: null,
+            php_value: null,
+            php_admin_value: null,
+        };
+        let booted = with_sigterm_blocked(|| {
+            // SAFETY: `boot` and `file` point into buffers that outlive the call; the C
+            // side keeps `file` for the script's life (it is in `self.worker`, never
+            // changed) and `boot` only for the boot, which ends before the call returns.
+            unsafe { ffi::drover_php_worker_boot(worker.file.as_ptr(), &boot, now()) }
+        });
+        if booted == 0 {
+            return Ok(());
+        }
+        // SAFETY: the script has ended; this only reads its exit status.
+        let status = unsafe { ffi::drover_php_worker_stop() };
+        let _ = writeln!(
+            std::io::stderr(),
+            "the worker script {} ended before its first request (exit status {status}): it must \
+             boot, then call frankenphp_handle_request() in a loop",
+            worker.file.to_string_lossy()
+        );
+        Err(i32::from(drover_proto::zygote::EXIT_APP_LOAD))
+    }
+}
+
+/// Runs `f` with SIGTERM blocked: a retire asked meanwhile waits until PHP is done (delivered
+/// during a script, it would cut a sleep() or a blocking read short); it is taken when the
+/// mask is restored.
+fn with_sigterm_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let mut term = SigSet::empty();
+    term.add(Signal::SIGTERM);
+    let mut before = SigSet::empty();
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut before));
+    let value = f();
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+    value
+}
+
+/// Now, in seconds since the epoch: SAPI's request time.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl Handler for Php {
@@ -105,7 +227,7 @@ impl Handler for Php {
                 "no stack thread: a slowlog stack will interrupt the script's waits"
             );
         }
-        Ok(())
+        self.boot()
     }
 
     /// The script as php-fpm's status and access log show it: the file that runs, without
@@ -128,6 +250,23 @@ impl Handler for Php {
         self.status = None;
         let decided = self.decided.borrow_mut().take();
         let target = decided.unwrap_or_else(|| self.resolve(&request.params));
+        if self.worker.is_some() {
+            // Every request goes to the worker script, with the params as classic mode
+            // would have rewritten them for the script the web server names.
+            let found = match target {
+                Target::Script(found) => found,
+                _ => script::Script {
+                    filename: (request.params.get("SCRIPT_FILENAME"))
+                        .unwrap_or_default()
+                        .to_vec(),
+                    changes: script::Changes::default(),
+                    php_self: (request.params.get("SCRIPT_NAME"))
+                        .unwrap_or_default()
+                        .to_vec(),
+                },
+            };
+            return self.run(conn, &request, &found);
+        }
         match target {
             Target::Script(found) => self.run(conn, &request, &found),
             Target::NoInput { filename } => {
@@ -374,31 +513,35 @@ impl Php {
                 keep: false,
             });
         });
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        // SIGTERM (retire) waits until the script is done: delivered during it, it would
-        // cut a sleep() or a blocking read short. It is taken when the mask is restored.
-        let mut term = SigSet::empty();
-        term.add(Signal::SIGTERM);
-        let mut before = SigSet::empty();
-        let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&term), Some(&mut before));
-        // SAFETY: every pointer in `req` points into the arena, which is not changed until
-        // the call returns; the C side keeps none of them after it returns.
-        let status = unsafe { ffi::drover_php_run(&req, now) };
-        // SAFETY: reads a value drover_php_run left; no request runs.
-        let peak = unsafe { ffi::drover_php_peak_memory() };
-        self.memory = u64::try_from(peak).ok().filter(|&bytes| bytes > 0);
-        // -1: PHP could not start the request, and `end` answers 500.
-        self.status = if status < 0 {
-            Some(500)
-        } else {
-            u16::try_from(status).ok()
-        };
-        let outcome = end(conn, status);
-        // A SIGTERM that came meanwhile is taken now, once the response is complete.
-        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
-        outcome
+        let worker = self.worker.is_some();
+        with_sigterm_blocked(|| {
+            // SAFETY: every pointer in `req` points into the arena, which is not changed
+            // until the call returns; the C side keeps none of them after it returns (in
+            // worker mode, the script's request is over when the call returns).
+            let status = unsafe {
+                if worker {
+                    ffi::drover_php_worker_handle(&req, now())
+                } else {
+                    ffi::drover_php_run(&req, now())
+                }
+            };
+            // SAFETY: reads a value the request left; no request runs.
+            let peak = unsafe { ffi::drover_php_peak_memory() };
+            self.memory = u64::try_from(peak).ok().filter(|&bytes| bytes > 0);
+            // -1: PHP could not start the request, and `end` answers 500.
+            self.status = if status < 0 {
+                Some(500)
+            } else {
+                u16::try_from(status).ok()
+            };
+            // SAFETY: reads worker.c's state; no request runs.
+            if worker && unsafe { ffi::drover_php_worker_ended() } != 0 {
+                // A fatal error, exit() or the script's own end: this worker takes no
+                // further request, and the zygote forks a fresh one.
+                drover_worker::ledger::retire();
+            }
+            end(conn, status)
+        })
     }
 }
 

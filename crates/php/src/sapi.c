@@ -39,37 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One FastCGI param, name and value NUL-terminated (Rust keeps them until the request
- * ends). */
-struct drover_param {
-	const char *name;
-	size_t name_len;
-	const char *value;
-	size_t value_len;
-};
-
-/* What a request gives PHP; every string is NUL-terminated, NULL when absent. */
-struct drover_request {
-	const struct drover_param *params;
-	size_t params_len;
-	const char *method;
-	const char *query;
-	const char *request_uri;
-	const char *content_type;
-	long long content_length;
-	const char *cookie;
-	const char *authorization;
-	const char *protocol;
-	/* The file to run, and PHP_SELF, as drover computed them (crates/php/src/script.rs:
-	 * cgi.fix_pathinfo, proxy:fcgi://). The params already hold SCRIPT_FILENAME,
-	 * SCRIPT_NAME, PATH_INFO, PATH_TRANSLATED and the ORIG_* copies as php-fpm rewrites
-	 * them (with cgi.fix_pathinfo = 0, the file to run may be PATH_TRANSLATED while
-	 * $_SERVER['SCRIPT_FILENAME'] stays what was sent). */
-	const char *script_filename;
-	const char *php_self;
-	const char *php_value;
-	const char *php_admin_value;
-};
+#include "sapi.h"
 
 /* Exported by Rust (crates/php/src/request.rs). Each returns 0 on success, -1 when the
  * client is gone. */
@@ -98,8 +68,21 @@ static int drover_startup(sapi_module_struct *module)
 	return php_module_startup(module, &drover_cgi_module);
 }
 
+/* Output with no request open goes to drover's log (see drover_sapi_output_to_log). */
+static int output_to_log;
+
+void drover_sapi_output_to_log(int on)
+{
+	output_to_log = on;
+}
+
 static size_t drover_ub_write(const char *str, size_t len)
 {
+	if (output_to_log) {
+		ssize_t ignored = write(2, str, len);
+		(void) ignored;
+		return len;
+	}
 	if (finished) {
 		/* php-fpm ends the script here unless ignore_user_abort is on; drover drops the
 		 * output, which is what code that calls fastcgi_finish_request() expects. */
@@ -207,7 +190,7 @@ static int drover_send_headers(sapi_headers_struct *headers)
 	sapi_header_struct *h;
 	int status_sent;
 
-	if (finished || !current) {
+	if (finished || !current || output_to_log) {
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
 	int not_modified = status_line(headers, &out, &status_sent) == 304;
@@ -485,16 +468,23 @@ ZEND_END_ARG_INFO()
 ZEND_FUNCTION(fastcgi_finish_request)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
-	if (finished || !current) {
+	if (finished || !current || output_to_log) {
 		RETURN_FALSE;
 	}
+	RETURN_BOOL(drover_sapi_finish() == 0);
+}
+
+int drover_sapi_finished(void)
+{
+	return finished;
+}
+
+int drover_sapi_finish(void)
+{
 	php_output_end_all();
 	php_header();
 	finished = 1;
-	if (drover_php_rs_finish() != 0) {
-		RETURN_FALSE;
-	}
-	RETURN_TRUE;
+	return drover_php_rs_finish();
 }
 
 /* The request's headers, from the HTTP_* params (HTTP_X_FORWARDED_FOR is X-Forwarded-For)
@@ -543,10 +533,20 @@ ZEND_FUNCTION(getallheaders)
 	}
 }
 
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_handle_request, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, callback, IS_CALLABLE, 0)
+ZEND_END_ARG_INFO()
+
+/* FrankenPHP's names too (frankenphp_finish_request, frankenphp_request_headers), so that
+ * scripts written for its worker mode run unchanged. */
 static const zend_function_entry drover_functions[] = {
 	ZEND_FE(fastcgi_finish_request, arginfo_fastcgi_finish_request)
+	ZEND_FALIAS(frankenphp_finish_request, fastcgi_finish_request, arginfo_fastcgi_finish_request)
 	ZEND_FE(getallheaders, arginfo_getallheaders)
 	ZEND_FALIAS(apache_request_headers, getallheaders, arginfo_getallheaders)
+	ZEND_FALIAS(frankenphp_request_headers, getallheaders, arginfo_getallheaders)
+	ZEND_FE(frankenphp_handle_request, arginfo_handle_request)
+	ZEND_FALIAS(drover_handle_request, frankenphp_handle_request, arginfo_handle_request)
 	ZEND_FE_END
 };
 
@@ -744,11 +744,8 @@ static void apply_ini(const char *lines, int admin)
 	efree(copy);
 }
 
-/* Runs one request's script. Returns the HTTP status PHP answered with, or -1 when PHP
- * could not start the request. */
-int drover_php_run(const struct drover_request *req, double now)
+void drover_sapi_begin(const struct drover_request *req, double now)
 {
-	int status;
 	current = req;
 	finished = 0;
 	request_peak = 0;
@@ -765,16 +762,34 @@ int drover_php_run(const struct drover_request *req, double now)
 		req->protocol && strcmp(req->protocol, "HTTP/1.0") == 0 ? 1000 : 1001;
 	SG(sapi_headers).http_response_code = 200;
 	php_handle_auth_data(req->authorization);
+	/* Before the request starts, as php-fpm: what PHP reads while it starts the request
+	 * (post_max_size, upload_max_filesize, max_input_vars, enable_post_data_reading,
+	 * output_buffering, variables_order) takes them. PHP records each change, and
+	 * php_request_shutdown() (worker mode: the request's end) undoes them. */
+	apply_ini(req->php_value, 0);
+	apply_ini(req->php_admin_value, 1);
+}
 
+void drover_sapi_end(void)
+{
+	SG(server_context) = NULL;
+	SG(request_info).request_method = NULL;
+	SG(request_info).query_string = NULL;
+	SG(request_info).request_uri = NULL;
+	SG(request_info).content_type = NULL;
+	SG(request_info).path_translated = NULL;
+	current = NULL;
+}
+
+/* Runs one request's script. Returns the HTTP status PHP answered with, or -1 when PHP
+ * could not start the request. */
+int drover_php_run(const struct drover_request *req, double now)
+{
+	int status;
 	/* volatile: read after a bailout's longjmp. */
 	volatile int started = 0;
 	zend_first_try {
-		/* Before the request starts, as php-fpm: what PHP reads while it starts the
-		 * request (post_max_size, upload_max_filesize, max_input_vars,
-		 * enable_post_data_reading, output_buffering, variables_order) takes them. PHP
-		 * records each change, and php_request_shutdown() undoes them. */
-		apply_ini(req->php_value, 0);
-		apply_ini(req->php_admin_value, 1);
+		drover_sapi_begin(req, now);
 		if (php_request_startup() == SUCCESS) {
 			started = 1;
 			zend_file_handle file;
@@ -793,13 +808,7 @@ int drover_php_run(const struct drover_request *req, double now)
 		 * does not inherit it. */
 		zend_ini_deactivate();
 	}
-	SG(server_context) = NULL;
-	SG(request_info).request_method = NULL;
-	SG(request_info).query_string = NULL;
-	SG(request_info).request_uri = NULL;
-	SG(request_info).content_type = NULL;
-	SG(request_info).path_translated = NULL;
-	current = NULL;
+	drover_sapi_end();
 	return status;
 }
 

@@ -19,6 +19,8 @@ use super::script;
 
 struct Forker {
     limit_extensions: Vec<String>,
+    /// Worker mode's script (`[php] worker`).
+    worker: Option<std::path::PathBuf>,
 }
 
 impl Runtime for Forker {
@@ -33,8 +35,9 @@ impl Runtime for Forker {
         match unsafe { libc::fork() } {
             -1 => Err(nix::Error::last()),
             0 => zygote::become_worker(mask, || {
-                let mut php = Php::new(self.limit_extensions.clone());
-                serve::run(&mut php, config, board)
+                let mut php = Php::new(self.limit_extensions.clone(), self.worker.as_deref());
+                let code = serve::run(&mut php, config, board);
+                php.finish(code)
             }),
             pid => Ok(Pid::from_raw(pid)),
         }
@@ -53,6 +56,12 @@ pub fn run(args: PhpArgs) -> u8 {
     // from its own (zend_signal); one recorded as the default action would end a worker
     // that SIGTERM asks to retire, mid-response.
     serve::install_signals();
+    if args.worker.is_some() {
+        // What a script written for FrankenPHP's worker mode looks for (Symfony Runtime's
+        // FrankenPHP runner among them), in $_SERVER, $_ENV and getenv().
+        // SAFETY: the zygote runs no other thread yet.
+        unsafe { std::env::set_var("FRANKENPHP_WORKER", "1") };
+    }
     // SAFETY: installs a signal handler; PHP is not started yet.
     unsafe { ffi::drover_php_install_stack_dump() };
     if let Err(why) = start(&args) {
@@ -61,6 +70,7 @@ pub fn run(args: PhpArgs) -> u8 {
     }
     let mut forker = Forker {
         limit_extensions: script::parse_extensions(&args.limit_extensions),
+        worker: args.worker.clone(),
     };
     zygote::serve(&mut forker, &args.zygote, "php", mask)
 }

@@ -207,6 +207,10 @@ pub struct PhpArgs {
     /// php-fpm writes them; empty: any file.
     #[arg(long, default_value = ".php")]
     pub limit_extensions: String,
+    /// `[php] worker`: worker mode's script, which each worker runs once and which handles
+    /// every request through `frankenphp_handle_request()`.
+    #[arg(long)]
+    pub worker: Option<PathBuf>,
 }
 
 /// The start of a report line, a character no app writes to stderr by accident.

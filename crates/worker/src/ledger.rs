@@ -1,7 +1,8 @@
 //! A worker's books, one per worker process, kept the same way by every loop that serves
 //! requests: the blocking loop ([`crate::serve`]), a worker's threads ([`crate::threads`]),
-//! the ASGI event loop (`drover-python`), and any caller that takes requests itself (PHP
-//! worker mode's `frankenphp_handle_request()`). Each request is begun from its params
+//! the ASGI event loop (`drover-python`), and any caller that takes requests itself. (PHP
+//! worker mode is the blocking loop's: it switches to the worker script inside
+//! `Handler::handle`.) Each request is begun from its params
 //! ([`Ledger::begin`], which gives a [`Ticket`]) and ended with its status
 //! ([`Ledger::end`], which takes the ticket back). The ledger owns what a request leaves:
 //!

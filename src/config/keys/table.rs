@@ -572,6 +572,22 @@ pub const KEYS: &[Key] = &[
         "php-fpm's `security.limit_extensions`: the suffixes of the scripts PHP runs; `[]`: \
          any file. Another list needs drover-php.",
     ),
+    refused(
+        key(
+            "worker",
+            PHP,
+            Path,
+            Unset,
+            "Worker mode: the script each worker runs once; it boots the app, then handles \
+             every request of the pool through `frankenphp_handle_request()` \
+             (docs/php-worker-mode.md).",
+        ),
+        &[(
+            Runtimes::CGI,
+            "worker mode needs drover-php (runtime = \"embed\"): php-cgi runs one script per \
+             request and cannot keep an app booted between them",
+        )],
+    ),
     key(
         "ini",
         PHP,

@@ -22,6 +22,7 @@ fn a_php_pool_runs_drover_php_by_default_where_it_can_run_php() {
     let embed = PhpRuntime::Embed {
         admin_ini: Default::default(),
         limit_extensions: vec![".php".into()],
+        worker: None,
     };
     assert_eq!(php.runtime, embed);
 
@@ -76,6 +77,7 @@ opcache.validate_timestamps = false
     let PhpRuntime::Embed {
         admin_ini,
         limit_extensions,
+        ..
     } = &php.runtime
     else {
         panic!("embed: {:?}", php.runtime)
@@ -417,4 +419,47 @@ fn status_and_ping_paths_are_drover_php_s_and_the_status_needs_status_listen() {
         "ping_path",
         "drover's own workers answer it",
     );
+}
+
+#[test]
+fn worker_mode_takes_an_existing_script_on_drover_php_only() {
+    assume(USABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.php");
+    std::fs::write(&script, "<?php").unwrap();
+    let php = format!("[php]\nworker = {script:?}\n");
+    let (_dir, config) = loaded(&[("www", &with_php(&php))]);
+    let Runtime::Php(php) = &config.pools[0].runtime else {
+        panic!("php")
+    };
+    let PhpRuntime::Embed {
+        admin_ini,
+        limit_extensions,
+        worker,
+    } = &php.runtime
+    else {
+        panic!("embed: {:?}", php.runtime)
+    };
+    assert_eq!(worker.as_deref(), Some(script.as_path()));
+    let (_, args, _) = crate::runtime::php::embed::plan(
+        &config.pools[0],
+        php,
+        admin_ini,
+        limit_extensions,
+        worker.as_deref(),
+    );
+    let at = args.iter().position(|a| a == "--worker").expect("--worker");
+    assert_eq!(args[at + 1], script.as_os_str());
+
+    let e = only_error(&with_php("[php]\nworker = \"/nonexistent/worker.php\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "php.worker",
+        "/nonexistent/worker.php",
+    );
+    let cgi = format!("[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\nworker = {script:?}\n");
+    let e = only_error(&with_php(&cgi));
+    assert_at(&e, "pools.d/www.toml", 10, "php.worker", "needs drover-php");
 }

@@ -39,12 +39,13 @@ pub fn program() -> PathBuf {
 
 /// The master's plan for an embedded-PHP pool: one zygote, with every zygote's flags
 /// ([`zygote::args`]) and `PhpArgs`' own: `--ini-file`, `--ini` and `--admin-ini` (one per
-/// value), `--limit-extensions` (space-separated, empty for any file).
+/// value), `--limit-extensions` (space-separated, empty for any file), `--worker FILE`.
 pub fn plan(
     pool: &Pool,
     php: &Php,
     admin_ini: &BTreeMap<String, String>,
     limit_extensions: &[String],
+    worker: Option<&Path>,
 ) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
     let mut args = zygote::args(pool);
     if let Some(path) = &php.ini_file {
@@ -59,6 +60,10 @@ pub fn plan(
     }
     args.push("--limit-extensions".into());
     args.push(limit_extensions.join(" ").into());
+    if let Some(file) = worker {
+        args.push("--worker".into());
+        args.push(file.into());
+    }
     // Checked by drover-php's workers on every accept, as drover-python's.
     let env = allowed_clients_env(pool).into_iter().collect();
     (program(), args, env)

@@ -1,0 +1,151 @@
+<?php
+// The worker-mode test suite's worker script (tests/scenarios/worker): it boots once,
+// then answers by path, each route showing or changing one part of a request's state.
+// $_SERVER['BOOT_LOG'] and ['END_LOG'] (from the pool's [env]) name files that get one
+// line per boot and per end of the script.
+ignore_user_abort(true);
+// A change the boot makes: kept for every request (a request's own changes are undone).
+ini_set('precision', '10');
+if (isset($_SERVER['BOOT_LOG'])) {
+    file_put_contents($_SERVER['BOOT_LOG'], getmypid()."\n", FILE_APPEND);
+}
+if (isset($_SERVER['BOOT_FAILS'])) {
+    throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
+}
+
+$handled = 0;
+$kept = [];
+
+function slow_part(int $ms): void
+{
+    usleep($ms * 1000);
+}
+
+/** CPU time used so far, in ms (what max_execution_time counts on Linux). */
+function cpu_ms(): float
+{
+    $u = getrusage();
+    return ($u['ru_utime.tv_sec'] + $u['ru_stime.tv_sec']) * 1000
+        + ($u['ru_utime.tv_usec'] + $u['ru_stime.tv_usec']) / 1000;
+}
+
+/** Burns `$ms` of CPU time. */
+function burn(int $ms): void
+{
+    $until = cpu_ms() + $ms;
+    $x = 0;
+    while (cpu_ms() < $until) {
+        $x++;
+    }
+}
+
+$handler = static function () use (&$handled, &$kept): void {
+    $handled++;
+    $route = parse_url($_SERVER['REQUEST_URI'] ?? '/', PHP_URL_PATH);
+    switch ($route) {
+        case '/state.php':
+            $server = [];
+            foreach (['HTTP_X_CLIENT', 'REQUEST_METHOD', 'SCRIPT_FILENAME', 'SCRIPT_NAME',
+                      'PATH_INFO', 'PHP_SELF', 'QUERY_STRING', 'FRANKENPHP_WORKER'] as $key) {
+                $server[$key] = $_SERVER[$key] ?? null;
+            }
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'handled' => $handled,
+                'get' => $_GET,
+                'post' => $_POST,
+                'cookie' => $_COOKIE,
+                'request' => $_REQUEST,
+                'files' => array_keys($_FILES),
+                'input' => file_get_contents('php://input'),
+                'server' => $server,
+                'env_client' => $_ENV['HTTP_X_CLIENT'] ?? null,
+                'headers' => headers_list(),
+                'ob_level' => ob_get_level(),
+                'status' => http_response_code(),
+                'session_status' => session_status(),
+                'session_set' => isset($_SESSION),
+                'precision' => ini_get('precision'),
+                'max_execution_time' => ini_get('max_execution_time'),
+                'memory_limit' => ini_get('memory_limit'),
+            ]);
+            return;
+        case '/dirty.php':
+            // Everything a request may leave behind.
+            header('X-Dirty: yes');
+            setcookie('dirty', '1');
+            http_response_code(418);
+            ini_set('precision', '3');
+            ini_set('memory_limit', '77M');
+            set_time_limit(99);
+            $_SESSION = ['leaked' => true];
+            ob_start();
+            ob_start();
+            echo 'dirty';
+            return;
+        case '/upload.php':
+            $out = [];
+            foreach ($_FILES as $name => $file) {
+                $out[$name] = ['tmp_name' => $file['tmp_name'], 'exists' => is_file($file['tmp_name']),
+                               'size' => $file['size']];
+            }
+            header('Content-Type: application/json');
+            echo json_encode($out);
+            return;
+        case '/exists.php':
+            echo file_exists($_GET['path'] ?? '') ? 'yes' : 'no';
+            return;
+        case '/session.php':
+            session_start();
+            if (isset($_GET['user'])) {
+                $_SESSION['user'] = $_GET['user'];
+            }
+            $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1;
+            header('Content-Type: application/json');
+            echo json_encode(['id' => session_id(), 'user' => $_SESSION['user'] ?? null, 'n' => $_SESSION['n']]);
+            return;
+        case '/throw.php':
+            echo 'before the exception';
+            throw new RuntimeException('boom from the handler');
+        case '/fatal.php':
+            echo 'before the fatal error';
+            undefined_function_of_the_test();
+            return;
+        case '/exit.php':
+            echo 'said goodbye';
+            exit(3);
+        case '/segv.php':
+            posix_kill(getmypid(), 11);
+            usleep(500000);
+            echo 'not killed';
+            return;
+        case '/busy.php':
+            burn((int) ($_GET['ms'] ?? 100));
+            echo 'burned '.($_GET['ms'] ?? 100).' ms';
+            return;
+        case '/slow.php':
+            slow_part((int) ($_GET['ms'] ?? 1000));
+            echo 'slept';
+            return;
+        case '/leak.php':
+            $kept[] = str_repeat('x', (int) ($_GET['mb'] ?? 1) << 20);
+            echo 'kept '.count($kept).' chunks';
+            return;
+        case '/finish.php':
+            echo 'answered';
+            fastcgi_finish_request();
+            usleep(1500000);
+            file_put_contents($_GET['marker'], 'after');
+            return;
+        default:
+            echo "handled=$handled pid=".getmypid();
+    }
+};
+
+while (frankenphp_handle_request($handler)) {
+    gc_collect_cycles();
+}
+if (isset($_SERVER['END_LOG'])) {
+    file_put_contents($_SERVER['END_LOG'], getmypid()." handled $handled\n", FILE_APPEND);
+}

@@ -1,0 +1,141 @@
+//! A fault in worker mode costs one request: the request is answered as classic mode
+//! answers it, and a fresh worker boots the script again.
+
+use super::{lines, logs_env, pool};
+use crate::common::{Drover, Site, Stack, TIMEOUT, check_config, http, proc};
+
+/// An uncaught exception and a fatal error each answer 500 with what the handler wrote,
+/// end the worker (code 255, as PHP's CLI after a fatal error), and the next request is
+/// served by a freshly booted worker.
+#[test]
+fn an_exception_or_a_fatal_error_costs_one_request_and_a_fresh_worker_boots() {
+    let site = Site::new();
+    let env = logs_env(&site);
+    let stack = Stack::start(site, pool(1).env(&env));
+    let first = http::get(&stack.url("/index.php"));
+
+    let thrown = http::get(&stack.url("/throw.php"));
+    let next = http::get(&stack.url("/index.php"));
+    let fatal = http::get(&stack.url("/fatal.php"));
+    let last = http::get(&stack.url("/index.php"));
+
+    assert_eq!(thrown.status, 500, "{thrown:?}");
+    assert_eq!(thrown.body, "before the exception");
+    assert_eq!(fatal.status, 500, "{fatal:?}");
+    assert_eq!(fatal.body, "before the fatal error");
+    let log = &stack.drover.log;
+    log.wait_for_line("Uncaught RuntimeException: boom from the handler", TIMEOUT);
+    log.wait_for_line(
+        "Call to undefined function undefined_function_of_the_test()",
+        TIMEOUT,
+    );
+    log.wait_for_line("exited with code 255", TIMEOUT);
+    for reply in [&first, &next, &last] {
+        assert!(
+            reply.body.starts_with("handled=1 "),
+            "a fresh script: {reply:?}"
+        );
+    }
+    assert_ne!(
+        first.body, next.body,
+        "the worker after the exception is a new one"
+    );
+    assert_ne!(
+        next.body, last.body,
+        "the worker after the fatal error is a new one"
+    );
+    proc::wait_until(TIMEOUT, "three boots", || {
+        (lines(&stack.site, "boots.log").len() == 3).then_some(())
+    });
+    // The abandoned scripts never reached the end of their loop.
+    assert!(lines(&stack.site, "ends.log").is_empty());
+}
+
+/// `exit()` in a handler delivers what was written, then the script ends (the worker
+/// exits with exit()'s code) and a fresh one boots.
+#[test]
+fn exit_delivers_its_output_and_restarts_the_script() {
+    let stack = Stack::start(Site::new(), pool(1));
+    let first = http::get(&stack.url("/index.php"));
+    let exited = http::get(&stack.url("/exit.php"));
+    let next = http::get(&stack.url("/index.php"));
+
+    assert_eq!(exited.status, 200, "{exited:?}");
+    assert_eq!(exited.body, "said goodbye");
+    stack
+        .drover
+        .log
+        .wait_for_line("exited with code 3", TIMEOUT);
+    assert!(next.body.starts_with("handled=1 "), "{next:?}");
+    assert_ne!(first.body, next.body);
+}
+
+/// A segfault costs the request it happened in (nginx answers 502); the pool serves on.
+#[test]
+fn a_segfault_costs_one_request() {
+    let stack = Stack::start(Site::new(), pool(2));
+    let crashed = http::get(&stack.url("/segv.php"));
+    assert_eq!(crashed.status, 502, "{crashed:?}");
+    stack.drover.log.wait_for_line("SIGSEGV", TIMEOUT);
+    for _ in 0..6 {
+        assert_eq!(http::get(&stack.url("/index.php")).status, 200);
+    }
+}
+
+/// A worker script that throws while it boots stops the pool with its error, as a Python
+/// app that cannot be imported does, and `drover -t` does not hide a missing script.
+#[test]
+fn a_script_that_cannot_boot_stops_the_pool_with_its_error() {
+    let site = Site::new();
+    site.script("hello.php", "<?php echo 'classic serves';");
+    let broken = pool(2).env("BOOT_FAILS = \"no database\"\n");
+    let classic = crate::embed::Embed::new("ok", 1);
+    let drover = Drover::start(&site, &[&broken, &classic]);
+    let log = &drover.log;
+    log.wait_for_line("the app cannot boot: no database", TIMEOUT);
+    log.wait_for_line("ended before its first request", TIMEOUT);
+    log.wait_for_line(
+        "pool www: the app failed to load (traceback above); the pool is stopped until a reload",
+        TIMEOUT,
+    );
+    // The other pool serves on.
+    let nginx = crate::common::Nginx::start(&site, &site.socket("ok"));
+    let reply = http::get(&nginx.url("/hello.php"));
+    assert_eq!((reply.status, reply.body.as_str()), (200, "classic serves"));
+    assert!(proc::is_running(drover.pid()));
+
+    let missing = crate::embed::Embed::new("www", 1).php("worker = \"no/such/worker.php\"\n");
+    site.write(
+        "pools.d/www.toml",
+        &crate::common::PoolFile::toml(&missing, &site),
+    );
+    let checked = check_config(&site);
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success());
+    assert!(
+        said.contains("worker") && said.contains("no/such/worker.php"),
+        "{said}"
+    );
+}
+
+/// Worker mode needs drover-php: on php-cgi the key is refused at load, with the reason.
+#[test]
+fn worker_mode_is_refused_on_php_cgi() {
+    let site = Site::new();
+    let pool = crate::common::pool_toml(
+        &site.socket("www"),
+        &format!(
+            "[pm]\nmode = \"static\"\nmax_children = 1\n[php]\nruntime = \"cgi\"\nworker = {:?}\n",
+            super::worker_script()
+        ),
+    );
+    site.write("drover.toml", "error_log = \"stderr\"\n");
+    site.write("pools.d/www.toml", &pool);
+    let checked = check_config(&site);
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success(), "{said}");
+    assert!(
+        said.contains("www.toml") && said.contains("worker") && said.contains("drover-php"),
+        "{said}"
+    );
+}
