@@ -20,11 +20,15 @@ The workloads:
   --workers. drover runs it twice, on its own SAPI ("drover-php", `runtime = "embed"`)
   and on php-cgi ("drover-cgi", `runtime = "cgi"`), beside php-fpm and php-cgi under
   spawn-fcgi; the ratios are drover-php's.
-- php-symfony: the same pools serving a Symfony 5.4 micro-kernel app (Debian's
-  php-symfony-framework-bundle, installed when missing; the container compiled into
-  var/cache by the first request, before the warm-up), its route /hello/{name}: the
-  autoloader, the kernel, the router, the controller and Response::send(), which calls
-  fastcgi_finish_request().
+- php-symfony: the same pools serving a Symfony 5.4 micro-kernel app (the test suite's,
+  tests/apps/symfony, on Debian's php-symfony-framework-bundle and twig bundle, installed
+  when missing; the container compiled into var/cache by the first request, before the
+  warm-up), its route /hello/{name}: the autoloader, the kernel, the router, the
+  controller and Response::send(), which calls fastcgi_finish_request().
+- php-symfony-worker, php-twig-worker: the same app's /hello/{name} and its Twig page
+  (/page), served by drover in PHP worker mode (`[php] worker`: the kernel booted once per
+  worker, tests/apps/symfony/public/worker.php) beside drover-php and php-fpm in classic
+  mode (a kernel per request).
 - php-wordpress: the same pools serving Debian's WordPress 6.1 on a MariaDB server of the
   run's own (wordpress.py; the packages installed when missing), its front page as an
   anonymous visitor sees it: the default theme, the first post, the queries.
@@ -97,63 +101,18 @@ echo json_encode($items);
 """,
 }
 
-# php-symfony's app: a micro kernel with one route, on Debian's Symfony packages.
-SYMFONY_AUTOLOAD = "/usr/share/php/Symfony/Bundle/FrameworkBundle/autoload.php"
-SYMFONY = {
-    "symfony/src/Kernel.php": """<?php
-namespace App;
+# php-symfony's app, and the worker-mode workloads': the test suite's Symfony 5.4 micro
+# kernel on Debian's packages (tests/apps/symfony), copied into www/symfony.
+SYMFONY_AUTOLOAD = "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php"
+SYMFONY_APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "apps", "symfony")
+SYMFONY_FRONT = "symfony/public/index.php"
+SYMFONY_WORKER = "symfony/public/worker.php"
 
-use Symfony\\Bundle\\FrameworkBundle\\FrameworkBundle;
-use Symfony\\Bundle\\FrameworkBundle\\Kernel\\MicroKernelTrait;
-use Symfony\\Component\\DependencyInjection\\Loader\\Configurator\\ContainerConfigurator;
-use Symfony\\Component\\HttpFoundation\\Response;
-use Symfony\\Component\\HttpKernel\\Kernel as BaseKernel;
-use Symfony\\Component\\Routing\\Loader\\Configurator\\RoutingConfigurator;
-
-final class Kernel extends BaseKernel
-{
-    use MicroKernelTrait;
-
-    public function registerBundles(): iterable
-    {
-        return [new FrameworkBundle()];
-    }
-
-    public function getProjectDir(): string
-    {
-        return \\dirname(__DIR__);
-    }
-
-    protected function configureContainer(ContainerConfigurator $c): void
-    {
-        $c->extension('framework', ['secret' => 'bench', 'router' => ['utf8' => true], 'http_method_override' => false]);
-        $c->services()->set(self::class)->public()->autowire();
-    }
-
-    protected function configureRoutes(RoutingConfigurator $routes): void
-    {
-        $routes->add('hello', '/hello/{name}')->controller([$this, 'hello'])->defaults(['name' => 'world']);
-    }
-
-    public function hello(string $name): Response
-    {
-        return new Response('Hello '.htmlspecialchars($name).'!');
-    }
-}
-""",
-    "symfony/public/index.php": f"""<?php
-require_once '{SYMFONY_AUTOLOAD}';
-require_once dirname(__DIR__).'/src/Kernel.php';
-
-$kernel = new App\\Kernel('prod', false);
-$request = Symfony\\Component\\HttpFoundation\\Request::createFromGlobals();
-$response = $kernel->handle($request);
-$response->send();
-$kernel->terminate($request, $response);
-""",
-}
-
-THROUGHPUT = ("php", "php-medium", "php-symfony", "php-wordpress", "wsgi", "flask") + python_peers.WORKLOADS
+# PHP worker mode (issue 20): the Symfony app's hello route and its Twig page, drover in
+# worker mode beside drover-php classic and php-fpm classic.
+WORKER_THROUGHPUT = ("php-symfony-worker", "php-twig-worker")
+THROUGHPUT = ("php", "php-medium", "php-symfony", "php-wordpress", "wsgi", "flask") + WORKER_THROUGHPUT \
+    + python_peers.WORKLOADS
 PHP_THROUGHPUT = ("php", "php-medium", "php-symfony", "php-wordpress")
 # The real apps: issue 24's target is 1.0x php-fpm on them.
 REAL_APPS = ("php-symfony", "php-wordpress")
@@ -197,6 +156,11 @@ python_path = ["{work}/apps"]
         out.append(Backend("granian (HTTP)", ["granian", "--interface", "wsgi", "--workers", str(workers), "--host",
                                               "127.0.0.1", "--port", str(port), "--no-ws", f"{module}:{attr}"],
                            f"http://127.0.0.1:{port}", cwd=f"{work}/apps", kind="http"))
+    elif workload in WORKER_THROUGHPUT:
+        pm = {"mode": "static", "max_children": workers}
+        out.append(php_pools.worker_backend(work, drover, pm, f"{work}/www/{SYMFONY_WORKER}"))
+        out += [b for b in php_pools.php_backends(work, drover, baseline, pm) if b.name != "drover-cgi"]
+        return out
     elif workload in PHP_THROUGHPUT:
         # drover-php, drover-cgi, the baseline, php-fpm: the same static pool.
         out += php_pools.php_backends(work, drover, baseline, {"mode": "static", "max_children": workers})
@@ -213,8 +177,12 @@ python_path = ["{work}/apps"]
 def run_point(work, backend, workload, connections, duration, log, site=None):
     """Starts nginx (+ the backend), measures start-up, warms up, loads, samples PSS.
     `site`: php-wordpress's WordPress (wordpress.Site)."""
-    path = {"php": "/hello.php", "php-medium": "/medium.php", "php-symfony": "/hello/bench"}.get(workload, "/")
-    front = {"php-symfony": "symfony/public/index.php", "php-wordpress": wordpress.FRONT}.get(workload)
+    path = {"php": "/hello.php", "php-medium": "/medium.php", "php-symfony": "/hello/bench",
+            "php-symfony-worker": "/hello/bench", "php-twig-worker": "/page"}.get(workload, "/")
+    # Worker mode runs its worker script whatever the request names; SCRIPT_FILENAME and
+    # SCRIPT_NAME are the classic front controller's for every backend.
+    front = {"php-symfony": SYMFONY_FRONT, "php-symfony-worker": SYMFONY_FRONT, "php-twig-worker": SYMFONY_FRONT,
+             "php-wordpress": wordpress.FRONT}.get(workload)
     params = site.params if workload == "php-wordpress" else ""
     with behind_nginx(work, backend, log, front, params) as port:
         url = f"http://127.0.0.1:{port}{path}"
@@ -274,8 +242,8 @@ def ensure_tools(workloads):
                                          ("spawn-fcgi", "spawn-fcgi")] if not shutil.which(tool)]
     if not any(shutil.which(f"php-fpm8.{m}") for m in range(9)) and not shutil.which("php-fpm"):
         missing_apt.append("php-fpm")
-    if "php-symfony" in workloads and not os.path.exists(SYMFONY_AUTOLOAD):
-        missing_apt.append("php-symfony-framework-bundle")
+    if any(w in workloads for w in ("php-symfony",) + WORKER_THROUGHPUT) and not os.path.exists(SYMFONY_AUTOLOAD):
+        missing_apt += ["php-symfony-framework-bundle", "php-symfony-twig-bundle", "php-twig"]
     if "php-wordpress" in workloads:
         missing_apt += wordpress.missing()
     if missing_apt and os.geteuid() == 0:
@@ -350,10 +318,7 @@ def main():
         with open(f"{work}/{folder}/{name}", "w") as f:
             f.write(text)
         os.chmod(f"{work}/{folder}/{name}", 0o644)
-    for name, text in SYMFONY.items():
-        os.makedirs(os.path.dirname(f"{work}/www/{name}"), exist_ok=True)
-        with open(f"{work}/www/{name}", "w") as f:
-            f.write(text)
+    shutil.copytree(SYMFONY_APP, f"{work}/www/symfony")
     # Symfony's cache, written by the workers (www-data when this runs as root).
     os.makedirs(f"{work}/www/symfony/var", mode=0o777)
     os.chmod(f"{work}/www/symfony/var", 0o777)
@@ -422,8 +387,10 @@ def table(rows, args):
         return template.format(rps) if rps else "", template.format(pss) if pss else ""
 
     for workload, connections, results in rows:
-        # The row the ratios are of: drover, or drover-php in a PHP point.
-        ours_name = "drover-php" if workload in PHP_THROUGHPUT else "drover"
+        # The row the ratios are of: drover, drover-php in a PHP point, drover's worker mode
+        # in a worker-mode point.
+        ours_name = ("drover worker mode" if workload in WORKER_THROUGHPUT
+                     else "drover-php" if workload in PHP_THROUGHPUT else "drover")
         ours, warm = results.get(ours_name), results.get("drover + warmup")
         ours, warm = (x if isinstance(x, dict) else None for x in (ours, warm))
         for name, r in results.items():
@@ -469,6 +436,20 @@ def targets(rows):
             pss = ours["pss"] / fpm["pss"]
             lines.append(f"- php-pss, {variant}: PSS after the load {pss:.2f}× php-fpm's ({ours['pss']:.1f} against "
                          f"{fpm['pss']:.1f} MiB; target ≤ 1.0×: {met(pss <= 1.0)})")
+    for workload, variant, results in rows:
+        ours, fpm = results.get("drover worker mode"), results.get("php-fpm")
+        if workload not in WORKER_THROUGHPUT or not isinstance(ours, dict) or not isinstance(fpm, dict) \
+                or not fpm["rps"]:
+            continue
+        rps = ours["rps"] / fpm["rps"]
+        line = f"- {workload}, {variant} connections: worker mode's req/s {rps:.2f}× php-fpm's (issue 20: ≥ 3×: {met(rps >= 3)})"
+        if ours.get("cpu_us") and fpm.get("cpu_us"):
+            cpu = ours["cpu_us"] / fpm["cpu_us"]
+            line += f"; CPU per request {cpu:.2f}× (≤ 0.3×: {met(cpu <= 0.3)})"
+        if ours.get("pss") and fpm.get("pss"):
+            pss = ours["pss"] / fpm["pss"]
+            line += f"; PSS {pss:.2f}× (≤ 1.2×: {met(pss <= 1.2)})"
+        lines.append(line)
     if not lines:
         return ""
     return "Against issue 12's targets (drover-php over php-fpm, this run):\n\n" + "\n".join(lines)

@@ -145,15 +145,7 @@ def php_backends(work, drover, baseline, pm):
     `mode` is its `pm`): drover-php, drover-cgi, the baseline drover if any (the pool without
     `runtime`: the baseline's default) and php-fpm."""
     sock = f"{work}/drover.sock"
-    pm_lines = "\n".join(f"{key} = {value}" if isinstance(value, int) else f'{key} = "{value}"'
-                         for key, value in pm.items())
-    pool = f"""listen = "{sock}"
-listen_mode = "0666"
-{'user = "www-data"' if os.geteuid() == 0 else ''}
-[pm]
-{pm_lines}
-[php]
-"""
+    pool = pool_text(sock, pm)
     out = [drover_backend(work, drover, pool + 'runtime = "embed"\n', sock, "drover-php"),
            drover_backend(work, drover, pool + 'runtime = "cgi"\n', sock, "drover-cgi")]
     if baseline:
@@ -176,6 +168,26 @@ listen.mode = 0666
     out.append(Backend("php-fpm", [fpm_bin, "-y", f"{work}/fpm.conf", "-F"] + (["-R"] if os.geteuid() == 0 else []),
                        f"unix:{work}/fpm.sock", ready=r"ready to handle connections"))
     return out
+
+
+def worker_backend(work, drover, pm, script):
+    """drover in PHP worker mode: a static drover-php pool whose workers run `script`."""
+    sock = f"{work}/drover.sock"
+    pool = pool_text(sock, pm) + f'runtime = "embed"\nworker = "{script}"\n'
+    return drover_backend(work, drover, pool, sock, "drover worker mode")
+
+
+def pool_text(sock, pm):
+    """A drover PHP pool on `sock` with the pm keys `pm`, up to its `[php]` line."""
+    pm_lines = "\n".join(f"{key} = {value}" if isinstance(value, int) else f'{key} = "{value}"'
+                         for key, value in pm.items())
+    return f"""listen = "{sock}"
+listen_mode = "0666"
+{'user = "www-data"' if os.geteuid() == 0 else ''}
+[pm]
+{pm_lines}
+[php]
+"""
 
 
 def pss_pools(workers):

@@ -240,6 +240,8 @@ pub enum PhpRuntime {
         limit_extensions: Vec<String>,
         /// `worker`: worker mode's script, an existing file; `None`: classic mode.
         worker: Option<PathBuf>,
+        /// `worker_boot = "zygote"`: the worker script boots once, in the zygote.
+        boot_in_zygote: bool,
     },
     /// `"cgi"`: php-cgi.
     Cgi {

@@ -206,8 +206,21 @@ fn php(out: &mut Out, php: &Php) {
         ),
     }
     match &php.runtime {
-        PhpRuntime::Embed { worker, .. } => out.optional_path("worker", worker.as_deref()),
-        PhpRuntime::Cgi { .. } => out.unset("worker", embed_only),
+        PhpRuntime::Embed {
+            worker,
+            boot_in_zygote,
+            ..
+        } => {
+            out.optional_path("worker", worker.as_deref());
+            out.string(
+                "worker_boot",
+                if *boot_in_zygote { "zygote" } else { "worker" },
+            );
+        }
+        PhpRuntime::Cgi { .. } => {
+            out.unset("worker", embed_only);
+            out.unset("worker_boot", embed_only);
+        }
     }
     out.table("php.ini");
     for (name, value) in &php.ini {

@@ -97,11 +97,29 @@ fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Ph
                 }
             }
             let worker = t.parse("worker", |s| worker_script(base, s)).optional();
+            let boot = t
+                .parse("worker_boot", |s| match s {
+                    "worker" => Ok(false),
+                    "zygote" => Ok(true),
+                    _ => Err(
+                        "must be \"worker\" (each worker boots the script) or \"zygote\" \
+                              (it boots once, and the workers are forked from it)"
+                            .into(),
+                    ),
+                })
+                .optional();
+            if let (Some(Some(true)), Some(None)) = (boot, worker.as_ref()) {
+                t.fail(
+                    "worker_boot",
+                    "worker_boot is where a worker script boots: set [php] worker too",
+                );
+            }
             PhpRuntime::Embed {
                 admin_ini: admin_ini?,
                 limit_extensions: limit_extensions?
                     .unwrap_or_else(|| DEFAULT_LIMIT_EXTENSIONS.map(str::to_owned).into()),
                 worker: worker?,
+                boot_in_zygote: boot?.unwrap_or(false),
             }
         }
         Choice::Cgi(why) => {

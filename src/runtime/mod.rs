@@ -156,7 +156,14 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
                 admin_ini,
                 limit_extensions,
                 worker,
-            } => php::embed::plan(pool, php, admin_ini, limit_extensions, worker.as_deref()),
+                boot_in_zygote,
+            } => php::embed::plan(
+                pool,
+                php,
+                admin_ini,
+                limit_extensions,
+                worker.as_deref().map(|file| (file, *boot_in_zygote)),
+            ),
             PhpRuntime::Cgi { binary, .. } => php::plan(kind, pool, php, binary, max_requests),
         },
         Runtime::Command(command) => command::plan(pool, command),
@@ -314,6 +321,7 @@ mod tests {
             admin_ini: vec!["disable_functions=exec".into()],
             limit_extensions: ".php .phar".into(),
             worker: None,
+            boot_in_zygote: false,
         };
         assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
         // process_dumpable = true: the zygote stays dumpable.

@@ -9,6 +9,12 @@ ini_set('precision', '10');
 if (isset($_SERVER['BOOT_LOG'])) {
     file_put_contents($_SERVER['BOOT_LOG'], getmypid()."\n", FILE_APPEND);
 }
+// Apps draw random numbers while they boot (a cache's salt): mt_rand() is seeded now.
+$boot_rand = mt_rand();
+if (isset($_SERVER['BOOT_SOCKET'])) {
+    // A connection opened at boot, as an app that connects to its database does.
+    $boot_socket = stream_socket_server('tcp://127.0.0.1:0');
+}
 if (isset($_SERVER['BOOT_FAILS'])) {
     throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
 }
@@ -119,6 +125,9 @@ $handler = static function () use (&$handled, &$kept): void {
             posix_kill(getmypid(), 11);
             usleep(500000);
             echo 'not killed';
+            return;
+        case '/rand.php':
+            echo getmypid().' '.mt_rand();
             return;
         case '/busy.php':
             burn((int) ($_GET['ms'] ?? 100));

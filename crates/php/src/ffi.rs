@@ -82,4 +82,7 @@ unsafe extern "C" {
     /// Worker mode: the waiting `frankenphp_handle_request()` returns false and the script
     /// runs to its end. The script's exit status (255 after a fatal error).
     pub fn drover_php_worker_stop() -> c_int;
+    /// Worker mode, booted in the zygote: in each forked worker, before its first request,
+    /// PHP's random generators are unseeded, so that each worker seeds its own.
+    pub fn drover_php_worker_after_fork();
 }

@@ -60,6 +60,9 @@ pub struct Php {
 /// A worker-mode worker's script.
 struct WorkerScript {
     file: CString,
+    /// Booted already: in the zygote (`worker_boot = "zygote"`), before this worker was
+    /// forked from it.
+    booted: bool,
 }
 
 impl Php {
@@ -96,6 +99,7 @@ impl Php {
             worker: worker.map(|file| WorkerScript {
                 // A path from the command line holds no NUL byte.
                 file: CString::new(file.as_os_str().as_bytes()).unwrap_or_default(),
+                booted: false,
             }),
         }
     }
@@ -112,11 +116,19 @@ impl Php {
         if code != 0 { code } else { status }
     }
 
-    /// Worker mode: runs the worker script up to its first `frankenphp_handle_request()`.
-    fn boot(&mut self) -> Result<(), i32> {
+    /// Worker mode: runs the worker script up to its first `frankenphp_handle_request()`,
+    /// once: in the zygote (`worker_boot = "zygote"`, whose workers are forked from the
+    /// booted script), or in each worker by [`Handler::start`]. `Err`: the exit code.
+    pub fn boot(&mut self) -> Result<(), i32> {
         let Some(worker) = &self.worker else {
             return Ok(());
         };
+        if worker.booted {
+            // A worker forked from the zygote's booted script.
+            // SAFETY: PHP's request state is this process's copy; no request runs.
+            unsafe { ffi::drover_php_worker_after_fork() };
+            return Ok(());
+        }
         let file = worker.file.as_bytes().to_vec();
         let dir = match file.iter().rposition(|&b| b == b'/') {
             Some(0) => b"/".to_vec(),
@@ -176,6 +188,9 @@ impl Php {
             unsafe { ffi::drover_php_worker_boot(worker.file.as_ptr(), &boot, now()) }
         });
         if booted == 0 {
+            if let Some(worker) = &mut self.worker {
+                worker.booted = true;
+            }
             return Ok(());
         }
         // SAFETY: the script has ended; this only reads its exit status.

@@ -30,6 +30,7 @@
 #include <php_variables.h>
 #include <zend_exceptions.h>
 #include <zend_ini.h>
+#include <ext/random/php_random.h>
 #include <ext/spl/spl_exceptions.h>
 
 #include <errno.h>
@@ -427,6 +428,17 @@ int drover_php_worker_handle(const struct drover_request *req, double now)
 int drover_php_worker_ended(void)
 {
 	return state == W_ENDED;
+}
+
+/* In a worker forked from a zygote that booted the script (worker_boot = "zygote"): what
+ * must not be shared with the other workers is made the worker's own. PHP's mt_rand() and
+ * lcg_value() seed themselves on first use: the boot may have used (so seeded) them, and
+ * every worker would then draw the same numbers. random_bytes() and session ids come from
+ * the kernel, per call. */
+void drover_php_worker_after_fork(void)
+{
+	RANDOM_G(mt19937_seeded) = false;
+	RANDOM_G(combined_lcg_seeded) = false;
 }
 
 /* The worker stops: the waiting frankenphp_handle_request() returns false, the script runs

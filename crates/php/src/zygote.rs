@@ -21,6 +21,10 @@ struct Forker {
     limit_extensions: Vec<String>,
     /// Worker mode's script (`[php] worker`).
     worker: Option<std::path::PathBuf>,
+    /// `worker_boot = "zygote"`: the handler whose worker script the zygote booted; each
+    /// worker serves with its own copy (the fork's), so the booted app is shared
+    /// copy-on-write.
+    booted: Option<Php>,
 }
 
 impl Runtime for Forker {
@@ -35,7 +39,9 @@ impl Runtime for Forker {
         match unsafe { libc::fork() } {
             -1 => Err(nix::Error::last()),
             0 => zygote::become_worker(mask, || {
-                let mut php = Php::new(self.limit_extensions.clone(), self.worker.as_deref());
+                let mut php = self.booted.take().unwrap_or_else(|| {
+                    Php::new(self.limit_extensions.clone(), self.worker.as_deref())
+                });
                 let code = serve::run(&mut php, config, board);
                 php.finish(code)
             }),
@@ -71,8 +77,60 @@ pub fn run(args: PhpArgs) -> u8 {
     let mut forker = Forker {
         limit_extensions: script::parse_extensions(&args.limit_extensions),
         worker: args.worker.clone(),
+        booted: None,
     };
+    if args.boot_in_zygote {
+        match boot_in_zygote(&forker) {
+            Ok(php) => forker.booted = Some(php),
+            Err(code) => return code,
+        }
+    }
     zygote::serve(&mut forker, &args.zygote, "php", mask)
+}
+
+/// `worker_boot = "zygote"`: the worker script boots here, once, and every worker is forked
+/// from the booted app. What must not be shared by processes is refused: a socket the boot
+/// left open (a database connection: every worker would talk on the same one) stops the
+/// pool with the reason, as a boot that fails does. PHP's random generators are unseeded
+/// in each worker (`drover_php_worker_after_fork`).
+fn boot_in_zygote(forker: &Forker) -> Result<Php, u8> {
+    let before = open_sockets();
+    let mut php = Php::new(forker.limit_extensions.clone(), forker.worker.as_deref());
+    php.boot()
+        .map_err(|code| u8::try_from(code).unwrap_or(EXIT_APP_LOAD))?;
+    let opened: Vec<String> = open_sockets()
+        .into_iter()
+        .filter(|socket| !before.contains(socket))
+        .map(|(fd, what)| format!("fd {fd} ({what})"))
+        .collect();
+    if !opened.is_empty() {
+        eprintln!(
+            "drover-php: the worker script's boot left sockets open: {}; with worker_boot = \
+             \"zygote\" every worker would share them (a database connection talked on by \
+             all of them): connect on the first request instead, or use worker_boot = \
+             \"worker\"",
+            opened.join(", ")
+        );
+        return Err(EXIT_APP_LOAD);
+    }
+    Ok(php)
+}
+
+/// The sockets this process has open, by descriptor, with what /proc names them
+/// (`socket:[INODE]`); fd 0 (the pool's listener) and the zygote's own are among them.
+fn open_sockets() -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let fd: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let target = std::fs::read_link(entry.path()).ok()?;
+            let target = target.to_string_lossy().into_owned();
+            target.starts_with("socket:").then_some((fd, target))
+        })
+        .collect()
 }
 
 /// `drover-php --check`: PHP started as [`run`] starts it, then the exit: 0 when PHP

@@ -211,6 +211,10 @@ pub struct PhpArgs {
     /// every request through `frankenphp_handle_request()`.
     #[arg(long)]
     pub worker: Option<PathBuf>,
+    /// `[php] worker_boot = "zygote"`: the zygote boots the worker script once, and each
+    /// worker is forked from the booted app.
+    #[arg(long, requires = "worker")]
+    pub boot_in_zygote: bool,
 }
 
 /// The start of a report line, a character no app writes to stderr by accident.

@@ -588,6 +588,20 @@ pub const KEYS: &[Key] = &[
              request and cannot keep an app booted between them",
         )],
     ),
+    refused(
+        key(
+            "worker_boot",
+            PHP,
+            Choice(&["worker", "zygote"]),
+            Value("\"worker\""),
+            "Where the worker script boots: in each worker, or once in the zygote, whose \
+             workers are forked from the booted app (no socket may be open after the boot).",
+        ),
+        &[(
+            Runtimes::CGI,
+            "worker mode needs drover-php (runtime = \"embed\")",
+        )],
+    ),
     key(
         "ini",
         PHP,

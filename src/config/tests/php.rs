@@ -23,6 +23,7 @@ fn a_php_pool_runs_drover_php_by_default_where_it_can_run_php() {
         admin_ini: Default::default(),
         limit_extensions: vec![".php".into()],
         worker: None,
+        boot_in_zygote: false,
     };
     assert_eq!(php.runtime, embed);
 
@@ -427,8 +428,8 @@ fn worker_mode_takes_an_existing_script_on_drover_php_only() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("worker.php");
     std::fs::write(&script, "<?php").unwrap();
-    let php = format!("[php]\nworker = {script:?}\n");
-    let (_dir, config) = loaded(&[("www", &with_php(&php))]);
+    let table = format!("[php]\nworker = {script:?}\n");
+    let (_dir, config) = loaded(&[("www", &with_php(&table))]);
     let Runtime::Php(php) = &config.pools[0].runtime else {
         panic!("php")
     };
@@ -436,18 +437,21 @@ fn worker_mode_takes_an_existing_script_on_drover_php_only() {
         admin_ini,
         limit_extensions,
         worker,
+        boot_in_zygote,
     } = &php.runtime
     else {
         panic!("embed: {:?}", php.runtime)
     };
     assert_eq!(worker.as_deref(), Some(script.as_path()));
+    assert!(!boot_in_zygote);
     let (_, args, _) = crate::runtime::php::embed::plan(
         &config.pools[0],
         php,
         admin_ini,
         limit_extensions,
-        worker.as_deref(),
+        worker.as_deref().map(|w| (w, true)),
     );
+    assert!(args.iter().any(|a| a == "--boot-in-zygote"), "{args:?}");
     let at = args.iter().position(|a| a == "--worker").expect("--worker");
     assert_eq!(args[at + 1], script.as_os_str());
 
@@ -458,6 +462,22 @@ fn worker_mode_takes_an_existing_script_on_drover_php_only() {
         8,
         "php.worker",
         "/nonexistent/worker.php",
+    );
+    let e = only_error(&with_php("[php]\nworker_boot = \"zygote\"\n"));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        8,
+        "php.worker_boot",
+        "set [php] worker too",
+    );
+    let e = only_error(&with_php(&format!("{table}worker_boot = \"master\"\n")));
+    assert_at(
+        &e,
+        "pools.d/www.toml",
+        9,
+        "php.worker_boot",
+        "must be \"worker\"",
     );
     let cgi = format!("[php]\nruntime = \"cgi\"\nbinary = \"/bin/sh\"\nworker = {script:?}\n");
     let e = only_error(&with_php(&cgi));

@@ -39,13 +39,15 @@ pub fn program() -> PathBuf {
 
 /// The master's plan for an embedded-PHP pool: one zygote, with every zygote's flags
 /// ([`zygote::args`]) and `PhpArgs`' own: `--ini-file`, `--ini` and `--admin-ini` (one per
-/// value), `--limit-extensions` (space-separated, empty for any file), `--worker FILE`.
+/// value), `--limit-extensions` (space-separated, empty for any file), `--worker FILE` (and
+/// `--boot-in-zygote`) for worker mode: `worker` is the script and whether it boots in the
+/// zygote.
 pub fn plan(
     pool: &Pool,
     php: &Php,
     admin_ini: &BTreeMap<String, String>,
     limit_extensions: &[String],
-    worker: Option<&Path>,
+    worker: Option<(&Path, bool)>,
 ) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
     let mut args = zygote::args(pool);
     if let Some(path) = &php.ini_file {
@@ -60,9 +62,12 @@ pub fn plan(
     }
     args.push("--limit-extensions".into());
     args.push(limit_extensions.join(" ").into());
-    if let Some(file) = worker {
+    if let Some((file, boot_in_zygote)) = worker {
         args.push("--worker".into());
         args.push(file.into());
+        if boot_in_zygote {
+            args.push("--boot-in-zygote".into());
+        }
     }
     // Checked by drover-php's workers on every accept, as drover-python's.
     let env = allowed_clients_env(pool).into_iter().collect();

@@ -10,11 +10,13 @@
 //!   `request_terminate_timeout`, the status page and access log, reload.
 //! - [`frameworks`]: a Symfony 5.4 app (its worker script written as Symfony Runtime's
 //!   FrankenPHP runner runs a kernel) and a Slim 3 app, from Debian's packages.
+//! - [`zygote`]: `worker_boot = "zygote"`: one boot, workers forked from it.
 
 mod faults;
 mod frameworks;
 mod isolation;
 mod lifecycle;
+mod zygote;
 
 use std::path::PathBuf;
 
