@@ -188,15 +188,16 @@ docs drover
 install -m 0644 README.md "$root/usr/share/doc/drover/README.md"
 gzip -9n "$root/usr/share/doc/drover/README.md"
 
-control drover "$(shlib_depends drover "$root/usr/lib/drover/drover" "$root/usr/lib/drover/drover-admin")" \
+control drover "$(shlib_depends drover "$root/usr/lib/drover/drover" "$root/usr/lib/drover/drover-admin"), init-system-helpers (>= 1.54~)" \
     "process manager for FastCGI, WSGI and ASGI applications" \
-    "drover does php-fpm's job for PHP and gunicorn's for Python apps: it keeps a set" \
-    "of workers per pool, all accepting on one socket that nginx talks to, with" \
-    "php-fpm's process managers, slowlogs with stacks, status and metrics, a control" \
-    "socket and reloads that drop no request." \
+    "drover does php-fpm's job for PHP and gunicorn's for Python apps: it keeps" \
+    "a set of workers per pool, all accepting on one socket that nginx talks to," \
+    "with php-fpm's process managers, slowlogs with stacks, status and metrics," \
+    "a control socket and reloads that drop no request." \
     "" \
     "This package has the master and its command line (drover -t, drover ctl," \
-    "drover import). PHP pools need drover-php (or php-cgi), Python pools drover-python."
+    "drover import). PHP pools need drover-php (or php-cgi), Python pools" \
+    "drover-python."
 (cd "$root" && find etc -type f -printf '/%p\n' | sort) >"$root/DEBIAN/conffiles"
 for script in postinst prerm postrm; do
     install -m 0755 "packaging/debian/drover.$script" "$root/DEBIAN/$script"

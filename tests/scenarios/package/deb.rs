@@ -123,6 +123,63 @@ fn stop_drover(mut child: std::process::Child, log: &Log) {
     assert!(status.success(), "{status}\n{}", log.text());
 }
 
+/// packaging/container/Containerfile, checked without a container runtime: what it copies
+/// exists, the entry point is a file of the drover package, and the image's configuration
+/// passes `drover -t` with the installed packages (its /srv paths made the site's).
+fn container_recipe_matches_the_packages(site: &Site, debs: &[PathBuf]) {
+    let recipe = std::fs::read_to_string(repo().join("packaging/container/Containerfile")).unwrap();
+    for line in recipe.lines().filter(|l| l.starts_with("COPY ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for source in &words[1..words.len() - 1] {
+            for runtime in ["php", "python"] {
+                let source = source.replace("${RUNTIME}", runtime);
+                let found = glob::glob(&repo().join(&source).display().to_string())
+                    .unwrap()
+                    .count();
+                assert!(
+                    found > 0 || source.starts_with("target/debian/"),
+                    "{line}: no {source}"
+                );
+            }
+        }
+    }
+    let listing =
+        String::from_utf8(run(Command::new("dpkg-deb").arg("-c").arg(&debs[0])).stdout).unwrap();
+    assert!(
+        recipe.contains("ENTRYPOINT [\"/usr/sbin/drover\"]"),
+        "{recipe}"
+    );
+    assert!(listing.contains(" ./usr/sbin/drover -> "), "{listing}");
+    let etc = site.path().join("container-etc");
+    std::fs::create_dir_all(etc.join("container.d")).unwrap();
+    let srv = site.path().join("srv");
+    for (from, to) in [
+        ("examples/app/hello.py", "app/hello.py"),
+        ("examples/www/index.php", "www/index.php"),
+    ] {
+        std::fs::create_dir_all(srv.join(to).parent().unwrap()).unwrap();
+        std::fs::copy(repo().join(from), srv.join(to)).unwrap();
+    }
+    let with_srv = |name: &str| {
+        std::fs::read_to_string(repo().join("packaging/container").join(name))
+            .unwrap()
+            .replace("\"/srv/", &format!("\"{}/", srv.display()))
+            .replace("/run/drover/", &format!("{}/", site.path().display()))
+    };
+    std::fs::write(etc.join("container.toml"), with_srv("drover.toml")).unwrap();
+    for runtime in ["php", "python"] {
+        std::fs::write(
+            etc.join(format!("container.d/{runtime}.toml")),
+            with_srv(&format!("{runtime}.toml")),
+        )
+        .unwrap();
+    }
+    run(Command::new("/usr/sbin/drover")
+        .arg("-t")
+        .arg("-c")
+        .arg(etc.join("container.toml")));
+}
+
 #[test]
 fn packages_pass_lintian_install_serve_upgrade_and_purge() {
     if !running_as_root() || !Path::new("/usr/bin/dpkg").exists() {
@@ -137,7 +194,7 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
 
     // lintian: no error (warnings are printed, for the reader of the log).
     let lintian = Command::new("lintian")
-        .args(["--fail-on", "error", "--no-tag-display-limit"])
+        .args(["--fail-on", "error", "--tag-display-limit", "0"])
         .args(&first)
         .output()
         .expect("run lintian (apt-get install lintian)");
@@ -188,6 +245,8 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
     assert!(Path::new("/etc/logrotate.d/drover").is_file());
     run(Command::new("man").args(["-w", "drover"]));
     run(Command::new("man").args(["-w", "5", "drover.toml"]));
+
+    container_recipe_matches_the_packages(&site, &first);
 
     // The example pools, enabled as the files say: copy, then check and start.
     for pool in ["www", "app"] {
