@@ -6,6 +6,7 @@
 //! The packages are built from the binaries of the profile the tests run (CI: release), so
 //! only drover-python is compiled again (against Debian's python3, in target/debian/cargo).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -174,10 +175,13 @@ fn container_recipe_matches_the_packages(site: &Site, debs: &[PathBuf]) {
         )
         .unwrap();
     }
+    // As the image runs it: not as root (nobody here, uid 10001 in the image).
     run(Command::new("/usr/sbin/drover")
         .arg("-t")
         .arg("-c")
-        .arg(etc.join("container.toml")));
+        .arg(etc.join("container.toml"))
+        .uid(65534)
+        .gid(65534));
 }
 
 #[test]
