@@ -68,6 +68,7 @@ ensure_packages() {
 # serves a pool through Apache's stock php-fpm wiring. php8.2-fpm: `drover import php-fpm` is
 # tested on Debian's stock php-fpm.conf and www.conf, against php-fpm serving the same page.
 # man-db: a test renders the man pages scripts/man.sh builds with `man -l`.
+# lintian: the packages scripts/package.sh builds are checked with it (package::deb).
 # wordpress (with its default theme, and `php` so that apt takes the PHP already here rather
 # than Apache's mod_php), mediawiki, dokuwiki and mariadb-server: drover-php's answers are
 # compared with php-fpm's on these apps (tests/scenarios/embed/apps).
@@ -95,6 +96,7 @@ DROVER_PACKAGES=(
     "mariadbd:mariadb-server"
     "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php:php-symfony-framework-bundle php-symfony-twig-bundle php-twig"
     "/usr/share/php/Slim/autoload.php:php-slim"
+    "lintian:lintian"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

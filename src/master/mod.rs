@@ -14,6 +14,7 @@
 
 mod control;
 mod exit;
+mod orphans;
 mod output;
 mod pidfd;
 mod pool;
@@ -112,6 +113,9 @@ struct Master {
     /// The sockets systemd passed, by pool name. Held here for drover's whole life, so that
     /// a pool removed by a reload leaves its socket open and one added back takes it again.
     inherited: Inherited,
+    /// The master's children that no pool started (orphans of the apps, or of a PID
+    /// namespace drover is the init of).
+    orphans: orphans::Orphans,
 }
 
 /// The sockets systemd passed, by the name of the pool that takes each.
@@ -189,6 +193,7 @@ impl Master {
             wakes_tx,
             live: Default::default(),
             inherited,
+            orphans: Default::default(),
         })
     }
 
@@ -253,6 +258,7 @@ impl Master {
                     }
                 }
                 self.retire_replaced(now);
+                self.observe_orphans();
                 self.refuse_stopped();
                 self.forget_drained();
                 if let Some(watchdog) = &mut self.watchdog {
@@ -378,8 +384,13 @@ impl Master {
         // Done when no child is left at all: that includes workers a dying php-cgi parent
         // forked after the last look and handed to us.
         let children = own_children();
-        if self.pools.iter().all(PoolRun::is_empty) && children.is_empty() {
+        let pools_empty = self.pools.iter().all(PoolRun::is_empty);
+        if pools_empty && children.is_empty() {
             return true;
+        }
+        if pools_empty && !killed {
+            // What is left are orphans of the apps (or of the namespace, as PID 1).
+            self.orphans.terminate(&children);
         }
         if !killed && now >= deadline {
             tracing::warn!("stopping: timeout reached; killing what is left");
@@ -412,10 +423,15 @@ impl Master {
                     return;
                 }
             };
+            if self.orphans.reaped(pid) {
+                tracing::debug!("reaped orphan {pid} ({cause}), not started by drover");
+                continue;
+            }
+            let orphans = &self.orphans;
             let owner = self
                 .pools
                 .iter_mut()
-                .map(|pool| pool.on_reaped(pid, cause, now))
+                .map(|pool| pool.on_reaped(pid, cause, now, orphans))
                 .find(|r| !matches!(r, Reaped::NotOurs));
             match owner {
                 Some(Reaped::Exit { crash: true }) if self.emergency.on_crash(now) => {
@@ -425,6 +441,21 @@ impl Master {
                 None => tracing::debug!("reaped process {pid} ({cause}), not a worker"),
             }
         }
+    }
+
+    /// Takes note of the master's children that no pool started ([`orphans`]), so that
+    /// none is ever taken for a worker.
+    fn observe_orphans(&mut self) {
+        let children = own_children();
+        let pools = &self.pools;
+        let known = |pid| {
+            pools
+                .iter()
+                .map(|pool| pool.knows(pid))
+                .find(|known| *known != orphans::Known::Unknown)
+                .unwrap_or(orphans::Known::Unknown)
+        };
+        self.orphans.observe(&children, known, orphans::group_of);
     }
 
     fn emergency_restart(&mut self) {

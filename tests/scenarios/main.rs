@@ -17,6 +17,7 @@ mod harness;
 mod hostile;
 mod import;
 mod output;
+mod package;
 mod pm;
 mod python;
 mod requests;

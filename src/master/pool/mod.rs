@@ -29,6 +29,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::exit::{ExitCause, lifetime};
+use super::orphans::{Known, Orphans};
 use super::pidfd;
 use super::spawn::{Inherited, spawn};
 use crate::config::Pool;
@@ -418,8 +419,15 @@ impl PoolRun {
         }
     }
 
-    /// Handles one reaped pid if it belongs to this pool.
-    pub fn on_reaped(&mut self, pid: Pid, cause: ExitCause, now: Instant) -> Reaped {
+    /// Handles one reaped pid if it belongs to this pool; `orphans`: the master's children
+    /// known not to be workers, which a dead parent's adoption skips.
+    pub fn on_reaped(
+        &mut self,
+        pid: Pid,
+        cause: ExitCause,
+        now: Instant,
+        orphans: &Orphans,
+    ) -> Reaped {
         if let Some(process) = self.processes.remove(&pid) {
             let lived = now.duration_since(process.started);
             if let Some(worker) = self.workers.remove(&pid) {
@@ -454,7 +462,7 @@ impl PoolRun {
                     lifetime(lived)
                 );
             }
-            self.adopt_workers_of(pid, now);
+            self.adopt_workers_of(pid, now, orphans);
             self.orphan_workers_of(pid, !process.retiring);
             self.exited.push((pid, what, now));
             if matches!(cause, ExitCause::Code(code) if self.launch.kind.app_failed(code)) {
@@ -603,10 +611,11 @@ impl PoolRun {
     /// master is a child subreaper), including those it forked since the last look, which
     /// the pool has not seen. They are found by their process group (the parent leads its
     /// own, and its workers stay in it) and tracked as orphans: retired like the rest of the
-    /// generation when it is draining or stopping, so that none keeps serving unseen.
-    fn adopt_workers_of(&mut self, parent: Pid, now: Instant) {
+    /// generation when it is draining or stopping, so that none keeps serving unseen. The
+    /// app's own orphans in the group, seen while the parent ran, are not taken.
+    fn adopt_workers_of(&mut self, parent: Pid, now: Instant, orphans: &Orphans) {
         for pid in own_children_in_group(parent) {
-            if self.workers.contains_key(&pid) {
+            if self.workers.contains_key(&pid) || orphans.is_stranger(pid) {
                 continue;
             }
             // The master's own child, not reaped: the handle cannot miss.
@@ -824,6 +833,20 @@ impl PoolRun {
                 "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()
             );
+        }
+    }
+
+    /// What `pid` is to this generation, for telling its processes from orphans.
+    pub fn knows(&self, pid: Pid) -> Known {
+        let worker = self.workers.contains_key(&pid);
+        if self.processes.contains_key(&pid) && !worker && self.launch.kind.has_parent() {
+            Known::Parent {
+                running: super::orphans::running(pid),
+            }
+        } else if worker || self.processes.contains_key(&pid) {
+            Known::Pool
+        } else {
+            Known::Unknown
         }
     }
 
