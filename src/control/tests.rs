@@ -569,6 +569,12 @@ fn health_listen_answers_the_probes_from_the_master() {
     assert_eq!(h.seen(), [ControlRequest::Live, ControlRequest::Ready]);
 }
 
+/// A master whose loop never takes a request.
+async fn stuck(rx: mpsc::Receiver<Envelope>, _seen: Seen) {
+    let _held = rx;
+    std::future::pending::<()>().await;
+}
+
 #[test]
 fn livez_fails_when_the_master_does_not_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -576,11 +582,6 @@ fn livez_fails_when_the_master_does_not_answer() {
     let ListenAddr::Tcp(addr) = *bound.addr() else {
         panic!("a TCP address");
     };
-    // A master whose loop never takes the request.
-    async fn stuck(rx: mpsc::Receiver<Envelope>, _seen: Seen) {
-        let _held = rx;
-        std::future::pending::<()>().await;
-    }
     let _h = Harness::run(dir, PathBuf::new(), move |tx| bound.serve(tx), stuck);
     let started = std::time::Instant::now();
     let (status, body) = tcp_get(addr, "/livez");

@@ -2,6 +2,7 @@
 //! writes files `drover -t` takes; errors name the flag.
 
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 
 use nix::sys::signal::Signal;
@@ -99,7 +100,6 @@ fn serve_runs_the_app_of_the_current_directory_over_http() {
                 .starts_with("drover-serve-")
         })
         .expect("the generated folder");
-    use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
     assert!(folder.join("pools.d/app.toml").is_file());
