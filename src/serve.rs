@@ -52,8 +52,8 @@ pub struct ServeArgs {
     /// A PHP worker-mode script (`[php] worker`).
     #[arg(long, value_name = "FILE")]
     pub worker: Option<PathBuf>,
-    /// Serve HTTP/1.1 on ADDR (`IP:PORT`, a bare port, or a unix socket path); the default
-    /// for Python apps, on 127.0.0.1:8000.
+    /// Serve HTTP/1.1 on ADDR (`IP:PORT`, `:PORT` or a bare port for every address, or a
+    /// unix socket path); the default for Python apps, on 127.0.0.1:8000.
     #[arg(long, value_name = "ADDR", conflicts_with = "fastcgi")]
     pub http: Option<String>,
     /// Serve FastCGI on SOCKET (a unix socket path or `IP:PORT`), for nginx; the default for
@@ -125,9 +125,17 @@ fn value(text: &str) -> toml::Value {
         .unwrap_or_else(|| string(text))
 }
 
-/// An address as `listen` reads it, with a relative unix path made absolute against `cwd`
+/// An address as `listen` reads it (and `:PORT`, as gunicorn's `-b` takes it), with a
+/// relative unix path made absolute against `cwd`
 /// (the loader would resolve it against the generated drover.toml's folder).
 fn address(text: &str, cwd: &Path) -> String {
+    // gunicorn's `-b :8000`: every address, which `listen` writes as the bare port.
+    if let Some(port) = text.strip_prefix(':')
+        && !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+    {
+        return port.to_owned();
+    }
     let tcp = text.contains(':') || (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()));
     if tcp || text.starts_with('/') {
         text.to_owned()

@@ -187,3 +187,13 @@ fn the_same_files_reuse_one_folder() {
     assert_eq!(folder_for(&a), folder_for(&b));
     assert_ne!(folder_for(&a), folder_for(&c));
 }
+
+#[test]
+fn a_colon_and_a_port_is_every_address_as_gunicorn_reads_it() {
+    let cwd = Path::new("/srv/app");
+    assert_eq!(address(":8000", cwd), "8000");
+    assert_eq!(address("8000", cwd), "8000");
+    assert_eq!(address("0.0.0.0:8000", cwd), "0.0.0.0:8000");
+    assert_eq!(address("run/app.sock", cwd), "/srv/app/run/app.sock");
+    assert_eq!(address("/run/app.sock", cwd), "/run/app.sock");
+}
