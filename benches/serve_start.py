@@ -28,6 +28,10 @@ def application(environ, start_response):
 """
 
 
+# How long a server gets to exit after TERM before it is counted as not stopping.
+STOP_BOUND = 10
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,7 +75,11 @@ def one(command, port, work):
         first = time.monotonic() - start
         term = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        try:
+            process.wait(timeout=STOP_BOUND)
+        except subprocess.TimeoutExpired:
+            # Counted apart: a server that did not stop is killed below.
+            return first, None
         return first, time.monotonic() - term
     finally:
         if process.poll() is None:
@@ -95,15 +103,20 @@ def main():
                 port = free_port()
                 command = commands(drover, args.workers, port)[name]
                 results.setdefault(name, []).append(one(command, port, work))
+        def stops(runs):
+            return [r[1] for r in runs if r[1] is not None]
+
         base = statistics.median(r[0] for r in results["drover serve"])
-        base_stop = statistics.median(r[1] for r in results["drover serve"])
+        base_stop = statistics.median(stops(results["drover serve"]) or [float("nan")])
         print(f"{args.workers} workers, {args.rounds} rounds, medians:")
         print(f"{'server':14} {'first answer':>13} {'ratio':>6} {'TERM to exit':>13} {'ratio':>6}")
         for name, runs in results.items():
             first = statistics.median(r[0] for r in runs)
-            stop = statistics.median(r[1] for r in runs)
+            stop = statistics.median(stops(runs) or [float("nan")])
+            hung = len(runs) - len(stops(runs))
+            note = f"  ({hung} of {len(runs)} did not exit within {STOP_BOUND} s of TERM)" if hung else ""
             print(f"{name:14} {first * 1000:10.0f} ms {first / base:6.2f} "
-                  f"{stop * 1000:10.0f} ms {stop / base_stop:6.2f}")
+                  f"{stop * 1000:10.0f} ms {stop / base_stop:6.2f}{note}")
     finally:
         shutil.rmtree(work)
 
