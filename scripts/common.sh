@@ -138,6 +138,16 @@ ensure_prometheus_client() {
         die "pip could not install prometheus_client for $(command -v python3)"
 }
 
+# ensure_kubernetes_client: the manifests' test reads deploy/kubernetes/ into the official
+# Kubernetes Python client's models (and PyYAML, which it depends on); installed with pip
+# when missing.
+ensure_kubernetes_client() {
+    python3 -c 'import kubernetes, yaml' >/dev/null 2>&1 && return 0
+    echo "==> installing kubernetes (python3 -m pip)"
+    python3 -m pip install -q kubernetes ||
+        die "pip could not install kubernetes for $(command -v python3)"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

@@ -19,6 +19,7 @@ ensure_flask
 ensure_fastapi
 ensure_django
 ensure_prometheus_client
+ensure_kubernetes_client
 require_cargo
 cd "$repo"
 echo "==> cargo test --workspace --release${*:+ $*}"

@@ -47,7 +47,7 @@
 //!
 //! | signal        | effect |
 //! |---------------|--------|
-//! | TERM, QUIT    | graceful stop: stop spawning, let in-flight requests finish within `process_control_timeout`, then SIGKILL; exit 0 |
+//! | TERM, QUIT    | graceful stop: after `shutdown_delay` (pools serve on, `/readyz` 503), stop accepting, let in-flight requests finish within `process_control_timeout`, then SIGKILL; exit 0 |
 //! | INT           | fast stop: SIGKILL every worker at once; exit 0 |
 //! | HUP, USR2     | reload: validate the files, roll every pool to a new generation (`master/reload.rs`) |
 //! | TTIN, TTOU    | one worker more or fewer in every static pool |
@@ -75,6 +75,8 @@
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
 //!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
 //!   `drover-python` (crates/python) and `drover-php` (crates/php).
+//! - [`serve`]: `drover serve`, one pool from a command line: flags → a pool file's TOML,
+//!   loaded by the normal loader, written to a private folder, then `drover -c` on it.
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker and a pool area (the request
 //!   histogram and status classes behind `/metrics`): written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
@@ -93,5 +95,6 @@ pub mod pm;
 pub mod resident;
 pub mod runtime;
 pub use drover_scoreboard as scoreboard;
+pub mod serve;
 pub mod slowlog;
 pub mod systemd;

@@ -1,5 +1,6 @@
 //! `drover-admin`: the commands that talk about a drover rather than being one — `drover
-//! ctl`, `drover import` and `drover -t` — and the whole of drover's command line (its
+//! ctl`, `drover import` and `drover -t` — `drover serve`, which writes a configuration
+//! from its flags and execs the daemon on it, and the whole of drover's command line (its
 //! `--help`, `--version` and usage errors). The `drover` daemon execs it, with its own
 //! arguments, for anything but `drover [-c FILE]`, so that the importers, the control
 //! client, clap and `-t`'s checks are not part of the binary that stays resident for the
@@ -40,6 +41,9 @@ enum Sub {
     /// Write drover's files from a php-fpm or gunicorn configuration, and report what has
     /// no equivalent.
     Import(drover::import::ImportArgs),
+    /// Run one pool from flags, without writing files: `drover serve --python hello:app
+    /// -w 4 --http :8000` (`--print` writes the equivalent files).
+    Serve(drover::serve::ServeArgs),
 }
 
 const EXIT_INVALID_CONFIG: u8 = 1;
@@ -50,6 +54,10 @@ fn main() -> ExitCode {
     match args.command {
         Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),
         Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
+        Some(Sub::Serve(serve)) => {
+            let argv: Vec<String> = std::env::args().skip(2).collect();
+            ExitCode::from(drover::serve::run(serve, &argv))
+        }
         None if args.test => test(&args.config),
         None => run_daemon(&args.config),
     }

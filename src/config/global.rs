@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::keys::{self, Section};
-use super::listen::unix_socket;
+use super::listen::{parse_listen, unix_socket};
 use super::model::{Control, Global, LogFormat, LogLevel, LogTarget};
 use super::value::{Got, Table, log_file, resolve};
 
@@ -56,6 +56,10 @@ pub(super) fn parse(
         };
         root.fail(key, "emergency_restart_interval must be more than 0s when emergency_restart_threshold is above 0");
     }
+    let shutdown_delay = root.duration("shutdown_delay").or(Duration::ZERO);
+    let health_listen = root
+        .parse("health_listen", |s| parse_listen(base, s))
+        .optional();
     Some(Global {
         error_log: error_log?,
         log_level: log_level?,
@@ -66,6 +70,8 @@ pub(super) fn parse(
         emergency_restart_threshold: threshold?,
         emergency_restart_interval: interval?,
         control: control?,
+        shutdown_delay: shutdown_delay?,
+        health_listen: health_listen?,
     })
 }
 

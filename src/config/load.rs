@@ -194,7 +194,19 @@ fn parse_main(
             written,
         });
     }
-    (global::parse(&root, base, globs, control), include)
+    let global = global::parse(&root, base, globs, control);
+    if let Some(addr) = global.as_ref().and_then(|g| g.health_listen.clone()) {
+        let (offset, written) = root.locate("health_listen");
+        claims.push(Claim {
+            addr,
+            file: 0,
+            pool: String::new(),
+            key: "health_listen",
+            offset,
+            written,
+        });
+    }
+    (global, include)
 }
 
 /// The pool files the globs select, as (pool name, path), sorted by name. Reports globs

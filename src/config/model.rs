@@ -34,6 +34,12 @@ pub struct Global {
     pub emergency_restart_threshold: u32,
     pub emergency_restart_interval: Duration,
     pub control: Control,
+    /// On TERM and QUIT: how long the pools keep serving, with `/readyz` answering 503,
+    /// before the graceful stop begins (so that load balancers stop sending first).
+    pub shutdown_delay: Duration,
+    /// Where the master serves `/livez` and `/readyz` (Kubernetes' probes). None: only on
+    /// the control socket.
+    pub health_listen: Option<ListenAddr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -47,6 +47,9 @@ fn global(out: &mut Out, g: &Global) {
     out.duration("process_control_timeout", g.process_control_timeout);
     out.raw("emergency_restart_threshold", g.emergency_restart_threshold);
     out.duration("emergency_restart_interval", g.emergency_restart_interval);
+    out.duration("shutdown_delay", g.shutdown_delay);
+    let health = g.health_listen.as_ref().map(ToString::to_string);
+    out.optional_string("health_listen", health.as_deref(), None);
     out.table("control");
     out.optional_path("listen", g.control.listen.as_deref());
 }

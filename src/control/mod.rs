@@ -13,6 +13,8 @@
 //! | route                              | request to the master               | answer |
 //! |------------------------------------|-------------------------------------|--------|
 //! | `GET /ping`                        | none (the server answers)           | `pong`, text/plain |
+//! | `GET /livez`                       | `Live` (the loop answers in time)   | `ok`, or 503 |
+//! | `GET /readyz?verbose`              | `Ready`                             | `ok`, or 503 and the failed checks ([`health`]) |
 //! | `GET /status?pool=&format=&full`   | `Status { pool }`                   | text, JSON or OpenMetrics |
 //! | `GET /metrics?pool=&full`          | `Status { pool }`                   | Prometheus text, or OpenMetrics by `Accept` |
 //! | `GET /config?pool=`                | `Config { pool }`                   | the reply's text, text/plain |
@@ -21,7 +23,8 @@
 //! | `POST /pools/NAME/workers` `+N/-N` | `Workers { pool, delta }`           | `{"message": ...}` |
 //!
 //! Every error is its HTTP status with `{"error": "..."}`. A `status_listen` server answers
-//! only `/ping`, `/status` and `/metrics`, for its own pool.
+//! only `/ping`, `/status` and `/metrics`, for its own pool; `health_listen` only `/ping`,
+//! `/livez` and `/readyz`.
 //!
 //! - `request`: what the servers ask the master and what it answers, over [`channel`].
 //! - [`model`]: what the status shows, as plain data.
@@ -32,6 +35,7 @@
 //! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.
 
 pub mod client;
+pub mod health;
 pub mod model;
 mod openmetrics;
 pub mod probe;
@@ -48,4 +52,4 @@ mod tests;
 pub use client::CtlArgs;
 pub use model::{Limits, PoolStatus, Recycled, WorkerStatus};
 pub use request::{ControlReply, ControlRequest, Envelope, Format, ToMaster, channel};
-pub use server::{ControlSocket, Served, StatusSocket};
+pub use server::{ControlSocket, HealthSocket, Served, StatusSocket};

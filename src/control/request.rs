@@ -26,6 +26,10 @@ pub enum ControlRequest {
     Reload { pool: Option<String>, changed: bool },
     /// One static pool's worker count, relatively: `+2`, `-1`. Never 0.
     Workers { pool: String, delta: i32 },
+    /// `/livez`: any answer means the loop runs. Answer with [`ControlReply::Ok`].
+    Live,
+    /// `/readyz`. Answer with [`ControlReply::Ready`].
+    Ready,
 }
 
 /// The master's answer to one [`ControlRequest`].
@@ -35,6 +39,8 @@ pub enum ControlReply {
     Ok(String),
     /// The answer to `Status`.
     Status(Vec<PoolStatus>),
+    /// The answer to `Ready`.
+    Ready(super::health::Readiness),
     /// Refused or failed: sent as this HTTP status (400 invalid, 404 no such pool, 409 not
     /// possible now, 500 failed) with `{"error": message}`.
     Error { status: u16, message: String },

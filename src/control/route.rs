@@ -14,12 +14,19 @@ pub(super) enum Scope {
     Control,
     /// A pool's `status_listen`: `/ping`, `/status` and `/metrics`, of that pool only.
     Status { pool: String },
+    /// `health_listen`: `/livez`, `/readyz` and `/ping`.
+    Health,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Route {
     /// Answered by the server itself.
     Ping,
+    /// Ask the master for `ControlRequest::Live`: any answer in time is 200.
+    Live,
+    /// Ask the master for `ControlRequest::Ready` (unless a stop was asked for: 503 at
+    /// once); `verbose` lists every check.
+    Ready { verbose: bool },
     /// Ask the master for `ControlRequest::Status { pool }`, render in `format`.
     Status {
         pool: Option<String>,
@@ -72,6 +79,22 @@ pub(super) fn route(
             query.only(&[])?;
             Ok(Route::Ping)
         }
+        ["livez"] if !matches!(scope, Scope::Status { .. }) => {
+            allow(method, "GET, HEAD")?;
+            query.only(&["verbose"])?;
+            Ok(Route::Live)
+        }
+        ["readyz"] if !matches!(scope, Scope::Status { .. }) => {
+            allow(method, "GET, HEAD")?;
+            query.only(&["verbose"])?;
+            Ok(Route::Ready {
+                verbose: query.has("verbose"),
+            })
+        }
+        _ if *scope == Scope::Health => Err(refuse(
+            404,
+            format!("no route {path}: this listener serves /livez, /readyz and /ping"),
+        )),
         ["status"] => {
             allow(method, "GET, HEAD")?;
             query.only(&[
@@ -138,7 +161,7 @@ pub(super) fn route(
         _ => Err(refuse(
             404,
             format!(
-                "no route {path}: try /status, /metrics, /ping, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
+                "no route {path}: try /status, /metrics, /ping, /livez, /readyz, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
             ),
         )),
     }
@@ -269,7 +292,7 @@ impl Query {
     /// `pool=`, on a `status_listen` only its own pool (the default there).
     fn scoped_pool(&self, scope: &Scope) -> Result<Option<String>, Refusal> {
         match scope {
-            Scope::Control => self.pool(),
+            Scope::Control | Scope::Health => self.pool(),
             Scope::Status { pool } => match self.pool()? {
                 Some(asked) if asked != *pool => Err(refuse(
                     404,

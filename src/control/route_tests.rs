@@ -306,3 +306,31 @@ fn metrics_takes_pool_and_full_only() {
     assert_eq!(refused(control("GET", "/metrics?openmetrics", "")).0, 400);
     assert_eq!(refused(control("POST", "/metrics", "")).0, 405);
 }
+
+#[test]
+fn health_listen_serves_the_probes_only_and_status_listen_none() {
+    let health = |target: &str| {
+        let (path, query) = target
+            .split_once('?')
+            .map_or((target, None), |(p, q)| (p, Some(q)));
+        route("GET", path, query, b"", &Scope::Health)
+    };
+    assert_eq!(health("/livez"), Ok(Route::Live));
+    assert_eq!(health("/readyz"), Ok(Route::Ready { verbose: false }));
+    assert_eq!(
+        health("/readyz?verbose"),
+        Ok(Route::Ready { verbose: true })
+    );
+    assert_eq!(health("/ping"), Ok(Route::Ping));
+    let (status, message) = refused(health("/status"));
+    assert_eq!(status, 404);
+    assert!(message.contains("/livez, /readyz and /ping"), "{message}");
+    assert_eq!(refused(health("/readyz?pool=www")).0, 400);
+    assert_eq!(
+        control("GET", "/readyz", ""),
+        Ok(Route::Ready { verbose: false })
+    );
+    assert_eq!(control("GET", "/livez", ""), Ok(Route::Live));
+    assert_eq!(refused(control("POST", "/livez", "")).0, 405);
+    assert_eq!(refused(status_of("www", "/readyz")).0, 404);
+}

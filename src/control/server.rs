@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::health::{self, LIVE_TIMEOUT};
 use super::model::PoolStatus;
 use super::render::{self, Exposition};
 use super::request::{ControlReply, ControlRequest, Format, ToMaster};
@@ -143,6 +144,62 @@ impl StatusSocket {
         let (accepting, file) = match self.listener {
             Bound::Unix(listener, file) => (Accepting::unix(listener), Some(file)),
             Bound::Tcp(listener) => (Accepting::tcp(listener, self.allowed), None),
+        };
+        let task = tokio::spawn(accept_loop(accepting, handler));
+        Served { task, _file: file }
+    }
+}
+
+/// The bound `health_listen` socket, not yet served: `/livez`, `/readyz` and `/ping` for
+/// Kubernetes' httpGet probes (or a container's HEALTHCHECK, on a unix socket).
+#[derive(Debug)]
+pub struct HealthSocket {
+    addr: ListenAddr,
+    listener: Bound,
+}
+
+impl HealthSocket {
+    /// Binds `addr`: TCP (a bare port: every address, IPv6 and IPv4), or a unix socket
+    /// anyone may connect to (mode 0666: it tells only whether drover is up).
+    pub fn bind(addr: &ListenAddr) -> Result<HealthSocket, ListenError> {
+        let tcp = |at: std::net::SocketAddr| {
+            std::net::TcpListener::bind(at).map_err(io_error(addr, "bind"))
+        };
+        let listener = match addr {
+            ListenAddr::Unix(path) => {
+                crate::listener::check_stale(addr, path)?;
+                let listener = bind_private(addr, path, 0o666)?;
+                Bound::Unix(listener, SocketFile(path.clone()))
+            }
+            ListenAddr::Tcp(at) => Bound::Tcp(tcp(*at)?),
+            ListenAddr::AnyAddress(port) => Bound::Tcp(
+                tcp((std::net::Ipv6Addr::UNSPECIFIED, *port).into())
+                    .or_else(|_| tcp((std::net::Ipv4Addr::UNSPECIFIED, *port).into()))?,
+            ),
+        };
+        let addr = match &listener {
+            Bound::Tcp(tcp) => {
+                ListenAddr::Tcp(tcp.local_addr().map_err(io_error(addr, "getsockname"))?)
+            }
+            Bound::Unix(..) => addr.clone(),
+        };
+        Ok(HealthSocket { addr, listener })
+    }
+
+    /// As bound: a TCP port 0 is the port the kernel chose.
+    pub fn addr(&self) -> &ListenAddr {
+        &self.addr
+    }
+
+    /// Serves the probes, asking `master`. Call within the master's tokio runtime.
+    pub fn serve(self, master: ToMaster) -> Served {
+        let handler = Arc::new(Handler {
+            master,
+            scope: Scope::Health,
+        });
+        let (accepting, file) = match self.listener {
+            Bound::Unix(listener, file) => (Accepting::unix(listener), Some(file)),
+            Bound::Tcp(listener) => (Accepting::tcp(listener, Vec::new()), None),
         };
         let task = tokio::spawn(accept_loop(accepting, handler));
         Served { task, _file: file }
@@ -310,6 +367,30 @@ impl Handler {
         match route {
             Err(refusal) => refused(refusal),
             Ok(Route::Ping) => plain(200, "text/plain; charset=utf-8", "pong".into()),
+            Ok(Route::Live) => match self.ask_within(ControlRequest::Live, LIVE_TIMEOUT).await {
+                ControlReply::Ok(_) => plain(200, "text/plain; charset=utf-8", "ok\n".into()),
+                ControlReply::Error { message, .. } => plain(
+                    503,
+                    "text/plain; charset=utf-8",
+                    format!("[-]master loop: {message}\nlivez check failed\n"),
+                ),
+                reply => unexpected(reply),
+            },
+            Ok(Route::Ready { verbose }) => {
+                let (status, body) = if health::stopping() {
+                    health::render_stopping()
+                } else {
+                    match self.ask_within(ControlRequest::Ready, LIVE_TIMEOUT).await {
+                        ControlReply::Ready(readiness) => health::render_ready(&readiness, verbose),
+                        ControlReply::Error { message, .. } => (
+                            503,
+                            format!("[-]master loop: {message}\nreadyz check failed\n"),
+                        ),
+                        reply => return unexpected(reply),
+                    }
+                };
+                plain(status, "text/plain; charset=utf-8", body)
+            }
             Ok(Route::Status { pool, format, full }) => {
                 let one = pool.is_some();
                 match self.ask(ControlRequest::Status { pool }).await {
@@ -346,12 +427,16 @@ impl Handler {
 
     /// The master's answer; a 503 or 504 as an error reply when it cannot give one.
     async fn ask(&self, request: ControlRequest) -> ControlReply {
+        self.ask_within(request, REPLY_TIMEOUT).await
+    }
+
+    async fn ask_within(&self, request: ControlRequest, timeout: Duration) -> ControlReply {
         let (reply, answer) = oneshot::channel();
         let asked = async {
             self.master.send((request, reply)).await.ok()?;
             answer.await.ok()
         };
-        match tokio::time::timeout(REPLY_TIMEOUT, asked).await {
+        match tokio::time::timeout(timeout, asked).await {
             Ok(Some(reply)) => reply,
             Ok(None) => ControlReply::Error {
                 status: 503,
@@ -361,7 +446,7 @@ impl Handler {
                 status: 504,
                 message: format!(
                     "the master did not answer within {}",
-                    humantime::format_duration(REPLY_TIMEOUT)
+                    humantime::format_duration(timeout)
                 ),
             },
         }

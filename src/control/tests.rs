@@ -53,6 +53,15 @@ fn canned(request: &ControlRequest) -> Option<ControlReply> {
         ControlRequest::Workers { pool, delta } => {
             ControlReply::Ok(format!("pool {pool}: {delta:+} workers"))
         }
+        ControlRequest::Live => ControlReply::Ok("ok".into()),
+        ControlRequest::Ready => ControlReply::Ready(health::Readiness {
+            started: true,
+            stopping: None,
+            pools: vec![health::PoolReadiness {
+                pool: "www".into(),
+                state: health::PoolState::NoWorker,
+            }],
+        }),
     })
 }
 
@@ -517,4 +526,66 @@ fn status_listen_on_a_unix_path_takes_the_pools_mode() {
     assert_eq!(refused(c.reload(None, false)).0, 404);
     drop(h);
     assert!(!Path::new(&path).exists(), "removed when the server stops");
+}
+
+/// One `GET` over TCP, read to the end: (status, body).
+fn tcp_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+#[test]
+fn health_listen_answers_the_probes_from_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = HealthSocket::bind(&ListenAddr::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let ListenAddr::Tcp(addr) = *bound.addr() else {
+        panic!("a TCP address: {:?}", bound.addr());
+    };
+    let h = Harness::run(dir, PathBuf::new(), move |tx| bound.serve(tx), fake_master);
+    assert_eq!(tcp_get(addr, "/livez"), (200, "ok\n".into()));
+    // The fake master's one pool has no worker.
+    assert_eq!(
+        tcp_get(addr, "/readyz"),
+        (
+            503,
+            "[-]pool www: no worker running\nreadyz check failed\n".into()
+        )
+    );
+    let (status, body) = tcp_get(addr, "/status");
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(h.seen(), [ControlRequest::Live, ControlRequest::Ready]);
+}
+
+/// A master whose loop never takes a request.
+async fn stuck(rx: mpsc::Receiver<Envelope>, _seen: Seen) {
+    let _held = rx;
+    std::future::pending::<()>().await;
+}
+
+#[test]
+fn livez_fails_when_the_master_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = HealthSocket::bind(&ListenAddr::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let ListenAddr::Tcp(addr) = *bound.addr() else {
+        panic!("a TCP address");
+    };
+    let _h = Harness::run(dir, PathBuf::new(), move |tx| bound.serve(tx), stuck);
+    let started = std::time::Instant::now();
+    let (status, body) = tcp_get(addr, "/livez");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("did not answer within"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::Master;
+use super::{Master, Phase};
 use crate::config::{self, Config, PmMode, Pool};
+use crate::control::health::{PoolReadiness, Readiness, Stopping};
 use crate::control::{ControlReply, ControlRequest};
 
 impl Master {
@@ -55,6 +56,8 @@ impl Master {
                 }
             }
             ControlRequest::Set { pool, changes } => self.set(&pool, &changes),
+            ControlRequest::Live => ControlReply::Ok("ok".into()),
+            ControlRequest::Ready => ControlReply::Ready(self.readiness()),
             ControlRequest::Workers { pool, delta } => {
                 let Some(current) = self.pools.serving().find(|p| p.name() == pool) else {
                     return ControlReply::unknown_pool(&pool);
@@ -79,8 +82,35 @@ impl Master {
         }
     }
 
+    /// `/readyz`: the master's phase and each pool's serving generation.
+    fn readiness(&self) -> Readiness {
+        let stopping = match self.phase {
+            Phase::Running => None,
+            Phase::Delaying { .. } => Some(Stopping::Delaying),
+            Phase::Stopping { .. } => Some(Stopping::Draining),
+        };
+        Readiness {
+            started: self.ready,
+            stopping,
+            pools: self
+                .pools
+                .serving()
+                .map(|p| PoolReadiness {
+                    pool: p.name().to_owned(),
+                    state: p.readiness(),
+                })
+                .collect(),
+        }
+    }
+
     /// Applies `changes` (pm keys only) to one pool after validating them like the files.
     fn set(&mut self, pool: &str, changes: &[(String, String)]) -> ControlReply {
+        if self.phase != Phase::Running {
+            return ControlReply::Error {
+                status: 409,
+                message: "drover is stopping: no live changes".into(),
+            };
+        }
         let Some(index) = self.pools.serving_of(pool) else {
             return ControlReply::unknown_pool(pool);
         };

@@ -58,6 +58,12 @@ const KILL_GRACE: Duration = Duration::from_secs(3);
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Running,
+    /// TERM or QUIT with a `shutdown_delay`: `/readyz` answers 503, the pools serve on as
+    /// in `Running` until `until`, then the graceful stop (`timeout`) begins.
+    Delaying {
+        until: Instant,
+        timeout: Duration,
+    },
     /// Waiting for in-flight requests until the deadline, then SIGKILL.
     Stopping {
         deadline: Instant,
@@ -120,6 +126,13 @@ struct Master {
 
 /// The sockets systemd passed, by the name of the pool that takes each.
 type Inherited = std::collections::HashMap<String, Rc<Listener>>;
+
+impl Phase {
+    /// The pools serve and follow their policy: running, or within `shutdown_delay`.
+    fn serves(self) -> bool {
+        matches!(self, Phase::Running | Phase::Delaying { .. })
+    }
+}
 
 impl Master {
     /// Binds every listener and prepares every pool; spawns nothing yet. Any error here
@@ -202,6 +215,7 @@ impl Master {
         let mut signals =
             signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
         let tally = signals::Tally::register().context("installing signal handlers")?;
+        crate::control::health::watch_stop().context("installing signal handlers")?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tracing::info!(
@@ -222,7 +236,7 @@ impl Master {
                 }
                 Some(line) = self.lines.recv() => self.log_output(line),
                 Some(id) = self.wakes.recv() => {
-                    if self.phase == Phase::Running {
+                    if self.phase.serves() {
                         let now = Instant::now();
                         if let Some(pool) = self.pools.live_by_id_mut(id) {
                             pool.observe(now, &mut self.sampler);
@@ -252,7 +266,7 @@ impl Master {
                     pool.after_output(now);
                     if pool.draining() {
                         pool.drain_tick(now);
-                    } else if self.phase == Phase::Running {
+                    } else if self.phase.serves() {
                         let waiting = pool.connections_waiting();
                         pool.apply_policy(now, maintenance_due, waiting);
                     }
@@ -268,11 +282,12 @@ impl Master {
                     self.tell_activity(now);
                 }
             }
-            if self.phase == Phase::Running {
+            if self.phase.serves() {
                 for pool in self.pools.live_mut() {
                     pool.maintain(now);
                 }
                 self.check_ready();
+                self.end_delay(now);
             } else if self.advance_stop(now) {
                 break;
             }
@@ -303,9 +318,7 @@ impl Master {
     fn on_command(&mut self, command: Command) {
         match command {
             Command::Reap => {}
-            Command::StopGraceful => {
-                self.stop(self.config.global.process_control_timeout, "graceful")
-            }
+            Command::StopGraceful => self.stop_after_delay(),
             Command::StopFast => self.stop(Duration::ZERO, "fast"),
             Command::Reload => {
                 if let Err(message) = self.reload(None, true) {
@@ -327,7 +340,7 @@ impl Master {
             Ok(()) => tracing::info!("error log reopened"),
             Err(err) => tracing::error!("cannot reopen the error log: {err}"),
         }
-        if !matches!(self.phase, Phase::Running) {
+        if !self.phase.serves() {
             return;
         }
         let mut names: Vec<String> = self.pools.live().map(|p| p.config.name.clone()).collect();
@@ -351,20 +364,59 @@ impl Master {
         }
     }
 
+    /// TERM and QUIT: the graceful stop, after `shutdown_delay` when it is set. A second
+    /// one within the delay cuts it short (as a second stop signal can only make a stop
+    /// sooner).
+    fn stop_after_delay(&mut self) {
+        let timeout = self.config.global.process_control_timeout;
+        let delay = self.config.global.shutdown_delay;
+        crate::control::health::mark_stopping();
+        match self.phase {
+            Phase::Running if !delay.is_zero() => {
+                tracing::info!(
+                    "stopping: graceful after shutdown_delay {} (readyz answers 503; the pools serve on)",
+                    humantime::format_duration(delay)
+                );
+                systemd::stopping();
+                self.phase = Phase::Delaying {
+                    until: Instant::now() + delay,
+                    timeout,
+                };
+            }
+            Phase::Delaying { .. } => {
+                tracing::info!("stopping: a second stop signal ends shutdown_delay now");
+                self.stop(timeout, "graceful");
+            }
+            _ => self.stop(timeout, "graceful"),
+        }
+    }
+
+    /// Within `shutdown_delay`: once it has run out, the graceful stop begins.
+    fn end_delay(&mut self, now: Instant) {
+        if let Phase::Delaying { until, timeout } = self.phase
+            && now >= until
+        {
+            self.stop(timeout, "graceful, shutdown_delay over");
+        }
+    }
+
     fn stop(&mut self, timeout: Duration, how: &str) {
         let deadline = Instant::now() + timeout;
+        crate::control::health::mark_stopping();
         match self.phase {
             // A second stop signal can only make the stop sooner.
             Phase::Stopping {
                 deadline: current, ..
             } if current <= deadline => {}
             Phase::Stopping { killed, .. } => self.phase = Phase::Stopping { deadline, killed },
-            Phase::Running => {
+            Phase::Running | Phase::Delaying { .. } => {
                 tracing::info!(
                     "stopping: {how} (timeout {})",
                     humantime::format_duration(timeout)
                 );
-                systemd::stopping();
+                if self.phase == Phase::Running {
+                    systemd::stopping();
+                }
                 for pool in self.pools.iter_mut() {
                     pool.stop_accepting();
                 }

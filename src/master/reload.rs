@@ -22,6 +22,11 @@ impl Master {
     /// without, only those whose configuration changed (or whose app stopped them). Returns
     /// what was done, one line per pool.
     pub(super) fn reload(&mut self, only: Option<&str>, renew: bool) -> Result<String, String> {
+        // A stop (or its shutdown_delay) is under way: new generations would only be
+        // stopped again.
+        if self.phase != super::Phase::Running {
+            return Err("drover is stopping: reload refused".into());
+        }
         tracing::info!("reload: reading {}", self.config.path.display());
         let mut new = config::load(&self.config.path).map_err(|errors| errors.to_string())?;
         runtime::php::embed::log_if_unusable();

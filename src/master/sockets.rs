@@ -20,6 +20,8 @@ pub(super) struct Sockets {
     pub control: Option<(PathBuf, Served)>,
     /// Each pool's `status_listen` server, by pool name.
     pub status: HashMap<String, (StatusBinding, Served)>,
+    /// The `health_listen` server: bound at start, kept until drover exits.
+    pub health: Option<Served>,
 }
 
 /// What a `status_listen` socket is bound with: its address and the pool's socket settings
@@ -55,7 +57,14 @@ impl Sockets {
             to_master,
             control: None,
             status: HashMap::new(),
+            health: None,
         };
+        if let Some(addr) = &global.health_listen {
+            let socket = crate::control::HealthSocket::bind(addr)
+                .with_context(|| format!("cannot listen on health_listen {addr}"))?;
+            tracing::info!("health (/livez, /readyz) on {}", socket.addr());
+            sockets.health = Some(socket.serve(sockets.to_master.clone()));
+        }
         if let Some(path) = &global.control.listen {
             let served = sockets.serve_control(path).with_context(|| {
                 format!("cannot listen on the control socket {}", path.display())
@@ -227,6 +236,21 @@ impl Master {
                     }
                 },
             }
+        }
+        if new.health_listen != old.health_listen {
+            tracing::warn!(
+                "health_listen: stays {} until drover restarts (kubelet probes it throughout)",
+                old.health_listen
+                    .as_ref()
+                    .map_or("unset".to_string(), ToString::to_string)
+            );
+            new.health_listen = old.health_listen.clone();
+        }
+        if new.shutdown_delay != old.shutdown_delay {
+            changed.push(format!(
+                "shutdown_delay: {}",
+                humantime::format_duration(new.shutdown_delay)
+            ));
         }
         if new.process_control_timeout != old.process_control_timeout {
             changed.push(format!(

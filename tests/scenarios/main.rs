@@ -16,6 +16,7 @@ mod embed;
 mod harness;
 mod hostile;
 mod import;
+mod k8s;
 mod output;
 mod package;
 mod pm;

@@ -123,6 +123,23 @@ pub const KEYS: &[Key] = &[
         "The window of `emergency_restart_threshold`; more than 0s when the threshold is set.",
     ),
     key(
+        "shutdown_delay",
+        Global,
+        Duration,
+        Value("\"0s\""),
+        "On TERM and QUIT: how long the pools keep serving, `/readyz` answering 503, before \
+         the graceful stop (so that a load balancer or Kubernetes stops sending first); 0s: \
+         stop at once.",
+    ),
+    key(
+        "health_listen",
+        Global,
+        STRING,
+        Unset,
+        "An address (as a pool's `listen`) where the master serves `/livez` and `/readyz` for \
+         Kubernetes' httpGet probes; the control socket serves them too.",
+    ),
+    key(
         "control",
         Global,
         Table,

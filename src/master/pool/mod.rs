@@ -239,6 +239,16 @@ impl PoolRun {
                 && self.workers() >= pm::initial_workers(&self.config.pm) as usize)
     }
 
+    /// Whether this generation can take a request now, for `/readyz`.
+    pub fn readiness(&self) -> crate::control::health::PoolState {
+        crate::control::health::pool_state(
+            self.lifecycle.failed(),
+            self.runtime_ready,
+            self.workers(),
+            self.config.pm.mode == crate::config::PmMode::Ondemand,
+        )
+    }
+
     /// Every pid of this pool still alive (for stop).
     pub fn is_empty(&self) -> bool {
         self.processes.is_empty() && self.workers.is_empty()

@@ -1,0 +1,199 @@
+use super::*;
+
+fn context() -> Context {
+    Context {
+        cwd: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        virtualenv: None,
+        php_worker: false,
+    }
+}
+
+fn args(f: impl FnOnce(&mut ServeArgs)) -> ServeArgs {
+    let mut args = ServeArgs::default();
+    f(&mut args);
+    args
+}
+
+fn folder() -> PathBuf {
+    PathBuf::from("/nonexistent/drover-serve-test")
+}
+
+#[test]
+fn a_python_app_is_an_http_pool_run_from_the_current_directory() {
+    let plan = build(&args(|a| a.python = Some("hello:app".into())), &context()).unwrap();
+    let config = plan.load(&folder()).unwrap();
+    let pool = &config.pools[0];
+    let cwd = context().cwd;
+    assert_eq!(pool.name, "app");
+    assert_eq!(pool.listen.to_string(), DEFAULT_HTTP);
+    assert_eq!(pool.chdir.as_deref(), Some(cwd.as_path()));
+    assert!(!pool.clear_env);
+    assert_eq!(pool.pm.max_children, 1);
+    let text = plan.pool_text();
+    assert!(text.contains("protocol = \"http\""), "{text}");
+    assert!(
+        text.contains(&format!("python_path = [\"{}\"]", cwd.display())),
+        "{text}"
+    );
+}
+
+#[test]
+fn flags_set_their_keys_and_set_overrides() {
+    let plan = build(
+        &args(|a| {
+            a.asgi = Some("app:app".into());
+            a.fastcgi = Some("run/app.sock".into());
+            a.workers = Some("4".into());
+            a.health = Some("127.0.0.1:8081".into());
+            a.set = vec![
+                "pm.max_requests=100".into(),
+                "env.GREETING=hello world".into(),
+                "shutdown_delay=5s".into(),
+                "python.threads=1".into(),
+            ];
+        }),
+        &context(),
+    )
+    .unwrap();
+    let config = plan.load(&folder()).unwrap();
+    let pool = &config.pools[0];
+    assert_eq!(pool.pm.max_children, 4);
+    assert_eq!(pool.pm.max_requests, 100);
+    assert_eq!(
+        pool.listen.to_string(),
+        context().cwd.join("run/app.sock").display().to_string()
+    );
+    assert_eq!(
+        config.global.shutdown_delay,
+        std::time::Duration::from_secs(5)
+    );
+    assert_eq!(
+        config.global.health_listen.map(|a| a.to_string()),
+        Some("127.0.0.1:8081".to_string())
+    );
+    assert!(plan.pool_text().contains("GREETING = \"hello world\""));
+    assert!(plan.pool_text().contains("interface = \"asgi\""));
+}
+
+#[test]
+fn errors_name_the_flag() {
+    let load = |f: fn(&mut ServeArgs)| {
+        let plan = build(&args(f), &context())?;
+        plan.load(&folder()).map(|_| ()).map_err(|e| e.join("\n"))
+    };
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.workers = Some("0".into());
+    })
+    .unwrap_err();
+    assert!(err.starts_with("-w: pm.max_children: "), "{err}");
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.set = vec!["pm.max_requests=many".into()];
+    })
+    .unwrap_err();
+    assert!(
+        err.starts_with("--set pm.max_requests=many: pm.max_requests: "),
+        "{err}"
+    );
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.set = vec!["no_such_key=1".into()];
+    })
+    .unwrap_err();
+    assert!(err.starts_with("--set no_such_key=1: "), "{err}");
+    let err = load(|a| {
+        a.php = Some(".".into());
+        a.http = Some("127.0.0.1:8080".into());
+    })
+    .unwrap_err();
+    assert!(err.contains("--http: "), "{err}");
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.http = Some("localhost:80".into());
+    })
+    .unwrap_err();
+    assert!(err.starts_with("--http: listen: "), "{err}");
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.set = vec!["include=[]".into()];
+    })
+    .unwrap_err();
+    assert!(err.starts_with("--set include=[]: "), "{err}");
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.set = vec!["novalue".into()];
+    })
+    .unwrap_err();
+    assert_eq!(err, "--set novalue: expected KEY=VALUE");
+}
+
+#[test]
+fn php_serves_fastcgi_from_its_docroot() {
+    let plan = build(&args(|a| a.php = Some("examples/www".into())), &context()).unwrap();
+    let config = plan.load(&folder()).unwrap();
+    let pool = &config.pools[0];
+    assert_eq!(pool.name, "www");
+    assert_eq!(pool.listen.to_string(), DEFAULT_FASTCGI);
+    assert_eq!(
+        pool.chdir.as_deref(),
+        Some(context().cwd.join("examples/www").as_path())
+    );
+}
+
+#[test]
+fn worker_mode_is_refused_where_the_build_lacks_it() {
+    let err = build(&args(|a| a.worker = Some("worker.php".into())), &context()).unwrap_err();
+    assert!(err.starts_with("--worker: "), "{err}");
+    assert!(err.contains("not available"), "{err}");
+    let plan = build(
+        &args(|a| a.worker = Some("worker.php".into())),
+        &Context {
+            php_worker: true,
+            ..context()
+        },
+    )
+    .unwrap();
+    let cwd = context().cwd;
+    assert!(
+        plan.pool_text().contains(&format!(
+            "worker = \"{}\"",
+            cwd.join("worker.php").display()
+        )),
+        "{}",
+        plan.pool_text()
+    );
+}
+
+#[test]
+fn map_tables_take_dotted_names_whole() {
+    assert_eq!(
+        split("php.ini.opcache.enable"),
+        Some(vec!["php".into(), "ini".into(), "opcache.enable".into()])
+    );
+    assert_eq!(
+        split("pm.max_children"),
+        Some(vec!["pm".into(), "max_children".into()])
+    );
+    assert_eq!(split("a..b"), None);
+    assert_eq!(split(""), None);
+}
+
+#[test]
+fn the_same_files_reuse_one_folder() {
+    let a = build(&args(|a| a.python = Some("hello:app".into())), &context()).unwrap();
+    let b = build(&args(|a| a.python = Some("hello:app".into())), &context()).unwrap();
+    let c = build(&args(|a| a.python = Some("other:app".into())), &context()).unwrap();
+    assert_eq!(folder_for(&a), folder_for(&b));
+    assert_ne!(folder_for(&a), folder_for(&c));
+}
+
+#[test]
+fn a_colon_and_a_port_is_every_address_as_gunicorn_reads_it() {
+    let cwd = Path::new("/srv/app");
+    assert_eq!(address(":8000", cwd), "8000");
+    assert_eq!(address("8000", cwd), "8000");
+    assert_eq!(address("0.0.0.0:8000", cwd), "0.0.0.0:8000");
+    assert_eq!(address("run/app.sock", cwd), "/srv/app/run/app.sock");
+    assert_eq!(address("/run/app.sock", cwd), "/run/app.sock");
+}

@@ -1,0 +1,202 @@
+//! `drover serve`: one pool from flags, run from the app's folder as gunicorn is; `--print`
+//! writes files `drover -t` takes; errors name the flag.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+
+use nix::sys::signal::Signal;
+
+use super::curl;
+use crate::common::{BIN, Log, Site, TIMEOUT, proc, python_runtime, run_bounded, wait_until};
+
+const APP: &str = r#"
+import os
+
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [f"hello from {os.getcwd()} {os.environ.get('GREETING', '-')}".encode()]
+"#;
+
+/// A port nobody listens on now (the kernel's pick, released).
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().unwrap().port()
+}
+
+/// A running `drover serve`, killed with what it started on drop.
+struct Serving {
+    child: Child,
+    log: Log,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            proc::kill_tree(self.child.id() as i32);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn serve(site: &Site, args: &[&str]) -> Command {
+    python_runtime();
+    let mut command = Command::new(BIN);
+    command
+        .arg("serve")
+        .args(args)
+        .current_dir(site.path())
+        // The generated files go into the test's own folder.
+        .env("XDG_RUNTIME_DIR", site.path())
+        .env_remove("VIRTUAL_ENV");
+    command
+}
+
+fn spawn(mut command: Command) -> Serving {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn drover serve");
+    let log = Log::default();
+    log.collect(child.stdout.take().unwrap());
+    log.collect(child.stderr.take().unwrap());
+    Serving { child, log }
+}
+
+#[test]
+fn serve_runs_the_app_of_the_current_directory_over_http() {
+    let site = Site::new();
+    site.write("hello.py", APP);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut command = serve(
+        &site,
+        &["--python", "hello:app", "--http", &addr, "-w", "2"],
+    );
+    command.env("GREETING", "hi");
+    if proc::running_as_root() {
+        command.args(["--set", "user=root"]);
+    }
+    let mut serving = spawn(command);
+    serving.log.wait_for_line("ready:", TIMEOUT);
+    let (status, body) = curl(&format!("http://{addr}/"), None);
+    let cwd = site.path().canonicalize().unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (200, format!("hello from {} hi", cwd.display()).as_str()),
+        "log:\n{}",
+        serving.log.text()
+    );
+    assert!(serving.log.text().contains("ready: 1 pools, 2 workers"));
+    // The files it runs are in a private folder that `drover -t` reads like any other.
+    let folder = std::fs::read_dir(site.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("drover-serve-")
+        })
+        .expect("the generated folder");
+    let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(folder.join("pools.d/app.toml").is_file());
+    proc::signal(serving.child.id() as i32, Signal::SIGTERM);
+    let child = &mut serving.child;
+    let status = wait_until(TIMEOUT, "drover serve to exit", || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn print_writes_files_drover_takes_as_they_are() {
+    let site = Site::new();
+    site.write("hello.py", APP);
+    let mut args = vec![
+        "--asgi",
+        "hello:app",
+        "-w",
+        "3",
+        "--set",
+        "pm.max_requests=100",
+    ];
+    args.extend(["--health", "127.0.0.1:8081", "--print"]);
+    if proc::running_as_root() {
+        args.extend(["--set", "user=root"]);
+    }
+    let out = run_bounded(&mut serve(&site, &args));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (global, pool) = text
+        .split_once("# pools.d/app.toml\n")
+        .unwrap_or_else(|| panic!("two files in:\n{text}"));
+    assert!(
+        global.contains("health_listen = \"127.0.0.1:8081\""),
+        "{global}"
+    );
+    assert!(pool.contains("app = \"hello:app\"") && pool.contains("interface = \"asgi\""));
+    assert!(pool.contains("max_children = 3") && pool.contains("max_requests = 100"));
+    site.write("drover.toml", global);
+    site.write("pools.d/app.toml", pool);
+    let checked = run_bounded(
+        Command::new(BIN)
+            .arg("-t")
+            .arg("-c")
+            .arg(site.path().join("drover.toml")),
+    );
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{stderr}");
+    assert!(stderr.contains("is valid"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_what_a_pool_file_refuses_naming_the_flag() {
+    let site = Site::new();
+    site.write("hello.py", APP);
+    let run = |args: &[&str]| {
+        let out = run_bounded(&mut serve(&site, args));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--python", "hello:app", "-w", "0"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with("drover serve: -w: pm.max_children: "),
+        "{err}"
+    );
+    let (code, err) = run(&["--python", "hello:app", "--set", "pm.max_requests=-1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with("drover serve: --set pm.max_requests=-1: pm.max_requests: "),
+        "{err}"
+    );
+    let (code, err) = run(&["--php", ".", "--http", "127.0.0.1:8080"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--http: "), "{err}");
+    let (code, err) = run(&[
+        "--python",
+        "hello:app",
+        "--fastcgi",
+        "x.sock",
+        "--http",
+        ":1",
+    ]);
+    assert_eq!(code, Some(2), "clap refuses both: {err}");
+    let (code, err) = run(&["-w", "2"]);
+    assert_eq!(code, Some(2), "no app: {err}");
+    let (code, err) = run(&["--worker", "worker.php"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--worker: ") && err.contains("not available"),
+        "{err}"
+    );
+}
