@@ -543,6 +543,7 @@ impl Master {
         let pool = &self.pools[index];
         let role = pool.role(output.pid).unwrap_or("worker");
         let pid = output.pid;
+        let request_id = pool.request_id_of_output(pid, output.at_us);
         // A report line nobody took is drover's, never the app's: it is not passed on.
         if !pool.config.decorate_workers_output && !line.starts_with(REPORT_MARK) {
             if tracing::enabled!(tracing::Level::INFO)
@@ -554,9 +555,23 @@ impl Master {
                 );
             }
         } else if self.config.global.log_format == LogFormat::Json {
-            tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}");
+            match request_id {
+                Some(id) => {
+                    tracing::info!(
+                        pool = pool.name(),
+                        pid = pid.as_raw(),
+                        role,
+                        request_id = id,
+                        "{line}"
+                    );
+                }
+                None => tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}"),
+            }
         } else {
-            tracing::info!("pool {}: {role} {pid}: {line}", pool.name());
+            let id = request_id
+                .map(|id| format!(" request_id={id}"))
+                .unwrap_or_default();
+            tracing::info!("pool {}: {role} {pid}{id}: {line}", pool.name());
         }
     }
 

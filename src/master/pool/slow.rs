@@ -63,6 +63,7 @@ impl PoolRun {
                     uri: request.uri,
                     query: request.query,
                     script: request.script,
+                    request_id: request.request_id,
                     elapsed: now.saturating_duration_since(w.state.since),
                     frames: Vec::new(),
                 };
@@ -128,8 +129,12 @@ impl PoolRun {
         let Some(path) = &self.config.slowlog else {
             return;
         };
+        let id = match entry.request_id.as_str() {
+            "" => String::new(),
+            id => format!(" request_id={id}"),
+        };
         tracing::warn!(
-            "pool {}: worker {}: slow request, {:.1}s: {} {} (entry in {})",
+            "pool {}: worker {}: slow request, {:.1}s: {} {}{id} (entry in {})",
             self.config.name,
             entry.pid,
             entry.elapsed.as_secs_f64(),
@@ -246,6 +251,7 @@ mod tests {
             uri: "/slow.php".into(),
             query: String::new(),
             script: "/srv/slow.php".into(),
+            request_id: String::new(),
             elapsed: Duration::from_secs(3),
             frames: Vec::new(),
         }
