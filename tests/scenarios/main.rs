@@ -20,6 +20,7 @@ mod output;
 mod pm;
 mod python;
 mod requests;
+mod scaleout;
 mod shutdown;
 mod systemd;
 mod workers;
