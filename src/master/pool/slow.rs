@@ -162,8 +162,9 @@ enum DumpLine {
     /// A drover-php frame line for a dump already written (the worker answered too late):
     /// never ordinary output, but not kept.
     Late,
-    /// The dump's end: its entry is complete.
-    Done(Entry),
+    /// The dump's end: its entry is complete (boxed: an entry is large, the other
+    /// variants carry nothing).
+    Done(Box<Entry>),
 }
 
 impl SlowRequests {
@@ -208,7 +209,7 @@ impl SlowRequests {
                     DumpLine::Taken
                 }
                 (Some(StackLine::End), Some(_)) => match self.dumps.remove(&pid) {
-                    Some((entry, _)) => DumpLine::Done(entry),
+                    Some((entry, _)) => DumpLine::Done(Box::new(entry)),
                     None => DumpLine::Late,
                 },
             },

@@ -169,3 +169,49 @@ fn a_slow_wsgi_request_has_one_id_in_the_environ_the_access_log_the_slowlog_and_
         nginx.url(&format!("/rid{q}"))
     });
 }
+
+/// A pool whose requests are killed past `request_terminate_timeout`.
+struct Terminating;
+
+impl PoolFile for Terminating {
+    fn name(&self) -> &str {
+        "www"
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        pool_toml(
+            &site.socket("www"),
+            &format!(
+                "request_terminate_timeout = \"1s\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n{}",
+                php_table("embed")
+            ),
+        )
+    }
+}
+
+/// Without an id from the client or nginx, the worker makes one; the kill of the request
+/// past `request_terminate_timeout` names it, as the line the script wrote before does.
+#[test]
+fn a_killed_request_without_a_given_id_is_named_by_the_one_drover_made() {
+    let site = Site::new();
+    site.script("rid.php", SCRIPT);
+    let drover = Drover::start(&site, &[&Terminating]);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    let reply = http::get(&nginx.url("/rid.php?slow=1"));
+    assert_eq!(reply.status, 502, "killed mid-request: {reply:?}");
+    let output = drover.log.wait_for_line("marker-rid-php", TIMEOUT);
+    let id = output
+        .split("request_id=")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("the script's line carries no id: {output:?}"));
+    assert!(
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "a made id is 32 hex digits: {id:?}"
+    );
+    let kill = drover.log.wait_for_line("killing worker", TIMEOUT);
+    assert!(
+        kill.contains("request_terminate_timeout") && kill.ends_with(&format!("request_id={id}")),
+        "the kill line names the request: {kill:?}"
+    );
+}

@@ -7,15 +7,16 @@
 use super::{HOSTS, Host, Load, PATHS, first_failures, front, nginx_errors, retries};
 use crate::common::Site;
 
+/// Between two hosts the operator waits for the renewed one to serve: here, until it has
+/// answered this many requests at the new version.
+const SERVED: u64 = 100 * PATHS.len() as u64;
+
 #[test]
 fn a_rolling_deploy_by_sigterm_then_by_reload_loses_no_request() {
     let mut hosts: Vec<Host> = (1..=HOSTS).map(|n| Host::start(n, "v1")).collect();
     let site = Site::new();
     let nginx = front(&site, &hosts);
     let load = Load::start(&nginx.url(""), "");
-    // Between two hosts the operator waits for the renewed one to serve: here, until it
-    // has answered this many requests at the new version.
-    const SERVED: u64 = 100 * PATHS.len() as u64;
     let served_by_all = |version: &'static str| {
         move |t: &super::Tally| (1..=HOSTS).all(|n| t.count(n, version) >= SERVED)
     };
