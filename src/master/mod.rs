@@ -543,7 +543,6 @@ impl Master {
         let pool = &self.pools[index];
         let role = pool.role(output.pid).unwrap_or("worker");
         let pid = output.pid;
-        let request_id = pool.request_id_of_output(pid, output.at_us);
         // A report line nobody took is drover's, never the app's: it is not passed on.
         if !pool.config.decorate_workers_output && !line.starts_with(REPORT_MARK) {
             if tracing::enabled!(tracing::Level::INFO)
@@ -555,7 +554,9 @@ impl Master {
                 );
             }
         } else if self.config.global.log_format == LogFormat::Json {
-            match request_id {
+            // The request's id as a field of its own, for log pipelines. Text lines keep
+            // their `pool www: worker 1234: ` prefix as it was: scripts and alerts match it.
+            match pool.request_id_of_output(pid, output.at_us) {
                 Some(id) => {
                     tracing::info!(
                         pool = pool.name(),
@@ -568,10 +569,7 @@ impl Master {
                 None => tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}"),
             }
         } else {
-            let id = request_id
-                .map(|id| format!(" request_id={id}"))
-                .unwrap_or_default();
-            tracing::info!("pool {}: {role} {pid}{id}: {line}", pool.name());
+            tracing::info!("pool {}: {role} {pid}: {line}", pool.name());
         }
     }
 

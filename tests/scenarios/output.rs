@@ -87,14 +87,10 @@ fn by_default_a_printed_line_is_tagged_with_pool_and_pid() {
     let line = printed(&stack, "/print-json?id=two");
     let pid: serde_json::Value = serde_json::from_str(&line).unwrap();
     let found = stack.drover.log.wait_for_line("\"id\": \"two\"", TIMEOUT);
-    // With the request's id when the master read the line while the request ran (see
-    // docs/logs.md, "Request ids"); a line read after it ended may come without.
     let tagged = format!("pool py: worker {}: {line}", pid["pid"]);
-    let with_id = format!("pool py: worker {} request_id=", pid["pid"]);
     assert!(
-        found.ends_with(&tagged)
-            || (found.contains(&with_id) && found.ends_with(&format!(": {line}"))),
-        "line {found:?}, expected it to end with {tagged:?}, or to carry a request id"
+        found.ends_with(&tagged),
+        "line {found:?}, expected it to end with {tagged:?}"
     );
 }
 

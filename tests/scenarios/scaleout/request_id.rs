@@ -2,7 +2,8 @@
 //! passes its `$request_id` (`fastcgi_param REQUEST_ID $request_id;`) and shows it to the
 //! client (`add_header X-Request-Id`); the app sees it as `HTTP_X_REQUEST_ID` (PHP's
 //! `$_SERVER`, WSGI's environ), and the access log (`%I`), the slowlog entry and the line
-//! the app writes to stderr while it runs all carry it. A client's own `X-Request-Id`
+//! the app writes to stderr while it runs (a `request_id` field in drover's JSON log) all
+//! carry it. A client's own `X-Request-Id`
 //! comes first; one that may not stand in a log is replaced by nginx's.
 
 use std::fs;
@@ -106,8 +107,9 @@ fn follow(site: &Site, drover: &Drover, name: &str, marker: &str, url: &dyn Fn(&
         "the slowlog entry names the request: {slowlog}"
     );
     let line = drover.log.wait_for_line(marker, TIMEOUT);
-    assert!(
-        line.contains(&format!("request_id={id}: {marker}")),
+    assert_eq!(
+        output_id(&line).as_deref(),
+        Some(id.as_str()),
         "the app's line while it ran: {line:?}"
     );
     let warn = drover.log.wait_for_line("slow request", TIMEOUT);
@@ -116,6 +118,26 @@ fn follow(site: &Site, drover: &Drover, name: &str, marker: &str, url: &dyn Fn(&
         "followed {id}:\n  {}\n  {line}\n  {warn}\n{slowlog}",
         access.join("\n  ")
     );
+}
+
+/// The `request_id` field of a JSON line of drover's log.
+fn output_id(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+    value["request_id"].as_str().map(str::to_owned)
+}
+
+/// drover with a JSON error log (`log_format = "json"`), serving `pools`.
+fn start_json(site: &Site, pools: &[&dyn PoolFile]) -> Drover {
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\nlog_format = \"json\"\n",
+    );
+    for pool in pools {
+        site.write(&format!("pools.d/{}.toml", pool.name()), &pool.toml(site));
+    }
+    let drover = Drover::spawn(site);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    drover
 }
 
 /// The file's lines once it has `n`, at most [`TIMEOUT`].
@@ -147,7 +169,7 @@ const PASS_ID: &str = "fastcgi_param REQUEST_ID $request_id;\n            \
 fn a_slow_php_request_has_one_id_in_the_app_the_access_log_the_slowlog_and_its_output() {
     let site = Site::new();
     site.script("rid.php", SCRIPT);
-    let drover = Drover::start(&site, &[&Php]);
+    let drover = start_json(&site, &[&Php]);
     let nginx = Nginx::start_locations(&site, &[Location::php(&site.socket("www")).with(PASS_ID)]);
     follow(&site, &drover, "www", "marker-rid-php", &|q| {
         nginx.url(&format!("/rid.php{q}"))
@@ -160,7 +182,7 @@ fn a_slow_wsgi_request_has_one_id_in_the_environ_the_access_log_the_slowlog_and_
     site.write("apps/rid_app.py", APP);
     let mut pool = PythonPool::new("py", "rid_app:application");
     pool.keys += &logging(&site, "py");
-    let drover = Drover::start(&site, &[&pool]);
+    let drover = start_json(&site, &[&pool]);
     let nginx = Nginx::start_locations(
         &site,
         &[Location::prefix("/", &site.socket("py")).with(PASS_ID)],
@@ -195,23 +217,20 @@ impl PoolFile for Terminating {
 fn a_killed_request_without_a_given_id_is_named_by_the_one_drover_made() {
     let site = Site::new();
     site.script("rid.php", SCRIPT);
-    let drover = Drover::start(&site, &[&Terminating]);
+    let drover = start_json(&site, &[&Terminating]);
     let nginx = Nginx::start(&site, &site.socket("www"));
     let reply = http::get(&nginx.url("/rid.php?slow=1"));
     assert_eq!(reply.status, 502, "killed mid-request: {reply:?}");
     let output = drover.log.wait_for_line("marker-rid-php", TIMEOUT);
-    let id = output
-        .split("request_id=")
-        .nth(1)
-        .and_then(|rest| rest.split(':').next())
-        .unwrap_or_else(|| panic!("the script's line carries no id: {output:?}"));
+    let id =
+        output_id(&output).unwrap_or_else(|| panic!("the script's line carries no id: {output:?}"));
     assert!(
         id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
         "a made id is 32 hex digits: {id:?}"
     );
     let kill = drover.log.wait_for_line("killing worker", TIMEOUT);
     assert!(
-        kill.contains("request_terminate_timeout") && kill.ends_with(&format!("request_id={id}")),
+        kill.contains("request_terminate_timeout") && kill.contains(&format!("request_id={id}\"")),
         "the kill line names the request: {kill:?}"
     );
 }
