@@ -234,3 +234,74 @@ fn a_killed_request_without_a_given_id_is_named_by_the_one_drover_made() {
         "the kill line names the request: {kill:?}"
     );
 }
+
+/// A plain ASGI app (no framework): the `x-request-id` headers its scope has, and the
+/// access log's line, for a request nginx names and one it does not.
+const ASGI_APP: &str = r#"async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    ids = [v.decode() for k, v in scope["headers"] if k == b"x-request-id"]
+    body = ",".join(ids).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+"#;
+
+#[test]
+fn an_asgi_scope_has_one_x_request_id_header_the_access_log_shows() {
+    let site = Site::new();
+    site.write("apps/rid_asgi.py", ASGI_APP);
+    let mut pool = PythonPool::new("api", "rid_asgi:app");
+    pool.interface = Some("asgi".to_string());
+    pool.keys += &logging(&site, "api");
+    let drover = start_json(&site, &[&pool]);
+    let nginx = Nginx::start_locations(
+        &site,
+        &[Location::prefix("/", &site.socket("api")).with(PASS_ID)],
+    );
+    let reply = http::get(&nginx.url("/a"));
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; drover's log:\n{}",
+        drover.log.text()
+    );
+    let id = nginx_id(&reply);
+    assert_eq!(reply.body, id, "one x-request-id header, nginx's id");
+    let given = http::get_with(&nginx.url("/b"), &[("X-Request-Id", "client-9")]);
+    assert_eq!(given.body, "client-9", "{given:?}");
+    let access = wait_lines(&site.path().join("api.access"), 2);
+    assert!(access[0].starts_with(&format!("{id} GET /a")), "{access:?}");
+    assert!(access[1].starts_with("client-9 GET /b"), "{access:?}");
+}
+
+/// The same app answering HTTP itself (`protocol = "http"`) behind nginx's `proxy_pass`,
+/// which sets the header: the scope has that one id.
+#[test]
+fn an_asgi_http_pool_takes_the_id_nginx_proxies_to_it() {
+    let site = Site::new();
+    site.write("apps/rid_asgi.py", ASGI_APP);
+    let mut pool = PythonPool::new("api", "rid_asgi:app");
+    pool.interface = Some("asgi".to_string());
+    pool.keys += "protocol = \"http\"\n";
+    pool.keys += &logging(&site, "api");
+    let drover = start_json(&site, &[&pool]);
+    let server = format!(
+        "        location / {{\n            proxy_pass http://unix:{}:;\n            \
+         proxy_set_header X-Request-Id $request_id;\n            \
+         add_header X-Request-Id $request_id always;\n        }}\n",
+        site.socket("api").display()
+    );
+    let nginx = Nginx::start_server(&site, &server);
+    let reply = http::get(&nginx.url("/a"));
+    assert_eq!(
+        reply.status,
+        200,
+        "{reply:?}; drover's log:\n{}",
+        drover.log.text()
+    );
+    let id = nginx_id(&reply);
+    assert_eq!(reply.body, id, "one x-request-id header, nginx's id");
+    let access = wait_lines(&site.path().join("api.access"), 1);
+    assert!(access[0].starts_with(&format!("{id} GET /a")), "{access:?}");
+}
