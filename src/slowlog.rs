@@ -1,5 +1,5 @@
 //! Slow-request entries: a header naming the request (time, pool, pid, method, URI and
-//! query, script, elapsed) and its stack, innermost frame first, as php-fpm's text or as one
+//! query, script, elapsed, and its id when the worker gave one) and its stack, innermost frame first, as php-fpm's text or as one
 //! JSON object per line (`slowlog_format = "json"`). Pure formatting plus an append; the
 //! master decides when a request is slow and gets the stack from the runtime: php-cgi's
 //! memory, Python's faulthandler (turned into frames here), or drover-php's frame lines,
@@ -19,6 +19,8 @@ pub struct Entry {
     pub uri: String,
     pub query: String,
     pub script: String,
+    /// The request's id (`drover_worker::request_id`); empty when unknown (php-cgi).
+    pub request_id: String,
     pub elapsed: Duration,
     /// `function() file:line`, innermost first.
     pub frames: Vec<String>,
@@ -33,7 +35,8 @@ impl Entry {
         }
     }
 
-    /// php-fpm's layout, with the request line it lacks (php-src#18536).
+    /// php-fpm's layout, with the request line it lacks (php-src#18536), and a
+    /// `request_id = ...` line after the script when the id is known.
     pub fn text(&self) -> String {
         let mut out = format!(
             "\n[{}] [pool {}] pid {}\nrequest: {} {} ({:.1}s)\nscript_filename = {}\n",
@@ -45,6 +48,11 @@ impl Entry {
             self.elapsed.as_secs_f64(),
             self.script
         );
+        if !self.request_id.is_empty() {
+            out.push_str("request_id = ");
+            out.push_str(&self.request_id);
+            out.push('\n');
+        }
         for frame in &self.frames {
             out.push_str(frame);
             out.push('\n');
@@ -52,11 +60,15 @@ impl Entry {
         out
     }
 
-    /// One JSON object, one line.
+    /// One JSON object, one line; `request_id` is null when unknown.
     pub fn json(&self) -> String {
         let frames: Vec<String> = self.frames.iter().map(|f| json_string(f)).collect();
+        let request_id = match self.request_id.as_str() {
+            "" => "null".to_owned(),
+            id => json_string(id),
+        };
         format!(
-            "{{\"time\":{},\"pool\":{},\"pid\":{},\"method\":{},\"uri\":{},\"query\":{},\"script\":{},\"elapsed\":{:.3},\"frames\":[{}]}}\n",
+            "{{\"time\":{},\"pool\":{},\"pid\":{},\"method\":{},\"uri\":{},\"query\":{},\"script\":{},\"request_id\":{},\"elapsed\":{:.3},\"frames\":[{}]}}\n",
             json_string(&humantime::format_rfc3339_millis(self.time).to_string()),
             json_string(&self.pool),
             self.pid,
@@ -64,6 +76,7 @@ impl Entry {
             json_string(&self.uri),
             json_string(&self.query),
             json_string(&self.script),
+            request_id,
             self.elapsed.as_secs_f64(),
             frames.join(",")
         )
@@ -116,6 +129,7 @@ mod tests {
             uri: "/slow.php".into(),
             query: "a=\"1\"".into(),
             script: "/var/www/slow.php".into(),
+            request_id: "4f1c9e0a".into(),
             elapsed: Duration::from_millis(3200),
             frames: vec![
                 "usleep() (internal)".into(),
@@ -127,7 +141,13 @@ mod tests {
     #[test]
     fn text_names_the_request_then_the_frames_innermost_first() {
         let text = entry().text();
-        assert!(text.contains("[pool www] pid 42\nrequest: GET /slow.php?a=\"1\" (3.2s)\nscript_filename = /var/www/slow.php\n"));
+        assert!(text.contains("[pool www] pid 42\nrequest: GET /slow.php?a=\"1\" (3.2s)\nscript_filename = /var/www/slow.php\nrequest_id = 4f1c9e0a\n"));
+        let unknown = Entry {
+            request_id: String::new(),
+            ..entry()
+        };
+        assert!(!unknown.text().contains("request_id"));
+        assert!(unknown.json().contains("\"request_id\":null"));
         assert!(text.ends_with("usleep() (internal)\nlevel3() /var/www/slow.php:2\n"));
     }
 
@@ -140,6 +160,7 @@ mod tests {
             json.contains("\"frames\":[\"usleep() (internal)\",\"level3() /var/www/slow.php:2\"]")
         );
         assert!(json.contains("\"elapsed\":3.200"));
+        assert!(json.contains("\"request_id\":\"4f1c9e0a\""));
     }
 
     #[test]

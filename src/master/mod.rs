@@ -637,7 +637,20 @@ impl Master {
                 );
             }
         } else if self.config.global.log_format == LogFormat::Json {
-            tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}");
+            // The request's id as a field of its own, for log pipelines. Text lines keep
+            // their `pool www: worker 1234: ` prefix as it was: scripts and alerts match it.
+            match pool.request_id_of_output(pid, output.at_us) {
+                Some(id) => {
+                    tracing::info!(
+                        pool = pool.name(),
+                        pid = pid.as_raw(),
+                        role,
+                        request_id = id,
+                        "{line}"
+                    );
+                }
+                None => tracing::info!(pool = pool.name(), pid = pid.as_raw(), role, "{line}"),
+            }
         } else {
             tracing::info!("pool {}: {role} {pid}: {line}", pool.name());
         }

@@ -33,6 +33,9 @@ pub struct OutputLine {
     pub pid: Pid,
     /// The bytes as written, without the newline.
     pub line: Vec<u8>,
+    /// CLOCK_MONOTONIC µs when the master read it: which request of the worker's it is
+    /// from ([`crate::scoreboard::SlotView::request_id_at`]).
+    pub at_us: u64,
 }
 
 impl OutputLine {
@@ -79,10 +82,17 @@ async fn read_lines(pool: u64, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedS
             // Every writer is gone (the pool generation was dropped): nothing more to read.
             Ok(Ok((0, _))) => return,
             Ok(Ok((n, pid))) => {
+                let at_us = crate::scoreboard::now_us();
                 let bytes = pending.entry(pid).or_default();
                 bytes.extend_from_slice(&buf[..n]);
                 for line in split_lines(bytes) {
-                    if lines.send(OutputLine { pool, pid, line }).is_err() {
+                    let output = OutputLine {
+                        pool,
+                        pid,
+                        line,
+                        at_us,
+                    };
+                    if lines.send(output).is_err() {
                         return;
                     }
                 }
@@ -157,6 +167,7 @@ mod tests {
             pool: 1,
             pid: Pid::from_raw(1),
             line: bytes.to_vec(),
+            at_us: 0,
         };
         assert_eq!(line(b"two\r").text(), "two");
         assert_eq!(line(b"a\xffb").text(), "a\u{fffd}b");

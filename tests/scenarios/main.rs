@@ -22,6 +22,7 @@ mod package;
 mod pm;
 mod python;
 mod requests;
+mod scaleout;
 mod shutdown;
 mod systemd;
 mod worker;

@@ -83,6 +83,23 @@ impl Params {
         Some(&self.raw[span.value_start..span.value_end])
     }
 
+    /// Sets `name` to `value`: a pair of that name that came is no longer seen (by
+    /// [`Params::get`] or [`Params::iter`]: its bytes stay in the buffer, unindexed), and
+    /// the new pair comes last. For what a worker adds to a request before the app sees it
+    /// (drover's request id, `HTTP_X_REQUEST_ID`); costs one append, no copy of the rest.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) {
+        let raw = &self.raw;
+        self.pairs
+            .retain(|span| raw[span.name_start..span.value_start] != *name);
+        encode_pair(&mut self.raw, name, value);
+        let value_end = self.raw.len();
+        self.pairs.push(Span {
+            name_start: value_end - value.len() - name.len(),
+            value_start: value_end - value.len(),
+            value_end,
+        });
+    }
+
     /// The pairs in the order the web server sent them.
     pub fn iter(&self) -> Iter<'_> {
         Iter {
@@ -272,6 +289,20 @@ mod tests {
             encode_pair(&mut out, name, value);
         }
         out
+    }
+
+    #[test]
+    fn a_pair_set_replaces_every_one_of_its_name_and_comes_last() {
+        let raw = encode(&[(b"A", b"1"), (b"ID", b"x y"), (b"B", b"2"), (b"ID", b"z")]);
+        let mut params = Params::decode(raw).unwrap();
+        params.set(b"ID", b"abc");
+        params.set(b"NEW", b"");
+        assert_eq!(params.get("ID"), Some(&b"abc"[..]));
+        let pairs: Vec<_> = params.iter().collect();
+        let expected: Vec<(&[u8], &[u8])> =
+            vec![(b"A", b"1"), (b"B", b"2"), (b"ID", b"abc"), (b"NEW", b"")];
+        assert_eq!(pairs, expected);
+        assert_eq!(params.len(), 4);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! (`%{bytes|kilo|kilobytes|mega|megabytes}M`), `%C` CPU % of the duration
 //! (`%{total|user|system}C`), `%l` content length, `%{Name}o` a response header,
 //! `%{VAR}e` a FastCGI param, `%p` pid, `%P` parent pid, `%n` pool name, `%%`. drover
-//! adds `%{Header-Name}i`, a request header. Modifiers are case-insensitive, as in
+//! adds `%{Header-Name}i`, a request header, and `%I`, the request's id (its
+//! X-Request-Id, nginx's `$request_id`, or one the worker made). Modifiers are case-insensitive, as in
 //! php-fpm. `"json"` instead of a format writes one JSON object per line.
 
 /// php-fpm's `access.format` default.
@@ -86,6 +87,8 @@ pub enum Part {
     Pid,
     ParentPid,
     Pool,
+    /// `%I`: the request's id (drover's; php-fpm has none).
+    RequestId,
 }
 
 /// A parsed `access_format`.
@@ -229,6 +232,7 @@ fn simple(token: char) -> Option<Part> {
         'p' => Part::Pid,
         'P' => Part::ParentPid,
         'n' => Part::Pool,
+        'I' => Part::RequestId,
         _ => return None,
     })
 }

@@ -35,20 +35,22 @@ use nix::sys::stat::fstat;
 use nix::unistd::{Pid, ftruncate};
 
 pub use pool::{BUCKET_BOUNDS_US, BUCKETS, CLASSES, PoolStats, PoolView, bucket, class};
-pub use slot::{METHOD_MAX, QUERY_MAX, Request, SCRIPT_MAX, Slot, SlotView, State, URI_MAX};
+pub use slot::{
+    METHOD_MAX, QUERY_MAX, REQUEST_ID_MAX, Request, SCRIPT_MAX, Slot, SlotView, State, URI_MAX,
+};
 
 /// "DROVERSB": tells a scoreboard fd from any other fd the zygote might be handed.
 const MAGIC: u64 = u64::from_le_bytes(*b"DROVERSB");
 /// Bumped whenever the slot layout changes: master and zygote are the same binary today,
 /// but a zygote surviving a binary upgrade must not misread a new master's slots.
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 const HEADER_SIZE: usize = size_of::<Header>();
 const POOL_SIZE: usize = size_of::<PoolStats>();
 const SLOT_SIZE: usize = size_of::<Slot>();
 /// Where the slots start: after the header and the pool area.
 const SLOTS_AT: usize = HEADER_SIZE + POOL_SIZE;
 
-const _: () = assert!(HEADER_SIZE == 64 && POOL_SIZE == 192 && SLOT_SIZE == 896);
+const _: () = assert!(HEADER_SIZE == 64 && POOL_SIZE == 192 && SLOT_SIZE == 960);
 
 #[repr(C, align(64))]
 struct Header {
@@ -256,6 +258,14 @@ impl Scoreboard {
         (0..self.slots)
             .filter_map(|i| self.slot(i).view(i))
             .collect()
+    }
+
+    /// Master side: a copy of the slot `pid` holds, if any; only that slot's fields are
+    /// read (for a line of that worker's output: [`SlotView::request_id_at`]).
+    pub fn view_of(&self, pid: Pid) -> Option<SlotView> {
+        (0..self.slots)
+            .find(|&i| self.slot(i).pid() == pid.as_raw())
+            .and_then(|i| self.slot(i).view(i))
     }
 
     /// Master side: asks `pid`, in `slot`, to exit after its current request. False when

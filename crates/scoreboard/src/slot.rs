@@ -20,6 +20,9 @@ pub const METHOD_MAX: usize = 16;
 pub const URI_MAX: usize = 256;
 pub const QUERY_MAX: usize = 256;
 pub const SCRIPT_MAX: usize = 256;
+/// The request id's capacity: also the longest id a worker takes from a request
+/// (`drover_worker::request_id`), so that the master's lines never show a cut one.
+pub const REQUEST_ID_MAX: usize = 64;
 
 /// How often the reader retries a slot whose owner keeps writing. Bounded so that a worker
 /// stopped or killed in the middle of a write never stalls the master.
@@ -149,6 +152,10 @@ pub struct Slot {
     uri: Text<{ URI_MAX / 8 }>,
     query: Text<{ QUERY_MAX / 8 }>,
     script: Text<{ SCRIPT_MAX / 8 }>,
+    /// The request's id (X-Request-Id, nginx's `$request_id`, or one the worker made), so
+    /// that the master's slowlog and kill lines name it. Added in layout version 6 (the
+    /// slot grew from 896 to 960 bytes: one more cache line per worker).
+    request_id: Text<{ REQUEST_ID_MAX / 8 }>,
 }
 
 /// The request a slot describes: the current one while busy, the last one while idle
@@ -159,6 +166,8 @@ pub struct Request {
     pub uri: String,
     pub query: String,
     pub script: String,
+    /// Empty when the worker gave none (php-cgi's workers never write a slot).
+    pub request_id: String,
 }
 
 /// An owned copy of one used slot, as the master saw it.
@@ -187,6 +196,25 @@ impl SlotView {
         Duration::from_micros(now_us.saturating_sub(self.since_us))
     }
 
+    /// The id of the request the worker was in at `at_us` (a line of its output was read
+    /// then): the current request's if it began by then, else the last one's if `at_us`
+    /// lies between its start and its end. None when the worker has begun another request
+    /// since (the line may be the previous one's), when it was between requests, or when
+    /// the slot holds no id. So a line is never tagged with a request it may not be from,
+    /// given that the master reads a line after the worker wrote it.
+    pub fn request_id_at(&self, at_us: u64) -> Option<&str> {
+        let id = self.request.as_ref().map(|r| r.request_id.as_str())?;
+        let (start, end) = match self.state {
+            State::Running | State::Finishing => (self.since_us, u64::MAX),
+            State::Idle => {
+                let duration = u64::try_from(self.last_duration.as_micros()).unwrap_or(u64::MAX);
+                (self.since_us.saturating_sub(duration), self.since_us)
+            }
+            State::Starting | State::Reading => return None,
+        };
+        (!id.is_empty() && start <= at_us && at_us <= end).then_some(id)
+    }
+
     /// `since_us` as an `Instant`, given the same moment on both clocks.
     pub fn since(&self, now: Instant, now_us: u64) -> Instant {
         now.checked_sub(self.elapsed(now_us)).unwrap_or(now)
@@ -202,7 +230,7 @@ struct Fields {
     last_duration_us: u64,
     last_cpu_us: u64,
     last_memory: u64,
-    text: [Vec<u8>; 4],
+    text: [Vec<u8>; 5],
 }
 
 impl Slot {
@@ -233,6 +261,7 @@ impl Slot {
             &self.uri.len,
             &self.query.len,
             &self.script.len,
+            &self.request_id.len,
         ] {
             text.store(0, Relaxed);
         }
@@ -253,12 +282,26 @@ impl Slot {
     /// The request's parameters are read: the worker is now running it. `start_us` is
     /// when it started (the accept, for a worker that calls [`Slot::begin_reading`]).
     pub fn begin_request(&self, start_us: u64, method: &str, uri: &str, query: &str, script: &str) {
+        self.begin_request_id(start_us, method, uri, query, script, "");
+    }
+
+    /// [`Slot::begin_request`] with the request's id, written under the same seqlock.
+    pub fn begin_request_id(
+        &self,
+        start_us: u64,
+        method: &str,
+        uri: &str,
+        query: &str,
+        script: &str,
+        request_id: &str,
+    ) {
         self.write(|| {
             self.since_us.store(start_us, Relaxed);
             self.method.store(method);
             self.uri.store(uri);
             self.query.store(query);
             self.script.store(script);
+            self.request_id.store(request_id);
             self.state.store(State::Running as u8, Relaxed);
         });
     }
@@ -386,6 +429,7 @@ impl Slot {
                 uri: text(1),
                 query: text(2),
                 script: text(3),
+                request_id: text(4),
             }),
         })
     }
@@ -412,11 +456,12 @@ impl Slot {
         copy.last_duration_us = self.last_duration_us.load(Relaxed);
         copy.last_cpu_us = self.last_cpu_us.load(Relaxed);
         copy.last_memory = self.last_memory.load(Relaxed);
-        let [method, uri, query, script] = &mut copy.text;
+        let [method, uri, query, script, request_id] = &mut copy.text;
         self.method.load(method);
         self.uri.load(uri);
         self.query.load(query);
         self.script.load(script);
+        self.request_id.load(request_id);
     }
 
     /// Leaves the slot as a writer killed mid-write would: the counter odd.

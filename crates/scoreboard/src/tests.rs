@@ -103,6 +103,25 @@ fn a_request_cycle_updates_state_counters_and_text() {
 }
 
 #[test]
+fn a_request_id_is_shown_with_its_request_and_cleared_with_the_next() {
+    let b = board(1);
+    let slot = b.slot(0);
+    slot.claim(pid(100), 1);
+    let id = "0123456789abcdef0123456789abcdef";
+    slot.begin_request_id(1_000, "GET", "/slow.php", "", "/srv/slow.php", id);
+    assert_eq!(b.snapshot()[0].request.as_ref().unwrap().request_id, id);
+    // Longer than the slot holds: cut at REQUEST_ID_MAX (a worker never gives one).
+    let long = "x".repeat(REQUEST_ID_MAX + 10);
+    slot.begin_request_id(2_000, "GET", "/a", "", "", &long);
+    let shown = b.snapshot()[0].request.clone().unwrap().request_id;
+    assert_eq!(shown.len(), REQUEST_ID_MAX);
+    slot.begin_reading(3_000);
+    assert_eq!(b.snapshot()[0].request.as_ref().unwrap().request_id, "");
+    slot.begin_request(3_000, "GET", "/b", "", "");
+    assert_eq!(b.snapshot()[0].request.as_ref().unwrap().request_id, "");
+}
+
+#[test]
 fn reading_starts_the_request_clock_at_the_accept() {
     let b = board(1);
     let slot = b.slot(0);
@@ -561,4 +580,29 @@ fn a_request_that_ends_while_others_run_counts_and_keeps_the_slot_busy() {
     slot.end_request(3_000, Duration::from_micros(10), None);
     let view = &b.snapshot()[0];
     assert_eq!((view.state, view.requests), (State::Idle, 2));
+}
+
+#[test]
+fn an_output_line_gets_the_id_of_the_request_in_flight_when_it_was_read() {
+    let b = board(1);
+    let slot = b.slot(0);
+    slot.claim(pid(100), 1);
+    slot.set_state(State::Idle);
+    let view = || b.view_of(pid(100)).expect("the claimed slot");
+    assert_eq!(view().request_id_at(50), None, "no request yet");
+    slot.begin_request_id(1_000, "GET", "/slow", "", "", "id-1");
+    assert_eq!(view().request_id_at(1_500), Some("id-1"));
+    assert_eq!(view().request_id_at(900), None, "read before it began");
+    slot.end_request(4_000, Duration::ZERO, None);
+    // Read during the request, taken after its end: still its line.
+    assert_eq!(view().request_id_at(3_999), Some("id-1"));
+    assert_eq!(view().request_id_at(4_100), None, "between requests");
+    slot.begin_request_id(5_000, "GET", "/next", "", "", "id-2");
+    assert_eq!(
+        view().request_id_at(3_000),
+        None,
+        "another request began since"
+    );
+    assert_eq!(view().request_id_at(5_000), Some("id-2"));
+    assert!(b.view_of(pid(101)).is_none());
 }

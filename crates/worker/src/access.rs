@@ -50,6 +50,8 @@ pub struct Entry<'a> {
     /// The response's CGI head as the runtime wrote it, for `%{Name}o`: empty unless the
     /// format shows a response header (see [`AccessLog::shows_response_headers`]).
     pub head: &'a [u8],
+    /// The request's id ([`crate::request_id`]), for `%I` and JSON's `request_id`.
+    pub request_id: &'a str,
 }
 
 impl AccessLog {
@@ -296,6 +298,7 @@ pub fn render(out: &mut String, parts: &[Part], entry: &Entry<'_>, pool: &str) {
                 let _ = write!(out, "{}", std::os::unix::process::parent_id());
             }
             Part::Pool => out.push_str(pool),
+            Part::RequestId => dash(out, entry.request_id),
         }
     }
 }
@@ -322,6 +325,7 @@ pub fn render_json(out: &mut String, entry: &Entry<'_>, pool: &str) {
         ("query", param(p, "QUERY_STRING")),
         ("script", entry.script),
         ("user_agent", param(p, &header_param("User-Agent"))),
+        ("request_id", entry.request_id),
     ] {
         let _ = write!(out, ",\"{key}\":");
         push_json_string(out, value);
@@ -382,6 +386,7 @@ mod tests {
             memory: Some(3 * 1024 * 1024 + 512 * 1024),
             script: "app:wsgi",
             head: HEAD,
+            request_id: "4f1c9e0a",
         }
     }
 
@@ -407,6 +412,7 @@ mod tests {
         );
         assert_eq!(text("%{User-Agent}i|%{QUERY_STRING}e"), "curl \"8\"|x=1");
         assert_eq!(text("%p"), std::process::id().to_string());
+        assert_eq!(text("[%I] %s"), "[4f1c9e0a] 404");
         assert_eq!(text("%P"), std::os::unix::process::parent_id().to_string());
     }
 
@@ -538,6 +544,7 @@ mod tests {
         render_json(&mut out, &unknown, "www");
         assert!(out.contains(r#""user_agent":"curl \"8\"""#), "{out}");
         assert!(out.contains(r#""status":404"#), "{out}");
+        assert!(out.contains(r#""request_id":"4f1c9e0a""#), "{out}");
         assert!(out.contains(r#""memory":null"#), "{out}");
         assert!(out.contains(r#""content_length":0"#), "{out}");
         assert!(out.starts_with('{') && out.ends_with('}'), "{out}");

@@ -16,6 +16,10 @@
 //!   responses by status class, every request counted (which the master's sampling could
 //!   not achieve).
 //! - **The access log**: a line per request, one writer at a time (lines never interleave).
+//! - **The request id** ([`crate::request_id`]): the one the request came with, else one
+//!   the ledger makes; in the slot (for the master's slowlog and kill lines), in the
+//!   access log line (`%I`), and, when the loop calls [`Ledger::identify`] before the app
+//!   runs, in what the app sees.
 //! - **`max_requests`**, which counts the requests the worker *handled*: ended, answered or
 //!   not (the client went away), status and ping requests too, as gunicorn and php-fpm
 //!   count. Once the count reaches the limit the worker takes no new request; those in
@@ -38,6 +42,7 @@ use drover_scoreboard::{PoolStats, Slot, State, now_us};
 
 use crate::access::{AccessLog, Entry};
 use crate::cpu::{CpuTime, process_cpu, thread_cpu};
+use crate::request_id::{self, Ids};
 
 /// Where a worker writes in its pool's scoreboard.
 #[derive(Clone, Copy)]
@@ -94,6 +99,8 @@ pub struct Ledger<'a> {
     handled: AtomicU32,
     /// A loop asked the worker to stop (a thread that failed, or the worker's end seen).
     stop: AtomicBool,
+    /// The ids it makes for requests that came without one.
+    ids: Ids,
     books: Mutex<Books>,
 }
 
@@ -118,6 +125,7 @@ struct Shown {
     query: String,
     /// None: the ledger's label.
     script: Option<String>,
+    request_id: String,
 }
 
 /// A request in flight, from [`Ledger::begin`] to [`Ledger::end`]. Plain data: it may be
@@ -133,6 +141,7 @@ pub struct Ticket {
     keeps_head: bool,
     /// The response's CGI head, kept for the access log's `%{Name}o`.
     head: Vec<u8>,
+    request_id: String,
 }
 
 impl Ticket {
@@ -140,6 +149,11 @@ impl Ticket {
     /// head and gives it to [`Ticket::keep_head`].
     pub fn keeps_head(&self) -> bool {
         self.keeps_head
+    }
+
+    /// The request's id ([`crate::request_id`]), as every line about it shows it.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
     }
 
     /// The response's CGI head went out: a copy is kept when the log shows a header.
@@ -171,6 +185,7 @@ impl<'a> Ledger<'a> {
                 .is_some_and(AccessLog::shows_response_headers),
             handled: AtomicU32::new(0),
             stop: AtomicBool::new(false),
+            ids: Ids::default(),
             books: Mutex::new(Books {
                 access_log,
                 in_flight: BTreeMap::new(),
@@ -181,10 +196,20 @@ impl<'a> Ledger<'a> {
         }
     }
 
+    /// A request's params are read, before the app sees them: they get the request's id
+    /// as `HTTP_X_REQUEST_ID` ([`request_id::stamp`]), the one it came with or a new one,
+    /// which [`Ledger::begin`] then takes. Returns the id.
+    pub fn identify(&self, params: &mut Params) -> String {
+        request_id::stamp(params, &self.ids)
+    }
+
     /// A request's params are read: it runs from `start_us` (the accept, or its first
     /// bytes). `script`: what the slot and the log show as its script (None: the label).
-    /// The slot shows it if no older request is in flight.
+    /// The slot shows it if no older request is in flight. Its id is the one the params
+    /// carry ([`request_id::given`]), else a new one (which the app does not see unless
+    /// the loop called [`Ledger::identify`] first).
     pub fn begin(&self, params: &Params, script: Option<String>, start_us: u64) -> Ticket {
+        let request_id = request_id::given(params).map_or_else(|| self.ids.make(), str::to_owned);
         if let Some(board) = self.board {
             board.pool.accept();
         }
@@ -206,6 +231,7 @@ impl<'a> Ledger<'a> {
                     uri: text("DOCUMENT_URI"),
                     query: text("QUERY_STRING"),
                     script,
+                    request_id: request_id.clone(),
                 };
                 if books.in_flight.is_empty() {
                     self.show(board.slot, start_us, &shown);
@@ -224,6 +250,7 @@ impl<'a> Ledger<'a> {
             logged,
             keeps_head: self.heads,
             head: Vec::new(),
+            request_id,
         }
     }
 
@@ -270,6 +297,7 @@ impl<'a> Ledger<'a> {
                 memory,
                 script: script.as_deref().unwrap_or(&self.label),
                 head: &ticket.head,
+                request_id: &ticket.request_id,
             });
         }
         drop(books);
@@ -329,7 +357,14 @@ impl<'a> Ledger<'a> {
 
     fn show(&self, slot: &Slot, start_us: u64, shown: &Shown) {
         let script = shown.script.as_deref().unwrap_or(&self.label);
-        slot.begin_request(start_us, &shown.method, &shown.uri, &shown.query, script);
+        slot.begin_request_id(
+            start_us,
+            &shown.method,
+            &shown.uri,
+            &shown.query,
+            script,
+            &shown.request_id,
+        );
     }
 
     /// max_memory, after a request: a worker above it says why (one marked write, which

@@ -16,6 +16,9 @@
 //!   `max_memory`, and when the worker must stop.
 //! - [`access`]: the pool's access log, a line per request written by the worker itself
 //!   to the descriptor the master opened and passed to the zygote.
+//! - [`request_id`]: each request's id (X-Request-Id, nginx's `$request_id`, or one the
+//!   worker makes without a system call), stamped where the app sees it and given to
+//!   every line about the request.
 //! - [`builtin`]: php-fpm's `pm.status_path` and `ping.path`, answered on the pool's own
 //!   socket before the runtime sees the request (the status fetched from the master).
 //! - [`cpu`]: a request's CPU time, user and system, for the scoreboard and the log.
@@ -37,6 +40,7 @@ pub mod cpu;
 pub mod exchange;
 pub mod http;
 pub mod ledger;
+pub mod request_id;
 pub mod serve;
 pub mod socket;
 pub mod threads;

@@ -322,7 +322,9 @@ impl<H: Handler> Worker<'_, H> {
 
     /// Runs one request whose params are read, and records it in the ledger. Returns
     /// whether the connection may serve another request.
-    pub(crate) fn run_request(&mut self, conn: &Conn, request: Request, start_us: u64) -> bool {
+    pub(crate) fn run_request(&mut self, conn: &Conn, mut request: Request, start_us: u64) -> bool {
+        // The app sees the id every line about the request shows (HTTP_X_REQUEST_ID).
+        self.ledger.identify(&mut request.params);
         // status_path and ping_path: answered here, never by the runtime (which is not
         // asked for their script either: drover-php would keep its decision for them).
         let builtin = self.config.builtin.as_ref();

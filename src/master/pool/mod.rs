@@ -16,6 +16,7 @@ mod kill;
 mod lifecycle;
 mod observe;
 mod policy;
+mod request_id;
 mod slow;
 mod status;
 mod worker;

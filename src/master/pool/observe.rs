@@ -137,6 +137,7 @@ impl PoolRun {
             uri: sample.uri.unwrap_or_default(),
             query: sample.query.unwrap_or_default(),
             script: sample.script.unwrap_or_default(),
+            request_id: String::new(),
         });
         Some((sample.busy, since.filter(|_| sample.busy), request))
     }
@@ -225,6 +226,7 @@ fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observat
         uri: r.uri.clone(),
         query: r.query.clone(),
         script: r.script.clone(),
+        request_id: r.request_id.clone(),
     });
     // A slot just claimed has no time yet: keep what the master saw (its start).
     let since = (view.since_us != 0).then(|| view.since(now, now_us));

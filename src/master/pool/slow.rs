@@ -63,6 +63,7 @@ impl PoolRun {
                     uri: request.uri,
                     query: request.query,
                     script: request.script,
+                    request_id: request.request_id,
                     elapsed: now.saturating_duration_since(w.state.since),
                     frames: Vec::new(),
                 };
@@ -128,8 +129,12 @@ impl PoolRun {
         let Some(path) = &self.config.slowlog else {
             return;
         };
+        let id = match entry.request_id.as_str() {
+            "" => String::new(),
+            id => format!(" request_id={id}"),
+        };
         tracing::warn!(
-            "pool {}: worker {}: slow request, {:.1}s: {} {} (entry in {})",
+            "pool {}: worker {}: slow request, {:.1}s: {} {}{id} (entry in {})",
             self.config.name,
             entry.pid,
             entry.elapsed.as_secs_f64(),
@@ -157,8 +162,9 @@ enum DumpLine {
     /// A drover-php frame line for a dump already written (the worker answered too late):
     /// never ordinary output, but not kept.
     Late,
-    /// The dump's end: its entry is complete.
-    Done(Entry),
+    /// The dump's end: its entry is complete (boxed: an entry is large, the other
+    /// variants carry nothing).
+    Done(Box<Entry>),
 }
 
 impl SlowRequests {
@@ -203,7 +209,7 @@ impl SlowRequests {
                     DumpLine::Taken
                 }
                 (Some(StackLine::End), Some(_)) => match self.dumps.remove(&pid) {
-                    Some((entry, _)) => DumpLine::Done(entry),
+                    Some((entry, _)) => DumpLine::Done(Box::new(entry)),
                     None => DumpLine::Late,
                 },
             },
@@ -246,6 +252,7 @@ mod tests {
             uri: "/slow.php".into(),
             query: String::new(),
             script: "/srv/slow.php".into(),
+            request_id: String::new(),
             elapsed: Duration::from_secs(3),
             frames: Vec::new(),
         }

@@ -76,6 +76,8 @@ pub struct RequestInfo {
     pub uri: String,
     pub query: String,
     pub script: String,
+    /// Empty when unknown (php-cgi's workers, which drover only samples).
+    pub request_id: String,
 }
 
 impl std::fmt::Display for RequestInfo {
@@ -86,6 +88,9 @@ impl std::fmt::Display for RequestInfo {
         }
         if !self.script.is_empty() {
             write!(f, " (script {})", self.script)?;
+        }
+        if !self.request_id.is_empty() {
+            write!(f, " request_id={}", self.request_id)?;
         }
         Ok(())
     }

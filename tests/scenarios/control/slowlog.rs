@@ -50,8 +50,13 @@ fn parse_text(file: &str) -> Vec<Entry> {
 
 fn text_entry(block: &str) -> Option<Entry> {
     let lines: Vec<&str> = block.lines().filter(|l| !l.is_empty()).collect();
-    let [first, request, script, frames @ ..] = lines.as_slice() else {
+    let [first, request, script, rest @ ..] = lines.as_slice() else {
         return None;
+    };
+    // A request id's line, from a worker that gives one (docs/logs.md, "Request ids").
+    let frames = match rest {
+        [id, frames @ ..] if id.starts_with("request_id = ") => frames,
+        frames => frames,
     };
     let (time, rest) = first.strip_prefix('[')?.split_once("] [pool ")?;
     let (pool, pid) = rest.split_once("] pid ")?;

@@ -61,6 +61,8 @@ struct Kill {
 fn parse_kill(line: &str, pool: &str) -> Option<Kill> {
     let (pid, rest) = acted_on(line, pool, "killing")?;
     let (running, request) = rest.split_once(&format!(", {LIMIT}: "))?;
+    // A drover worker's request has an id (docs/logs.md, "Request ids"); php-cgi's none.
+    let request = request.split(" request_id=").next()?;
     Some(Kill {
         pid,
         elapsed: seconds(running.strip_prefix("request running for ")?)?,

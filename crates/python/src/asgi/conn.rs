@@ -90,8 +90,10 @@ impl FastCgi {
                 Got::Request(Request {
                     id,
                     keep_conn: keep,
-                    params,
+                    mut params,
                 }) => {
+                    // The scope's x-request-id header is the id every log line shows.
+                    super::ledger().identify(&mut params);
                     let scope =
                         super::scope::build(py, &params, self.mount.bind(py), self.asgi.bind(py))?;
                     let (body, complete) = body_after(&mut events);

@@ -136,7 +136,7 @@ impl Http {
             trusted: &config.trusted,
             max_body: config.max_body,
         };
-        let head = match self.input.head(&peer) {
+        let mut head = match self.input.head(&peer) {
             Ok(None) => return Ok(out),
             Ok(Some(head)) => head,
             Err(refusal) => {
@@ -146,6 +146,8 @@ impl Http {
                 return Ok(out);
             }
         };
+        // The scope's x-request-id header is the id every log line shows.
+        super::ledger().identify(&mut head.params);
         let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;
         let upgrade = head.params.get("HTTP_UPGRADE");
         if head.params.get("REQUEST_METHOD") == Some(b"GET")

@@ -167,3 +167,38 @@ fn a_ticket_keeps_the_head_only_for_a_log_that_shows_one() {
     assert!(ticket.head.is_empty() && ticket.logged.is_none());
     let _ = ledger.end(ticket, Some(200), None);
 }
+
+/// The id a request came with, or the one identify() stamped, is the one the slot shows
+/// while the oldest in flight.
+#[test]
+fn the_slot_shows_the_oldest_requests_id() {
+    let scoreboard = Scoreboard::create("test", 1).expect("memfd scoreboard");
+    let board = Board {
+        slot: scoreboard.slot(0),
+        pool: scoreboard.pool(),
+    };
+    let ledger = Ledger::open(terms(0), Some(board), Concurrency::EventLoop);
+    let shown_id = || {
+        scoreboard
+            .snapshot()
+            .pop()
+            .unwrap()
+            .request
+            .unwrap()
+            .request_id
+    };
+    let mut raw = Vec::new();
+    drover_fastcgi::encode_pair(&mut raw, b"HTTP_X_REQUEST_ID", b"from-nginx-1");
+    let given = Params::decode(raw).unwrap();
+    let first = ledger.begin(&given, None, 100);
+    assert_eq!(first.request_id(), "from-nginx-1");
+    assert_eq!(shown_id(), "from-nginx-1");
+    let mut bare = params("GET", "/second");
+    let stamped = ledger.identify(&mut bare);
+    let second = ledger.begin(&bare, None, 200);
+    assert_eq!(second.request_id(), stamped);
+    assert_eq!(stamped.len(), 32);
+    ledger.end(first, Some(200), None);
+    assert_eq!(shown_id(), stamped);
+    ledger.end(second, Some(200), None);
+}

@@ -48,7 +48,10 @@ fn requests() -> Vec<Request> {
     list.push(Request::get("/line_then_status.php"));
     list.push(Request::get("/two_status.php"));
     list.push(
+        // The request names its id: drover gives one that came without
+        // (`HTTP_X_REQUEST_ID`, docs/logs.md, "Request ids"), php-fpm does not.
         Request::get("/request.php")
+            .header("X-Request-Id", "compare-1")
             .header("X-First", "1")
             .header("Cookie", "a=b")
             .header("Accept", "*/*"),
@@ -83,7 +86,9 @@ fn status_lines_and_request_headers_as_under_php_fpm() {
     assert_eq!(compared.fpm(13).status, "404 Not Found");
     let body = String::from_utf8_lossy(&compared.fpm(14).body).into_owned();
     assert!(
-        body.starts_with(r#"{"Accept":"*\/*","Cookie":"a=b","X-First":"1","User-Agent""#),
+        body.starts_with(
+            r#"{"Accept":"*\/*","Cookie":"a=b","X-First":"1","X-Request-Id":"compare-1","User-Agent""#
+        ),
         "{body}"
     );
     assert!(body.ends_with(" RESPONDER RESPONDER"), "{body}");
