@@ -19,6 +19,7 @@ mod pidfd;
 mod pool;
 mod pools;
 mod reload;
+mod shed;
 mod signals;
 mod sockets;
 mod spawn;
@@ -112,6 +113,8 @@ struct Master {
     /// The sockets systemd passed, by pool name. Held here for drover's whole life, so that
     /// a pool removed by a reload leaves its socket open and one added back takes it again.
     inherited: Inherited,
+    /// `queue_timeout`: each pool's listen queue as the tick samples it (`shed`).
+    queues: shed::Queues,
 }
 
 /// The sockets systemd passed, by the name of the pool that takes each.
@@ -189,6 +192,7 @@ impl Master {
             wakes_tx,
             live: Default::default(),
             inherited,
+            queues: Default::default(),
         })
     }
 
@@ -252,6 +256,7 @@ impl Master {
                         pool.apply_policy(now, maintenance_due, waiting);
                     }
                 }
+                self.shed(now);
                 self.retire_replaced(now);
                 self.refuse_stopped();
                 self.forget_drained();
