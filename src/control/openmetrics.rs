@@ -168,7 +168,10 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
         "Active workers over max_children: 1 when the pool can grow no more.",
         |p| {
             (p.limits.max_children > 0).then(|| {
-                format!("{}", f64::from(p.active_processes) / f64::from(p.limits.max_children))
+                format!(
+                    "{}",
+                    f64::from(p.active_processes) / f64::from(p.limits.max_children)
+                )
             })
         },
     );

@@ -102,7 +102,10 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
     line(
         out,
         "queue oldest wait",
-        OrDash(q.oldest_wait.map(|d| humantime::format_duration(round_ms(d)))),
+        OrDash(
+            q.oldest_wait
+                .map(|d| humantime::format_duration(round_ms(d))),
+        ),
     );
     if full {
         for w in &p.workers {

@@ -177,7 +177,13 @@ mod tests {
         let mut a = Arrivals::default();
         a.sample(t0, 0, 4);
         let wait = a.oldest(t0 + 50 * MS, 0).unwrap();
-        assert_eq!(wait, Wait { least: 50 * MS, most: None });
+        assert_eq!(
+            wait,
+            Wait {
+                least: 50 * MS,
+                most: None
+            }
+        );
     }
 
     #[test]

@@ -104,11 +104,19 @@ fn assert_timed_out(reply: &http::Reply, sent: Instant, log: &str) {
 #[test]
 fn a_saturated_php_pool_answers_503_with_retry_after_within_queue_timeout() {
     let site = php_site();
-    let pool = php_pool(2, "queue_timeout = \"1s\"\nstatus_listen = \"127.0.0.1:0\"", "");
+    let pool = php_pool(
+        2,
+        "queue_timeout = \"1s\"\nstatus_listen = \"127.0.0.1:0\"",
+        "",
+    );
     let (stack, ctl) = Stack::with_control(site, pool);
     let log = || stack.drover.log.text();
     let _ = std::fs::remove_file(stack.site.path().join("release"));
-    let held = hold((1..=2).map(|n| stack.url(&format!("/hold.php?n={n}"))).collect());
+    let held = hold(
+        (1..=2)
+            .map(|n| stack.url(&format!("/hold.php?n={n}")))
+            .collect(),
+    );
     wait_active(&ctl, "www", 2, &log);
 
     let sent = Instant::now();
@@ -191,8 +199,8 @@ fn a_saturated_http_pool_answers_503_with_retry_after_within_queue_timeout() {
     wait_active(&ctl, "web", 2, &log);
 
     let sent = Instant::now();
-    let reply = http::try_get(&url("/hello"))
-        .unwrap_or_else(|e| panic!("{e}; drover's log:\n{}", log()));
+    let reply =
+        http::try_get(&url("/hello")).unwrap_or_else(|e| panic!("{e}; drover's log:\n{}", log()));
     assert_timed_out(&reply, sent, &log());
     assert_eq!(reply.header("Connection"), "close", "{reply:?}");
 
@@ -236,7 +244,10 @@ fn queue_timeout_is_refused_at_load_on_php_cgi() {
 
 /// `/metrics` of the pool's `status_listen`, parsed by prometheus_client: (name, labels,
 /// value) of every sample.
-fn metrics(site: &Site, addr: &str) -> Vec<(String, serde_json::Map<String, serde_json::Value>, f64)> {
+fn metrics(
+    site: &Site,
+    addr: &str,
+) -> Vec<(String, serde_json::Map<String, serde_json::Value>, f64)> {
     let page = http::get(&format!("http://{addr}/metrics")).body;
     let script = site.write(
         "openmetrics_samples.py",
@@ -308,8 +319,11 @@ fn metrics_give_an_autoscaler_workers_caps_queue_and_restarts_by_cause() {
     let samples = wait_until(TIMEOUT, "restarts by max_requests", || {
         let samples = metrics(&stack.site, &addr);
         let total = sample(&samples, "drover_total_processes", &www);
-        (sample(&samples, "drover_workers_recycled_total", &recycled("max_requests"))
-            == Some(expected)
+        (sample(
+            &samples,
+            "drover_workers_recycled_total",
+            &recycled("max_requests"),
+        ) == Some(expected)
             && total == Some(1.0))
         .then_some(samples)
     });
@@ -335,15 +349,27 @@ fn metrics_give_an_autoscaler_workers_caps_queue_and_restarts_by_cause() {
     stack.drover.signal(nix::sys::signal::Signal::SIGHUP);
     let samples = wait_until(TIMEOUT, "a restart by reload", || {
         let samples = metrics(&stack.site, &addr);
-        (sample(&samples, "drover_workers_recycled_total", &recycled("reload")) == Some(1.0))
-            .then_some(samples)
+        (sample(
+            &samples,
+            "drover_workers_recycled_total",
+            &recycled("reload"),
+        ) == Some(1.0))
+        .then_some(samples)
     });
     assert_eq!(
-        sample(&samples, "drover_workers_recycled_total", &recycled("max_requests")),
+        sample(
+            &samples,
+            "drover_workers_recycled_total",
+            &recycled("max_requests")
+        ),
         Some(expected)
     );
     assert_eq!(
-        sample(&samples, "drover_workers_recycled_total", &recycled("crash")),
+        sample(
+            &samples,
+            "drover_workers_recycled_total",
+            &recycled("crash")
+        ),
         Some(0.0)
     );
 }
