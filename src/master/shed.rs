@@ -233,9 +233,9 @@ impl Drop for Bound {
 
 /// Answers one connection 503 and closes it once the client has read it.
 async fn answer(conn: OwnedFd, http: bool, retry: u64) {
-    // SAFETY: SO_DOMAIN into an int of the size given.
     let mut domain: libc::c_int = 0;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_DOMAIN into an int of the size given, on a descriptor we own.
     unsafe {
         libc::getsockopt(
             conn.as_raw_fd(),
