@@ -128,6 +128,9 @@ pub struct Pool {
     /// A request's headers and body must arrive within this time from the accept; `None`:
     /// no bound (`"0s"`). A worker waiting on them counts as busy ("reading").
     pub request_read_timeout: Option<Duration>,
+    /// A connection waiting longer than this for a worker is answered 503 by the master
+    /// (`src/master/shed.rs`); None: off (`"0s"`).
+    pub queue_timeout: Option<Duration>,
     pub status_listen: Option<ListenAddr>,
     /// php-fpm's `pm.status_path`: a request whose `SCRIPT_NAME` is this gets the pool's
     /// status through the pool's own socket, fetched by the worker from `status_listen`.

@@ -84,6 +84,10 @@ pub(super) fn parse(
         .duration("request_read_timeout")
         .or(DEFAULT_REQUEST_READ_TIMEOUT)
         .map(|d| Some(d).filter(|d| !d.is_zero()));
+    let queue_timeout = root
+        .duration("queue_timeout")
+        .or(Duration::ZERO)
+        .map(|d| Some(d).filter(|d| !d.is_zero()));
     let env = env::env(root);
     let (runtime, flavour) = runtime::parse(root, base);
     enforceable_clients(root, listen.as_ref());
@@ -122,6 +126,7 @@ pub(super) fn parse(
         request_terminate_timeout,
         terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
+        queue_timeout: queue_timeout?,
         status_listen: status_listen?,
         status_path: status_path?,
         ping_path: ping_path?,

@@ -126,6 +126,11 @@ fn pool(out: &mut Out, p: &Pool) {
         "request_read_timeout",
         p.request_read_timeout.unwrap_or_default(),
     );
+    if zygote {
+        out.duration("queue_timeout", p.queue_timeout.unwrap_or_default());
+    } else {
+        out.unset("queue_timeout", "drover-php and Python pools only");
+    }
     let status = p.status_listen.as_ref().map(ListenAddr::to_string);
     out.optional_string("status_listen", status.as_deref(), None);
     out.optional_string("status_path", p.status_path.as_deref(), None);

@@ -42,6 +42,7 @@ pub fn www() -> PoolStatus {
             terminate: 2,
             crash: 0,
             idle: 4,
+            reload: 3,
         },
         // 10 requests: 6 within 5 ms, 3 within 100 ms, 1 past 10 s; 7 2xx, 1 4xx, 2 5xx.
         requests: Some(PoolView {
@@ -49,7 +50,13 @@ pub fn www() -> PoolStatus {
             sum: Duration::from_micros(12_250_000),
             classes: [0, 7, 0, 1, 2],
             accepted: 10,
+            connections: 10,
         }),
+        queue: crate::control::QueueStatus {
+            timeout: Some(Duration::from_secs(2)),
+            timed_out: 5,
+            oldest_wait: Some(Duration::from_millis(1500)),
+        },
         workers: vec![busy(), idle()],
     }
 }
@@ -124,6 +131,7 @@ pub fn blind() -> PoolStatus {
         },
         recycled: Recycled::default(),
         requests: None,
+        queue: crate::control::QueueStatus::default(),
         workers: vec![WorkerStatus {
             pid: 77,
             state: "Starting".into(),

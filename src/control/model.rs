@@ -37,7 +37,21 @@ pub struct PoolStatus {
     /// the request-duration histogram and responses by status class. None where the
     /// workers cannot count them (php-cgi, command): left out, never shown as 0.
     pub requests: Option<PoolView>,
+    /// `queue_timeout`: what the master sheds, and the oldest wait it sees.
+    pub queue: QueueStatus,
     pub workers: Vec<WorkerStatus>,
+}
+
+/// The listen queue as `queue_timeout` sees it (src/master/shed.rs), for an autoscaler.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueStatus {
+    /// The pool's `queue_timeout`; None: off.
+    pub timeout: Option<Duration>,
+    /// Connections the master answered 503 since the pool started (every generation).
+    pub timed_out: u64,
+    /// The oldest waiting connection has waited at least this long; None where the workers
+    /// do not count their accepts (php-cgi, command), Some(0) when nothing waits.
+    pub oldest_wait: Option<Duration>,
 }
 
 /// The pool's configured limits (php-fpm's status lacks them: php-src#16221).
@@ -62,6 +76,8 @@ pub struct Recycled {
     pub crash: u64,
     /// Retired by the pm (above max_spare_servers, idle past process_idle_timeout).
     pub idle: u64,
+    /// Retired because a reload (or a live change) replaced their generation.
+    pub reload: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

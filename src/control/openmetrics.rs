@@ -162,6 +162,31 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
         "Requests that ran past request_slowlog_timeout.",
         |p| Some(int(p.slow_requests)),
     );
+    m.pool(
+        Kind::Gauge,
+        "busy_ratio",
+        "Active workers over max_children: 1 when the pool can grow no more.",
+        |p| {
+            (p.limits.max_children > 0).then(|| {
+                format!(
+                    "{}",
+                    f64::from(p.active_processes) / f64::from(p.limits.max_children)
+                )
+            })
+        },
+    );
+    m.pool(
+        Kind::Gauge,
+        "queue_oldest_wait_seconds",
+        "How long the oldest connection in the listen queue has waited, at least (to 0.1 s).",
+        |p| p.queue.oldest_wait.map(seconds),
+    );
+    m.pool(
+        Kind::Counter,
+        "queue_timeouts",
+        "Connections answered 503 after waiting queue_timeout for a worker.",
+        |p| p.queue.timeout.map(|_| int(p.queue.timed_out)),
+    );
     m.limits();
     m.recycled();
     m.request_duration();
@@ -253,6 +278,12 @@ impl Metrics<'_> {
             "request_slowlog_timeout, where set.",
             |p| p.limits.request_slowlog_timeout.map(seconds),
         );
+        self.pool(
+            g,
+            "limit_queue_timeout_seconds",
+            "queue_timeout, where set.",
+            |p| p.queue.timeout.map(seconds),
+        );
     }
 
     /// One counter, the cause as a label: the causes add up to every worker that ended.
@@ -266,6 +297,7 @@ impl Metrics<'_> {
                 ("terminate", r.terminate),
                 ("crash", r.crash),
                 ("idle", r.idle),
+                ("reload", r.reload),
             ];
             for (cause, count) in causes {
                 let labels = labels(&[("pool", &p.pool), ("cause", cause)]);

@@ -290,3 +290,26 @@ fn openmetrics_only_when_the_accept_header_lists_it() {
         "text/plain; version=0.0.4; charset=utf-8"
     );
 }
+
+#[test]
+fn an_autoscalers_metrics_queue_busy_ratio_and_reload_recycles() {
+    let out = openmetrics(&[www(), blind()], false);
+    assert_eq!(
+        samples(&out, "drover_queue_timeouts_total"),
+        [r#"drover_queue_timeouts_total{pool="www"} 5"#]
+    );
+    assert_eq!(
+        samples(&out, "drover_queue_oldest_wait_seconds"),
+        [r#"drover_queue_oldest_wait_seconds{pool="www"} 1.5"#]
+    );
+    assert_eq!(
+        samples(&out, "drover_limit_queue_timeout_seconds"),
+        [r#"drover_limit_queue_timeout_seconds{pool="www"} 2"#]
+    );
+    assert!(out.contains("# UNIT drover_queue_oldest_wait_seconds seconds\n"));
+    assert!(out.contains(r#"drover_workers_recycled_total{pool="www",cause="reload"} 3"#));
+    // Every pool with a max_children has a busy ratio; the command pool's 1 of 1 is 1.
+    let ratios = samples(&out, "drover_busy_ratio");
+    assert_eq!(ratios.len(), 2, "{out}");
+    assert_eq!(ratios[1], r#"drover_busy_ratio{pool="leg\"acy"} 1"#);
+}

@@ -91,6 +91,22 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
     line(out, "recycled terminate", r.terminate);
     line(out, "recycled crash", r.crash);
     line(out, "recycled idle", r.idle);
+    line(out, "recycled reload", r.reload);
+    let q = &p.queue;
+    line(
+        out,
+        "queue_timeout",
+        OrDash(q.timeout.map(humantime::format_duration)),
+    );
+    line(out, "queue timed out", q.timed_out);
+    line(
+        out,
+        "queue oldest wait",
+        OrDash(
+            q.oldest_wait
+                .map(|d| humantime::format_duration(round_ms(d))),
+        ),
+    );
     if full {
         for w in &p.workers {
             worker_text(out, w);
@@ -256,6 +272,7 @@ struct PoolJson<'a> {
     runtime: &'a str,
     limits: LimitsJson,
     recycled: RecycledJson,
+    queue: QueueJson,
     /// Counted by the workers; `null` where they cannot count (php-cgi, command).
     #[serde(rename = "request durations")]
     request_durations: Option<HistogramJson>,
@@ -355,6 +372,17 @@ struct RecycledJson {
     terminate: u64,
     crash: u64,
     idle: u64,
+    reload: u64,
+}
+
+/// `queue_timeout`: seconds; `null` = off, or not measured.
+#[derive(Serialize)]
+struct QueueJson {
+    timeout: Option<f64>,
+    #[serde(rename = "timed out")]
+    timed_out: u64,
+    #[serde(rename = "oldest wait")]
+    oldest_wait: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -401,6 +429,7 @@ impl<'a> PoolJson<'a> {
             terminate,
             crash,
             idle,
+            reload,
         } = p.recycled;
         PoolJson {
             pool: &p.pool,
@@ -437,6 +466,12 @@ impl<'a> PoolJson<'a> {
                 terminate,
                 crash,
                 idle,
+                reload,
+            },
+            queue: QueueJson {
+                timeout: p.queue.timeout.map(|d| d.as_secs_f64()),
+                timed_out: p.queue.timed_out,
+                oldest_wait: p.queue.oldest_wait.map(|d| d.as_secs_f64()),
             },
             request_durations: p.requests.as_ref().map(HistogramJson::new),
             responses: p.requests.as_ref().map(ResponsesJson::new),
@@ -466,6 +501,11 @@ impl<'a> WorkerJson<'a> {
             last_request_duration: w.last_request_duration.map(micros),
         }
     }
+}
+
+/// A wait to the millisecond, as the text page shows it.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ impl Master {
                     .pools
                     .serving()
                     .filter(|p| pool.as_deref().is_none_or(|n| n == p.name()))
-                    .map(|p| self.pools.status_of(p, now))
+                    .map(|p| self.status_of(p, now))
                     .collect();
                 match pool {
                     Some(name) if pools.is_empty() => ControlReply::unknown_pool(&name),

@@ -20,6 +20,7 @@ mod pidfd;
 mod pool;
 mod pools;
 mod reload;
+mod shed;
 mod signals;
 mod sockets;
 mod spawn;
@@ -122,6 +123,8 @@ struct Master {
     /// The master's children that no pool started (orphans of the apps, or of a PID
     /// namespace drover is the init of).
     orphans: orphans::Orphans,
+    /// `queue_timeout`: each pool's listen queue as the tick samples it (`shed`).
+    queues: shed::Queues,
 }
 
 /// The sockets systemd passed, by the name of the pool that takes each.
@@ -207,6 +210,7 @@ impl Master {
             live: Default::default(),
             inherited,
             orphans: Default::default(),
+            queues: Default::default(),
         })
     }
 
@@ -271,6 +275,7 @@ impl Master {
                         pool.apply_policy(now, maintenance_due, waiting);
                     }
                 }
+                self.shed(now);
                 self.retire_replaced(now);
                 self.observe_orphans();
                 self.refuse_stopped();

@@ -42,6 +42,7 @@ impl Totals {
         r.terminate += o.terminate;
         r.crash += o.crash;
         r.idle += o.idle;
+        r.reload += o.reload;
         self.requests = either(self.requests.take(), other.requests.clone(), add_views);
     }
 
@@ -88,6 +89,7 @@ fn add_views(mut a: PoolView, b: PoolView) -> PoolView {
     }
     a.sum += b.sum;
     a.accepted += b.accepted;
+    a.connections += b.connections;
     a
 }
 
@@ -119,6 +121,7 @@ mod tests {
                 sum: Duration::from_millis(requests),
                 classes: [0, requests, 0, 0, 0],
                 accepted: requests,
+                connections: requests,
             }),
         }
     }

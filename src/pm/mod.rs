@@ -13,6 +13,7 @@
 //!   exited on their own.
 
 mod plan;
+pub mod queue;
 
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};

@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod capacity;
 mod config;
 mod control;
 mod docs;

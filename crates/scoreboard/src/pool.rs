@@ -41,6 +41,10 @@ pub struct PoolStats {
     /// Requests taken, counted as each starts: a request whose worker dies in it counts too,
     /// as in php-fpm's `accepted conn`.
     accepted: AtomicU64,
+    /// Connections taken off the listener, counted at each `accept()` (a kept connection
+    /// counts once, however many requests it carries): with the listen queue, what the
+    /// master's `queue_timeout` reads as arrivals (src/pm/queue.rs).
+    connections: AtomicU64,
 }
 
 /// What the master read of a pool's area.
@@ -53,6 +57,8 @@ pub struct PoolView {
     pub classes: [u64; CLASSES],
     /// Requests taken (accepted conn), those in progress included.
     pub accepted: u64,
+    /// Connections taken off the listener.
+    pub connections: u64,
 }
 
 impl PoolView {
@@ -84,6 +90,11 @@ impl PoolStats {
         self.accepted.fetch_add(1, Relaxed);
     }
 
+    /// A worker took a connection off the pool's listener.
+    pub fn connection(&self) {
+        self.connections.fetch_add(1, Relaxed);
+    }
+
     /// A worker's request ended after `duration_us`, answered with `status` when the
     /// runtime knows it (an unknown or out-of-range status counts in the histogram only).
     pub fn record(&self, duration_us: u64, status: Option<u16>) {
@@ -101,6 +112,7 @@ impl PoolStats {
             sum: Duration::from_micros(self.sum_us.load(Relaxed)),
             classes: std::array::from_fn(|i| self.classes[i].load(Relaxed)),
             accepted: self.accepted.load(Relaxed),
+            connections: self.connections.load(Relaxed),
         }
     }
 }

@@ -203,6 +203,15 @@ impl<'a> Ledger<'a> {
         request_id::stamp(params, &self.ids)
     }
 
+    /// The worker took a connection off the pool's listener (refused or not): counted for
+    /// the master's `queue_timeout`, which reads arrivals as connections taken plus those
+    /// still queued.
+    pub fn connection(&self) {
+        if let Some(board) = self.board {
+            board.pool.connection();
+        }
+    }
+
     /// A request's params are read: it runs from `start_us` (the accept, or its first
     /// bytes). `script`: what the slot and the log show as its script (None: the label).
     /// The slot shows it if no older request is in flight. Its id is the one the params

@@ -211,6 +211,7 @@ pub(crate) fn accept_loop<H: Handler>(worker: &mut Worker<'_, H>, allowed: &[IpA
                 return 1;
             }
         };
+        worker.ledger.connection();
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
             continue;
         }

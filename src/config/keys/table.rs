@@ -318,6 +318,22 @@ pub const KEYS: &[Key] = &[
         "A request's headers and body must arrive within this time from the accept; 0s: no \
          bound.",
     ),
+    refused(
+        key(
+            "queue_timeout",
+            Pool,
+            Duration,
+            Value("\"0s\""),
+            "A connection that has waited this long for a worker is answered 503 with \
+             `Retry-After` by the master (FastCGI or HTTP, as the pool speaks); 0s is off.",
+        ),
+        &[(
+            Runtimes::CGI.or(Runtimes::COMMAND),
+            "drover-php and Python pools only: php-cgi and [command] workers do not count the \
+             connections they accept, which the master needs to tell how long the oldest \
+             waiting one has waited",
+        )],
+    ),
     key(
         "status_listen",
         Pool,

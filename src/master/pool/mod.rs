@@ -529,6 +529,9 @@ impl PoolRun {
                 _ => self.counters.crash_exits += 1,
             }
         }
+        if worker.retiring.is_some() && self.lifecycle == Lifecycle::Draining && !worker.killed {
+            self.counters.reload_exits += 1;
+        }
         let lived = lifetime(now.duration_since(worker.started));
         let level_warn = !matches!(cause, ExitCause::Code(0) | ExitCause::SeenByParent)
             && !worker.orphan

@@ -10,6 +10,12 @@ use crate::master::totals::Totals;
 use crate::scoreboard;
 
 impl PoolRun {
+    /// Whether this generation's workers count the connections they accept (a scoreboard's
+    /// runtimes: drover-php, Python), which `queue_timeout` needs.
+    pub fn counts_connections(&self) -> bool {
+        self.scoreboard.is_some()
+    }
+
     /// Connections waiting for a worker now; every reading also feeds "max listen queue".
     pub fn listen_queue(&self) -> Option<u32> {
         use std::os::fd::AsFd;
@@ -101,6 +107,10 @@ impl PoolRun {
             },
             recycled: self.recycled(),
             requests: self.scoreboard.as_ref().map(|board| board.pool().view()),
+            queue: crate::control::QueueStatus {
+                timeout: self.config.queue_timeout,
+                ..Default::default()
+            },
             workers,
         }
     }
@@ -133,6 +143,7 @@ impl PoolRun {
             terminate: counters.killed_request_timeout,
             crash: self.counters.crash_exits,
             idle: counters.retired_max_spare + counters.retired_idle_timeout,
+            reload: self.counters.reload_exits,
         }
     }
 }
@@ -170,4 +181,6 @@ pub struct Counters {
     pub clean_exits: u64,
     /// Worker deaths by a signal the master did not send, or exits non-zero.
     pub crash_exits: u64,
+    /// Workers that ended retired by a reload (their generation drained).
+    pub reload_exits: u64,
 }

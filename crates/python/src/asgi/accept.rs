@@ -167,6 +167,7 @@ fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
             hand_over(shared, CLOSED);
             return;
         }
+        super::ledger().connection();
         // SAFETY: accept4 succeeded: a new descriptor nothing else owns.
         let socket = unsafe { OwnedFd::from_raw_fd(fd) };
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {

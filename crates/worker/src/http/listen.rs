@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use drover_fastcgi::Request;
 use drover_scoreboard::now_us;
+
+use crate::ledger::Ledger;
 use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
@@ -92,7 +94,7 @@ pub(crate) fn serve<H: Handler>(
         };
         for event in &events[..ready] {
             if event.data() == LISTENER {
-                match set.accept(allowed) {
+                match set.accept(allowed, worker.ledger) {
                     Ok(Some(token)) => set.readable(worker, token),
                     Ok(None) => {}
                     // The master shut the listener down: the pool is stopping.
@@ -160,7 +162,7 @@ impl<'c> Set<'c> {
 
     /// Accepts one connection (one per wake-up: the others are left to the other workers)
     /// and adds it to the set. Ok(None): another worker took it, or it was refused.
-    fn accept(&mut self, allowed: &[IpAddr]) -> io::Result<Option<u64>> {
+    fn accept(&mut self, allowed: &[IpAddr], ledger: &Ledger<'_>) -> io::Result<Option<u64>> {
         // SAFETY: accept4 on fd 0, the pool's listener; null address pointers are allowed.
         // Not SOCK_NONBLOCK: reads never wait anyway (MSG_DONTWAIT), and a response is
         // written with blocking writes.
@@ -179,6 +181,7 @@ impl<'c> Set<'c> {
                 _ => Err(err),
             };
         }
+        ledger.connection();
         // SAFETY: accept4 succeeded: a new descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut socket = Socket::from(fd);
