@@ -51,6 +51,7 @@ pub fn www() -> PoolStatus {
             accepted: 10,
         }),
         workers: vec![busy(), idle()],
+        memory: None,
     }
 }
 
@@ -140,5 +141,6 @@ pub fn blind() -> PoolStatus {
             last_request_cpu: None,
             last_request_memory: None,
         }],
+        memory: None,
     }
 }

@@ -46,6 +46,6 @@ pub(crate) mod fixture;
 mod tests;
 
 pub use client::CtlArgs;
-pub use model::{Limits, PoolStatus, Recycled, WorkerStatus};
+pub use model::{Limits, MemoryStatus, PoolStatus, Recycled, WorkerStatus};
 pub use request::{ControlReply, ControlRequest, Envelope, Format, ToMaster, channel};
 pub use server::{ControlSocket, Served, StatusSocket};

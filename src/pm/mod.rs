@@ -12,6 +12,7 @@
 //! - here: how many workers a pool starts with, and how many replace at once workers that
 //!   exited on their own.
 
+pub mod memory;
 mod plan;
 
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
@@ -59,6 +60,7 @@ mod tests {
             max_requests: 0,
             max_requests_jitter: 0,
             max_memory: None,
+            memory: Default::default(),
         }
     }
 

@@ -16,6 +16,7 @@ mod embed;
 mod harness;
 mod hostile;
 mod import;
+mod memory;
 mod output;
 mod pm;
 mod python;
