@@ -3,8 +3,8 @@
 //! (its cgroup's limit, v2 or v1, else MemAvailable) and the PSS of each of its processes
 //! (/proc/PID/smaps_rollup); then the live `max_children` the policy spawns within, and the
 //! largest idle worker retired when the pool holds too much. A pool with a fixed
-//! `max_children` is measured once, two seconds after its first worker was seen in a
-//! request: a count whose workers would not fit is warned about with the figures.
+//! `max_children` is measured for 30 s from its first worker seen in a request: a count
+//! whose workers would not fit is warned about once, with the figures.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -29,7 +29,7 @@ pub struct MemoryWatch {
     /// The highest PSS a warmed worker reached, and how many warmed workers were measured.
     peak: Option<(u64, u32)>,
     /// Maintenance ticks seen, and the one at which a worker was first seen warmed: a fixed
-    /// pool is checked [`FIXED_CHECK_AFTER`] ticks later.
+    /// pool is checked for [`FIXED_CHECK_FOR`] ticks from then.
     ticks: u64,
     warm_since: Option<u64>,
     /// The last sizing: for the status page and to log a change once.
@@ -40,9 +40,10 @@ pub struct MemoryWatch {
     checked: bool,
 }
 
-/// A fixed pool is measured once, this many maintenance ticks (seconds) after its first
-/// worker was seen in a request: its first requests have grown it by then.
-const FIXED_CHECK_AFTER: u64 = 2;
+/// A fixed pool is measured on this many maintenance ticks (seconds) after its first worker
+/// was seen in a request, and warned about once if its workers would not fit: a worker's
+/// PSS is high while a request holds memory, so one sample of an idle worker would miss it.
+const FIXED_CHECK_FOR: u64 = 30;
 
 impl PoolRun {
     /// Called on every policy tick before the policy: notes the workers in a request, and on
@@ -64,7 +65,10 @@ impl PoolRun {
         let sizes = pm.memory.auto.is_some() || pm.memory.max_pool_memory.is_some();
         let check = !sizes
             && !self.memory.checked
-            && self.memory.warm_since.map(|t| t + FIXED_CHECK_AFTER) == Some(self.memory.ticks);
+            && self
+                .memory
+                .warm_since
+                .is_some_and(|t| self.memory.ticks <= t + FIXED_CHECK_FOR);
         if !(sizes || check) {
             return;
         }
@@ -89,14 +93,13 @@ impl PoolRun {
             }
             self.limits.pm.max_children = size.max_children;
             self.memory.sized = Some(size);
-        } else if check {
+        } else if check
+            && let WorkerEstimate::Measured { .. } = worker
+            && let Some(warning) =
+                memory::overcommitted(pm.max_children, &limit, held, worker, pm.memory.reserve)
+        {
             self.memory.checked = true;
-            if let WorkerEstimate::Measured { .. } = worker
-                && let Some(warning) =
-                    memory::overcommitted(pm.max_children, &limit, held, worker, pm.memory.reserve)
-            {
-                tracing::warn!("pool {}: {warning}", self.config.name);
-            }
+            tracing::warn!("pool {}: {warning}", self.config.name);
         }
         self.retire_for_memory(held.total);
     }
