@@ -17,10 +17,10 @@ pub struct MemoryCgroup {
 impl MemoryCgroup {
     /// A new cgroup limited to `limit` bytes; None without root or a memory controller.
     pub fn create(limit: u64) -> Option<MemoryCgroup> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
         if !proc::running_as_root() {
             return None;
         }
-        static SEQ: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "drover-test-{}-{}",
             std::process::id(),

@@ -52,9 +52,8 @@ fn php_pool(site: &Site) -> Raw {
     site.script(
         "hold.php",
         &format!(
-            "<?php $s = str_repeat('x', {} * 1024 * 1024); usleep(700000); \
-             echo getmypid(), ' ', strlen($s);",
-            HELD_MIB
+            "<?php $s = str_repeat('x', {HELD_MIB} * 1024 * 1024); usleep(700000); \
+             echo getmypid(), ' ', strlen($s);"
         ),
     );
     Raw {
