@@ -154,7 +154,8 @@ def run(work, name, argv, sock, path, args):
         result["last_sizing"] = last[-1] if last else None
         peak = re.findall(r"([\d.]+) MiB per worker \(highest PSS", text)
         result["worker_mib"] = float(peak[-1]) if peak else None
-        result["oom_log"] = len(re.findall(r"exited on SIGKILL", text))
+        # Includes the bench's own SIGKILL of what outlives SIGTERM at the stop.
+        result["sigkill_lines"] = len(re.findall(r"exited on SIGKILL", text))
     finally:
         cgroup.remove()
     return result

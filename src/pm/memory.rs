@@ -49,8 +49,8 @@ pub struct MemoryLimit {
 /// What one worker is taken to need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkerEstimate {
-    /// The highest PSS a warmed worker (one that has served a request) of this generation
-    /// reached, sampled about once a second; `workers` were measured.
+    /// The highest PSS a worker of this generation had while in a request, sampled about
+    /// once a second; `workers` were measured.
     Measured { bytes: u64, workers: u32 },
     /// No worker has been measured yet: the pool's `max_memory` (a worker past it is
     /// retired, so it is the most one keeps for long).

@@ -26,8 +26,13 @@ pub struct MemoryWatch {
     warmed: HashSet<Pid>,
     /// The last PSS sample of each process of the pool.
     pss: HashMap<Pid, u64>,
-    /// The highest PSS a warmed worker reached, and how many warmed workers were measured.
+    /// The highest PSS of a worker sampled in a request, and how many workers were so
+    /// measured. Only samples taken during a request count: between requests a worker has
+    /// given back what its request held (PHP frees it all), and a pool sized from such a
+    /// sample would not fit once every worker is busy.
     peak: Option<(u64, u32)>,
+    /// The live workers already counted in `peak`'s count.
+    measured: HashSet<Pid>,
     /// Maintenance ticks seen, and the one at which a worker was first seen warmed: a fixed
     /// pool is checked for [`FIXED_CHECK_FOR`] ticks from then.
     ticks: u64,
@@ -128,7 +133,7 @@ impl PoolRun {
         }
     }
 
-    /// Reads the PSS of every process of the pool; the peak of warmed workers goes up.
+    /// Reads the PSS of every process of the pool; the peak of workers in a request goes up.
     fn sample_pss(&mut self) {
         let pids: Vec<Pid> = self
             .workers
@@ -143,15 +148,20 @@ impl PoolRun {
         for pid in pids {
             let Some(pss) = pss(pid) else { continue };
             self.memory.pss.insert(pid, pss);
-            if self.memory.warmed.contains(&pid) && self.workers.contains_key(&pid) {
-                let (peak, count) = self.memory.peak.unwrap_or((0, 0));
+            let busy = self
+                .workers
+                .get(&pid)
+                .is_some_and(|w| w.state.busy && !w.orphan);
+            if busy {
+                let (peak, mut count) = self.memory.peak.unwrap_or((0, 0));
+                if self.memory.measured.insert(pid) {
+                    count += 1;
+                }
                 self.memory.peak = Some((peak.max(pss), count));
             }
         }
-        let warmed = u32::try_from(self.memory.warmed.len()).unwrap_or(u32::MAX);
-        if let Some((peak, count)) = self.memory.peak {
-            self.memory.peak = Some((peak, count.max(warmed)));
-        }
+        let workers = &self.workers;
+        self.memory.measured.retain(|pid| workers.contains_key(pid));
         self.memory.total = Some(self.memory.pss.values().sum());
     }
 
