@@ -173,7 +173,7 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
 fn a_memory_sized_pool_shows_its_cap_and_inputs() {
     let mib = 1024 * 1024;
     let mut pool = www();
-    pool.memory = Some(crate::control::MemoryStatus {
+    pool.memory = Some(MemoryStatus {
         auto: true,
         limit: Some(512 * mib),
         limit_source: Some("cgroup v1 /x memory.limit_in_bytes".into()),
@@ -194,7 +194,7 @@ fn a_memory_sized_pool_shows_its_cap_and_inputs() {
     let json: Value = serde_json::from_str(&json_pool(&pool, false)).unwrap();
     assert_eq!(json["memory"]["budget"], 440 * mib);
     assert_eq!(json["memory"]["max_pool_memory"], Value::Null);
-    let metrics = crate::control::openmetrics::openmetrics(std::slice::from_ref(&pool), false);
+    let metrics = openmetrics(std::slice::from_ref(&pool), false);
     assert!(
         metrics.contains(&format!(
             "drover_memory_worker_bytes{{pool=\"www\"}} {}",
