@@ -85,6 +85,9 @@ fn test(path: &std::path::Path) -> ExitCode {
         return invalid(path);
     }
     print!("{}", config.render());
+    for note in drover::master::memory_notes(&config.pools) {
+        eprintln!("drover: {note}");
+    }
     if let Some(note) = drover::runtime::php::embed::fallback_note() {
         eprintln!("drover: {note}");
     }

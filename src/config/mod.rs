@@ -31,6 +31,6 @@ pub use error::{ConfigError, ConfigErrors};
 pub use load::{DEFAULT_CONFIG_PATH, load, load_texts};
 pub use model::{
     Command, Config, Control, Global, Interface, ListenAddr, LogFormat, LogLevel, LogTarget, Php,
-    PhpRuntime, Pm, PmMode, Pool, Python, Runtime,
+    PhpRuntime, Pm, PmMemory, PmMode, Pool, Python, Runtime,
 };
 pub use read::{MAX_FILE_BYTES, ReadError, read_text};

@@ -216,6 +216,20 @@ pub struct Pm {
     pub max_requests_jitter: u32,
     /// Retire a worker whose resident memory passes this many bytes.
     pub max_memory: Option<u64>,
+    /// Sizing by memory: `max_children = "auto"`, `memory_reserve`, `max_pool_memory`.
+    pub memory: PmMemory,
+}
+
+/// The `[pm]` keys that size a pool by memory (see [`crate::pm::memory`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PmMemory {
+    /// `max_children = "auto"`: (auto_min_children, auto_max_children). The pool's
+    /// `max_children` is then the ceiling; the master keeps the live count.
+    pub auto: Option<(u32, u32)>,
+    /// `memory_reserve`: left out of the budget; None: a tenth of the limit (32 MiB–1 GiB).
+    pub reserve: Option<u64>,
+    /// `max_pool_memory`: above this PSS total the largest idle worker retires.
+    pub max_pool_memory: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::keys::{self, Section};
-use super::model::{Pm, PmMode};
+use super::model::{Pm, PmMemory, PmMode};
 use super::value::Table;
 
 /// Keys that only the dynamic policy reads; anywhere else they would be silently ignored.
@@ -11,10 +11,29 @@ const DYNAMIC_ONLY: &[&str] = &["start_servers", "min_spare_servers", "max_spare
 
 const MAX: i64 = u32::MAX as i64;
 
+/// `auto_max_children` when left out: the scoreboard of a zygote pool has twice this many
+/// slots, and past it a pool is better split or given a number.
+const AUTO_CEILING: u32 = 128;
+
 pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
     t.check_keys(&keys::names(Section::Pm));
     let mode = t.parse("mode", mode).required(t, "mode");
-    let max_children = t.int("max_children", 1..=MAX).required(t, "max_children");
+    let written = t
+        .int_or_word::<u32>("max_children", "auto", 1..=MAX)
+        .required(t, "max_children");
+    let memory = memory(t, mode, written);
+    // "auto": the ceiling, which every rule on max_children (spares, the scoreboard) meets.
+    let max_children = match (written, &memory) {
+        (Some(Some(n)), _) => Some(n),
+        (
+            Some(None),
+            Some(PmMemory {
+                auto: Some((_, ceiling)),
+                ..
+            }),
+        ) => Some(*ceiling),
+        _ => None,
+    };
     let spares = match mode {
         Some(PmMode::Dynamic) => dynamic(t, max_children),
         Some(fixed) => {
@@ -63,7 +82,60 @@ pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
         max_requests,
         max_requests_jitter,
         max_memory: max_memory?,
+        memory: memory?,
     })
+}
+
+/// The memory-sizing keys: `max_children = "auto"` (`written` is `Some(None)`) with its floor
+/// and ceiling, `memory_reserve` and `max_pool_memory`.
+fn memory(
+    t: &Table<'_, '_>,
+    mode: Option<PmMode>,
+    written: Option<Option<u32>>,
+) -> Option<PmMemory> {
+    let auto = written == Some(None);
+    let floor = t.int::<u32>("auto_min_children", 1..=MAX).or(1);
+    let ceiling = t.int::<u32>("auto_max_children", 1..=MAX).or(AUTO_CEILING);
+    if !auto {
+        for key in ["auto_min_children", "auto_max_children"] {
+            if t.contains(key) {
+                t.fail(key, "only used with max_children = \"auto\"");
+            }
+        }
+    }
+    let reserve = t.size("memory_reserve").optional();
+    let max_pool_memory = t.size("max_pool_memory").optional();
+    if max_pool_memory == Some(Some(0)) {
+        t.fail(
+            "max_pool_memory",
+            "must be more than 0 (leave it out for no limit)",
+        );
+    }
+    let mut valid = true;
+    if auto && mode == Some(PmMode::Static) {
+        // A static pool keeps one count for good; a memory-sized count moves with what the
+        // workers measure, so it needs a mode whose count moves.
+        t.fail(
+            "max_children",
+            "\"auto\" needs pm.mode = \"dynamic\" or \"ondemand\" (a static pool's count \
+             does not move with its workers' memory)",
+        );
+        valid = false;
+    }
+    let (floor, ceiling) = (floor?, ceiling?);
+    if auto && floor > ceiling {
+        t.fail(
+            "auto_min_children",
+            format!("must not be more than auto_max_children ({ceiling})"),
+        );
+        valid = false;
+    }
+    let memory = PmMemory {
+        auto: auto.then_some((floor, ceiling)),
+        reserve: reserve?,
+        max_pool_memory: max_pool_memory?,
+    };
+    valid.then_some(memory)
 }
 
 fn mode(s: &str) -> Result<PmMode, String> {

@@ -163,7 +163,10 @@ fn pool(out: &mut Out, p: &Pool) {
     let pm = &p.pm;
     out.table("pm");
     out.string("mode", pm.mode.as_str());
-    out.raw("max_children", pm.max_children);
+    match pm.memory.auto {
+        Some(_) => out.string("max_children", "auto"),
+        None => out.raw("max_children", pm.max_children),
+    }
     for (key, value) in [
         ("start_servers", pm.start_servers),
         ("min_spare_servers", pm.min_spare_servers),
@@ -181,6 +184,24 @@ fn pool(out: &mut Out, p: &Pool) {
     match pm.max_memory {
         Some(bytes) => out.string("max_memory", &size(bytes)),
         None => out.unset("max_memory", "no limit"),
+    }
+    match pm.memory.auto {
+        Some((floor, ceiling)) => {
+            out.raw("auto_min_children", floor);
+            out.raw("auto_max_children", ceiling);
+        }
+        None => {
+            out.unset("auto_min_children", "max_children = \"auto\" only");
+            out.unset("auto_max_children", "max_children = \"auto\" only");
+        }
+    }
+    match pm.memory.reserve {
+        Some(bytes) => out.string("memory_reserve", &size(bytes)),
+        None => out.unset("memory_reserve", "a tenth of the limit, 32 MiB to 1 GiB"),
+    }
+    match pm.memory.max_pool_memory {
+        Some(bytes) => out.string("max_pool_memory", &size(bytes)),
+        None => out.unset("max_pool_memory", "no limit"),
     }
 
     out.table("env");

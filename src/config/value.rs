@@ -227,6 +227,29 @@ impl<'a, 'i> Table<'a, 'i> {
         Got::Invalid
     }
 
+    /// An integer within `range`, or the string `word` (`max_children = "auto"`):
+    /// `Some(n)` or `None` for the word.
+    pub fn int_or_word<T: TryFrom<i64>>(
+        &self,
+        key: &str,
+        word: &str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Got<Option<T>> {
+        match self.entry(key).map(|(_, v)| v.get_ref()) {
+            None => Got::Absent,
+            Some(DeValue::String(s)) if s.as_ref() == word => Got::Valid(None),
+            Some(DeValue::Integer(_)) => match self.int(key, range) {
+                Got::Valid(n) => Got::Valid(Some(n)),
+                Got::Absent => Got::Absent,
+                Got::Invalid => Got::Invalid,
+            },
+            Some(other) => {
+                self.type_error(key, &format!("an integer or \"{word}\""), other);
+                Got::Invalid
+            }
+        }
+    }
+
     /// A humantime duration: "30s", "5m", "1h 30m".
     pub fn duration(&self, key: &str) -> Got<Duration> {
         self.parse_as(key, "a duration string with a unit, like \"30s\"", |s| {

@@ -58,6 +58,7 @@ pub fn www() -> PoolStatus {
             oldest_wait: Some(Duration::from_millis(1500)),
         },
         workers: vec![busy(), idle()],
+        memory: None,
     }
 }
 
@@ -148,5 +149,6 @@ pub fn blind() -> PoolStatus {
             last_request_cpu: None,
             last_request_memory: None,
         }],
+        memory: None,
     }
 }

@@ -40,6 +40,32 @@ pub struct PoolStatus {
     /// `queue_timeout`: what the master sheds, and the oldest wait it sees.
     pub queue: QueueStatus,
     pub workers: Vec<WorkerStatus>,
+    /// Sizing by memory, for pools with `max_children = "auto"` or `max_pool_memory`.
+    pub memory: Option<MemoryStatus>,
+}
+
+/// A memory-sized pool's cap and what it was computed from (bytes; `None`: not known yet).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryStatus {
+    /// `max_children = "auto"`: `limits.max_children` is the computed cap.
+    pub auto: bool,
+    /// The memory the pool may use, and where it was read ("cgroup v1 /x memory.limit_in_bytes").
+    pub limit: Option<u64>,
+    pub limit_source: Option<String>,
+    pub reserve: Option<u64>,
+    /// What the workers may use: the limit less the reserve and the parents' PSS.
+    pub budget: Option<u64>,
+    /// One worker's size as the cap counts it, and whence: "measured", "max_memory" or
+    /// "starting estimate".
+    pub worker_memory: Option<u64>,
+    pub worker_memory_source: Option<&'static str>,
+    /// Warmed workers whose PSS was measured.
+    pub measured_workers: u32,
+    /// The PSS of every process of the pool at the last sample.
+    pub pool_pss: Option<u64>,
+    pub max_pool_memory: Option<u64>,
+    /// Idle workers retired for the pool's memory (max_pool_memory, the auto cap).
+    pub retired: u64,
 }
 
 /// The listen queue as `queue_timeout` sees it (src/master/shed.rs), for an autoscaler.

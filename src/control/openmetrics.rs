@@ -189,6 +189,7 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
     );
     m.limits();
     m.recycled();
+    m.memory();
     m.request_duration();
     m.responses();
     if full {
@@ -283,6 +284,55 @@ impl Metrics<'_> {
             "limit_queue_timeout_seconds",
             "queue_timeout, where set.",
             |p| p.queue.timeout.map(seconds),
+        );
+    }
+
+    /// Sizing by memory: the cap's inputs, for pools with `max_children = "auto"` or
+    /// `max_pool_memory` (the cap itself is `limit_max_children`).
+    fn memory(&mut self) {
+        let g = Kind::Gauge;
+        let m = |p: &PoolStatus| p.memory.clone();
+        self.pool(
+            g,
+            "memory_limit_bytes",
+            "The memory the pool may use (cgroup limit, else MemAvailable).",
+            |p| m(p)?.limit.map(int),
+        );
+        self.pool(
+            g,
+            "memory_reserve_bytes",
+            "memory_reserve: left out of the pool's budget.",
+            |p| m(p)?.reserve.map(int),
+        );
+        self.pool(
+            g,
+            "memory_budget_bytes",
+            "What the workers may use: the limit less the reserve and the parents' PSS.",
+            |p| m(p)?.budget.map(int),
+        );
+        self.pool(
+            g,
+            "memory_worker_bytes",
+            "One worker's memory as max_children = \"auto\" counts it (highest measured PSS).",
+            |p| m(p)?.worker_memory.map(int),
+        );
+        self.pool(
+            g,
+            "memory_pss_bytes",
+            "The PSS of every process of the pool.",
+            |p| m(p)?.pool_pss.map(int),
+        );
+        self.pool(
+            g,
+            "limit_max_pool_memory_bytes",
+            "pm.max_pool_memory, where set.",
+            |p| m(p)?.max_pool_memory.map(int),
+        );
+        self.pool(
+            Kind::Counter,
+            "retired_pool_memory",
+            "Idle workers retired for the pool's memory (max_pool_memory, the auto cap).",
+            |p| Some(int(m(p)?.retired)),
         );
     }
 

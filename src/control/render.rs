@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::model::{Limits, PoolStatus, Recycled, WorkerStatus};
+use super::model::{Limits, MemoryStatus, PoolStatus, Recycled, WorkerStatus};
 use super::openmetrics::LE;
 use crate::scoreboard::PoolView;
 
@@ -107,11 +107,37 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
                 .map(|d| humantime::format_duration(round_ms(d))),
         ),
     );
+    if let Some(m) = &p.memory {
+        memory_text(out, m);
+    }
     if full {
         for w in &p.workers {
             worker_text(out, w);
         }
     }
+}
+
+/// Sizing by memory, after the pool's counters (drover's own lines).
+fn memory_text(out: &mut String, m: &MemoryStatus) {
+    line(out, "memory auto", m.auto);
+    line(out, "memory limit", OrDash(m.limit));
+    line(
+        out,
+        "memory limit source",
+        OrDash(m.limit_source.as_deref()),
+    );
+    line(out, "memory reserve", OrDash(m.reserve));
+    line(out, "memory budget", OrDash(m.budget));
+    line(out, "memory per worker", OrDash(m.worker_memory));
+    line(
+        out,
+        "memory per worker source",
+        OrDash(m.worker_memory_source),
+    );
+    line(out, "memory measured workers", m.measured_workers);
+    line(out, "memory pool pss", OrDash(m.pool_pss));
+    line(out, "pm.max_pool_memory", OrDash(m.max_pool_memory));
+    line(out, "recycled pool memory", m.retired);
 }
 
 fn worker_text(out: &mut String, w: &WorkerStatus) {
@@ -277,6 +303,9 @@ struct PoolJson<'a> {
     #[serde(rename = "request durations")]
     request_durations: Option<HistogramJson>,
     responses: Option<ResponsesJson>,
+    /// Sizing by memory (bytes); left out for pools sized by count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<&'a MemoryStatus>,
     /// Last, as in php-fpm's page.
     #[serde(skip_serializing_if = "Option::is_none")]
     processes: Option<Vec<WorkerJson<'a>>>,
@@ -475,6 +504,7 @@ impl<'a> PoolJson<'a> {
             },
             request_durations: p.requests.as_ref().map(HistogramJson::new),
             responses: p.requests.as_ref().map(ResponsesJson::new),
+            memory: p.memory.as_ref(),
             processes: full.then(|| p.workers.iter().map(WorkerJson::new).collect()),
         }
     }

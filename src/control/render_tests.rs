@@ -167,3 +167,46 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
     }
     assert_eq!(json(&[], false), "[]");
 }
+
+/// A memory-sized pool: the cap's inputs in every format; a pool sized by count has none.
+#[test]
+fn a_memory_sized_pool_shows_its_cap_and_inputs() {
+    let mib = 1024 * 1024;
+    let mut pool = www();
+    pool.memory = Some(MemoryStatus {
+        auto: true,
+        limit: Some(512 * mib),
+        limit_source: Some("cgroup v1 /x memory.limit_in_bytes".into()),
+        reserve: Some(51 * mib),
+        budget: Some(440 * mib),
+        worker_memory: Some(44 * mib),
+        worker_memory_source: Some("measured"),
+        measured_workers: 3,
+        pool_pss: Some(300 * mib),
+        max_pool_memory: None,
+        retired: 2,
+    });
+    let out = text(std::slice::from_ref(&pool), false);
+    assert_eq!(value_of(&out, "memory limit"), [(512 * mib).to_string()]);
+    assert_eq!(value_of(&out, "memory per worker source"), ["measured"]);
+    assert_eq!(value_of(&out, "pm.max_pool_memory"), ["-"]);
+    assert_eq!(value_of(&out, "recycled pool memory"), ["2"]);
+    let json: Value = serde_json::from_str(&json_pool(&pool, false)).unwrap();
+    assert_eq!(json["memory"]["budget"], 440 * mib);
+    assert_eq!(json["memory"]["max_pool_memory"], Value::Null);
+    let metrics = openmetrics(std::slice::from_ref(&pool), false);
+    assert!(
+        metrics.contains(&format!(
+            "drover_memory_worker_bytes{{pool=\"www\"}} {}",
+            44 * mib
+        )),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("drover_limit_max_pool_memory_bytes{"),
+        "{metrics}"
+    );
+    let plain = text(&[www()], false);
+    assert!(value_of(&plain, "memory limit").is_empty(), "{plain}");
+    assert!(!json_pool(&www(), false).contains("\"memory\""));
+}

@@ -26,6 +26,8 @@ mod sockets;
 mod spawn;
 mod totals;
 
+pub use pool::memory_notes;
+
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};

@@ -12,6 +12,7 @@
 //! - here: how many workers a pool starts with, and how many replace at once workers that
 //!   exited on their own.
 
+pub mod memory;
 mod plan;
 pub mod queue;
 
@@ -60,6 +61,7 @@ mod tests {
             max_requests: 0,
             max_requests_jitter: 0,
             max_memory: None,
+            memory: Default::default(),
         }
     }
 

@@ -95,6 +95,8 @@ pub struct Counters {
     pub killed_request_timeout: u64,
     pub killed_read_timeout: u64,
     pub killed_retire_timeout: u64,
+    /// Idle workers retired for the pool's memory (`max_pool_memory`, `"auto"`'s cap).
+    pub retired_pool_memory: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +140,8 @@ pub enum Reason {
         waited: Duration,
         limit: Duration,
     },
+    /// The largest idle worker of a pool above `max_pool_memory` or its memory-sized cap.
+    PoolMemory(super::memory::Over),
 }
 
 impl fmt::Display for Reason {
@@ -182,6 +186,7 @@ impl fmt::Display for Reason {
                     "still there {waited:.1?} after retiring, past process_control_timeout ({limit:?})"
                 )
             }
+            Reason::PoolMemory(over) => super::memory::describe(f, over),
         }
     }
 }
@@ -213,6 +218,7 @@ impl PolicyState {
             Reason::Terminate { .. } => &mut c.killed_request_timeout,
             Reason::ReadTimeout { .. } => &mut c.killed_read_timeout,
             Reason::RetireTimeout { .. } => &mut c.killed_retire_timeout,
+            Reason::PoolMemory(_) => &mut c.retired_pool_memory,
         } += 1;
     }
 

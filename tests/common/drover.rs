@@ -256,7 +256,7 @@ impl Drover {
         drover
     }
 
-    fn write_files(site: &Site, pools: &[&dyn PoolFile]) {
+    pub fn write_files(site: &Site, pools: &[&dyn PoolFile]) {
         site.write(
             "drover.toml",
             "error_log = \"stderr\"\nlog_level = \"info\"\n",
@@ -348,6 +348,29 @@ impl Drover {
             });
         }
         let mut child = command.spawn().expect("spawn drover");
+        let log = Log::default();
+        log.collect(child.stdout.take().unwrap());
+        log.collect(child.stderr.take().unwrap());
+        Drover { child, log }
+    }
+
+    /// Starts drover on the site's `drover.toml` inside a cgroup: a shell writes its own pid
+    /// to `procs` (the cgroup's `cgroup.procs`), then execs drover, so that drover and every
+    /// process it starts are in that cgroup from their first allocation.
+    pub fn spawn_in_cgroup(site: &Site, procs: &Path) -> Drover {
+        runtimes();
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0\" && exec \"$@\"")
+            .arg(procs)
+            .arg(BIN)
+            .arg("-c")
+            .arg(site.path().join("drover.toml"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn drover");
         let log = Log::default();
         log.collect(child.stdout.take().unwrap());
         log.collect(child.stderr.take().unwrap());

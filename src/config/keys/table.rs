@@ -507,7 +507,9 @@ pub const KEYS: &[Key] = &[
         Pm,
         Int,
         Required,
-        "The most workers at once (the count of a static pool).",
+        "The most workers at once (the count of a static pool); `\"auto\"` (dynamic and \
+         ondemand): as many as fit in the memory the pool may use, from its workers' measured \
+         PSS (docs/memory.md).",
     ),
     key(
         "start_servers",
@@ -564,6 +566,39 @@ pub const KEYS: &[Key] = &[
         Size,
         Unset,
         "A worker whose resident memory passes this is retired; none: no limit.",
+    ),
+    // [pm] sizing by memory (docs/memory.md)
+    key(
+        "auto_min_children",
+        Pm,
+        Int,
+        Value("1"),
+        "`max_children = \"auto\"` only: the fewest workers it allows, whatever the memory \
+         says.",
+    ),
+    key(
+        "auto_max_children",
+        Pm,
+        Int,
+        Value("128"),
+        "`max_children = \"auto\"` only: the most workers it allows.",
+    ),
+    key(
+        "memory_reserve",
+        Pm,
+        Size,
+        Note("a tenth of the limit, at least 32 MiB and at most 1 GiB"),
+        "Memory under the limit (cgroup or MemAvailable) left to all but the pool's workers: \
+         `\"auto\"` sizes within the rest, and a fixed `max_children` that does not fit in \
+         it is warned about.",
+    ),
+    key(
+        "max_pool_memory",
+        Pm,
+        Size,
+        Unset,
+        "When the pool's processes together (PSS) pass this, its largest idle worker is \
+         retired, and `\"auto\"` sizes within it; none: no limit.",
     ),
     // [php]
     key(

@@ -10,10 +10,13 @@
 //! - [`observe`]: what each worker is doing.
 //! - [`policy`]: the pool's policy applied: spawn, retire, kill.
 //! - [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//! - [`memory`]: the pool's memory measured, for `max_children = "auto"` and
+//!   `max_pool_memory`.
 
 mod drain;
 mod kill;
 mod lifecycle;
+mod memory;
 mod observe;
 mod policy;
 mod request_id;
@@ -41,6 +44,7 @@ use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
+pub use memory::start_notes as memory_notes;
 use worker::{Probes, Process, Worker};
 
 pub struct PoolRun {
@@ -105,6 +109,8 @@ pub struct PoolRun {
     /// is ready only once a request would find PHP or the app loaded; true from the start
     /// for runtimes whose parent does not report.
     runtime_ready: bool,
+    /// What sizing by memory measured ([`memory`]).
+    memory: memory::MemoryWatch,
 }
 
 /// How many vanished workers ([`PoolRun::vanished`]) a generation remembers at most.
@@ -156,6 +162,7 @@ impl PoolRun {
         Ok(PoolRun {
             access_log,
             runtime_ready: !launch.kind.parent_reports(),
+            memory: memory::MemoryWatch::default(),
             id,
             replaces: None,
             exited: Vec::new(),
@@ -410,7 +417,7 @@ impl PoolRun {
             return;
         }
         let total = u32::try_from(self.processes.len()).unwrap_or(u32::MAX);
-        for _ in 0..pm::replacements(&self.config.pm, 1, total) {
+        for _ in 0..pm::replacements(&self.limits.pm, 1, total) {
             if !self.spawn_one(now) {
                 break;
             }
@@ -941,6 +948,7 @@ mod tests {
             max_requests: 0,
             max_requests_jitter: 0,
             max_memory: None,
+            memory: Default::default(),
         };
         let line = |pm: &Pm| super::starting_workers(pm);
         assert_eq!(line(&pm(PmMode::Static, 4, 0)), "4 workers");

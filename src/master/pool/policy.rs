@@ -27,6 +27,8 @@ impl PoolRun {
         if !self.lifecycle.spawns() {
             return;
         }
+        // Sizing by memory sets the live max_children in `self.limits` first.
+        self.watch_memory(maintenance_due);
         let views: Vec<WorkerView> = self
             .workers
             .iter()
@@ -88,7 +90,7 @@ impl PoolRun {
                 self.desired = self
                     .desired
                     .max(staying.saturating_add(n))
-                    .min(self.config.pm.max_children);
+                    .min(self.limits.pm.max_children);
                 self.send_target();
             }
             Sizing::Master => {
@@ -101,15 +103,19 @@ impl PoolRun {
         }
     }
 
-    fn retire(&mut self, pid: Pid, reason: &Reason, now: Instant) {
+    pub(super) fn retire(&mut self, pid: Pid, reason: &Reason, now: Instant) {
         let Some(worker) = self.workers.get_mut(&pid) else {
             return;
         };
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
-        // A spare worker is not replaced; one retired for its memory is.
+        // A spare worker is not replaced, nor one retired for the pool's memory; one
+        // retired for its own memory is.
         if self.sizing() == Sizing::Target
-            && matches!(reason, Reason::MaxSpare { .. } | Reason::IdleTimeout { .. })
+            && matches!(
+                reason,
+                Reason::MaxSpare { .. } | Reason::IdleTimeout { .. } | Reason::PoolMemory(_)
+            )
         {
             self.desired = self.desired.saturating_sub(1);
             self.send_target();

@@ -92,7 +92,8 @@ impl PoolRun {
             max_children_reached: counters.max_children_reached,
             slow_requests: self.counters.slow_requests,
             limits: Limits {
-                max_children: pm.max_children,
+                // The live cap: a memory-sized pool's computed count.
+                max_children: self.limits.pm.max_children,
                 start_servers: if pm.mode == PmMode::Dynamic {
                     pm.start_servers
                 } else {
@@ -112,6 +113,7 @@ impl PoolRun {
                 ..Default::default()
             },
             workers,
+            memory: self.memory_status(),
         }
     }
 }

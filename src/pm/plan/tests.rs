@@ -31,6 +31,7 @@ fn limits(mode: PmMode, max_children: u32) -> PoolLimits {
             max_requests: 0,
             max_requests_jitter: 0,
             max_memory: None,
+            memory: Default::default(),
         },
         request_terminate_timeout: None,
         request_read_timeout: None,

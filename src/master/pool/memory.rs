@@ -1,0 +1,382 @@
+//! The measuring shell of sizing by memory ([`crate::pm::memory`] decides): once a second,
+//! for a pool with `max_children = "auto"` or `max_pool_memory`, the memory it may use
+//! (its cgroup's limit, v2 or v1, else MemAvailable) and the PSS of each of its processes
+//! (/proc/PID/smaps_rollup); then the live `max_children` the policy spawns within, and the
+//! largest idle worker retired when the pool holds too much. A pool with a fixed
+//! `max_children` is measured for 30 s from its first worker seen in a request: a count
+//! whose workers would not fit is warned about once, with the figures.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use nix::unistd::Pid;
+
+use super::PoolRun;
+use crate::control::MemoryStatus;
+use crate::pm::Reason;
+use crate::pm::memory::{
+    self, AutoKeys, AutoSize, Held, LimitSource, MemoryLimit, WorkerEstimate, WorkerMemory,
+};
+
+/// What a generation has measured of its memory.
+#[derive(Debug, Default)]
+pub struct MemoryWatch {
+    /// Workers seen in a request: only their PSS is a worker's size (a worker just forked
+    /// from a zygote holds almost nothing of its own yet).
+    warmed: HashSet<Pid>,
+    /// The last PSS sample of each process of the pool.
+    pss: HashMap<Pid, u64>,
+    /// The highest PSS of a worker sampled in a request, and how many workers were so
+    /// measured. Only samples taken during a request count: between requests a worker has
+    /// given back what its request held (PHP frees it all), and a pool sized from such a
+    /// sample would not fit once every worker is busy.
+    peak: Option<(u64, u32)>,
+    /// The live workers already counted in `peak`'s count.
+    measured: HashSet<Pid>,
+    /// Maintenance ticks seen, and the one at which a worker was first seen warmed: a fixed
+    /// pool is checked for [`FIXED_CHECK_FOR`] ticks from then.
+    ticks: u64,
+    warm_since: Option<u64>,
+    /// The last sizing: for the status page and to log a change once.
+    pub sized: Option<AutoSize>,
+    /// The PSS total of the pool's processes at the last sample.
+    pub total: Option<u64>,
+    /// A fixed max_children was checked against the limit with a measured worker.
+    checked: bool,
+}
+
+/// A fixed pool is measured on this many maintenance ticks (seconds) after its first worker
+/// was seen in a request, and warned about once if its workers would not fit: a worker's
+/// PSS is high while a request holds memory, so one sample of an idle worker would miss it.
+const FIXED_CHECK_FOR: u64 = 30;
+
+impl PoolRun {
+    /// Called on every policy tick before the policy: notes the workers in a request, and on
+    /// the maintenance tick measures and sizes (see the module's doc).
+    pub(super) fn watch_memory(&mut self, maintenance_due: bool) {
+        for (&pid, worker) in &self.workers {
+            if worker.state.busy && !worker.orphan {
+                self.memory.warmed.insert(pid);
+            }
+        }
+        if !maintenance_due {
+            return;
+        }
+        self.memory.ticks += 1;
+        if self.memory.warm_since.is_none() && !self.memory.warmed.is_empty() {
+            self.memory.warm_since = Some(self.memory.ticks);
+        }
+        let pm = self.config.pm.clone();
+        let sizes = pm.memory.auto.is_some() || pm.memory.max_pool_memory.is_some();
+        let check = !sizes
+            && !self.memory.checked
+            && self
+                .memory
+                .warm_since
+                .is_some_and(|t| self.memory.ticks <= t + FIXED_CHECK_FOR);
+        if !(sizes || check) {
+            return;
+        }
+        self.sample_pss();
+        let Some(limit) = memory_limit() else {
+            return;
+        };
+        let held = self.held();
+        let worker = self.worker_estimate();
+        if let Some((floor, ceiling)) = pm.memory.auto {
+            let keys = AutoKeys {
+                reserve: pm.memory.reserve,
+                floor,
+                ceiling,
+                max_pool_memory: pm.memory.max_pool_memory,
+            };
+            let size = memory::auto_max_children(&keys, limit, held, worker);
+            let changed =
+                self.memory.sized.as_ref().map(|s| s.max_children) != Some(size.max_children);
+            if changed {
+                tracing::info!("pool {}: {size}", self.config.name);
+            }
+            self.limits.pm.max_children = size.max_children;
+            self.memory.sized = Some(size);
+        } else if check
+            && let WorkerEstimate::Measured { .. } = worker
+            && let Some(warning) =
+                memory::overcommitted(pm.max_children, &limit, held, worker, pm.memory.reserve)
+        {
+            self.memory.checked = true;
+            tracing::warn!("pool {}: {warning}", self.config.name);
+        }
+        self.retire_for_memory(held.total);
+    }
+
+    /// Retires the largest idle worker when the pool is above `max_pool_memory` or has more
+    /// workers than its memory-sized cap.
+    fn retire_for_memory(&mut self, total: u64) {
+        let auto_cap = self.memory.sized.as_ref().map(|s| s.max_children);
+        let limit = self.config.pm.memory.max_pool_memory;
+        if auto_cap.is_none() && limit.is_none() {
+            return;
+        }
+        let serving: Vec<WorkerMemory> = self
+            .workers
+            .iter()
+            .filter(|(_, w)| !w.orphan && w.retiring.is_none())
+            .map(|(&pid, w)| WorkerMemory {
+                pid,
+                pss: self.memory.pss.get(&pid).copied().unwrap_or(0),
+                idle: !w.state.busy,
+            })
+            .collect();
+        if let Some((pid, over)) = memory::over_ceiling(&serving, total, limit, auto_cap) {
+            self.policy.counters.retired_pool_memory += 1;
+            self.retire(pid, &Reason::PoolMemory(over), Instant::now());
+        }
+    }
+
+    /// Reads the PSS of every process of the pool; the peak of workers in a request goes up.
+    fn sample_pss(&mut self) {
+        let pids: Vec<Pid> = self
+            .workers
+            .keys()
+            .chain(self.processes.keys())
+            .copied()
+            .collect();
+        self.memory.pss.retain(|pid, _| pids.contains(pid));
+        self.memory
+            .warmed
+            .retain(|pid| self.workers.contains_key(pid));
+        for pid in pids {
+            let Some(pss) = pss(pid) else { continue };
+            self.memory.pss.insert(pid, pss);
+            let busy = self
+                .workers
+                .get(&pid)
+                .is_some_and(|w| w.state.busy && !w.orphan);
+            if busy {
+                let (peak, mut count) = self.memory.peak.unwrap_or((0, 0));
+                if self.memory.measured.insert(pid) {
+                    count += 1;
+                }
+                self.memory.peak = Some((peak.max(pss), count));
+            }
+        }
+        let workers = &self.workers;
+        self.memory.measured.retain(|pid| workers.contains_key(pid));
+        self.memory.total = Some(self.memory.pss.values().sum());
+    }
+
+    /// The parents' and the whole pool's PSS at the last sample.
+    fn held(&self) -> Held {
+        let parents = self
+            .processes
+            .keys()
+            .filter(|pid| !self.workers.contains_key(pid))
+            .filter_map(|pid| self.memory.pss.get(pid))
+            .sum();
+        Held {
+            parents,
+            total: self.memory.total.unwrap_or(0),
+        }
+    }
+
+    fn worker_estimate(&self) -> WorkerEstimate {
+        match (self.memory.peak, self.config.pm.max_memory) {
+            (Some((bytes, workers)), _) => WorkerEstimate::Measured { bytes, workers },
+            (None, Some(max_memory)) => WorkerEstimate::MaxMemory(max_memory),
+            (None, None) => WorkerEstimate::Default,
+        }
+    }
+}
+
+impl PoolRun {
+    /// The status page's view of sizing by memory; None for a pool that sizes by count.
+    pub(super) fn memory_status(&self) -> Option<MemoryStatus> {
+        let pm = &self.config.pm;
+        if pm.memory.auto.is_none() && pm.memory.max_pool_memory.is_none() {
+            return None;
+        }
+        let sized = self.memory.sized.as_ref();
+        let worker = self.worker_estimate();
+        Some(MemoryStatus {
+            auto: pm.memory.auto.is_some(),
+            limit: sized.map(|s| s.limit.bytes),
+            limit_source: sized.map(|s| s.limit.source.to_string()),
+            reserve: sized.map(|s| s.reserve).or(pm.memory.reserve),
+            budget: sized.map(|s| s.budget),
+            worker_memory: Some(worker.bytes()),
+            worker_memory_source: Some(match worker {
+                WorkerEstimate::Measured { .. } => "measured",
+                WorkerEstimate::MaxMemory(_) => "max_memory",
+                WorkerEstimate::Default => "starting estimate",
+            }),
+            measured_workers: self.memory.peak.map_or(0, |(_, n)| n),
+            pool_pss: self.memory.total,
+            max_pool_memory: pm.memory.max_pool_memory,
+            retired: self.policy.counters.retired_pool_memory,
+        })
+    }
+}
+
+/// `drover -t`'s lines on sizing by memory, before any worker runs: what each
+/// `max_children = "auto"` pool would start with (from the limit read now and the starting
+/// estimate), and each fixed pool whose `max_memory` workers could not all fit.
+pub fn start_notes(pools: &[crate::config::Pool]) -> Vec<String> {
+    let Some(limit) = memory_limit() else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for pool in pools {
+        let pm = &pool.pm;
+        let worker = match pm.max_memory {
+            Some(bytes) => WorkerEstimate::MaxMemory(bytes),
+            None => WorkerEstimate::Default,
+        };
+        if let Some((floor, ceiling)) = pm.memory.auto {
+            let keys = AutoKeys {
+                reserve: pm.memory.reserve,
+                floor,
+                ceiling,
+                max_pool_memory: pm.memory.max_pool_memory,
+            };
+            let size = memory::auto_max_children(&keys, limit.clone(), Held::default(), worker);
+            notes.push(format!(
+                "pool {}: {size}; then sized from its workers' measured PSS",
+                pool.name
+            ));
+        } else if pm.max_memory.is_some()
+            && let Some(warning) = memory::overcommitted(
+                pm.max_children,
+                &limit,
+                Held::default(),
+                worker,
+                pm.memory.reserve,
+            )
+        {
+            notes.push(format!("pool {}: {warning}", pool.name));
+        }
+    }
+    notes
+}
+
+/// A process's proportional set size in bytes: the `Pss:` line of /proc/PID/smaps_rollup
+/// (Linux ≥ 4.14), in kB.
+fn pss(pid: Pid) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    parse_kb(&text, "Pss:")
+}
+
+fn parse_kb(text: &str, field: &str) -> Option<u64> {
+    let kb: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix(field))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// The memory drover's own processes may use: the lowest limit on its memory cgroup and
+/// the cgroup's ancestors (v1's memory controller where it is mounted, else v2), else
+/// MemAvailable.
+pub fn memory_limit() -> Option<MemoryLimit> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    cgroup_limit(&cgroups).or_else(|| {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        Some(MemoryLimit {
+            bytes: parse_kb(&meminfo, "MemAvailable:")?,
+            source: LimitSource::MemAvailable,
+        })
+    })
+}
+
+/// Limits at or above this are "no limit" (v1 writes 2^63 rounded down to a page).
+const UNLIMITED: u64 = 1 << 62;
+
+fn cgroup_limit(cgroups: &str) -> Option<MemoryLimit> {
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        if controllers.split(',').any(|c| c == "memory") {
+            let limit = lowest(path, |dir| {
+                read_limit(&format!("/sys/fs/cgroup/memory{dir}/memory.limit_in_bytes"))
+            });
+            return limit.map(|(bytes, at)| MemoryLimit {
+                bytes,
+                source: LimitSource::CgroupV1(at),
+            });
+        }
+    }
+    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if let Some((bytes, at)) =
+            lowest(path, |dir| read_limit(&format!("{root}{dir}/memory.max")))
+        {
+            return Some(MemoryLimit {
+                bytes,
+                source: LimitSource::CgroupV2(at),
+            });
+        }
+    }
+    None
+}
+
+/// The lowest limit `read` finds on `path` and its ancestors, with the cgroup that sets it.
+fn lowest(path: &str, read: impl Fn(&str) -> Option<u64>) -> Option<(u64, String)> {
+    let mut dirs = vec![path.trim_end_matches('/').to_owned()];
+    while let Some(cut) = dirs.last().and_then(|d| d.rfind('/')) {
+        let parent = dirs[dirs.len() - 1][..cut].to_owned();
+        dirs.push(parent);
+    }
+    dirs.iter()
+        .filter_map(|dir| {
+            let bytes = read(dir).filter(|&b| b < UNLIMITED)?;
+            Some((
+                bytes,
+                if dir.is_empty() {
+                    "/".into()
+                } else {
+                    dir.clone()
+                },
+            ))
+        })
+        .min_by_key(|(bytes, _)| *bytes)
+}
+
+/// A cgroup limit file: bytes, or "max" (v2) for none.
+fn read_limit(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pss_and_mem_available_are_read_in_kb() {
+        let rollup = "00400000-7ffd rw-p 00000000 00:00 0 [rollup]\nRss: 10240 kB\nPss: 5120 kB\n";
+        assert_eq!(parse_kb(rollup, "Pss:"), Some(5120 * 1024));
+        assert_eq!(parse_kb(rollup, "Swap:"), None);
+    }
+
+    #[test]
+    fn the_lowest_limit_on_the_path_or_its_ancestors_wins() {
+        let limits = |dir: &str| match dir {
+            "/a/b/c" => Some(u64::MAX / 2),
+            "/a/b" => Some(512),
+            "/a" => Some(1024),
+            "" => Some(u64::MAX),
+            _ => None,
+        };
+        assert_eq!(lowest("/a/b/c", limits), Some((512, "/a/b".into())));
+        assert_eq!(lowest("/x", limits), None);
+    }
+
+    #[test]
+    fn this_process_reads_some_limit() {
+        // A cgroup limit where there is one, else MemAvailable: never nothing on Linux.
+        let limit = memory_limit().expect("a memory limit");
+        assert!(limit.bytes > 0);
+    }
+}
