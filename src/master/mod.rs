@@ -250,6 +250,8 @@ impl Master {
                     } else if self.phase == Phase::Running {
                         let waiting = pool.connections_waiting();
                         pool.apply_policy(now, maintenance_due, waiting);
+                    } else {
+                        pool.stop_tick(now);
                     }
                 }
                 self.retire_replaced(now);
