@@ -278,7 +278,18 @@ fn program(name: &str, section: &Section, report: &mut Vec<Note>) -> Doc {
         _ => ".".to_owned(),
     };
     let expand = |text: &str| expand(text, name, &here);
-    // The keys drover reads, in its order.
+    // The tables in drover's order: the top level, [pm], [env], the runtime's.
+    doc.ensure("pm");
+    if value("environment").is_some() {
+        doc.ensure("env");
+    }
+    // supervisord passes its own environment on (adding `environment`).
+    doc.set(
+        "",
+        "clear_env",
+        Value::Bool(false),
+        "supervisord passes its environment on",
+    );
     let mut handled = vec!["command", "numprocs"];
     match value("command") {
         Some(entry) => match split_command(&expand(&entry.value)) {
@@ -340,13 +351,6 @@ fn program(name: &str, section: &Section, report: &mut Vec<Note>) -> Doc {
             }
             Err(why) => note(report, entry, &format!("{why}; write [env] by hand")),
         }
-        // supervisord passes its own environment on, and adds these.
-        doc.set(
-            "",
-            "clear_env",
-            Value::Bool(false),
-            "supervisord passes its environment on",
-        );
     }
     handled.push("stopsignal");
     if let Some(entry) = value("stopsignal") {

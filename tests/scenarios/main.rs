@@ -18,6 +18,7 @@ mod hostile;
 mod import;
 mod output;
 mod pm;
+mod program;
 mod python;
 mod requests;
 mod shutdown;

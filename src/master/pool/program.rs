@@ -21,14 +21,19 @@ impl PoolRun {
         if self.launch.kind != Kind::Program || self.draining() {
             return false;
         }
+        // A static pool's spare counts follow max_children (config::pm).
+        let current = &self.config.pm;
         let mut same = changed.clone();
-        same.pm.max_children = self.config.pm.max_children;
+        same.pm.max_children = current.max_children;
+        same.pm.start_servers = current.start_servers;
+        same.pm.min_spare_servers = current.min_spare_servers;
+        same.pm.max_spare_servers = current.max_spare_servers;
         if same != self.config {
             return false;
         }
         let max_children = changed.pm.max_children;
-        self.config.pm.max_children = max_children;
-        self.limits.pm.max_children = max_children;
+        self.config.pm = changed.pm.clone();
+        self.limits.pm = changed.pm.clone();
         let running: Vec<(Pid, Instant)> = self
             .workers
             .iter()
