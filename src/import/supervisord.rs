@@ -283,13 +283,6 @@ fn program(name: &str, section: &Section, report: &mut Vec<Note>) -> Doc {
     if value("environment").is_some() {
         doc.ensure("env");
     }
-    // supervisord passes its own environment on (adding `environment`).
-    doc.set(
-        "",
-        "clear_env",
-        Value::Bool(false),
-        "supervisord passes its environment on",
-    );
     let mut handled = vec!["command", "numprocs"];
     match value("command") {
         Some(entry) => match split_command(&expand(&entry.value)) {
@@ -340,6 +333,13 @@ fn program(name: &str, section: &Section, report: &mut Vec<Note>) -> Doc {
             doc.set("", to, Value::str(expand(&entry.value)), &origin(entry));
         }
     }
+    // supervisord passes its own environment on (adding `environment`).
+    doc.set(
+        "",
+        "clear_env",
+        Value::Bool(false),
+        "supervisord passes its environment on",
+    );
     handled.push("environment");
     if let Some(entry) = value("environment") {
         match environment(&expand(&entry.value)) {

@@ -22,7 +22,12 @@ fn golden(name: &str, text: &str) {
     }
     let want = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (DROVER_BLESS=1 writes it)", path.display()));
-    assert_eq!(text, want, "{} differs (DROVER_BLESS=1 rewrites it)", path.display());
+    assert_eq!(
+        text,
+        want,
+        "{} differs (DROVER_BLESS=1 rewrites it)",
+        path.display()
+    );
 }
 
 #[test]
@@ -30,23 +35,30 @@ fn laravels_queue_worker_and_a_celery_worker_import_to_background_pools() {
     let site = Site::new();
     let conf = site.path().join("supervisor");
     std::fs::create_dir_all(conf.join("conf.d")).expect("mkdir");
-    for file in ["supervisord.conf", "conf.d/laravel-worker.conf", "conf.d/celery.conf"] {
+    for file in [
+        "supervisord.conf",
+        "conf.d/laravel-worker.conf",
+        "conf.d/celery.conf",
+    ] {
         std::fs::copy(here().join("supervisord").join(file), conf.join(file)).expect("copy");
     }
     // Relative paths, so that the report's FILE:LINE is the same in every run.
-    let out = run_bounded(
-        Command::new(BIN)
-            .current_dir(site.path())
-            .args(["import", "supervisord", "-o", "drover", "supervisor/supervisord.conf"]),
-    );
+    let out = run_bounded(Command::new(BIN).current_dir(site.path()).args([
+        "import",
+        "supervisord",
+        "-o",
+        "drover",
+        "supervisor/supervisord.conf",
+    ]));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     // The report, up to the check of the written files (which names this machine's users).
     let report = stdout.split("\n`drover -t").next().unwrap_or_default();
     golden("report.txt", report);
     for pool in ["laravel-worker", "celery"] {
-        let written = std::fs::read_to_string(site.path().join(format!("drover/pools.d/{pool}.toml")))
-            .unwrap_or_else(|e| panic!("{pool}.toml: {e}\n{stdout}\n{stderr}"));
+        let written =
+            std::fs::read_to_string(site.path().join(format!("drover/pools.d/{pool}.toml")))
+                .unwrap_or_else(|e| panic!("{pool}.toml: {e}\n{stdout}\n{stderr}"));
         golden(&format!("{pool}.toml"), &written);
     }
     // The check runs, and stops only on what the operator must fix: Celery's virtualenv
@@ -59,11 +71,13 @@ fn laravels_queue_worker_and_a_celery_worker_import_to_background_pools() {
 fn a_file_without_programs_writes_nothing() {
     let site = Site::new();
     site.write("only.conf", "[supervisord]\nnodaemon=true\n");
-    let out = run_bounded(
-        Command::new(BIN)
-            .current_dir(site.path())
-            .args(["import", "supervisord", "-o", "drover", "only.conf"]),
-    );
+    let out = run_bounded(Command::new(BIN).current_dir(site.path()).args([
+        "import",
+        "supervisord",
+        "-o",
+        "drover",
+        "only.conf",
+    ]));
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no [program:NAME] section"), "{stderr}");

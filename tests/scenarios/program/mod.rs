@@ -113,17 +113,31 @@ impl PoolFile for Consumer {
 
 /// The pids of the consumers' `started` lines from line `from` on, waiting for `n`.
 fn started(log: &Log, from: usize, n: usize) -> Vec<i32> {
-    log.wait_for_lines(from, "consumers started", |l| l.contains("started queue="), n, TIMEOUT)
-        .iter()
-        .map(|line| pid_after(line, "consumer "))
-        .collect()
+    log.wait_for_lines(
+        from,
+        "consumers started",
+        |l| l.contains("started queue="),
+        n,
+        TIMEOUT,
+    )
+    .iter()
+    .map(|line| pid_after(line, "consumer "))
+    .collect()
 }
 
 /// The number right after `marker` in `line`.
 fn pid_after(line: &str, marker: &str) -> i32 {
-    let at = line.find(marker).unwrap_or_else(|| panic!("no {marker:?} in {line}")) + marker.len();
-    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap_or_else(|_| panic!("no pid after {marker:?} in {line}"))
+    let at = line
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker:?} in {line}"))
+        + marker.len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid after {marker:?} in {line}"))
 }
 
 /// The running consumers below drover (php processes, not zombies).
@@ -151,13 +165,18 @@ fn copies_run_with_the_pools_env_and_chdir_and_their_output_decorated() {
     let pool = Consumer::new(3, "work");
     let (drover, ctl) = start_with_control(&site, &[&pool]);
     let pids = started(&drover.log, 0, 3);
-    let line = drover.log.wait_for_line(&format!("consumer {} started", pids[0]), TIMEOUT);
+    let line = drover
+        .log
+        .wait_for_line(&format!("consumer {} started", pids[0]), TIMEOUT);
     assert!(
         line.contains(&format!("queue=emails cwd={}", site.path().display())),
         "{line}"
     );
     // Decorated as worker output is: the pool and the pid before the line.
-    assert!(line.contains("jobs") && line.contains(&pids[0].to_string()), "{line}");
+    assert!(
+        line.contains("jobs") && line.contains(&pids[0].to_string()),
+        "{line}"
+    );
     let mut running = wait_consumers(&drover, 3);
     let mut listed = pids.clone();
     listed.sort();
@@ -168,7 +187,10 @@ fn copies_run_with_the_pools_env_and_chdir_and_their_output_decorated() {
     assert_eq!(status["runtime"], "program", "{status}");
     // No socket: nothing to probe, and `drover -t` shows none.
     let config = ctl.ok(&["config", "jobs"], &drover.log.text());
-    assert!(config.contains("# listen = (a [program] pool has no socket)"), "{config}");
+    assert!(
+        config.contains("# listen = (a [program] pool has no socket)"),
+        "{config}"
+    );
 }
 
 #[test]
@@ -190,8 +212,15 @@ fn a_copy_that_exits_at_once_is_restarted_with_the_crash_loop_backoff() {
         .filter(|l| l.contains("failed to start"))
         .collect();
     assert!(holds.len() >= 3, "{holds:#?}");
-    for (hold, delay) in holds.iter().zip(["retrying in 1s (1 failure", "retrying in 2s (2 failures", "retrying in 4s (3 failures"]) {
-        assert!(hold.contains(delay) && hold.contains("exited with code 1"), "{hold}");
+    for (hold, delay) in holds.iter().zip([
+        "retrying in 1s (1 failure",
+        "retrying in 2s (2 failures",
+        "retrying in 4s (3 failures",
+    ]) {
+        assert!(
+            hold.contains(delay) && hold.contains("exited with code 1"),
+            "{hold}"
+        );
     }
     let times: Vec<f64> = lines.iter().map(|l| log_time(l)).collect();
     let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
@@ -203,8 +232,13 @@ fn a_copy_that_exits_at_once_is_restarted_with_the_crash_loop_backoff() {
 
 /// Seconds since midnight of a drover log line's time (`2026-12-02T03:10:00.123456Z ...`).
 fn log_time(line: &str) -> f64 {
-    let at = line.find('T').unwrap_or_else(|| panic!("no time in {line}"));
-    let clock: String = line[at + 1..].chars().take_while(|c| c.is_ascii_digit() || *c == ':' || *c == '.').collect();
+    let at = line
+        .find('T')
+        .unwrap_or_else(|| panic!("no time in {line}"));
+    let clock: String = line[at + 1..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ':' || *c == '.')
+        .collect();
     let parts: Vec<f64> = clock.split(':').map(|p| p.parse().unwrap_or(0.0)).collect();
     parts[0] * 3600.0 + parts[1] * 60.0 + parts[2]
 }
@@ -212,15 +246,22 @@ fn log_time(line: &str) -> f64 {
 #[test]
 fn max_lifetime_recycles_each_copy_gracefully_within_its_jitter() {
     let site = Site::new();
-    let pool = Consumer::new(2, "work").program("max_lifetime = \"2s\"\nmax_lifetime_jitter = \"1s\"\n");
+    let pool =
+        Consumer::new(2, "work").program("max_lifetime = \"2s\"\nmax_lifetime_jitter = \"1s\"\n");
     let drover = Drover::start(&site, &[&pool]);
     let first = started(&drover.log, 0, 2);
     let t0 = Instant::now();
     for pid in &first {
-        let retired = drover.log.wait_for_line(&format!("retiring worker {pid}: running for"), TIMEOUT);
+        let retired = drover
+            .log
+            .wait_for_line(&format!("retiring worker {pid}: running for"), TIMEOUT);
         assert!(retired.contains("past its lifetime"), "{retired}");
-        drover.log.wait_for_line(&format!("consumer {pid} got TERM"), TIMEOUT);
-        let exited = drover.log.wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
+        drover
+            .log
+            .wait_for_line(&format!("consumer {pid} got TERM"), TIMEOUT);
+        let exited = drover
+            .log
+            .wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
         assert!(exited.contains("with code 0"), "{exited}");
     }
     let lived = t0.elapsed();
@@ -230,7 +271,12 @@ fn max_lifetime_recycles_each_copy_gracefully_within_its_jitter() {
     let _ = lines;
     let now = wait_consumers(&drover, 2);
     assert!(now.iter().all(|p| !first.contains(p)), "{now:?} {first:?}");
-    let recycles: Vec<String> = drover.log.lines().into_iter().filter(|l| l.contains("past its lifetime")).collect();
+    let recycles: Vec<String> = drover
+        .log
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("past its lifetime"))
+        .collect();
     eprintln!("max_lifetime 2s + jitter 1s: {recycles:#?}");
 }
 
@@ -240,10 +286,16 @@ fn max_memory_recycles_a_copy_that_grows() {
     let pool = Consumer::new(1, "leak").pm("max_memory = \"48MiB\"\n");
     let drover = Drover::start(&site, &[&pool]);
     let first = started(&drover.log, 0, 1)[0];
-    let retired = drover.log.wait_for_line(&format!("retiring worker {first}:"), TIMEOUT);
+    let retired = drover
+        .log
+        .wait_for_line(&format!("retiring worker {first}:"), TIMEOUT);
     assert!(retired.contains("above max_memory (48.0 MiB)"), "{retired}");
-    drover.log.wait_for_line(&format!("consumer {first} got TERM"), TIMEOUT);
-    let exited = drover.log.wait_for_line(&format!("worker {first} exited"), TIMEOUT);
+    drover
+        .log
+        .wait_for_line(&format!("consumer {first} got TERM"), TIMEOUT);
+    let exited = drover
+        .log
+        .wait_for_line(&format!("worker {first} exited"), TIMEOUT);
     assert!(exited.contains("with code 0"), "{exited}");
     let next = started(&drover.log, 0, 2)[1];
     assert_ne!(next, first);
@@ -260,8 +312,12 @@ fn a_reload_renews_the_copies_and_the_old_ones_exit_on_the_stop_signal() {
     let new = started(&drover.log, from, 2);
     assert!(new.iter().all(|p| !old.contains(p)), "{new:?} {old:?}");
     for pid in &old {
-        drover.log.wait_for_line(&format!("consumer {pid} got QUIT"), TIMEOUT);
-        let exited = drover.log.wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
+        drover
+            .log
+            .wait_for_line(&format!("consumer {pid} got QUIT"), TIMEOUT);
+        let exited = drover
+            .log
+            .wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
         assert!(exited.contains("with code 0"), "{exited}");
     }
     let mut now = wait_consumers(&drover, 2);
@@ -279,14 +335,21 @@ fn a_copy_that_ignores_the_stop_signal_is_killed_after_stop_timeout() {
     let pid = started(&drover.log, 0, 1)[0];
     let t0 = Instant::now();
     drover.signal(Signal::SIGTERM);
-    let killed = drover.log.wait_for_line(&format!("killing worker {pid}"), TIMEOUT);
+    let killed = drover
+        .log
+        .wait_for_line(&format!("killing worker {pid}"), TIMEOUT);
     let waited = t0.elapsed();
     assert!(killed.contains("after retiring"), "{killed}");
-    let exited = drover.log.wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
+    let exited = drover
+        .log
+        .wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
     assert!(exited.contains("on SIGKILL"), "{exited}");
     assert!(drover.wait_exit(TIMEOUT).success());
     // After the 1 s stop_timeout, well before the 10 s process_control_timeout.
-    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
     eprintln!("stop_timeout 1s: killed after {waited:?}");
 }
 
@@ -299,7 +362,10 @@ fn drover_ctl_workers_scales_the_copies_in_place() {
     let out = ctl.ok(&["workers", "jobs", "+2"], &drover.log.text());
     assert!(out.contains("in place"), "{out}");
     let four = wait_consumers(&drover, 4);
-    assert!(first.iter().all(|p| four.contains(p)), "{first:?} kept in {four:?}");
+    assert!(
+        first.iter().all(|p| four.contains(p)),
+        "{first:?} kept in {four:?}"
+    );
     ctl.ok(&["workers", "jobs", "-3"], &drover.log.text());
     let one = wait_consumers(&drover, 1);
     // The copy that has run longest stays.
