@@ -137,16 +137,12 @@ fn read_one(
     }
     let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     for section in sections {
-        let includes: Vec<Entry> = (section.name == "include")
-            .then(|| {
-                section
-                    .entries
-                    .iter()
-                    .filter(|e| e.key == "files")
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
+        let includes: Vec<Entry> = section
+            .entries
+            .iter()
+            .filter(|e| section.name == "include" && e.key == "files")
+            .cloned()
+            .collect();
         out.sections.push(section);
         for entry in includes {
             for pattern in entry.value.split_whitespace() {
