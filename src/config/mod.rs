@@ -18,6 +18,7 @@ mod load;
 mod model;
 mod pm;
 mod pool;
+mod program;
 mod python_app;
 mod read;
 mod render;
@@ -31,6 +32,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use load::{DEFAULT_CONFIG_PATH, load, load_texts};
 pub use model::{
     Command, Config, Control, Global, Interface, ListenAddr, LogFormat, LogLevel, LogTarget, Php,
-    PhpRuntime, Pm, PmMemory, PmMode, Pool, Python, Runtime,
+    PhpRuntime, Pm, PmMemory, PmMode, Pool, Program, Python, Runtime,
 };
+pub use program::STOP_SIGNALS;
 pub use read::{MAX_FILE_BYTES, ReadError, read_text};

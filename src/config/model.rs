@@ -179,6 +179,9 @@ pub enum ListenAddr {
     /// bound as php-fpm binds it: `[::]:PORT` taking IPv4 clients too (IPV6_V6ONLY off),
     /// or `0.0.0.0:PORT` on a host without IPv6.
     AnyAddress(u16),
+    /// No socket: a `[program]` pool (a background pool), whose copies get /dev/null as
+    /// fd 0.
+    NoSocket,
 }
 
 impl ListenAddr {
@@ -237,6 +240,7 @@ pub enum Runtime {
     Php(Php),
     Python(Python),
     Command(Command),
+    Program(Program),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -337,12 +341,31 @@ pub struct Command {
     pub argv: Vec<String>,
 }
 
+/// `[program]`: a background pool, `max_children` copies of a long-running command (a
+/// queue consumer, a scheduler), no socket (`config/program.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    /// `command`, its program resolved like `[command] argv`'s.
+    pub command: Vec<String>,
+    /// What asks a copy to stop (supervisord's `stopsignal`), by its name without `SIG`.
+    pub stop_signal: String,
+    /// How long a copy asked to stop may take before SIGKILL (supervisord's
+    /// `stopwaitsecs`); `None`: the global `process_control_timeout`.
+    pub stop_timeout: Option<Duration>,
+    /// A copy is restarted (gracefully) after running this long; `None`: never.
+    pub max_lifetime: Option<Duration>,
+    /// Each copy's lifetime is `max_lifetime` plus up to this much, so that copies started
+    /// together are not all restarted at once.
+    pub max_lifetime_jitter: Duration,
+}
+
 impl Runtime {
     pub fn name(&self) -> &'static str {
         match self {
             Runtime::Php(_) => "php",
             Runtime::Python(_) => "python",
             Runtime::Command(_) => "command",
+            Runtime::Program(_) => "program",
         }
     }
 }
@@ -363,6 +386,7 @@ impl std::fmt::Display for ListenAddr {
             ListenAddr::Unix(p) => write!(f, "{}", p.display()),
             ListenAddr::Tcp(a) => write!(f, "{a}"),
             ListenAddr::AnyAddress(port) => write!(f, "{port}"),
+            ListenAddr::NoSocket => write!(f, "none"),
         }
     }
 }

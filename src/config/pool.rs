@@ -29,9 +29,14 @@ pub(super) fn parse(
     claims: &mut Vec<Claim>,
 ) -> Option<Pool> {
     root.check_keys(&keys::names(Section::Pool));
-    let listen = root
-        .parse("listen", |s| parse_listen(base, s))
-        .required(root, "listen");
+    // A background pool has no socket; its `listen` is refused with the other socket keys.
+    let program = root.contains("program");
+    let listen = if program {
+        Some(ListenAddr::NoSocket)
+    } else {
+        root.parse("listen", |s| parse_listen(base, s))
+            .required(root, "listen")
+    };
     let status_listen = root
         .parse("status_listen", |s| parse_listen(base, s))
         .optional();
@@ -39,7 +44,7 @@ pub(super) fn parse(
         ("listen", &listen),
         ("status_listen", &status_listen.clone().flatten()),
     ] {
-        if let Some(addr) = addr {
+        if let Some(addr) = addr.as_ref().filter(|a| **a != ListenAddr::NoSocket) {
             let (offset, written) = root.locate(key);
             let (file, pool) = (pool.index, pool.name.to_owned());
             claims.push(Claim {
@@ -90,6 +95,9 @@ pub(super) fn parse(
         .map(|d| Some(d).filter(|d| !d.is_zero()));
     let env = env::env(root);
     let (runtime, flavour) = runtime::parse(root, base);
+    if program {
+        super::program::check_pm(root, pm.as_ref());
+    }
     enforceable_clients(root, listen.as_ref());
     enforceable_dumpable(root, process_dumpable, runtime.as_ref());
     let access = access(root, base);
@@ -187,7 +195,7 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
     let zygote = match runtime {
         Some(Runtime::Php(php)) => matches!(php.runtime, PhpRuntime::Embed { .. }),
         Some(Runtime::Python(_)) => true,
-        Some(Runtime::Command(_)) => false,
+        Some(Runtime::Command(_) | Runtime::Program(_)) => false,
         None => return,
     };
     if !zygote {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::model::{
     Command, Config, Global, Interface, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime, PmMode,
-    Pool, Python, Runtime,
+    Pool, Program, Python, Runtime,
 };
 use super::value::toml_key;
 
@@ -22,7 +22,15 @@ impl Config {
         for pool in &self.pools {
             out.blank();
             out.comment(&format!("pool {} ({})", pool.name, pool.file.display()));
-            self::pool(&mut out, pool);
+            if matches!(pool.runtime, Runtime::Program(_)) {
+                // A background pool's block says which keys it takes no value for, so
+                // that it loads back (`drover ctl config`, `drover ctl probe`).
+                let mut block = Out::default();
+                self::pool(&mut block, pool);
+                out.0 += &without_refused(&block.0);
+            } else {
+                self::pool(&mut out, pool);
+            }
         }
         out.0
     }
@@ -55,7 +63,11 @@ fn global(out: &mut Out, g: &Global) {
 }
 
 fn pool(out: &mut Out, p: &Pool) {
-    out.string("listen", &p.listen.to_string());
+    if p.listen == ListenAddr::NoSocket {
+        out.unset("listen", "a [program] pool has no socket");
+    } else {
+        out.string("listen", &p.listen.to_string());
+    }
     out.raw("listen_backlog", p.listen_backlog);
     let unix = !p.listen.is_tcp();
     let only = |applies: bool, what: &str| (!applies).then(|| format!("{what} only"));
@@ -99,7 +111,7 @@ fn pool(out: &mut Out, p: &Pool) {
     let zygote = match &p.runtime {
         Runtime::Php(php) => matches!(php.runtime, PhpRuntime::Embed { .. }),
         Runtime::Python(_) => true,
-        Runtime::Command(_) => false,
+        Runtime::Command(_) | Runtime::Program(_) => false,
     };
     if zygote || p.process_dumpable {
         out.raw("process_dumpable", p.process_dumpable);
@@ -212,6 +224,7 @@ fn pool(out: &mut Out, p: &Pool) {
         Runtime::Php(php) => self::php(out, php),
         Runtime::Python(python) => self::python(out, python),
         Runtime::Command(command) => self::command(out, command),
+        Runtime::Program(program) => self::program(out, program),
     }
 }
 
@@ -290,6 +303,47 @@ fn python(out: &mut Out, py: &Python) {
 fn command(out: &mut Out, command: &Command) {
     out.table("command");
     out.strings("argv", &command.argv);
+}
+
+/// A `[program]` pool's rendered block with each key it refuses
+/// (`config::program::refused`) as a comment.
+fn without_refused(block: &str) -> String {
+    let mut table = String::new();
+    let mut out = String::new();
+    for line in block.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            table = name.to_owned();
+        }
+        let key = line.split_once(" = ").map(|(key, _)| key);
+        let path = match key {
+            Some(key) if table.is_empty() => key.to_owned(),
+            Some(key) => format!("{table}.{key}"),
+            None => String::new(),
+        };
+        if key.is_some() && super::program::refused(&path).is_some() {
+            let key = key.unwrap_or_default();
+            out += &format!("# {key} = (a [program] pool takes none)\n");
+        } else {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn program(out: &mut Out, program: &Program) {
+    out.table("program");
+    out.strings("command", &program.command);
+    out.string("stop_signal", &program.stop_signal);
+    match program.stop_timeout {
+        Some(timeout) => out.duration("stop_timeout", timeout),
+        None => out.unset("stop_timeout", "process_control_timeout"),
+    }
+    match program.max_lifetime {
+        Some(lifetime) => out.duration("max_lifetime", lifetime),
+        None => out.unset("max_lifetime", "not set"),
+    }
+    out.duration("max_lifetime_jitter", program.max_lifetime_jitter);
 }
 
 /// The largest binary unit that states the size exactly, so it parses back unchanged.

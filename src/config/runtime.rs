@@ -16,7 +16,7 @@ use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
 use super::value::{Got, Table, resolve};
 use crate::runtime::php::embed;
 
-const RUNTIMES: &[&str] = &["php", "python", "command"];
+const RUNTIMES: &[&str] = &["php", "python", "command", "program"];
 
 /// php-fpm's default `security.limit_extensions`.
 pub const DEFAULT_LIMIT_EXTENSIONS: [&str; 1] = [".php"];
@@ -38,7 +38,7 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Opti
             0,
             "",
             None,
-            "no runtime: add one of [php], [python] or [command]",
+            "no runtime: add one of [php], [python], [command] or [program]",
         );
         return (None, None);
     };
@@ -58,6 +58,10 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Opti
             match name {
                 "php" => php(&table, base),
                 "python" => python(&table, base),
+                "program" => (
+                    super::program::parse(&table, base).map(Runtime::Program),
+                    Some(Flavour::Program),
+                ),
                 _ => (
                     command(&table, base).map(Runtime::Command),
                     Some(Flavour::Command),

@@ -156,6 +156,12 @@ fn pool_from_rendered(name: &str, rendered: &str) -> Result<Pool, String> {
 }
 
 fn probe(pool: &Pool, args: &ProbeArgs) -> Result<(Answer, Duration), String> {
+    if pool.listen == ListenAddr::NoSocket {
+        return Err(format!(
+            "pool {} is a background pool ([program]): it has no socket to send a request to",
+            pool.name
+        ));
+    }
     let params = params(pool, args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -192,6 +198,7 @@ async fn exchange(listen: &ListenAddr, params: Params<'_>) -> Result<Answer, Str
                 .execute_once(request)
                 .await
         }
+        ListenAddr::NoSocket => return Err("a background pool has no socket".into()),
         ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => {
             let stream = tokio::net::TcpStream::connect(connect_to(listen))
                 .await
@@ -223,7 +230,9 @@ fn connect_to(listen: &ListenAddr) -> std::net::SocketAddr {
         }
         ListenAddr::Tcp(addr) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port()),
         ListenAddr::AnyAddress(port) => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), *port),
-        ListenAddr::Unix(_) => unreachable!("a unix socket has no IP address"),
+        ListenAddr::Unix(_) | ListenAddr::NoSocket => {
+            unreachable!("a unix socket or no socket has no IP address")
+        }
     }
 }
 
@@ -281,6 +290,7 @@ fn params<'a>(pool: &Pool, args: &'a ProbeArgs) -> Result<Params<'a>, String> {
                 )
                 .script_filename(filename)
         }
+        Runtime::Program(_) => return Err("a background pool answers no request".into()),
         Runtime::Command(_) => {
             let base = base.script_name(path.to_owned());
             match script_filename {

@@ -114,6 +114,8 @@ impl StatusSocket {
                 Bound::Unix(UnixListener::from(bound.fd), SocketFile(path.clone())),
                 ListenAddr::Unix(path),
             ),
+            // `status_listen` is an address (config::listen), never no socket.
+            ListenAddr::NoSocket => return Ok(None),
             ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => {
                 let listener = std::net::TcpListener::from(bound.fd);
                 let local = listener

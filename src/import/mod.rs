@@ -6,6 +6,8 @@
 //! - [`gunicorn`]: a gunicorn command line and `gunicorn.conf.py` (evaluated by
 //!   `drover-python --read-gunicorn-config`, since it is Python) to a Python pool, plus the
 //!   nginx change from `proxy_pass` to `fastcgi_pass`.
+//! - [`supervisord`]: supervisord's `[program:x]` sections to background pools
+//!   (`[program]`, docs/programs.md).
 //!
 //! Each importer has a pure mapping (text or settings in, [`doc::Doc`]s and [`Note`]s out)
 //! and a thin shell here that reads, writes (never over an existing file without
@@ -15,6 +17,7 @@ pub mod doc;
 pub mod gunicorn;
 mod ini;
 pub mod phpfpm;
+pub mod supervisord;
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +37,18 @@ pub enum From {
     /// A gunicorn command line (flags, -c gunicorn.conf.py, then the app): writes
     /// drover.toml and pools.d/NAME.toml, and prints the nginx change.
     Gunicorn(GunicornArgs),
+    /// supervisord.conf and/or program .conf files (with their [include] files): writes
+    /// drover.toml and a background pool, pools.d/NAME.toml, per [program:NAME].
+    Supervisord(SupervisordArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SupervisordArgs {
+    #[command(flatten)]
+    pub output: Output,
+    /// supervisord.conf and/or files of [program:x] sections.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
 }
 
 /// Where the files go.
@@ -108,7 +123,35 @@ pub fn run(args: ImportArgs) -> u8 {
     match args.from {
         From::PhpFpm(args) => php_fpm(args),
         From::Gunicorn(args) => gunicorn::run(args),
+        From::Supervisord(args) => supervisord_files(args),
     }
+}
+
+fn supervisord_files(args: SupervisordArgs) -> u8 {
+    let read = match supervisord::read(&args.files) {
+        Ok(read) => read,
+        Err(e) => {
+            eprintln!("drover import: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    let import = supervisord::map(&read);
+    if import.pools.is_empty() {
+        print_report(&import.report);
+        eprintln!(
+            "drover import: no [program:NAME] section in {}; nothing written",
+            shown(&args.files)
+        );
+        return EXIT_FAILED;
+    }
+    let mut files = vec![(PathBuf::from("drover.toml"), import.global.render())];
+    for (name, doc) in &import.pools {
+        files.push((
+            Path::new("pools.d").join(format!("{name}.toml")),
+            doc.render(),
+        ));
+    }
+    finish(&args.output, &files, &import.report, None)
 }
 
 fn php_fpm(args: PhpFpmArgs) -> u8 {

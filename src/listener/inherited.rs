@@ -79,6 +79,7 @@ fn matches(local: &SockaddrStorage, wanted: &ListenAddr) -> bool {
             .is_some_and(|p| p == path.as_path()),
         ListenAddr::Tcp(addr) => port(local) == Some(addr.port()),
         ListenAddr::AnyAddress(wanted) => port(local) == Some(*wanted),
+        ListenAddr::NoSocket => false,
     }
 }
 

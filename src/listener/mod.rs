@@ -67,6 +67,19 @@ impl Listener {
             ListenAddr::Unix(path) => bind_unix(&addr, path, pool)?,
             ListenAddr::Tcp(socket_addr) => bind_tcp(&addr, *socket_addr, true)?,
             ListenAddr::AnyAddress(port) => bind_any(&addr, *port)?,
+            // A [program] pool's copies read /dev/null; nothing listens.
+            ListenAddr::NoSocket => {
+                let null = std::fs::File::open("/dev/null").map_err(|source| ListenError::Io {
+                    addr: addr.clone(),
+                    what: "open /dev/null",
+                    source,
+                })?;
+                return Ok(Listener {
+                    addr,
+                    fd: null.into(),
+                    inherited: false,
+                });
+            }
         };
         let backlog = Backlog::new(pool.listen_backlog).unwrap_or(Backlog::MAXCONN);
         listen(&fd, backlog).map_err(|e| io_error(&addr, "listen", e))?;
@@ -86,7 +99,7 @@ impl Listener {
     /// queued ones can still be accepted. Not for a socket systemd passed: it must still
     /// listen for the next drover, so it stays as it is and connections wait in its queue.
     pub fn shut_down(&self) -> nix::Result<()> {
-        if self.inherited {
+        if self.inherited || self.addr == ListenAddr::NoSocket {
             return Ok(());
         }
         nix::sys::socket::shutdown(self.fd.as_raw_fd(), nix::sys::socket::Shutdown::Read)

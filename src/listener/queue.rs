@@ -11,6 +11,7 @@ pub fn queue(fd: BorrowedFd<'_>, addr: &ListenAddr) -> Option<(u32, u32)> {
     match addr {
         ListenAddr::Tcp(_) | ListenAddr::AnyAddress(_) => tcp_queue(fd),
         ListenAddr::Unix(_) => unix_queue(fd),
+        ListenAddr::NoSocket => None,
     }
 }
 

@@ -130,6 +130,19 @@ impl Master {
         if changed == current {
             return ControlReply::Ok(format!("{pool}: nothing changed"));
         }
+        // A program pool's count changes in place: its copies keep running.
+        if self.pools[index].resize_in_place(&changed, Instant::now()) {
+            self.live.insert(pool.to_owned(), all);
+            tracing::info!(
+                "pool {pool}: live change pm.max_children={} (until the next reload)",
+                changed.pm.max_children
+            );
+            return ControlReply::Ok(format!(
+                "{pool}: pm.max_children={} (copies started or stopped in place; lasts until \
+                 the next reload)",
+                changed.pm.max_children
+            ));
+        }
         match self.roll(index, &changed) {
             Ok(()) => {
                 self.live.insert(pool.to_owned(), all);

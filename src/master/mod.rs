@@ -275,6 +275,8 @@ impl Master {
                     } else if self.phase.serves() {
                         let waiting = pool.connections_waiting();
                         pool.apply_policy(now, maintenance_due, waiting);
+                    } else {
+                        pool.stop_tick(now);
                     }
                 }
                 self.shed(now);

@@ -56,8 +56,11 @@ pub struct PoolLimits {
     /// A worker `reading` for longer is killed: its client is too slow (slowloris).
     pub request_read_timeout: Option<Duration>,
     /// How long a retiring worker out of any request may take to exit before SIGKILL: the
-    /// global `process_control_timeout`.
+    /// global `process_control_timeout` (a program's `stop_timeout`).
     pub retire_timeout: Duration,
+    /// A program's `max_lifetime` and `max_lifetime_jitter`: a copy older than its drawn
+    /// lifetime ([`crate::runtime::program::lifetime`]) is retired.
+    pub max_lifetime: Option<(Duration, Duration)>,
 }
 
 impl PoolLimits {
@@ -66,7 +69,8 @@ impl PoolLimits {
             pm: pool.pm.clone(),
             request_terminate_timeout: pool.request_terminate_timeout,
             request_read_timeout: pool.request_read_timeout,
-            retire_timeout: process_control_timeout,
+            retire_timeout: crate::runtime::program::stop_timeout(pool, process_control_timeout),
+            max_lifetime: crate::runtime::program::max_lifetime(pool),
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct Counters {
     pub retired_max_spare: u64,
     pub retired_idle_timeout: u64,
     pub retired_max_memory: u64,
+    /// A program's copies retired past their `max_lifetime`.
+    pub retired_max_lifetime: u64,
     pub killed_request_timeout: u64,
     pub killed_read_timeout: u64,
     pub killed_retire_timeout: u64,
@@ -125,6 +131,11 @@ pub enum Reason {
     MaxMemory {
         rss: u64,
         limit: u64,
+    },
+    /// A program's copy ran past its lifetime (`max_lifetime` and its jitter).
+    MaxLifetime {
+        lived: Duration,
+        limit: Duration,
     },
     Terminate {
         elapsed: Duration,
@@ -166,6 +177,12 @@ impl fmt::Display for Reason {
                     "resident memory {:.1} MiB, above max_memory ({:.1} MiB)",
                     mib(rss),
                     mib(limit)
+                )
+            }
+            Reason::MaxLifetime { lived, limit } => {
+                write!(
+                    f,
+                    "running for {lived:.1?}, past its lifetime ({limit:.1?}, max_lifetime with its jitter)"
                 )
             }
             Reason::Terminate { elapsed, limit } => {
@@ -215,6 +232,7 @@ impl PolicyState {
             Reason::MaxSpare { .. } => &mut c.retired_max_spare,
             Reason::IdleTimeout { .. } => &mut c.retired_idle_timeout,
             Reason::MaxMemory { .. } => &mut c.retired_max_memory,
+            Reason::MaxLifetime { .. } => &mut c.retired_max_lifetime,
             Reason::Terminate { .. } => &mut c.killed_request_timeout,
             Reason::ReadTimeout { .. } => &mut c.killed_read_timeout,
             Reason::RetireTimeout { .. } => &mut c.killed_retire_timeout,
@@ -342,6 +360,14 @@ fn check_worker(
     {
         state.retire(actions, worker.pid, Reason::MaxMemory { rss, limit });
         return false;
+    }
+    if let Some(max_lifetime) = limits.max_lifetime {
+        let limit = crate::runtime::program::lifetime(worker.pid, max_lifetime);
+        let lived = now.saturating_duration_since(worker.started);
+        if lived > limit {
+            state.retire(actions, worker.pid, Reason::MaxLifetime { lived, limit });
+            return false;
+        }
     }
     true
 }

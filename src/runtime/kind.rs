@@ -32,6 +32,9 @@ pub enum Kind {
     /// PHP once and forks the workers, which share its OPcache; the same protocol as
     /// [`Kind::PythonZygote`].
     PhpZygote,
+    /// A background pool (`[program]`): copies of a long-running command, one process per
+    /// copy, no socket, no requests ([`super::program`]).
+    Program,
 }
 
 /// Who decides how many workers run.
@@ -58,6 +61,9 @@ pub enum Probe {
     /// `/proc/PID/syscall`: a worker blocked in `accept()` on fd 0 is idle. No request
     /// details.
     Syscall,
+    /// Nothing to probe: a [`Kind::Program`] copy serves no requests, so it is never busy
+    /// with one (a stop signal reaches it at once, and `stop_timeout` counts from there).
+    Nothing,
 }
 
 /// Where the stack of a slow request comes from, for the slowlog.
@@ -89,6 +95,7 @@ impl Kind {
             (Runtime::Php(_), PmMode::Static) => Kind::PhpParent,
             (Runtime::Php(_), PmMode::Dynamic | PmMode::Ondemand) => Kind::PhpWorkers,
             (Runtime::Command(_), _) => Kind::Command,
+            (Runtime::Program(_), _) => Kind::Program,
             (Runtime::Python(_), _) => Kind::PythonZygote,
         }
     }
@@ -98,7 +105,7 @@ impl Kind {
     pub fn has_parent(self) -> bool {
         match self {
             Kind::PhpParent | Kind::PythonZygote | Kind::PhpZygote => true,
-            Kind::PhpWorkers | Kind::Command => false,
+            Kind::PhpWorkers | Kind::Command | Kind::Program => false,
         }
     }
 
@@ -109,6 +116,7 @@ impl Kind {
             Kind::PhpParent | Kind::PhpWorkers | Kind::PhpZygote => "php",
             Kind::PythonZygote => "python",
             Kind::Command => "command",
+            Kind::Program => "program",
         }
     }
 
@@ -118,7 +126,7 @@ impl Kind {
             Kind::PhpParent => "php-cgi parent",
             Kind::PythonZygote => "python zygote",
             Kind::PhpZygote => "php zygote",
-            Kind::PhpWorkers | Kind::Command => "worker",
+            Kind::PhpWorkers | Kind::Command | Kind::Program => "worker",
         }
     }
 
@@ -128,7 +136,7 @@ impl Kind {
     pub fn parent_reports(self) -> bool {
         match self {
             Kind::PythonZygote | Kind::PhpZygote => true,
-            Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PhpParent | Kind::PhpWorkers | Kind::Command | Kind::Program => false,
         }
     }
 
@@ -137,7 +145,11 @@ impl Kind {
     pub fn watches_parent(self) -> bool {
         match self {
             Kind::PhpParent => true,
-            Kind::PythonZygote | Kind::PhpZygote | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PythonZygote
+            | Kind::PhpZygote
+            | Kind::PhpWorkers
+            | Kind::Command
+            | Kind::Program => false,
         }
     }
 
@@ -147,7 +159,11 @@ impl Kind {
     pub fn limit_per_parent(self) -> bool {
         match self {
             Kind::PhpParent => true,
-            Kind::PythonZygote | Kind::PhpZygote | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PythonZygote
+            | Kind::PhpZygote
+            | Kind::PhpWorkers
+            | Kind::Command
+            | Kind::Program => false,
         }
     }
 
@@ -156,7 +172,7 @@ impl Kind {
     pub fn app_failed(self, code: i32) -> bool {
         match self {
             Kind::PythonZygote | Kind::PhpZygote => code == i32::from(EXIT_APP_LOAD),
-            Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
+            Kind::PhpParent | Kind::PhpWorkers | Kind::Command | Kind::Program => false,
         }
     }
 
@@ -166,7 +182,7 @@ impl Kind {
             Kind::PhpParent => Sizing::Parent,
             Kind::PythonZygote | Kind::PhpZygote if mode == PmMode::Static => Sizing::Parent,
             Kind::PythonZygote | Kind::PhpZygote => Sizing::Target,
-            Kind::PhpWorkers | Kind::Command => Sizing::Master,
+            Kind::PhpWorkers | Kind::Command | Kind::Program => Sizing::Master,
         }
     }
 
@@ -176,7 +192,7 @@ impl Kind {
             // Twice max_children: when a zygote dies, its workers keep their slots until
             // they finish their requests, and its successor's workers need slots meanwhile.
             Kind::PythonZygote | Kind::PhpZygote => Some(2 * max_children as usize),
-            Kind::PhpParent | Kind::PhpWorkers | Kind::Command => None,
+            Kind::PhpParent | Kind::PhpWorkers | Kind::Command | Kind::Program => None,
         }
     }
 
@@ -185,15 +201,17 @@ impl Kind {
             Kind::PythonZygote | Kind::PhpZygote => Probe::Scoreboard,
             Kind::PhpParent | Kind::PhpWorkers => Probe::PhpMemory,
             Kind::Command => Probe::Syscall,
+            Kind::Program => Probe::Nothing,
         }
     }
 
     /// Whether SIGTERM lets a busy worker finish its request (a zygote's worker), so that
     /// it can be retired at any time. php-cgi's SIGTERM cuts sleep() and I/O short, and a
-    /// command's is unknown: those get it only once seen idle.
+    /// command's is unknown: those get it only once seen idle. A program's copy has no
+    /// request: it gets its stop signal at once, and finishes its job on it or not.
     pub fn sigterm_waits_for_request(self) -> bool {
         match self {
-            Kind::PythonZygote | Kind::PhpZygote => true,
+            Kind::PythonZygote | Kind::PhpZygote | Kind::Program => true,
             Kind::PhpParent | Kind::PhpWorkers | Kind::Command => false,
         }
     }
@@ -210,7 +228,7 @@ impl Kind {
             Kind::PythonZygote => SlowStack::Faulthandler,
             Kind::PhpZygote => SlowStack::FrameLines,
             Kind::PhpParent | Kind::PhpWorkers => SlowStack::Memory,
-            Kind::Command => SlowStack::None,
+            Kind::Command | Kind::Program => SlowStack::None,
         }
     }
 }
@@ -235,12 +253,13 @@ pub fn set_target(parent: Pid, workers: u32) -> nix::Result<()> {
 mod tests {
     use super::*;
 
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::PhpParent,
         Kind::PhpWorkers,
         Kind::Command,
         Kind::PythonZygote,
         Kind::PhpZygote,
+        Kind::Program,
     ];
 
     #[test]
@@ -312,6 +331,6 @@ mod tests {
     #[test]
     fn each_kind_names_the_runtime_table_it_comes_from() {
         let names: Vec<&str> = ALL.into_iter().map(Kind::runtime_name).collect();
-        assert_eq!(names, ["php", "php", "command", "python", "php"]);
+        assert_eq!(names, ["php", "php", "command", "python", "php", "program"]);
     }
 }

@@ -6,6 +6,7 @@
 //! - [`php`]: a `drover-php` zygote per pool ([`php::embed`]), or php-cgi: one parent per
 //!   static pool that forks its own workers (shared OPcache), one process per worker else.
 //! - [`command`]: any FastCGI program that accepts on fd 0, one process per worker.
+//! - [`program`]: a background pool's copies of a long-running command, no socket.
 //! - [`python`]: a zygote per pool (`drover-python`, its own crate) that loads the app once
 //!   and forks workers; here is how the master starts it.
 //! - [`zygote`]: the command-line flags every zygote gets.
@@ -14,6 +15,7 @@ pub mod command;
 pub mod credentials;
 pub mod kind;
 pub mod php;
+pub mod program;
 pub mod python;
 pub mod zygote;
 
@@ -58,6 +60,9 @@ pub struct Launch {
     /// or SIGTERM for a Python zygote with `hooks`, which reaps its workers and runs
     /// `on_exit` before it exits.
     pub parent_stop: Signal,
+    /// What asks a worker to stop when it is retired: SIGTERM, or a program's
+    /// `stop_signal`.
+    pub stop_signal: Signal,
 }
 
 impl Launch {
@@ -168,6 +173,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         },
         Runtime::Command(command) => command::plan(pool, command),
         Runtime::Python(python) => python::plan(pool, python),
+        Runtime::Program(program) => program::plan(program),
     };
     let mut env: Vec<(OsString, OsString)> =
         pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -177,7 +183,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         Kind::PhpParent | Kind::PhpWorkers => {
             env.iter().rposition(|(k, _)| k == php::MAX_REQUESTS_ENV)
         }
-        Kind::PhpZygote | Kind::PythonZygote | Kind::Command => None,
+        Kind::PhpZygote | Kind::PythonZygote | Kind::Command | Kind::Program => None,
     };
     let hooks = matches!(&pool.runtime, Runtime::Python(python) if python.hooks.is_some());
     Ok(Launch {
@@ -188,6 +194,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         } else {
             Signal::SIGKILL
         },
+        stop_signal: program::stop_signal(pool),
         spec: ProcessSpec {
             program,
             args,

@@ -96,6 +96,7 @@ fn status_from(addr: &ListenAddr) -> String {
         ListenAddr::Tcp(at) if at.ip().is_unspecified() => loopback(at.port()).to_string(),
         ListenAddr::Tcp(at) => at.to_string(),
         ListenAddr::AnyAddress(port) => loopback(*port).to_string(),
+        ListenAddr::NoSocket => String::new(),
     }
 }
 

@@ -22,6 +22,7 @@ mod memory;
 mod output;
 mod package;
 mod pm;
+mod program;
 mod python;
 mod requests;
 mod scaleout;

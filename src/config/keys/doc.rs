@@ -17,7 +17,8 @@ pub fn markdown() -> String {
          `\"5m\"`), sizes too (`\"256MiB\"`); relative paths resolve against drover.toml's \
          folder. `drover -t` prints every key of a configuration with its value.\n\n\
          Runtimes: drover-php (`[php] runtime = \"embed\"`), php-cgi (`runtime = \"cgi\"`), \
-         WSGI and ASGI (`[python] interface`), command (`[command]`). \"HTTP\" marks a key \
+         WSGI and ASGI (`[python] interface`), command (`[command]`), program (`[program]`, a \
+         background pool: docs/programs.md). \"HTTP\" marks a key \
          of `protocol = \"http\"` pools only.\n",
     );
     for section in Section::ALL {
@@ -39,6 +40,7 @@ fn heading(section: Section) -> &'static str {
         Section::Php => "`[php]`",
         Section::Python => "`[python]`",
         Section::Command => "`[command]`",
+        Section::Program => "`[program]`",
     }
 }
 

@@ -33,11 +33,13 @@ pub enum Section {
     Php,
     Python,
     Command,
+    /// `[program]`: a background pool (`config/program.rs`).
+    Program,
 }
 
 impl Section {
     /// Every section, in the order the reference lists them.
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Global,
         Section::Control,
         Section::Pool,
@@ -45,6 +47,7 @@ impl Section {
         Section::Php,
         Section::Python,
         Section::Command,
+        Section::Program,
     ];
 
     /// The table's dotted name in its file (`""` for a file's top level).
@@ -56,6 +59,7 @@ impl Section {
             Section::Php => "php",
             Section::Python => "python",
             Section::Command => "command",
+            Section::Program => "program",
         }
     }
 
@@ -70,6 +74,7 @@ impl Section {
             Section::Php => Runtimes::PHP,
             Section::Python => Runtimes::PYTHON,
             Section::Command => Runtimes::COMMAND,
+            Section::Program => Runtimes::PROGRAM,
             _ => Runtimes::ALL,
         }
     }
@@ -158,15 +163,18 @@ pub enum Flavour {
     Asgi,
     /// `[command]`.
     Command,
+    /// `[program]`: a background pool, no socket.
+    Program,
 }
 
 impl Flavour {
-    pub const ALL: [Flavour; 5] = [
+    pub const ALL: [Flavour; 6] = [
         Flavour::Embed,
         Flavour::Cgi,
         Flavour::Wsgi,
         Flavour::Asgi,
         Flavour::Command,
+        Flavour::Program,
     ];
 
     /// How the reference names it.
@@ -177,6 +185,7 @@ impl Flavour {
             Flavour::Wsgi => "WSGI",
             Flavour::Asgi => "ASGI",
             Flavour::Command => "command",
+            Flavour::Program => "program",
         }
     }
 
@@ -187,6 +196,7 @@ impl Flavour {
             Flavour::Wsgi => 4,
             Flavour::Asgi => 8,
             Flavour::Command => 16,
+            Flavour::Program => 32,
         }
     }
 }
@@ -204,7 +214,8 @@ impl Runtimes {
     pub const ASGI: Runtimes = Runtimes(8);
     pub const PYTHON: Runtimes = Runtimes(4 | 8);
     pub const COMMAND: Runtimes = Runtimes(16);
-    pub const ALL: Runtimes = Runtimes(31);
+    pub const PROGRAM: Runtimes = Runtimes(32);
+    pub const ALL: Runtimes = Runtimes(63);
 
     pub const fn or(self, other: Runtimes) -> Runtimes {
         Runtimes(self.0 | other.0)
@@ -256,6 +267,9 @@ impl Key {
             .iter()
             .fold(Runtimes::NONE, |all, (r, _)| all.or(*r));
         let mut runtimes = self.section.runtimes();
+        if super::program::refused(&self.path()).is_some() {
+            runtimes = runtimes.minus(Runtimes::PROGRAM);
+        }
         if self.http_only {
             runtimes = runtimes.and(HTTP_RUNTIMES);
         }
@@ -313,6 +327,10 @@ pub(super) fn refuse_by_runtime(
         }
         if let Some((_, rule)) = key.refused.iter().find(|(r, _)| r.has(flavour)) {
             t.fail(key.name, *rule);
+        } else if flavour == Flavour::Program
+            && let Some(rule) = super::program::refused(&key.path())
+        {
+            t.fail(key.name, rule);
         }
     }
 }

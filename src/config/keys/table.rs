@@ -493,6 +493,13 @@ pub const KEYS: &[Key] = &[
         Note("one of `[php]`, `[python]`, `[command]`"),
         "A FastCGI program's table, `[command]`.",
     ),
+    key(
+        "program",
+        Pool,
+        Table,
+        Note("one of `[php]`, `[python]`, `[command]`, `[program]`"),
+        "A background pool's table, `[program]`: copies of a long-running command, no socket.",
+    ),
     // [pm]
     key(
         "mode",
@@ -759,5 +766,44 @@ pub const KEYS: &[Key] = &[
         Strings,
         Required,
         "The FastCGI program and its arguments; it accepts on fd 0, one process per worker.",
+    ),
+    // [program]: a background pool (config/program.rs, docs/programs.md)
+    key(
+        "command",
+        Section::Program,
+        Strings,
+        Required,
+        "The long-running program and its arguments (`[\"php\", \"artisan\", \"queue:work\"]`); \
+         `pm.max_children` copies run, stdin /dev/null, output in the error log.",
+    ),
+    key(
+        "stop_signal",
+        Section::Program,
+        Choice(&super::super::program::STOP_SIGNALS),
+        Value("\"TERM\""),
+        "The signal that asks a copy to stop (supervisord's `stopsignal`), on a reload, a \
+         recycle, a scale-down and drover's stop.",
+    ),
+    key(
+        "stop_timeout",
+        Section::Program,
+        Duration,
+        Note("`process_control_timeout`"),
+        "How long a copy asked to stop may take before SIGKILL (supervisord's `stopwaitsecs`).",
+    ),
+    key(
+        "max_lifetime",
+        Section::Program,
+        Duration,
+        Unset,
+        "A copy is stopped gracefully and replaced after running this long.",
+    ),
+    key(
+        "max_lifetime_jitter",
+        Section::Program,
+        Duration,
+        Value("\"0s\""),
+        "Up to this much is added to each copy's `max_lifetime`, so copies started together \
+         are not restarted together.",
     ),
 ];

@@ -35,7 +35,7 @@ macro_rules! base {
     };
 }
 
-const BASES: [Base; 6] = [
+const BASES: [Base; 7] = [
     base!(
         Flavour::Cgi,
         false,
@@ -88,6 +88,16 @@ const BASES: [Base; 6] = [
             ("command", "argv = [\"sh\", \"-c\", \"true\"]"),
         ]
     ),
+    // A background pool: no socket, a static count.
+    Base {
+        flavour: Flavour::Program,
+        http: false,
+        lines: &[
+            ("program", "command = [\"sh\", \"-c\", \"sleep 1\"]"),
+            ("pm", "mode = \"static\""),
+            ("pm", "max_children = 2"),
+        ],
+    },
 ];
 
 impl Base {
@@ -316,7 +326,12 @@ fn expected_keys(section: Section, runtime: &str, over_http: bool) -> Vec<String
                     .into_iter()
                     .find(|s| s.table() == key.path())
                     .expect("a section for each table");
-                let runtime_table = [Section::Php, Section::Python, Section::Command];
+                let runtime_table = [
+                    Section::Php,
+                    Section::Python,
+                    Section::Command,
+                    Section::Program,
+                ];
                 if runtime_table.contains(&sub) && sub.table() != runtime {
                     continue;
                 }
@@ -360,7 +375,7 @@ fn drover_t_renders_the_tables_keys_in_order_with_their_defaults() {
             .iter()
             .rev()
             .map(|(t, _)| *t)
-            .find(|t| ["php", "python", "command"].contains(t));
+            .find(|t| ["php", "python", "command", "program"].contains(t));
         let expected = expected_keys(Section::Pool, runtime.unwrap_or(""), base.http);
         assert_rendered(pool, &expected, &base.written());
     }

@@ -19,6 +19,7 @@ mod lifecycle;
 mod memory;
 mod observe;
 mod policy;
+mod program;
 mod request_id;
 mod slow;
 mod status;
@@ -451,8 +452,11 @@ impl PoolRun {
             if let Some(worker) = self.workers.remove(&pid) {
                 // An exec'd worker.
                 self.log_worker_exit(pid, &worker, cause, now);
-                // A clean exit (max_requests reached) is no start-up failure, however short.
-                if !process.retiring && cause != ExitCause::Code(0) {
+                // A clean exit (max_requests reached) is no start-up failure, however short;
+                // but a program's copy is meant to keep running: one that exits at once,
+                // whatever its code, is in a crash loop.
+                let program = self.launch.kind == kind::Kind::Program;
+                if !process.retiring && (cause != ExitCause::Code(0) || program) {
                     self.hold(
                         now,
                         lived,
@@ -570,6 +574,22 @@ impl PoolRun {
         self.kill_parent();
         if let Err(err) = self.listener.shut_down() {
             tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());
+        }
+        // A program's copies have no listener to see closed: they are asked to stop.
+        if self.launch.kind == kind::Kind::Program {
+            let now = Instant::now();
+            for worker in self.workers.values_mut() {
+                worker.retiring.get_or_insert(now);
+            }
+            self.signal_retiring();
+        }
+    }
+
+    /// A tick while drover stops: a program's copies that outlive their `stop_timeout`
+    /// are killed (other pools' workers finish their requests within the stop's deadline).
+    pub fn stop_tick(&mut self, now: Instant) {
+        if self.launch.kind == kind::Kind::Program {
+            self.drain_tick(now);
         }
     }
 

@@ -37,12 +37,13 @@ impl PoolRun {
                 Probe::Scoreboard => slots.get(&pid).map(|view| from_slot(view, now, now_us)),
                 Probe::PhpMemory => self.sample_php(pid, now, sampler),
                 Probe::Syscall => idle_by_syscall(pid).map(|idle| (!idle, None, None)),
+                Probe::Nothing => None,
             };
             // Workers probed from outside look idle between ticks even when they serve
             // short requests all the time: a worker that made syscalls since the last tick
             // was working, so it is not idle since before. A scoreboard sees every request.
             let activity = match probe {
-                Probe::Scoreboard => None,
+                Probe::Scoreboard | Probe::Nothing => None,
                 Probe::PhpMemory | Probe::Syscall => io_syscalls(pid),
             };
             // Only php-cgi: its memory says whether PHP runs, so a read outside of that is

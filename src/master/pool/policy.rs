@@ -14,7 +14,6 @@
 
 use std::time::Instant;
 
-use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use super::PoolRun;
@@ -134,7 +133,7 @@ impl PoolRun {
                 && (graceful_anytime || !worker.state.busy)
             {
                 worker.signalled = true;
-                let _ = worker.signal(Signal::SIGTERM);
+                let _ = worker.signal(self.launch.stop_signal);
             }
         }
     }

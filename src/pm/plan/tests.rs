@@ -36,6 +36,7 @@ fn limits(mode: PmMode, max_children: u32) -> PoolLimits {
         request_terminate_timeout: None,
         request_read_timeout: None,
         retire_timeout: 10 * SEC,
+        max_lifetime: None,
     }
 }
 
@@ -215,6 +216,44 @@ fn max_memory_retires_a_worker_once_and_gracefully() {
         "never again for a retiring worker"
     );
     assert_eq!(s.counters.retired_max_memory, 1);
+}
+
+#[test]
+fn a_program_copy_past_its_lifetime_is_retired_once_then_killed_past_stop_timeout() {
+    let mut l = limits(PmMode::Static, 2);
+    l.max_lifetime = Some((600 * SEC, Duration::ZERO));
+    let mut s = PolicyState::default();
+    let mut young = idle(2, SEC);
+    young.started = now() - 599 * SEC;
+    // A copy is never busy: idle since it started.
+    let old = idle(1, 1000 * SEC);
+    let workers = [old.clone(), young.clone()];
+    let actions = tick(&l, &mut s, &workers);
+    assert_eq!(
+        actions,
+        [Action::Retire {
+            pid: pid(1),
+            reason: Reason::MaxLifetime {
+                lived: 1000 * SEC,
+                limit: 600 * SEC
+            }
+        }],
+        "only the one past 600 s"
+    );
+    assert_eq!(s.counters.retired_max_lifetime, 1);
+    // Retiring, it holds its place (no spawn) and is not retired again; past the stop
+    // timeout (retire_timeout) it is killed.
+    let workers = [retiring(old.clone(), 5 * SEC), young.clone()];
+    assert_eq!(tick(&l, &mut s, &workers), []);
+    let workers = [retiring(old, 11 * SEC), young];
+    assert!(matches!(
+        tick(&l, &mut s, &workers)[..],
+        [Action::Kill {
+            reason: Reason::RetireTimeout { .. },
+            ..
+        }]
+    ));
+    assert_eq!(s.counters.retired_max_lifetime, 1);
 }
 
 #[test]

@@ -301,7 +301,9 @@ fn configuration_md_names_the_keys_of_the_generated_reference() {
     // table as a key of its parent (`pm`, `[php] ini`), and heads `[control]` as
     // "drover.toml `[control]`", so its `listen` reads as a top-level key (which the pool
     // files have too); configuration.md gives the tables their own headings.
-    let tables = ["command", "control", "env", "php", "pm", "python"];
+    let tables = [
+        "command", "control", "env", "php", "pm", "program", "python",
+    ];
     let laid_out_as_tables = |toml: &String| {
         tables.iter().any(|t| *toml == format!("{t} = 0\n"))
             || *toml == "[php]\nini = 0\n"

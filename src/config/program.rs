@@ -1,0 +1,213 @@
+//! The `[program]` table: a background pool (docs/programs.md). `[pm] max_children` copies
+//! of one long-running command (a queue consumer, a scheduler) run without a socket; the
+//! pool's `[env]`, `chdir`, `user` and `group` apply to them as to any pool's workers.
+//!
+//! The keys of a pool file that only make sense for a pool that answers requests are
+//! refused on it ([`refused`]), each with its reason, as the key table's refusals are.
+
+use super::keys::{self, Section};
+use super::model::{Pm, PmMode, Program};
+use super::runtime::find_executable;
+use super::value::{Got, Table};
+use std::path::Path;
+
+/// The signals `stop_signal` may name (supervisord's `stopsignal` set).
+pub const STOP_SIGNALS: [&str; 7] = ["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "KILL"];
+
+const NO_SOCKET: &str = "a [program] pool has no socket: its copies are long-running \
+                         commands, not servers; leave it out";
+const NO_REQUESTS: &str = "a [program] pool serves no requests, so there is nothing for it \
+                           to time, log or answer; leave it out";
+const ALWAYS_RUNNING: &str = "a [program] pool keeps max_children copies running \
+                              (pm.mode = \"static\"); leave it out";
+const NO_COUNT: &str = "drover cannot count a program's jobs; to restart copies \
+                        regularly use [program] max_lifetime";
+
+/// The keys a `[program]` pool refuses, by their dotted path, with the rule its error
+/// states; `None` for a key it takes.
+pub fn refused(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "listen"
+        | "listen_backlog"
+        | "listen_owner"
+        | "listen_group"
+        | "listen_mode"
+        | "listen_allowed_clients"
+        | "protocol"
+        | "fastcgi" => NO_SOCKET,
+        "request_slowlog_timeout"
+        | "request_slowlog_trace_depth"
+        | "slowlog"
+        | "slowlog_format"
+        | "request_terminate_timeout"
+        | "terminate_grace"
+        | "request_read_timeout"
+        | "status_path"
+        | "ping_path"
+        | "ping_response"
+        | "access_log"
+        | "access_format"
+        | "access_suppress_path" => NO_REQUESTS,
+        "pm.start_servers"
+        | "pm.min_spare_servers"
+        | "pm.max_spare_servers"
+        | "pm.max_spawn_rate"
+        | "pm.process_idle_timeout" => ALWAYS_RUNNING,
+        "pm.max_requests" | "pm.max_requests_jitter" => NO_COUNT,
+        _ => return None,
+    })
+}
+
+/// Refuses, in `[pm]`, the keys of a pool whose workers come and go ([`refused`]) and a
+/// `mode` other than `"static"` (`pm`: the parsed table, when valid).
+pub(super) fn check_pm(root: &Table<'_, '_>, pm: Option<&Pm>) {
+    let Got::Valid(table) = root.table("pm") else {
+        return;
+    };
+    for key in keys::names(Section::Pm) {
+        if table.contains(key)
+            && let Some(rule) = refused(&format!("pm.{key}"))
+        {
+            table.fail(key, rule);
+        }
+    }
+    if pm.is_some_and(|pm| pm.mode != PmMode::Static) {
+        table.fail(
+            "mode",
+            "a [program] pool runs max_children copies all the time: mode = \"static\" \
+             (drover ctl workers and drover ctl set change the count)",
+        );
+    }
+}
+
+pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
+    t.check_keys(&keys::names(Section::Program));
+    let command = command(t, base);
+    let stop_signal = t
+        .parse("stop_signal", |s| {
+            let name = s.strip_prefix("SIG").unwrap_or(s);
+            if STOP_SIGNALS.contains(&name) {
+                Ok(name.to_owned())
+            } else {
+                Err(format!("one of {}", STOP_SIGNALS.join(", ")))
+            }
+        })
+        .or("TERM".to_owned());
+    let stop_timeout = t.duration("stop_timeout").optional();
+    let max_lifetime = t.duration("max_lifetime").optional();
+    if max_lifetime == Some(Some(std::time::Duration::ZERO)) {
+        t.fail(
+            "max_lifetime",
+            "must be more than 0s (leave it out for no limit)",
+        );
+    }
+    let max_lifetime_jitter = t
+        .duration("max_lifetime_jitter")
+        .or(std::time::Duration::ZERO);
+    if t.contains("max_lifetime_jitter") && !t.contains("max_lifetime") {
+        t.fail("max_lifetime_jitter", "only with max_lifetime");
+    }
+    Some(Program {
+        command: command?,
+        stop_signal: stop_signal?,
+        stop_timeout: stop_timeout?,
+        max_lifetime: max_lifetime?,
+        max_lifetime_jitter: max_lifetime_jitter?,
+    })
+}
+
+/// `command`: a program and its arguments, the program found as `[command] argv`'s is.
+fn command(t: &Table<'_, '_>, base: &Path) -> Option<Vec<String>> {
+    let items = t.strings("command").required(t, "command")?;
+    let Some((program, span)) = items.first().cloned() else {
+        t.fail(
+            "command",
+            "must name a program: command = [\"php\", \"artisan\", \"queue:work\"]",
+        );
+        return None;
+    };
+    let program = match find_executable(base, program) {
+        Ok(path) => path.to_string_lossy().into_owned(),
+        Err(why) => {
+            t.fail_at("command", span, format!("command not found: {why}"));
+            return None;
+        }
+    };
+    Some(
+        std::iter::once(program)
+            .chain(items[1..].iter().map(|(s, _)| s.to_string()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The errors of pool `jobs` from `text`, as `(line, key, rule)`.
+    fn errors(text: &str) -> Vec<(usize, String, String)> {
+        let main = Path::new("/etc/drover/drover.toml");
+        let files = BTreeMap::from([
+            (main.to_path_buf(), String::new()),
+            (main.with_file_name("pools.d/jobs.toml"), text.to_owned()),
+        ]);
+        match crate::config::load_texts(main, &files) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors
+                .0
+                .into_iter()
+                .map(|e| (e.line, e.key, e.rule))
+                .collect(),
+        }
+    }
+
+    const POOL: &str = "[pm]\nmode = \"static\"\nmax_children = 2\n\
+                        [program]\ncommand = [\"/bin/sh\", \"-c\", \"sleep 60\"]\n";
+
+    #[test]
+    fn a_program_pool_needs_no_listen_and_refuses_one_with_its_line() {
+        assert_eq!(errors(POOL), []);
+        let listen = format!("listen = \"/run/x.sock\"\nslowlog = \"/tmp/slow\"\n{POOL}");
+        let found = errors(&listen);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!((found[0].0, found[0].1.as_str()), (1, "listen"));
+        assert!(found[0].2.contains("no socket"), "{found:?}");
+        assert_eq!((found[1].0, found[1].1.as_str()), (2, "slowlog"));
+        let dynamic = POOL.replace("mode = \"static\"", "mode = \"ondemand\"");
+        let found = errors(&dynamic);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].1, "pm.mode");
+        let recycled = POOL.replace("max_children = 2", "max_children = 2\nmax_requests = 5");
+        assert!(errors(&recycled)[0].2.contains("max_lifetime"));
+        let signal = format!("{POOL}stop_signal = \"STOP\"\n");
+        assert_eq!(errors(&signal)[0].1, "program.stop_signal");
+        let jitter = format!("{POOL}max_lifetime_jitter = \"5s\"\n");
+        assert_eq!(errors(&jitter)[0].2, "only with max_lifetime");
+        let missing = POOL.replace("/bin/sh", "/nonexistent/worker");
+        assert!(errors(&missing)[0].2.contains("command not found"));
+    }
+
+    #[test]
+    fn the_keys_of_a_socket_or_a_request_are_refused() {
+        for key in [
+            "listen",
+            "slowlog",
+            "request_terminate_timeout",
+            "pm.max_requests",
+        ] {
+            assert!(refused(key).is_some(), "{key}");
+        }
+        for key in [
+            "user",
+            "group",
+            "chdir",
+            "clear_env",
+            "pm.max_children",
+            "pm.max_memory",
+        ] {
+            assert_eq!(refused(key), None, "{key}");
+        }
+    }
+}

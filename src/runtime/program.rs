@@ -1,0 +1,118 @@
+//! Background pools (`[program]`): `[pm] max_children` copies of one long-running command
+//! (a queue consumer, a scheduler), one process per copy, exec'd by the master as a
+//! `[command]` worker is, but with /dev/null as fd 0 instead of a listener
+//! ([`crate::config::ListenAddr::NoSocket`]). Everything else is the pool machinery's:
+//! restarts with the crash-loop backoff (`drover_proto::Backoff`), `max_memory`, graceful
+//! retirement then SIGKILL, decorated output, status, reload, `drover ctl workers`.
+//!
+//! What is a program's own: the signal that asks a copy to stop ([`stop_signal`]), how
+//! long it may take ([`stop_timeout`]) and its lifetime ([`lifetime`]), all pure.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+use crate::config::{Pool, Program, Runtime};
+
+/// The program, arguments and environment of one copy (the pool's `[env]` is added by
+/// [`super::launch`]).
+pub fn plan(program: &Program) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
+    let path = PathBuf::from(&program.command[0]);
+    let args = program.command[1..].iter().map(OsString::from).collect();
+    (path, args, Vec::new())
+}
+
+/// The signal that asks one of `pool`'s workers to stop: a program's `stop_signal`, else
+/// SIGTERM.
+pub fn stop_signal(pool: &Pool) -> Signal {
+    let Runtime::Program(program) = &pool.runtime else {
+        return Signal::SIGTERM;
+    };
+    signal_named(&program.stop_signal)
+}
+
+/// A `stop_signal` name (validated at load: one of `config::program::STOP_SIGNALS`).
+fn signal_named(name: &str) -> Signal {
+    match name {
+        "INT" => Signal::SIGINT,
+        "QUIT" => Signal::SIGQUIT,
+        "HUP" => Signal::SIGHUP,
+        "USR1" => Signal::SIGUSR1,
+        "USR2" => Signal::SIGUSR2,
+        "KILL" => Signal::SIGKILL,
+        _ => Signal::SIGTERM,
+    }
+}
+
+/// How long a worker of `pool` asked to stop may take before SIGKILL: a program's
+/// `stop_timeout`, else `process_control_timeout`.
+pub fn stop_timeout(pool: &Pool, process_control_timeout: Duration) -> Duration {
+    match &pool.runtime {
+        Runtime::Program(Program {
+            stop_timeout: Some(timeout),
+            ..
+        }) => *timeout,
+        _ => process_control_timeout,
+    }
+}
+
+/// `max_lifetime` and `max_lifetime_jitter` of `pool`, when it is a program with one.
+pub fn max_lifetime(pool: &Pool) -> Option<(Duration, Duration)> {
+    match &pool.runtime {
+        Runtime::Program(program) => program
+            .max_lifetime
+            .map(|lifetime| (lifetime, program.max_lifetime_jitter)),
+        _ => None,
+    }
+}
+
+/// How long the copy `pid` lives: `max_lifetime` plus a part of `jitter` drawn from its
+/// pid, so that it is the same on every tick (nothing to remember per copy) and spread
+/// between copies started together, as `max_requests_jitter` spreads workers' recycling.
+pub fn lifetime(pid: Pid, (max_lifetime, jitter): (Duration, Duration)) -> Duration {
+    if jitter.is_zero() {
+        return max_lifetime;
+    }
+    // splitmix64 of the pid: consecutive pids land far apart.
+    let mut x = (pid.as_raw() as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+    max_lifetime + Duration::from_millis(x % jitter_ms.saturating_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lifetime_is_the_limit_plus_a_jitter_fixed_per_copy() {
+        let limit = Duration::from_secs(60);
+        assert_eq!(lifetime(Pid::from_raw(42), (limit, Duration::ZERO)), limit);
+        let jitter = Duration::from_secs(10);
+        let drawn: Vec<Duration> = (1000..1100)
+            .map(|pid| lifetime(Pid::from_raw(pid), (limit, jitter)))
+            .collect();
+        assert!(drawn.iter().all(|d| *d >= limit && *d <= limit + jitter));
+        // The same copy draws the same lifetime on every tick.
+        assert_eq!(drawn[7], lifetime(Pid::from_raw(1007), (limit, jitter)));
+        // Copies started together (consecutive pids) are spread over the jitter.
+        let early = drawn.iter().filter(|d| **d < limit + jitter / 2).count();
+        assert!(
+            (30..=70).contains(&early),
+            "{early} of 100 in the first half"
+        );
+    }
+
+    #[test]
+    fn every_stop_signal_name_is_a_signal() {
+        for name in crate::config::STOP_SIGNALS {
+            let signal = signal_named(name);
+            assert_eq!(signal.as_str(), format!("SIG{name}"));
+        }
+    }
+}
