@@ -178,6 +178,11 @@ impl HealthSocket {
                 tcp((std::net::Ipv6Addr::UNSPECIFIED, *port).into())
                     .or_else(|_| tcp((std::net::Ipv4Addr::UNSPECIFIED, *port).into()))?,
             ),
+            // A background pool's "no socket": never what health_listen parses to.
+            ListenAddr::NoSocket => {
+                let none = std::io::Error::from(std::io::ErrorKind::InvalidInput);
+                return Err(io_error(addr, "bind")(none));
+            }
         };
         let addr = match &listener {
             Bound::Tcp(tcp) => {
