@@ -193,10 +193,11 @@ fn serve_refuses_what_a_pool_file_refuses_naming_the_flag() {
     assert_eq!(code, Some(2), "clap refuses both: {err}");
     let (code, err) = run(&["-w", "2"]);
     assert_eq!(code, Some(2), "no app: {err}");
+    // PHP worker mode's script must exist, as `[php] worker` in a pool file.
     let (code, err) = run(&["--worker", "worker.php"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("--worker: ") && err.contains("not available"),
+        err.contains("--worker: php.worker: ") && err.contains("worker.php: No such file"),
         "{err}"
     );
 }
