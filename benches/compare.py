@@ -27,7 +27,8 @@ The workloads:
   controller and Response::send(), which calls fastcgi_finish_request().
 - php-symfony-worker, php-twig-worker: the same app's /hello/{name} and its Twig page
   (/page), served by drover in PHP worker mode (`[php] worker`: the kernel booted once per
-  worker, tests/apps/symfony/public/worker.php) beside drover-php and php-fpm in classic
+  worker, tests/apps/symfony/public/worker.php; and with `worker_boot = "zygote"`, booted
+  once in the zygote, the workers forked from it) beside drover-php and php-fpm in classic
   mode (a kernel per request).
 - php-wordpress: the same pools serving Debian's WordPress 6.1 on a MariaDB server of the
   run's own (wordpress.py; the packages installed when missing), its front page as an
@@ -159,6 +160,7 @@ python_path = ["{work}/apps"]
     elif workload in WORKER_THROUGHPUT:
         pm = {"mode": "static", "max_children": workers}
         out.append(php_pools.worker_backend(work, drover, pm, f"{work}/www/{SYMFONY_WORKER}"))
+        out.append(php_pools.worker_backend(work, drover, pm, f"{work}/www/{SYMFONY_WORKER}", zygote=True))
         out += [b for b in php_pools.php_backends(work, drover, baseline, pm) if b.name != "drover-cgi"]
         return out
     elif workload in PHP_THROUGHPUT:
@@ -436,13 +438,14 @@ def targets(rows):
             pss = ours["pss"] / fpm["pss"]
             lines.append(f"- php-pss, {variant}: PSS after the load {pss:.2f}× php-fpm's ({ours['pss']:.1f} against "
                          f"{fpm['pss']:.1f} MiB; target ≤ 1.0×: {met(pss <= 1.0)})")
-    for workload, variant, results in rows:
-        ours, fpm = results.get("drover worker mode"), results.get("php-fpm")
+    for (workload, variant, results), name in ((row, name) for row in rows
+                                               for name in ("drover worker mode", "drover worker mode, zygote boot")):
+        ours, fpm = results.get(name), results.get("php-fpm")
         if workload not in WORKER_THROUGHPUT or not isinstance(ours, dict) or not isinstance(fpm, dict) \
                 or not fpm["rps"]:
             continue
         rps = ours["rps"] / fpm["rps"]
-        line = f"- {workload}, {variant} connections: worker mode's req/s {rps:.2f}× php-fpm's (issue 20: ≥ 3×: {met(rps >= 3)})"
+        line = f"- {workload}, {variant} connections, {name}: req/s {rps:.2f}× php-fpm's (issue 20: ≥ 3×: {met(rps >= 3)})"
         if ours.get("cpu_us") and fpm.get("cpu_us"):
             cpu = ours["cpu_us"] / fpm["cpu_us"]
             line += f"; CPU per request {cpu:.2f}× (≤ 0.3×: {met(cpu <= 0.3)})"

@@ -170,11 +170,15 @@ listen.mode = 0666
     return out
 
 
-def worker_backend(work, drover, pm, script):
-    """drover in PHP worker mode: a static drover-php pool whose workers run `script`."""
+def worker_backend(work, drover, pm, script, zygote=False):
+    """drover in PHP worker mode: a drover-php pool whose workers run `script`, booted in
+    each worker, or once in the zygote (`zygote`: `worker_boot = "zygote"`)."""
     sock = f"{work}/drover.sock"
     pool = pool_text(sock, pm) + f'runtime = "embed"\nworker = "{script}"\n'
-    return drover_backend(work, drover, pool, sock, "drover worker mode")
+    if zygote:
+        pool += 'worker_boot = "zygote"\n'
+    name = "drover worker mode, zygote boot" if zygote else "drover worker mode"
+    return drover_backend(work, drover, pool, sock, name)
 
 
 def pool_text(sock, pm):

@@ -26,7 +26,10 @@ echo "==> cargo test --workspace --release${*:+ $*}"
 cargo test --workspace --release "$@"
 # PHP pools run on drover-php unless they say otherwise; the PHP scenario tests run a
 # second time on php-cgi, the runtime kept for PHP builds drover-php was not built against.
+# Skipped there: what runs no default-runtime PHP pool (Python, the packages, Kubernetes)
+# and what names drover-php itself (embed::, PHP worker mode).
 if (($# == 0)); then
     echo "==> DROVER_TEST_PHP_RUNTIME=cgi cargo test --release --test scenarios (PHP pools on php-cgi)"
-    DROVER_TEST_PHP_RUNTIME=cgi cargo test --release --test scenarios -- --skip python --skip embed
+    DROVER_TEST_PHP_RUNTIME=cgi cargo test --release --test scenarios -- --skip python --skip embed \
+        --skip worker:: --skip package:: --skip k8s::
 fi

@@ -10,12 +10,16 @@
 //!  │   ├─ php-cgi  worker          generation, the pool's listening socket as fd 0,
 //!  │   └─ php-cgi  worker          PHP_FCGI_CHILDREN = max_children; they share one OPcache
 //!  ├─ <command>    worker          any FastCGI app that accepts on fd 0 (fcgiwrap, ...)
+//!  ├─ <program>    copy            a background pool's command (`[program]`: a queue
+//!  │                               consumer, a scheduler): no socket
 //!  └─ drover-python (zygote)       python pool: the only binary that links libpython; loads
 //!      └─ drover-python  worker    CPython + the app once, forks the workers
 //! ```
 //!
 //! The master binds every pool's listener before any worker exists and keeps it for its whole
-//! life; workers `accept()` on it themselves, so the master is never on the request path.
+//! life; workers `accept()` on it themselves, so the master is never on the request path
+//! (with `queue_timeout`, it only takes a saturated pool's connections that waited past it,
+//! and answers them 503: `master/shed.rs`).
 //! docs/ARCHITECTURE.md explains the tree, the request path and the reasons behind them;
 //! the operator's manual (keys, signals, commands) is the other pages of docs/.
 //!
@@ -24,7 +28,7 @@
 //! This crate is the master and its command line, built as two binaries of this one
 //! library: `drover` (src/main.rs), the daemon, which reads only `[-c FILE]`, and
 //! `drover-admin` (src/bin/drover-admin.rs), which `drover` execs for every other command
-//! line (`-t`, `ctl`, `import`, `--help`), so that the importers, the control client and
+//! line (`-t`, `ctl`, `serve`, `import`, `--help`), so that the importers, the control client and
 //! clap are not in the daemon's resident memory. The workspace's other crates hold what
 //! runs in the processes the master execs and what both sides share:
 //!
@@ -62,13 +66,14 @@
 //!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it).
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
 //!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
-//! - [`import`]: `drover import php-fpm` and `drover import gunicorn`: another server's
+//! - [`import`]: `drover import php-fpm`, `gunicorn` and `supervisord`: another server's
 //!   configuration to drover's files, with a report of what was not carried over.
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog, or take the
 //!   one systemd passed.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
-//! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart).
+//! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart,
+//!   `max_children = "auto"` from memory, `queue_timeout`'s waits).
 //! - [`resident`]: once the master is ready (and after each reload), its own code and
 //!   read-only data are paged out, so that what starting ran once is not kept mapped.
 //! - [`runtime`]: the runtime interface the master asks ([`runtime::Kind`]: launch, reports,
