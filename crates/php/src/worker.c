@@ -259,9 +259,9 @@ static int request_startup(const struct drover_request *req, double now)
 	return failed ? -1 : 0;
 }
 
-/* The request ends (its handler returned): the output flushed, the session written, the
- * headers out, SAPI's request state freed, the ini values undone, END_REQUEST sent. */
-static void request_shutdown(void)
+/* The first steps of a request's end (and of the boot's): the output flushed, the time
+ * limit off, the session written and closed ($_SESSION gone), the headers sent. */
+static void output_and_modules_end(void)
 {
 	zend_try {
 		php_output_end_all();
@@ -276,6 +276,13 @@ static void request_shutdown(void)
 	zend_try {
 		php_output_deactivate();
 	} zend_end_try();
+}
+
+/* The request ends (its handler returned): the output flushed, the session written, the
+ * headers out, SAPI's request state freed, the ini values undone, END_REQUEST sent. */
+static void request_shutdown(void)
+{
+	output_and_modules_end();
 	if (last_status != -1) {
 		last_status = SG(sapi_headers).http_response_code;
 	}
@@ -294,16 +301,7 @@ static void request_shutdown(void)
  * log; its request's SAPI state is freed, and its ini values are what requests start from. */
 static void boot_end(void)
 {
-	zend_try {
-		php_output_end_all();
-	} zend_end_try();
-	zend_try {
-		reset_modules_run(0);
-	} zend_end_try();
-	zend_hash_str_del(&EG(symbol_table), ZEND_STRL("_SESSION"));
-	zend_try {
-		php_output_deactivate();
-	} zend_end_try();
+	output_and_modules_end();
 	/* The boot has no POST data to read: no server context. */
 	SG(server_context) = NULL;
 	sapi_request_end();
