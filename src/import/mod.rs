@@ -38,7 +38,7 @@ pub enum From {
     /// drover.toml and pools.d/NAME.toml, and prints the nginx change.
     Gunicorn(GunicornArgs),
     /// supervisord.conf and/or program .conf files (with their [include] files): writes
-    /// drover.toml and a background pool, pools.d/NAME.toml, per [program:NAME].
+    /// drover.toml and a background pool, pools.d/NAME.toml, per `[program:NAME]`.
     Supervisord(SupervisordArgs),
 }
 
@@ -46,7 +46,7 @@ pub enum From {
 pub struct SupervisordArgs {
     #[command(flatten)]
     pub output: Output,
-    /// supervisord.conf and/or files of [program:x] sections.
+    /// supervisord.conf and/or files of `[program:x]` sections.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 }
