@@ -7,9 +7,10 @@
  * The script runs on a stack of its own (a ucontext), drover's worker loop on the
  * process's: the loop (drover_worker::serve) stays the driver, as in classic mode, and
  * hands each request to drover_php_worker_handle(), which switches to the script; the
- * script's next frankenphp_handle_request() switches back. Accepting, keep-alive, HTTP,
- * the status and ping answers, and the request ledger are the classic mode's code.
- * docs/ARCHITECTURE.md, "PHP worker mode", has the reasons.
+ * script's next frankenphp_handle_request() switches back. Accepting, keep-alive, the
+ * status and ping answers, and the request ledger are the classic mode's code.
+ * docs/ARCHITECTURE.md, "Why PHP worker mode runs the script on a stack of its own", has
+ * the reasons.
  *
  * The worker script lives in one long PHP request (php_request_startup() at its boot,
  * php_request_shutdown() at its end). Each handled request is a partial request cycle,
