@@ -184,6 +184,15 @@ scripts/man.sh "$stage/man" >/dev/null
 install -D -m 0644 "$stage/man/drover.8" "$root/usr/share/man/man8/drover.8"
 install -D -m 0644 "$stage/man/drover.toml.5" "$root/usr/share/man/man5/drover.toml.5"
 gzip -9n "$root/usr/share/man/man8/drover.8" "$root/usr/share/man/man5/drover.toml.5"
+# Shell completions, from the command line's own definition (drover completions SHELL).
+admin="$root/usr/lib/drover/drover-admin"
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
+    "$root/usr/share/fish/vendor_completions.d"
+"$admin" completions bash >"$root/usr/share/bash-completion/completions/drover"
+"$admin" completions zsh >"$root/usr/share/zsh/vendor-completions/_drover"
+"$admin" completions fish >"$root/usr/share/fish/vendor_completions.d/drover.fish"
+chmod 0644 "$root/usr/share/bash-completion/completions/drover" \
+    "$root/usr/share/zsh/vendor-completions/_drover" "$root/usr/share/fish/vendor_completions.d/drover.fish"
 docs drover
 install -m 0644 README.md "$root/usr/share/doc/drover/README.md"
 gzip -9n "$root/usr/share/doc/drover/README.md"

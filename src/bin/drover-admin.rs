@@ -1,5 +1,5 @@
 //! `drover-admin`: the commands that talk about a drover rather than being one — `drover
-//! ctl`, `drover import` and `drover -t` — `drover serve`, which writes a configuration
+//! ctl`, `drover import`, `drover completions` and `drover -t` — `drover serve`, which writes a configuration
 //! from its flags and execs the daemon on it, and the whole of drover's command line (its
 //! `--help`, `--version` and usage errors). The `drover` daemon execs it, with its own
 //! arguments, for anything but `drover [-c FILE]`, so that the importers, the control
@@ -44,6 +44,13 @@ enum Sub {
     /// Run one pool from flags, without writing files: `drover serve --python hello:app
     /// -w 4 --http :8000` (`--print` writes the equivalent files).
     Serve(drover::serve::ServeArgs),
+    /// Print a completion script for a shell: `drover completions bash >
+    /// /usr/share/bash-completion/completions/drover` (the Debian package installs bash's,
+    /// zsh's and fish's).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 const EXIT_INVALID_CONFIG: u8 = 1;
@@ -54,6 +61,17 @@ fn main() -> ExitCode {
     match args.command {
         Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),
         Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
+        Some(Sub::Completions { shell }) => {
+            use clap::CommandFactory as _;
+            use std::io::Write as _;
+            // Into a buffer first: clap_complete panics on a failed write (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Args::command(), "drover", &mut script);
+            match std::io::stdout().write_all(&script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::from(EXIT_RUNTIME),
+            }
+        }
         Some(Sub::Serve(serve)) => {
             let argv: Vec<String> = std::env::args().skip(2).collect();
             ExitCode::from(drover::serve::run(serve, &argv))

@@ -249,6 +249,17 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
     assert!(Path::new("/etc/logrotate.d/drover").is_file());
     run(Command::new("man").args(["-w", "drover"]));
     run(Command::new("man").args(["-w", "5", "drover.toml"]));
+    // The shell completions: bash's parses, and names drover's commands.
+    let bash = "/usr/share/bash-completion/completions/drover";
+    run(Command::new("bash").args(["-n", bash]));
+    let script = std::fs::read_to_string(bash).unwrap();
+    assert!(
+        ["ctl", "serve", "import", "completions"]
+            .iter()
+            .all(|c| script.contains(c))
+    );
+    assert!(Path::new("/usr/share/zsh/vendor-completions/_drover").is_file());
+    assert!(Path::new("/usr/share/fish/vendor_completions.d/drover.fish").is_file());
 
     container_recipe_matches_the_packages(&site, &first);
 
@@ -332,6 +343,9 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
         "/usr/share/doc/drover-python",
         "/usr/share/man/man8/drover.8.gz",
         "/usr/share/man/man5/drover.toml.5.gz",
+        "/usr/share/bash-completion/completions/drover",
+        "/usr/share/zsh/vendor-completions/_drover",
+        "/usr/share/fish/vendor_completions.d/drover.fish",
         "/lib/systemd/system/drover.service",
         "/etc/systemd/system/drover.service",
         "/etc/systemd/system/multi-user.target.wants/drover.service",
