@@ -501,9 +501,18 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
         );
         return EXIT_RUNTIME;
     }
+    let (daemon, err) = exec_daemon(&folder.join("drover.toml"));
+    eprintln!("drover serve: cannot run {}: {err}", daemon.display());
+    EXIT_RUNTIME
+}
+
+/// Replaces this process with the `drover` daemon beside it, on `config`, in the one form
+/// of the flag the daemon always reads (`--config=FILE`), `argv[0]` kept. Returns only when
+/// the exec failed: the daemon's path and why.
+pub fn exec_daemon(config: &Path) -> (PathBuf, std::io::Error) {
     let daemon = crate::runtime::zygote::beside_drover("drover");
     let mut flag = std::ffi::OsString::from("--config=");
-    flag.push(folder.join("drover.toml"));
+    flag.push(config);
     let argv0 = std::env::args_os()
         .next()
         .unwrap_or_else(|| "drover".into());
@@ -511,8 +520,7 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
         .arg0(argv0)
         .arg(flag)
         .exec();
-    eprintln!("drover serve: cannot run {}: {err}", daemon.display());
-    EXIT_RUNTIME
+    (daemon, err)
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@
 //! those of [`ExitCode`]-returning paths below: 0 ok, 1 invalid configuration; `ctl` and
 //! `import` have their own.
 
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -122,16 +121,7 @@ fn invalid(path: &std::path::Path) -> ExitCode {
 /// say): back to `drover`, with the one form it always takes. No loop: `--config=FILE` is
 /// the daemon's.
 fn run_daemon(path: &std::path::Path) -> ExitCode {
-    let daemon = drover::runtime::zygote::beside_drover("drover");
-    let mut flag = std::ffi::OsString::from("--config=");
-    flag.push(path);
-    let argv0 = std::env::args_os()
-        .next()
-        .unwrap_or_else(|| "drover".into());
-    let err = std::process::Command::new(&daemon)
-        .arg0(argv0)
-        .arg(flag)
-        .exec();
+    let (daemon, err) = drover::serve::exec_daemon(path);
     eprintln!("drover: cannot run {}: {err}", daemon.display());
     ExitCode::from(EXIT_RUNTIME)
 }

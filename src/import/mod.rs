@@ -144,13 +144,7 @@ fn supervisord_files(args: SupervisordArgs) -> u8 {
         );
         return EXIT_FAILED;
     }
-    let mut files = vec![(PathBuf::from("drover.toml"), import.global.render())];
-    for (name, doc) in &import.pools {
-        files.push((
-            Path::new("pools.d").join(format!("{name}.toml")),
-            doc.render(),
-        ));
-    }
+    let files = global_and_pools(&import.global, &import.pools);
     finish(&args.output, &files, &import.report, None)
 }
 
@@ -178,14 +172,20 @@ fn php_fpm(args: PhpFpmArgs) -> u8 {
         );
         return EXIT_FAILED;
     }
-    let mut files = vec![(PathBuf::from("drover.toml"), import.global.render())];
-    for (name, doc) in &import.pools {
+    let files = global_and_pools(&import.global, &import.pools);
+    finish(&args.output, &files, &import.report, None)
+}
+
+/// The files an importer writes: drover.toml, and pools.d/NAME.toml for each pool.
+fn global_and_pools(global: &doc::Doc, pools: &[(String, doc::Doc)]) -> Vec<(PathBuf, String)> {
+    let mut files = vec![(PathBuf::from("drover.toml"), global.render())];
+    for (name, pool) in pools {
         files.push((
             Path::new("pools.d").join(format!("{name}.toml")),
-            doc.render(),
+            pool.render(),
         ));
     }
-    finish(&args.output, &files, &import.report, None)
+    files
 }
 
 fn shown(files: &[PathBuf]) -> String {
