@@ -292,9 +292,14 @@ impl Drover {
     }
 
     fn spawn_program(program: &Path, site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
+        Drover::spawn_command(Command::new(program).envs(env.iter().copied()), site)
+    }
+
+    /// `command` (drover, or what execs it) with `-c <site>/drover.toml`, its stdout and
+    /// stderr collected into the log.
+    fn spawn_command(command: &mut Command, site: &Site) -> Drover {
         runtimes();
-        let mut child = Command::new(program)
-            .envs(env.iter().copied())
+        let mut child = command
             .arg("-c")
             .arg(site.path().join("drover.toml"))
             .stdin(Stdio::null())
@@ -358,23 +363,13 @@ impl Drover {
     /// to `procs` (the cgroup's `cgroup.procs`), then execs drover, so that drover and every
     /// process it starts are in that cgroup from their first allocation.
     pub fn spawn_in_cgroup(site: &Site, procs: &Path) -> Drover {
-        runtimes();
-        let mut child = Command::new("/bin/sh")
+        let mut shell = Command::new("/bin/sh");
+        shell
             .arg("-c")
             .arg("echo $$ > \"$0\" && exec \"$@\"")
             .arg(procs)
-            .arg(BIN)
-            .arg("-c")
-            .arg(site.path().join("drover.toml"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn drover");
-        let log = Log::default();
-        log.collect(child.stdout.take().unwrap());
-        log.collect(child.stderr.take().unwrap());
-        Drover { child, log }
+            .arg(BIN);
+        Drover::spawn_command(&mut shell, site)
     }
 
     pub fn pid(&self) -> i32 {
