@@ -126,6 +126,13 @@ $handler = static function () use (&$handled, &$kept): void {
             usleep(500000);
             echo 'not killed';
             return;
+        case '/big.php':
+            // A long answer, written in pieces: a client may leave before its end.
+            for ($i = 0; $i < 64; $i++) {
+                echo str_repeat('b', 65536);
+                flush();
+            }
+            return;
         case '/rand.php':
             echo getmypid().' '.mt_rand();
             return;

@@ -82,6 +82,12 @@ fn a_symfony_app_runs_its_frankenphp_worker_script_unchanged() {
         let (w, c) = (get(&format!("/w/{path}")), get(&format!("/c/{path}")));
         assert_eq!(w.status, 200, "{path}: {w:?}");
         assert_eq!((w.status, &w.body), (c.status, &c.body), "{path}");
+        // The same headers, in the same order, as the classic front controller's (but the
+        // date).
+        let headers = |r: &http::Reply| -> Vec<(String, String)> {
+            r.headers.iter().filter(|(n, _)| n != "date").cloned().collect()
+        };
+        assert_eq!(headers(&w), headers(&c), "{path}");
     }
     assert_eq!(get("/w/hello/drover").body, "Hello drover!");
     let page = get("/w/page").body;

@@ -11,9 +11,11 @@
 //! - [`frameworks`]: a Symfony 5.4 app (its worker script written as Symfony Runtime's
 //!   FrankenPHP runner runs a kernel) and a Slim 3 app, from Debian's packages.
 //! - [`zygote`]: `worker_boot = "zygote"`: one boot, workers forked from it.
+//! - [`hostile`]: a body never read, clients that vanish mid-body or mid-answer.
 
 mod faults;
 mod frameworks;
+mod hostile;
 mod isolation;
 mod lifecycle;
 mod zygote;
