@@ -85,7 +85,11 @@ fn a_symfony_app_runs_its_frankenphp_worker_script_unchanged() {
         // The same headers, in the same order, as the classic front controller's (but the
         // date).
         let headers = |r: &http::Reply| -> Vec<(String, String)> {
-            r.headers.iter().filter(|(n, _)| n != "date").cloned().collect()
+            r.headers
+                .iter()
+                .filter(|(n, _)| n != "date")
+                .cloned()
+                .collect()
         };
         assert_eq!(headers(&w), headers(&c), "{path}");
     }
