@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Pool, acted_on, lines_with, seconds, served_by, started_since};
+use crate::common::python::started_pid;
 use crate::common::{Site, Stack, TIMEOUT, proc, wait_until};
 
 const PM: &str = "mode = \"ondemand\"\nmax_children = 2\nprocess_idle_timeout = \"2s\"\n";
@@ -54,6 +55,14 @@ fn an_ondemand_pool_starts_empty_serves_on_demand_and_empties_after_the_idle_tim
     let sent = Instant::now();
     let (worker, latency) = cold_request(&stack);
     println!("ondemand cold start: the first request was served in {latency:.1?}");
+    // The master logs the start when the zygote's report reaches it, which can come after
+    // the worker has already answered.
+    log.wait_for(
+        0,
+        "the worker's started line",
+        |l| started_pid(l, "www", "worker").is_some(),
+        TIMEOUT,
+    );
     assert_eq!(
         started_since(log, 0, "www"),
         vec![worker],
