@@ -49,7 +49,7 @@ pub use drover::{
 };
 pub use fpm::{FpmPool, PhpFpm, fix_pathinfo_1_and_0};
 pub use log::Log;
-pub use nginx::{Location, Nginx};
+pub use nginx::{Location, Nginx, free_port};
 pub use proc::wait_until;
 pub use python::PythonPool;
 pub use site::Site;

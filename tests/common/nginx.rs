@@ -165,7 +165,9 @@ impl Drop for Nginx {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback TCP port nothing listens on now (the kernel's pick; free until someone binds
+/// it).
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local addr").port()
 }

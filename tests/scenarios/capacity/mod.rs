@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    Ctl, PoolFile, Site, Stack, TIMEOUT, check_config, http, php_table, pool_toml, proc,
+    Ctl, PoolFile, Site, Stack, TIMEOUT, check_config, free_port, http, php_table, pool_toml, proc,
     run_bounded, start_with_control, wait_until,
 };
 
@@ -171,14 +171,6 @@ impl PoolFile for HttpPool {
             &format!("listen = \"127.0.0.1:{}\"\n", self.port),
         )
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! `drover serve`: one pool from flags, run from the app's folder as gunicorn is; `--print`
 //! writes files `drover -t` takes; errors name the flag.
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 
 use nix::sys::signal::Signal;
 
 use super::curl;
-use crate::common::{BIN, Log, Site, TIMEOUT, proc, python_runtime, run_bounded, wait_until};
+use crate::common::{
+    BIN, Log, Site, TIMEOUT, free_port, proc, python_runtime, run_bounded, wait_until,
+};
 
 const APP: &str = r#"
 import os
@@ -19,10 +20,6 @@ def app(environ, start_response):
 "#;
 
 /// A port nobody listens on now (the kernel's pick, released).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().unwrap().port()
-}
 
 /// A running `drover serve`, killed with what it started on drop.
 struct Serving {

@@ -5,13 +5,13 @@
 //! no worker, X-Forwarded-For from an allowed peer, a client gone mid-body.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::{field, fields, noise, sha256};
 use crate::common::http1::{self, read_response};
 use crate::common::{
-    Drover, PoolFile, Site, TIMEOUT, http, pool_toml, probe, python, start_with_control,
+    Drover, PoolFile, Site, TIMEOUT, free_port, http, pool_toml, probe, python, start_with_control,
 };
 
 /// A static Python pool on a loopback TCP port with `protocol = "http"`, and `extra` top-
@@ -116,11 +116,6 @@ impl Server {
         stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         stream
     }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().unwrap().port()
 }
 
 #[test]
