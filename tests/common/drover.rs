@@ -299,17 +299,7 @@ impl Drover {
     /// stderr collected into the log.
     fn spawn_command(command: &mut Command, site: &Site) -> Drover {
         runtimes();
-        let mut child = command
-            .arg("-c")
-            .arg(site.path().join("drover.toml"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn drover");
-        let log = Log::default();
-        log.collect(child.stdout.take().unwrap());
-        log.collect(child.stderr.take().unwrap());
+        let (child, log) = Log::spawn(command.arg("-c").arg(site.path().join("drover.toml")));
         Drover { child, log }
     }
 

@@ -1,6 +1,7 @@
 //! Lines a child process writes, collected by reader threads so tests can wait on them.
 
 use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,6 +17,21 @@ struct Lines {
 }
 
 impl Log {
+    /// Starts `command` with no stdin and its stdout and stderr collected, interleaved as
+    /// they arrive, into a new log.
+    pub fn spawn(command: &mut Command) -> (Child, Log) {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+        let log = Log::default();
+        log.collect(child.stdout.take().unwrap());
+        log.collect(child.stderr.take().unwrap());
+        (child, log)
+    }
+
     /// Collects `stream` line by line until it closes.
     pub fn collect(&self, stream: impl Read + Send + 'static) {
         self.0.0.lock().unwrap().open += 1;

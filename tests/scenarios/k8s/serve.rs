@@ -2,7 +2,7 @@
 //! writes files `drover -t` takes; errors name the flag.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use nix::sys::signal::Signal;
 
@@ -50,15 +50,7 @@ fn serve(site: &Site, args: &[&str]) -> Command {
 }
 
 fn spawn(mut command: Command) -> Serving {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn drover serve");
-    let log = Log::default();
-    log.collect(child.stdout.take().unwrap());
-    log.collect(child.stderr.take().unwrap());
+    let (child, log) = Log::spawn(&mut command);
     Serving { child, log }
 }
 

@@ -104,16 +104,8 @@ impl Drop for Purge {
 fn start_drover() -> (std::process::Child, Log) {
     // What the unit's RuntimeDirectory= (or the tmpfiles.d entry at boot) makes.
     std::fs::create_dir_all("/run/drover").unwrap();
-    let mut child = Command::new("/usr/sbin/drover")
-        .args(["-c", "/etc/drover/drover.toml"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn /usr/sbin/drover");
-    let log = Log::default();
-    log.collect(child.stdout.take().unwrap());
-    log.collect(child.stderr.take().unwrap());
+    let (child, log) =
+        Log::spawn(Command::new("/usr/sbin/drover").args(["-c", "/etc/drover/drover.toml"]));
     log.wait_for_line("ready:", TIMEOUT);
     (child, log)
 }
@@ -197,20 +189,14 @@ fn container_recipe_matches_the_packages(site: &Site, debs: &[PathBuf]) {
             Some("serve"),
             "{stage}: {cmd:?}"
         );
-        let mut child = Command::new("/usr/sbin/drover")
-            .args(&args)
-            .current_dir(in_site(&format!("{workdir}/")))
-            .env("XDG_RUNTIME_DIR", &run_dir)
-            .uid(65534)
-            .gid(65534)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn drover serve");
-        let log = Log::default();
-        log.collect(child.stdout.take().unwrap());
-        log.collect(child.stderr.take().unwrap());
+        let (child, log) = Log::spawn(
+            Command::new("/usr/sbin/drover")
+                .args(&args)
+                .current_dir(in_site(&format!("{workdir}/")))
+                .env("XDG_RUNTIME_DIR", &run_dir)
+                .uid(65534)
+                .gid(65534),
+        );
         log.wait_for_line("ready:", TIMEOUT);
         let page = match stage.as_str() {
             "python" => http::get(&format!("http://127.0.0.1:{port}/")),

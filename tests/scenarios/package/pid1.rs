@@ -3,7 +3,7 @@
 //! reload, which adopts the old zygote's process group, leaves it alone), and TERM stops
 //! drover cleanly, the orphans left getting SIGTERM once the pools are empty.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -40,17 +40,7 @@ fn start(site: &Site, pid1: bool) -> Run {
     } else {
         Command::new(BIN)
     };
-    let mut child = command
-        .arg("-c")
-        .arg(&conf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn drover");
-    let log = Log::default();
-    log.collect(child.stdout.take().unwrap());
-    log.collect(child.stderr.take().unwrap());
+    let (child, log) = Log::spawn(command.arg("-c").arg(&conf));
     let outer = child.id() as i32;
     let pid = if pid1 {
         // unshare forks drover, which is PID 1 inside.
