@@ -19,8 +19,6 @@ def app(environ, start_response):
     return [f"hello from {os.getcwd()} {os.environ.get('GREETING', '-')}".encode()]
 "#;
 
-/// A port nobody listens on now (the kernel's pick, released).
-
 /// A running `drover serve`, killed with what it started on drop.
 struct Serving {
     child: Child,
