@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::{Pool, acted_on, get, lines_with, python_stack, started_since};
-use crate::common::python::wait_started;
+use super::{Pool, acted_on, get, lines_with, python_stack};
+use crate::common::python::{started_pid, wait_started};
 use crate::common::{Site, TIMEOUT};
 
 const MIB: u64 = 1024 * 1024;
@@ -140,8 +140,13 @@ fn a_leaking_python_worker_is_recycled_at_max_memory_without_a_failed_request() 
         );
         log.wait_for_line(&format!("pool py: worker {pid} exited"), TIMEOUT);
     }
-    let started = started_since(log, 0, "py");
+    // Each worker that served was started by the pool (its line can follow its answer).
     for (pid, _, _) in &workers {
-        assert!(started.contains(pid), "worker {pid} not in {started:?}");
+        log.wait_for(
+            0,
+            &format!("pool py: worker {pid} started"),
+            |l| started_pid(l, "py", "worker") == Some(*pid),
+            TIMEOUT,
+        );
     }
 }
