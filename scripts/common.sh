@@ -148,6 +148,14 @@ ensure_kubernetes_client() {
         die "pip could not install kubernetes for $(command -v python3)"
 }
 
+# ensure_celery: a background pool runs a real Celery worker (tests/apps/celery, on kombu's
+# filesystem transport: no broker service); installed with pip when missing.
+ensure_celery() {
+    python3 -c 'import celery' >/dev/null 2>&1 && return 0
+    echo "==> installing celery (python3 -m pip)"
+    python3 -m pip install -q celery || die "pip could not install celery for $(command -v python3)"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

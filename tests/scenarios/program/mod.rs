@@ -13,6 +13,7 @@
 //! [`import`]: `drover import supervisord` on Laravel's documented queue worker and a Celery
 //! worker, against golden files.
 
+mod celery;
 mod import;
 
 use std::time::{Duration, Instant};
