@@ -97,6 +97,10 @@ DROVER_PACKAGES=(
     "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php:php-symfony-framework-bundle php-symfony-twig-bundle php-twig"
     "/usr/share/php/Slim/autoload.php:php-slim"
     "lintian:lintian"
+    # A background pool runs `php artisan queue:work` of a Laravel 8 app on Debian's framework,
+    # its queue in SQLite (tests/scenarios/program/laravel.rs).
+    "/usr/share/php/Illuminate/autoload.php:php-laravel-framework"
+    "/usr/lib/php/20220829/pdo_sqlite.so:php-sqlite3"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the

@@ -15,6 +15,7 @@
 
 mod celery;
 mod import;
+mod laravel;
 
 use std::time::{Duration, Instant};
 
