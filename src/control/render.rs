@@ -92,6 +92,7 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
     line(out, "recycled crash", r.crash);
     line(out, "recycled idle", r.idle);
     line(out, "recycled reload", r.reload);
+    line(out, "recycled max_lifetime", r.max_lifetime);
     let q = &p.queue;
     line(
         out,
@@ -402,6 +403,7 @@ struct RecycledJson {
     crash: u64,
     idle: u64,
     reload: u64,
+    max_lifetime: u64,
 }
 
 /// `queue_timeout`: seconds; `null` = off, or not measured.
@@ -459,6 +461,7 @@ impl<'a> PoolJson<'a> {
             crash,
             idle,
             reload,
+            max_lifetime,
         } = p.recycled;
         PoolJson {
             pool: &p.pool,
@@ -496,6 +499,7 @@ impl<'a> PoolJson<'a> {
                 crash,
                 idle,
                 reload,
+                max_lifetime,
             },
             queue: QueueJson {
                 timeout: p.queue.timeout.map(|d| d.as_secs_f64()),
