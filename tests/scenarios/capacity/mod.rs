@@ -388,7 +388,9 @@ fn the_queue_wait_histogram_counts_what_waited_in_a_saturated_pool() {
     let addr = line.split(needle).nth(1).unwrap().trim().to_string();
     let www = [("pool", "www")];
     let count = |samples: &[_]| sample(samples, "drover_queue_wait_seconds_count", &www);
-    let before = wait_until(TIMEOUT, "the histogram", || count(&metrics(&stack.site, &addr)));
+    let before = wait_until(TIMEOUT, "the histogram", || {
+        count(&metrics(&stack.site, &addr))
+    });
     let _ = std::fs::remove_file(stack.site.path().join("release"));
     let held = hold(
         (1..=2)
@@ -430,6 +432,9 @@ fn the_queue_wait_histogram_counts_what_waited_in_a_saturated_pool() {
         bucket("2.5")
     );
     assert_eq!(bucket("+Inf"), total);
-    assert!(total - bucket("0.5") >= 4.0, "four waited past 0.5 s: {samples:?}");
+    assert!(
+        total - bucket("0.5") >= 4.0,
+        "four waited past 0.5 s: {samples:?}"
+    );
     assert!(sum >= 4.0 * 0.9, "sum {sum}");
 }

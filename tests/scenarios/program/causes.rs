@@ -57,7 +57,11 @@ fn a_programs_restarts_show_by_cause_in_status_and_metrics() {
     let r = wait_recycled(&ctl, &drover, "aging", "a lifetime restart", |r| {
         r["max_lifetime"].as_u64() >= Some(1)
     });
-    assert_eq!((r["crash"].as_u64(), r["max_requests"].as_u64()), (Some(0), Some(0)), "{r}");
+    assert_eq!(
+        (r["crash"].as_u64(), r["max_requests"].as_u64()),
+        (Some(0), Some(0)),
+        "{r}"
+    );
     assert!(recycled_metric(&ctl, &drover, "aging", "max_lifetime") >= 1);
 
     let r = wait_recycled(&ctl, &drover, "hog", "a memory restart", |r| {
@@ -91,7 +95,10 @@ fn a_programs_restarts_show_by_cause_in_status_and_metrics() {
         .skip(from)
         .filter(|l| l.contains("pool jobs: failed to start"))
         .collect();
-    assert!(held.is_empty(), "a long-running copy's crash is no failed start: {held:?}");
+    assert!(
+        held.is_empty(),
+        "a long-running copy's crash is no failed start: {held:?}"
+    );
 
     // Killed again right after its start: a failed start, retried after the backoff.
     let from = drover.log.len();

@@ -169,13 +169,9 @@ fn celery_workers_lose_no_task_and_run_none_twice_across_a_reload() {
     const TASKS: u32 = 40;
     app.enqueue(0, TASKS, 0.1);
     // Both copies take tasks.
-    let started = drover.log.wait_for_lines(
-        0,
-        "tasks done",
-        |l| l.contains("done by"),
-        6,
-        TIMEOUT,
-    );
+    let started = drover
+        .log
+        .wait_for_lines(0, "tasks done", |l| l.contains("done by"), 6, TIMEOUT);
     let from = drover.log.len();
     ctl.ok(&["reload"], &drover.log.text());
     // Each old copy gets TERM: Celery's warm shutdown, ending the task in hand.
@@ -206,7 +202,10 @@ fn celery_workers_lose_no_task_and_run_none_twice_across_a_reload() {
     let by_old = runs.values().filter(|p| old.contains(&p[0])).count();
     let new = ctl.listed_workers(&drover.log.text());
     let by_new = runs.values().filter(|p| new.contains(&p[0])).count();
-    assert!(by_old >= started.len() && by_new > 0, "old {by_old}, new {by_new}: {runs:?}");
+    assert!(
+        by_old >= started.len() && by_new > 0,
+        "old {by_old}, new {by_new}: {runs:?}"
+    );
     eprintln!("celery reload: {by_old} tasks by the old copies, {by_new} by the new ones");
     let status = ctl.status_json("celery", &drover.log.text());
     assert_eq!(status["recycled"]["reload"], 2, "{status:#}");
@@ -261,5 +260,8 @@ fn drovers_stop_is_celerys_warm_shutdown_and_leaves_the_rest_queued() {
         runs.len(),
         app.queued()
     );
-    assert!(stopped < Duration::from_secs(2 * TASKS as u64), "{stopped:?}");
+    assert!(
+        stopped < Duration::from_secs(2 * TASKS as u64),
+        "{stopped:?}"
+    );
 }

@@ -57,7 +57,10 @@ fn two_reloads_10ms_apart_end_with_the_configured_copies_and_no_orphan() {
         (running.len() == 3 && listed == running && consumers_anywhere(&site) == running)
             .then_some(running)
     });
-    assert!(settled.iter().all(|p| !first.contains(p)), "{settled:?} {first:?}");
+    assert!(
+        settled.iter().all(|p| !first.contains(p)),
+        "{settled:?} {first:?}"
+    );
     ctl.wait_all_tracked(drover.pid(), &drover.log);
     let status = ctl.status_json("jobs", &drover.log.text());
     assert_eq!(status["total processes"], 3, "{status:#}");
@@ -81,7 +84,9 @@ fn scaling_during_a_crash_loop_backoff_runs_the_count_asked_for_once_it_recovers
     std::fs::write(site.path().join("broken"), "").unwrap();
     let pool = Consumer::new(1, "flaky");
     let (drover, ctl) = start_with_control(&site, &[&pool]);
-    drover.log.wait_for_line("retrying in 2s (2 failures", TIMEOUT);
+    drover
+        .log
+        .wait_for_line("retrying in 2s (2 failures", TIMEOUT);
     // Held for 2 s: scale up, then down, in it.
     let out = ctl.ok(&["workers", "jobs", "+2"], &drover.log.text());
     assert!(out.contains("in place"), "{out}");

@@ -11,7 +11,7 @@
 //! - drover's stop lets `queue:work` finish the job in hand (exit 0, no SIGKILL), and the
 //!   jobs not started stay in the table, unreserved, for the next worker;
 //! - `--max-jobs`: a copy that exits 0 after its jobs is replaced at once, counted in the
-//!   status as `recycled max_requests`.
+//!   status as `recycled max_requests`; so is each copy after `php artisan queue:restart`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,7 +114,9 @@ impl App {
             db.display()
         )));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let mut counts = text.split_whitespace().map(|n| n.parse().unwrap_or(u32::MAX));
+        let mut counts = text
+            .split_whitespace()
+            .map(|n| n.parse().unwrap_or(u32::MAX));
         match (counts.next(), counts.next()) {
             (Some(waiting), Some(reserved)) => (waiting, reserved),
             _ => panic!(
@@ -205,13 +207,9 @@ fn laravel_queue_workers_lose_no_job_and_run_none_twice_across_a_reload() {
     });
     const JOBS: u32 = 30;
     app.dispatch(0, JOBS, 0.1);
-    let started = drover.log.wait_for_lines(
-        0,
-        "jobs done",
-        |l| l.contains("done by"),
-        4,
-        TIMEOUT,
-    );
+    let started = drover
+        .log
+        .wait_for_lines(0, "jobs done", |l| l.contains("done by"), 4, TIMEOUT);
     ctl.ok(&["reload"], &drover.log.text());
     for pid in &old {
         let exited = drover
@@ -230,7 +228,10 @@ fn laravel_queue_workers_lose_no_job_and_run_none_twice_across_a_reload() {
     let new = ctl.listed_workers(&drover.log.text());
     let by_old = runs.values().filter(|p| old.contains(&p[0])).count();
     let by_new = runs.values().filter(|p| new.contains(&p[0])).count();
-    assert!(by_old >= started.len() && by_new > 0, "old {by_old}, new {by_new}: {runs:?}");
+    assert!(
+        by_old >= started.len() && by_new > 0,
+        "old {by_old}, new {by_new}: {runs:?}"
+    );
     eprintln!("laravel reload: {by_old} jobs by the old copies, {by_new} by the new ones");
     let status = ctl.status_json("queue", &drover.log.text());
     assert_eq!(status["recycled"]["reload"], 2, "{status:#}");
@@ -250,7 +251,9 @@ fn drovers_stop_lets_queue_work_finish_the_job_in_hand() {
     const JOBS: u32 = 3;
     const SECONDS: f64 = 1.5;
     app.dispatch(0, JOBS, SECONDS);
-    drover.log.wait_for_line("Processing: App\\Jobs\\Record", TIMEOUT);
+    drover
+        .log
+        .wait_for_line("Processing: App\\Jobs\\Record", TIMEOUT);
     let t0 = Instant::now();
     drover.signal(Signal::SIGTERM);
     assert!(drover.wait_exit(TIMEOUT).success());
@@ -300,4 +303,58 @@ fn a_copy_that_ends_at_max_jobs_is_replaced_and_counted() {
         (status["recycled"]["max_requests"].as_u64() >= Some(2)).then_some(status)
     });
     assert_eq!(status["recycled"]["crash"], 0, "{status:#}");
+}
+
+#[test]
+fn after_queue_restart_every_copy_exits_and_is_replaced() {
+    let site = Site::new();
+    let app = App::new(&site);
+    app.dispatch(0, 0, 0.0);
+    let pool = Pool {
+        app: &app,
+        copies: 2,
+        options: "",
+    };
+    let (drover, ctl) = start_with_control(&site, &[&pool]);
+    // Past the 2 s within which an exit is a failed start.
+    let old = proc::wait_until(TIMEOUT, "two copies running 3 s", || {
+        let text = ctl.ok(&["status", "queue", "--full", "--json"], &drover.log.text());
+        let status: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let copies = status["processes"].as_array()?.clone();
+        (copies.len() == 2 && copies.iter().all(|c| c["start since"].as_u64() >= Some(3))).then(
+            || {
+                copies
+                    .iter()
+                    .map(|c| c["pid"].as_i64().unwrap() as i32)
+                    .collect::<Vec<_>>()
+            },
+        )
+    });
+    let mut command = Command::new("php");
+    command
+        .args(["artisan", "queue:restart"])
+        .current_dir(app_dir());
+    for (name, value) in app.env() {
+        command.env(name, value);
+    }
+    assert!(run_bounded(&mut command).status.success());
+    for pid in &old {
+        let exited = drover
+            .log
+            .wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
+        assert!(exited.contains("with code 0"), "{exited}");
+    }
+    let status = proc::wait_until(TIMEOUT, "two new copies", || {
+        let status = ctl.status_json("queue", &drover.log.text());
+        (status["total processes"] == 2 && status["recycled"]["max_requests"] == 2)
+            .then_some(status)
+    });
+    assert_eq!(status["recycled"]["crash"], 0, "{status:#}");
+    assert!(!drover.log.text().contains("failed to start"));
+    app.dispatch(0, 2, 0.0);
+    let runs = wait_all_ran(&app, 2, &drover);
+    assert!(
+        runs.values().all(|p| !old.contains(&p[0])),
+        "{runs:?} {old:?}"
+    );
 }

@@ -13,8 +13,8 @@
 //! [`import`]: `drover import supervisord` on Laravel's documented queue worker and a Celery
 //! worker, against golden files.
 
-mod celery;
 mod causes;
+mod celery;
 mod hurried;
 mod import;
 mod laravel;
