@@ -22,7 +22,7 @@ use nix::sys::signal::Signal;
 use crate::common::{Drover, PoolFile, Site, TIMEOUT, proc, run_bounded, start_with_control};
 
 /// The app's files, copied into the site.
-const TASKS: &str = include_str!("../../apps/celery/tasks.py");
+const TASKS_PY: &str = include_str!("../../apps/celery/tasks.py");
 const ENQUEUE: &str = include_str!("../../apps/celery/enqueue.py");
 
 /// The Celery app in `site/celery`, its queue in `site/broker`.
@@ -33,7 +33,7 @@ struct App {
 
 impl App {
     fn new(site: &Site) -> App {
-        let tasks = site.write("celery/tasks.py", TASKS);
+        let tasks = site.write("celery/tasks.py", TASKS_PY);
         site.write("celery/enqueue.py", ENQUEUE);
         App {
             dir: tasks.parent().expect("a folder").to_path_buf(),
@@ -166,8 +166,8 @@ fn celery_workers_lose_no_task_and_run_none_twice_across_a_reload() {
     wait_ready(&drover, 0, 2);
     let old = ctl.listed_workers(&drover.log.text());
     assert_eq!(old.len(), 2, "{old:?}");
-    const TASKS: u32 = 40;
-    app.enqueue(0, TASKS, 0.1);
+    let tasks: u32 = 40;
+    app.enqueue(0, tasks, 0.1);
     // Both copies take tasks.
     let started = drover
         .log
@@ -190,12 +190,12 @@ fn celery_workers_lose_no_task_and_run_none_twice_across_a_reload() {
         .count();
     assert_eq!(shutdowns, 2, "{}", drover.log.text());
     wait_ready(&drover, from, 2);
-    let runs = wait_all_ran(&app, TASKS, &drover);
+    let runs = wait_all_ran(&app, tasks, &drover);
     let twice: Vec<_> = runs.iter().filter(|(_, pids)| pids.len() > 1).collect();
     assert!(twice.is_empty(), "tasks run twice: {twice:?}");
     assert_eq!(
         runs.keys().copied().collect::<Vec<u32>>(),
-        (0..TASKS).collect::<Vec<u32>>()
+        (0..tasks).collect::<Vec<u32>>()
     );
     assert_eq!(app.queued(), 0);
     // Old and new copies both worked.
@@ -223,9 +223,9 @@ fn drovers_stop_is_celerys_warm_shutdown_and_leaves_the_rest_queued() {
     };
     let (mut drover, _ctl) = start_with_control(&site, &[&pool]);
     wait_ready(&drover, 0, 1);
-    const TASKS: u32 = 4;
-    const SECONDS: f64 = 1.5;
-    app.enqueue(0, TASKS, SECONDS);
+    let tasks: u32 = 4;
+    let seconds: f64 = 1.5;
+    app.enqueue(0, tasks, seconds);
     drover.log.wait_for_line("received", TIMEOUT);
     let t0 = Instant::now();
     drover.signal(Signal::SIGTERM);
@@ -245,23 +245,23 @@ fn drovers_stop_is_celerys_warm_shutdown_and_leaves_the_rest_queued() {
             .trim()
             .parse()
             .unwrap();
-        assert!(took >= SECONDS, "{entry:?} worked {took}s");
+        assert!(took >= seconds, "{entry:?} worked {took}s");
     }
     // ...none ran twice, and the ones not run are back in the queue: none lost.
     assert!(runs.values().all(|pids| pids.len() == 1), "{runs:?}");
     assert_eq!(
         runs.len() + app.queued(),
-        TASKS as usize,
+        tasks as usize,
         "{runs:?}, {} queued",
         app.queued()
     );
     eprintln!(
-        "celery warm shutdown: {} of {TASKS} tasks finished, {} left queued, stopped in {stopped:.2?}",
+        "celery warm shutdown: {} of {tasks} tasks finished, {} left queued, stopped in {stopped:.2?}",
         runs.len(),
         app.queued()
     );
     assert!(
-        stopped < Duration::from_secs(2 * TASKS as u64),
+        stopped < Duration::from_secs(2 * tasks as u64),
         "{stopped:?}"
     );
 }
