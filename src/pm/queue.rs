@@ -65,7 +65,8 @@ impl Waits {
             .unwrap_or(WAIT_BOUNDS_MS.len());
         self.buckets[i] += n;
         self.count += n;
-        self.sum += wait * u32::try_from(n).unwrap_or(u32::MAX);
+        let total = wait.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+        self.sum = self.sum.saturating_add(total);
     }
 }
 
