@@ -69,6 +69,12 @@ pub(super) const LE: [&str; BUCKETS] = [
     "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf",
 ];
 
+/// The queue-wait histogram's `le` labels: [`crate::pm::queue::WAIT_BOUNDS_MS`] in seconds
+/// (1.0, not 1: OpenMetrics wants canonical numbers), then +Inf.
+pub(super) const WAIT_LE: [&str; crate::pm::queue::WAIT_BOUNDS_MS.len() + 1] = [
+    "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "60.0", "+Inf",
+];
+
 /// Every pool's metrics as OpenMetrics, ending with `# EOF`; per-worker series when `full`.
 pub fn openmetrics(pools: &[PoolStatus], full: bool) -> String {
     metrics(pools, full, Exposition::OpenMetrics)
@@ -397,15 +403,10 @@ impl Metrics<'_> {
             let Some(waits) = &p.queue.waits else {
                 continue;
             };
-            let bounds = crate::pm::queue::WAIT_BOUNDS_MS
-                .iter()
-                // 1.0, not 1: OpenMetrics wants canonical numbers in `le`.
-                .map(|&ms| format!("{:?}", ms as f64 / 1000.0))
-                .chain(std::iter::once("+Inf".to_owned()));
             let mut cumulative = 0;
-            for (le, count) in bounds.zip(waits.buckets) {
+            for (le, count) in WAIT_LE.iter().zip(waits.buckets) {
                 cumulative += count;
-                let labels = labels(&[("pool", &p.pool), ("le", &le)]);
+                let labels = labels(&[("pool", &p.pool), ("le", le)]);
                 samples.push(("_bucket".to_owned(), labels, int(cumulative)));
             }
             let pool = labels(&[("pool", &p.pool)]);

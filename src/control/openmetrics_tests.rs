@@ -322,3 +322,12 @@ fn an_autoscalers_metrics_queue_busy_ratio_and_reload_recycles() {
     assert_eq!(ratios.len(), 2, "{out}");
     assert_eq!(ratios[1], r#"drover_busy_ratio{pool="leg\"acy"} 1"#);
 }
+
+#[test]
+fn the_queue_wait_labels_are_its_bounds_in_seconds() {
+    let bounds = crate::pm::queue::WAIT_BOUNDS_MS;
+    for (le, ms) in WAIT_LE.iter().zip(bounds) {
+        assert_eq!(le.parse::<f64>().unwrap(), ms as f64 / 1000.0, "{le}");
+    }
+    assert_eq!(WAIT_LE[bounds.len()], "+Inf");
+}

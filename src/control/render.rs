@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::model::{Limits, MemoryStatus, PoolStatus, Recycled, WorkerStatus};
-use super::openmetrics::LE;
+use super::openmetrics::{LE, WAIT_LE};
 use crate::scoreboard::PoolView;
 
 pub use super::openmetrics::{Exposition, metrics, openmetrics};
@@ -359,6 +359,27 @@ impl HistogramJson {
             buckets,
         }
     }
+
+    /// The queue-wait histogram.
+    fn waits(waits: &crate::pm::queue::Waits) -> HistogramJson {
+        let mut cumulative = 0;
+        let buckets = WAIT_LE
+            .iter()
+            .zip(waits.buckets)
+            .map(|(&le, count)| {
+                cumulative += count;
+                BucketJson {
+                    le,
+                    count: cumulative,
+                }
+            })
+            .collect();
+        HistogramJson {
+            count: waits.count,
+            sum: waits.sum.as_secs_f64(),
+            buckets,
+        }
+    }
 }
 
 /// Responses by status class.
@@ -414,6 +435,8 @@ struct QueueJson {
     timed_out: u64,
     #[serde(rename = "oldest wait")]
     oldest_wait: Option<f64>,
+    /// The queue-wait histogram (estimated, as in `/metrics`); `null` where not measured.
+    wait: Option<HistogramJson>,
 }
 
 #[derive(Serialize)]
@@ -505,6 +528,7 @@ impl<'a> PoolJson<'a> {
                 timeout: p.queue.timeout.map(|d| d.as_secs_f64()),
                 timed_out: p.queue.timed_out,
                 oldest_wait: p.queue.oldest_wait.map(|d| d.as_secs_f64()),
+                wait: p.queue.waits.as_ref().map(HistogramJson::waits),
             },
             request_durations: p.requests.as_ref().map(HistogramJson::new),
             responses: p.requests.as_ref().map(ResponsesJson::new),
