@@ -97,6 +97,10 @@ DROVER_PACKAGES=(
     "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php:php-symfony-framework-bundle php-symfony-twig-bundle php-twig"
     "/usr/share/php/Slim/autoload.php:php-slim"
     "lintian:lintian"
+    # A background pool runs `php artisan queue:work` of a Laravel 8 app on Debian's framework,
+    # its queue in SQLite (tests/scenarios/program/laravel.rs).
+    "/usr/share/php/Illuminate/autoload.php:php-laravel-framework"
+    "/usr/lib/php/20220829/pdo_sqlite.so:php-sqlite3"
 )
 
 # ensure_flask: the Python scenario tests serve a Flask app through the python3 on PATH, the
@@ -146,6 +150,14 @@ ensure_kubernetes_client() {
     echo "==> installing kubernetes (python3 -m pip)"
     python3 -m pip install -q kubernetes ||
         die "pip could not install kubernetes for $(command -v python3)"
+}
+
+# ensure_celery: a background pool runs a real Celery worker (tests/apps/celery, on kombu's
+# filesystem transport: no broker service); installed with pip when missing.
+ensure_celery() {
+    python3 -c 'import celery' >/dev/null 2>&1 && return 0
+    echo "==> installing celery (python3 -m pip)"
+    python3 -m pip install -q celery || die "pip could not install celery for $(command -v python3)"
 }
 
 require_cargo() {

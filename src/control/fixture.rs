@@ -43,6 +43,7 @@ pub fn www() -> PoolStatus {
             crash: 0,
             idle: 4,
             reload: 3,
+            max_lifetime: 5,
         },
         // 10 requests: 6 within 5 ms, 3 within 100 ms, 1 past 10 s; 7 2xx, 1 4xx, 2 5xx.
         requests: Some(PoolView {
@@ -56,6 +57,12 @@ pub fn www() -> PoolStatus {
             timeout: Some(Duration::from_secs(2)),
             timed_out: 5,
             oldest_wait: Some(Duration::from_millis(1500)),
+            // 6 taken at once, 3 after about a second, 1 answered 503 after 2 s.
+            waits: Some(crate::pm::queue::Waits {
+                buckets: [6, 0, 0, 3, 1, 0, 0, 0, 0, 0],
+                sum: Duration::from_millis(5000),
+                count: 10,
+            }),
         },
         workers: vec![busy(), idle()],
         memory: None,

@@ -78,6 +78,10 @@ pub struct QueueStatus {
     /// The oldest waiting connection has waited at least this long; None where the workers
     /// do not count their accepts (php-cgi, command), Some(0) when nothing waits.
     pub oldest_wait: Option<Duration>,
+    /// The estimated waits of the connections that left the queue (taken by a worker or
+    /// answered 503), from the master's samples ([`crate::pm::queue`]); None where the
+    /// workers do not count their accepts.
+    pub waits: Option<crate::pm::queue::Waits>,
 }
 
 /// The pool's configured limits (php-fpm's status lacks them: php-src#16221).
@@ -104,6 +108,8 @@ pub struct Recycled {
     pub idle: u64,
     /// Retired because a reload (or a live change) replaced their generation.
     pub reload: u64,
+    /// A program's copies stopped past their `max_lifetime` (and its jitter).
+    pub max_lifetime: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -69,6 +69,12 @@ pub(super) const LE: [&str; BUCKETS] = [
     "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf",
 ];
 
+/// The queue-wait histogram's `le` labels: [`crate::pm::queue::WAIT_BOUNDS_MS`] in seconds
+/// (1.0, not 1: OpenMetrics wants canonical numbers), then +Inf.
+pub(super) const WAIT_LE: [&str; crate::pm::queue::WAIT_BOUNDS_MS.len() + 1] = [
+    "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "60.0", "+Inf",
+];
+
 /// Every pool's metrics as OpenMetrics, ending with `# EOF`; per-worker series when `full`.
 pub fn openmetrics(pools: &[PoolStatus], full: bool) -> String {
     metrics(pools, full, Exposition::OpenMetrics)
@@ -187,6 +193,7 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
         "Connections answered 503 after waiting queue_timeout for a worker.",
         |p| p.queue.timeout.map(|_| int(p.queue.timed_out)),
     );
+    m.queue_wait();
     m.limits();
     m.recycled();
     m.memory();
@@ -348,6 +355,7 @@ impl Metrics<'_> {
                 ("crash", r.crash),
                 ("idle", r.idle),
                 ("reload", r.reload),
+                ("max_lifetime", r.max_lifetime),
             ];
             for (cause, count) in causes {
                 let labels = labels(&[("pool", &p.pool), ("cause", cause)]);
@@ -383,6 +391,33 @@ impl Metrics<'_> {
             Kind::Histogram,
             "request_duration_seconds",
             "How long requests took, from the accept to the end of the response.",
+            samples,
+        );
+    }
+
+    /// The histogram of the connections' estimated waits in the listen queue
+    /// ([`crate::pm::queue`]: from the master's samples, to about 0.1 s).
+    fn queue_wait(&mut self) {
+        let mut samples = Vec::new();
+        for p in self.pools {
+            let Some(waits) = &p.queue.waits else {
+                continue;
+            };
+            let mut cumulative = 0;
+            for (le, count) in WAIT_LE.iter().zip(waits.buckets) {
+                cumulative += count;
+                let labels = labels(&[("pool", &p.pool), ("le", le)]);
+                samples.push(("_bucket".to_owned(), labels, int(cumulative)));
+            }
+            let pool = labels(&[("pool", &p.pool)]);
+            samples.push(("_count".to_owned(), pool.clone(), int(waits.count)));
+            samples.push(("_sum".to_owned(), pool, seconds(waits.sum)));
+        }
+        self.family(
+            Kind::Histogram,
+            "queue_wait_seconds",
+            "How long connections waited in the listen queue, estimated from the master's \
+             samples (to about 0.1 s).",
             samples,
         );
     }

@@ -130,6 +130,15 @@ assert value("drover_request_duration_seconds", "drover_request_duration_seconds
 assert value("drover_request_duration_seconds", "drover_request_duration_seconds_sum", pool="www") == 12.25
 assert value("drover_responses", "drover_responses_total", pool="www", **{"class": "5xx"}) == 2
 assert not [s for s in h.samples if s.labels["pool"] != "www"], "no histogram for a command pool"
+assert value("drover_workers_recycled", "drover_workers_recycled_total", pool="www", cause="max_lifetime") == 5
+q = families["drover_queue_wait_seconds"]
+assert q.type == "histogram"
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_bucket", pool="www", le="0.1") == 6
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_bucket", pool="www", le="1.0") == 9
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_bucket", pool="www", le="2.5") == 10
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_bucket", pool="www", le="+Inf") == 10
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_count", pool="www") == 10
+assert value("drover_queue_wait_seconds", "drover_queue_wait_seconds_sum", pool="www") == 5
 "#;
 
 /// Runs `checks` in Python on `page` as `parser` (a prometheus_client module with
@@ -312,4 +321,13 @@ fn an_autoscalers_metrics_queue_busy_ratio_and_reload_recycles() {
     let ratios = samples(&out, "drover_busy_ratio");
     assert_eq!(ratios.len(), 2, "{out}");
     assert_eq!(ratios[1], r#"drover_busy_ratio{pool="leg\"acy"} 1"#);
+}
+
+#[test]
+fn the_queue_wait_labels_are_its_bounds_in_seconds() {
+    let bounds = crate::pm::queue::WAIT_BOUNDS_MS;
+    for (le, ms) in WAIT_LE.iter().zip(bounds) {
+        assert_eq!(le.parse::<f64>().unwrap(), ms as f64 / 1000.0, "{le}");
+    }
+    assert_eq!(WAIT_LE[bounds.len()], "+Inf");
 }

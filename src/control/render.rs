@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::model::{Limits, MemoryStatus, PoolStatus, Recycled, WorkerStatus};
-use super::openmetrics::LE;
+use super::openmetrics::{LE, WAIT_LE};
 use crate::scoreboard::PoolView;
 
 pub use super::openmetrics::{Exposition, metrics, openmetrics};
@@ -92,6 +92,7 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
     line(out, "recycled crash", r.crash);
     line(out, "recycled idle", r.idle);
     line(out, "recycled reload", r.reload);
+    line(out, "recycled max_lifetime", r.max_lifetime);
     let q = &p.queue;
     line(
         out,
@@ -358,6 +359,27 @@ impl HistogramJson {
             buckets,
         }
     }
+
+    /// The queue-wait histogram.
+    fn waits(waits: &crate::pm::queue::Waits) -> HistogramJson {
+        let mut cumulative = 0;
+        let buckets = WAIT_LE
+            .iter()
+            .zip(waits.buckets)
+            .map(|(&le, count)| {
+                cumulative += count;
+                BucketJson {
+                    le,
+                    count: cumulative,
+                }
+            })
+            .collect();
+        HistogramJson {
+            count: waits.count,
+            sum: waits.sum.as_secs_f64(),
+            buckets,
+        }
+    }
 }
 
 /// Responses by status class.
@@ -402,6 +424,7 @@ struct RecycledJson {
     crash: u64,
     idle: u64,
     reload: u64,
+    max_lifetime: u64,
 }
 
 /// `queue_timeout`: seconds; `null` = off, or not measured.
@@ -412,6 +435,8 @@ struct QueueJson {
     timed_out: u64,
     #[serde(rename = "oldest wait")]
     oldest_wait: Option<f64>,
+    /// The queue-wait histogram (estimated, as in `/metrics`); `null` where not measured.
+    wait: Option<HistogramJson>,
 }
 
 #[derive(Serialize)]
@@ -459,6 +484,7 @@ impl<'a> PoolJson<'a> {
             crash,
             idle,
             reload,
+            max_lifetime,
         } = p.recycled;
         PoolJson {
             pool: &p.pool,
@@ -496,11 +522,13 @@ impl<'a> PoolJson<'a> {
                 crash,
                 idle,
                 reload,
+                max_lifetime,
             },
             queue: QueueJson {
                 timeout: p.queue.timeout.map(|d| d.as_secs_f64()),
                 timed_out: p.queue.timed_out,
                 oldest_wait: p.queue.oldest_wait.map(|d| d.as_secs_f64()),
+                wait: p.queue.waits.as_ref().map(HistogramJson::waits),
             },
             request_durations: p.requests.as_ref().map(HistogramJson::new),
             responses: p.requests.as_ref().map(ResponsesJson::new),

@@ -119,6 +119,16 @@ fn json_has_php_fpms_keys_in_php_fpms_order_then_drovers() {
         serde_json::json!({"1xx": 0, "2xx": 7, "3xx": 0, "4xx": 1, "5xx": 2})
     );
     assert!(v.get("processes").is_none(), "processes only with full");
+    assert_eq!(v["recycled"]["max_lifetime"], 5);
+    let wait = &v["queue"]["wait"];
+    assert_eq!(
+        (wait["count"].as_u64(), wait["sum"].as_f64()),
+        (Some(10), Some(5.0))
+    );
+    let buckets = wait["buckets"].as_array().unwrap();
+    assert_eq!(buckets[0], serde_json::json!({"le": "0.1", "count": 6}));
+    assert_eq!(buckets[3], serde_json::json!({"le": "1.0", "count": 9}));
+    assert_eq!(buckets[9], serde_json::json!({"le": "+Inf", "count": 10}));
 }
 
 #[test]

@@ -57,6 +57,7 @@ impl Queues {
         if let Some(queue) = self.by_pool.get(&status.pool) {
             status.queue.timed_out = queue.timed_out;
             status.queue.oldest_wait = Some(queue.oldest);
+            status.queue.waits = Some(queue.arrivals.waits().clone());
         }
     }
 }

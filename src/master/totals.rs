@@ -43,6 +43,7 @@ impl Totals {
         r.crash += o.crash;
         r.idle += o.idle;
         r.reload += o.reload;
+        r.max_lifetime += o.max_lifetime;
         self.requests = either(self.requests.take(), other.requests.clone(), add_views);
     }
 

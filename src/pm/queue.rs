@@ -12,6 +12,14 @@
 //! most since the sample before. The bound is as fine as the sampling (100 ms), and never
 //! early: a read that races a worker's accept undercounts arrivals (taken is read first),
 //! which only makes a connection look younger.
+//!
+//! The same staircase dates each connection's departure: those numbered from the last
+//! sample's `taken + 1` to this one's left the queue between the two samples, and each
+//! arrived within the sample interval of its mark. [`Waits`] histograms, per connection,
+//! the time from the middle of its arrival interval to the middle of its departure
+//! interval: an estimate within one sampling step (100 ms) either way, never a
+//! measurement of the one connection. A connection that arrived and left between two
+//! samples is counted as waiting 0 (below the first bucket, 0.1 s).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -25,6 +33,41 @@ pub struct Arrivals {
     last: Option<Instant>,
     /// The highest count sampled: arrivals never go back.
     arrived: u64,
+    /// The highest `taken` sampled: the connections up to it have left the queue.
+    departed: u64,
+    /// The estimated waits of the connections that left.
+    waits: Waits,
+}
+
+/// The upper bounds of the queue-wait histogram's buckets, in milliseconds; a last bucket
+/// (+Inf) holds the rest. The first is the sampling step: nothing finer is known.
+pub const WAIT_BOUNDS_MS: [u64; 9] = [100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000];
+
+/// A histogram of estimated queue waits: `buckets[i]` counts the waits up to
+/// `WAIT_BOUNDS_MS[i]` and above the bound before (not cumulative); the last, the rest.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Waits {
+    pub buckets: [u64; WAIT_BOUNDS_MS.len() + 1],
+    pub sum: Duration,
+    pub count: u64,
+}
+
+impl Waits {
+    /// Counts `n` connections that each waited `wait`.
+    pub fn observe(&mut self, wait: Duration, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let ms = wait.as_millis();
+        let i = WAIT_BOUNDS_MS
+            .iter()
+            .position(|&bound| ms <= u128::from(bound))
+            .unwrap_or(WAIT_BOUNDS_MS.len());
+        self.buckets[i] += n;
+        self.count += n;
+        let total = wait.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+        self.sum = self.sum.saturating_add(total);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,8 +100,37 @@ impl Arrivals {
                 count,
             });
         }
+        self.depart(now, taken);
         self.last = Some(now);
         self.forget(taken);
+    }
+
+    /// Dates the connections that left the queue since the last sample (numbers
+    /// `departed + 1 ..= taken`): each mark covers those from the previous mark's count on.
+    fn depart(&mut self, now: Instant, taken: u64) {
+        if taken <= self.departed {
+            return;
+        }
+        let left = middle(self.last.unwrap_or(now), now);
+        let mut from = self.departed;
+        for mark in &self.marks {
+            if from >= taken {
+                break;
+            }
+            let upto = mark.count.min(taken);
+            if upto > from {
+                let arrived = middle(mark.after.unwrap_or(mark.by), mark.by);
+                self.waits
+                    .observe(left.saturating_duration_since(arrived), upto - from);
+                from = upto;
+            }
+        }
+        self.departed = taken;
+    }
+
+    /// The estimated waits of the connections that have left the queue so far.
+    pub fn waits(&self) -> &Waits {
+        &self.waits
     }
 
     /// Marks whose connections have all been taken are of no more use.
@@ -89,6 +161,11 @@ impl Arrivals {
             .find(|m| now.saturating_duration_since(m.by) >= timeout)
             .map_or(0, |m| m.count.saturating_sub(taken))
     }
+}
+
+/// The instant halfway between `a` and the later `b`.
+fn middle(a: Instant, b: Instant) -> Instant {
+    a + b.saturating_duration_since(a) / 2
 }
 
 /// The `Retry-After` a 503 of `queue_timeout` carries: the timeout in whole seconds,
@@ -184,6 +261,56 @@ mod tests {
                 most: None
             }
         );
+    }
+
+    #[test]
+    fn each_departure_is_dated_from_the_middle_of_its_arrival_interval() {
+        let t0 = Instant::now();
+        let mut a = Arrivals::default();
+        a.sample(t0, 0, 0);
+        // Two arrive before t0+100ms and wait; one more by t0+200ms.
+        a.sample(t0 + 100 * MS, 0, 2);
+        for tick in 2..=10 {
+            a.sample(t0 + tick * 100 * MS, 0, 3);
+        }
+        assert_eq!(a.waits().count, 0);
+        // Between t0+1000 and t0+1100 workers take the first two: arrived ~t0+50, left
+        // ~t0+1050: 1 s each.
+        a.sample(t0 + 1100 * MS, 2, 1);
+        assert_eq!(a.waits().count, 2);
+        assert_eq!(a.waits().sum, 2000 * MS);
+        assert_eq!(a.waits().buckets[3], 2); // (0.5, 1] s
+        // The third (arrived ~t0+150), left with a fourth that came and went at once.
+        a.sample(t0 + 1200 * MS, 4, 0);
+        let w = a.waits();
+        assert_eq!(w.count, 4);
+        assert_eq!(w.buckets[0], 1); // the fourth: 0
+        assert_eq!(w.buckets[3], 3); // the third too: ~t0+150ms to ~t0+1150ms
+        assert_eq!(w.sum, 2000 * MS + 1000 * MS);
+    }
+
+    #[test]
+    fn connections_taken_at_once_wait_nothing() {
+        let t0 = Instant::now();
+        let mut a = Arrivals::default();
+        for i in 0..10u64 {
+            a.sample(t0 + i as u32 * 100 * MS, i * 50, 0);
+        }
+        let w = a.waits();
+        assert_eq!(w.count, 450);
+        assert_eq!(w.buckets[0], 450);
+        assert_eq!(w.sum, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_lower_taken_count_dates_nothing_again() {
+        let t0 = Instant::now();
+        let mut a = Arrivals::default();
+        a.sample(t0, 0, 3);
+        a.sample(t0 + 100 * MS, 3, 0);
+        a.sample(t0 + 200 * MS, 1, 0);
+        a.sample(t0 + 300 * MS, 3, 0);
+        assert_eq!(a.waits().count, 3);
     }
 
     #[test]

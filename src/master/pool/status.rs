@@ -146,6 +146,7 @@ impl PoolRun {
             crash: self.counters.crash_exits,
             idle: counters.retired_max_spare + counters.retired_idle_timeout,
             reload: self.counters.reload_exits,
+            max_lifetime: counters.retired_max_lifetime,
         }
     }
 }

@@ -329,7 +329,7 @@ fn metrics_give_an_autoscaler_workers_caps_queue_and_restarts_by_cause() {
     assert_eq!(got("drover_queue_oldest_wait_seconds", &www), 0.0);
     assert_eq!(got("drover_listen_queue", &www), 0.0);
     assert_eq!(got("drover_busy_ratio", &www), 0.0);
-    for cause in ["max_memory", "terminate", "crash", "reload"] {
+    for cause in ["max_memory", "terminate", "crash", "reload", "max_lifetime"] {
         assert_eq!(
             got("drover_workers_recycled_total", &recycled(cause)),
             0.0,
@@ -364,4 +364,69 @@ fn metrics_give_an_autoscaler_workers_caps_queue_and_restarts_by_cause() {
         ),
         Some(0.0)
     );
+}
+
+/// The queue-wait histogram moves with a saturated pool: with both workers held, four
+/// requests wait in the listen queue until the oldest has waited a second; once released,
+/// all are served, and the histogram has counted them, the four above 0.5 s (its estimate
+/// is to about 0.1 s).
+#[test]
+fn the_queue_wait_histogram_counts_what_waited_in_a_saturated_pool() {
+    let site = php_site();
+    let pool = php_pool(2, "status_listen = \"127.0.0.1:0\"", "");
+    let (stack, _ctl) = Stack::with_control(site, pool);
+    let needle = "pool www: status on ";
+    let line = stack.drover.log.wait_for_line(needle, TIMEOUT);
+    let addr = line.split(needle).nth(1).unwrap().trim().to_string();
+    let www = [("pool", "www")];
+    let count = |samples: &[_]| sample(samples, "drover_queue_wait_seconds_count", &www);
+    let before = wait_until(TIMEOUT, "the histogram", || {
+        count(&metrics(&stack.site, &addr))
+    });
+    let _ = std::fs::remove_file(stack.site.path().join("release"));
+    let held = hold(
+        (1..=2)
+            .map(|n| stack.url(&format!("/hold.php?n={n}")))
+            .collect(),
+    );
+    let (stack_ref, addr_ref) = (&stack, &addr);
+    wait_until(TIMEOUT, "both workers busy", || {
+        let samples = metrics(&stack_ref.site, addr_ref);
+        (sample(&samples, "drover_active_processes", &www) == Some(2.0)).then_some(())
+    });
+    let queued = hold((0..4).map(|_| stack.url("/greeting.php")).collect());
+    wait_until(TIMEOUT, "the oldest waiting a second", || {
+        let samples = metrics(&stack_ref.site, addr_ref);
+        (sample(&samples, "drover_queue_oldest_wait_seconds", &www) >= Some(1.0)).then_some(())
+    });
+    std::fs::write(stack.site.path().join("release"), "").unwrap();
+    for thread in held.into_iter().chain(queued) {
+        assert_eq!(thread.join().unwrap().status, 200);
+    }
+    let samples = wait_until(TIMEOUT, "six more counted", || {
+        let samples = metrics(&stack.site, &addr);
+        (count(&samples) >= Some(before + 6.0)).then_some(samples)
+    });
+    let bucket = |le: &str| {
+        sample(
+            &samples,
+            "drover_queue_wait_seconds_bucket",
+            &[("pool", "www"), ("le", le)],
+        )
+        .unwrap_or_else(|| panic!("no bucket {le}"))
+    };
+    let total = count(&samples).unwrap();
+    let sum = sample(&samples, "drover_queue_wait_seconds_sum", &www).unwrap();
+    eprintln!(
+        "queue wait: {total} counted, sum {sum:.2} s, le=0.1: {}, le=0.5: {}, le=2.5: {}",
+        bucket("0.1"),
+        bucket("0.5"),
+        bucket("2.5")
+    );
+    assert_eq!(bucket("+Inf"), total);
+    assert!(
+        total - bucket("0.5") >= 4.0,
+        "four waited past 0.5 s: {samples:?}"
+    );
+    assert!(sum >= 4.0 * 0.9, "sum {sum}");
 }

@@ -13,7 +13,11 @@
 //! [`import`]: `drover import supervisord` on Laravel's documented queue worker and a Celery
 //! worker, against golden files.
 
+mod causes;
+mod celery;
+mod hurried;
 mod import;
+mod laravel;
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +27,8 @@ use crate::common::{Ctl, Drover, Log, PoolFile, Site, TIMEOUT, proc, start_with_
 
 /// A queue consumer as `php artisan queue:work` is one: it takes a job, works on it, and
 /// again; on TERM, QUIT or INT it finishes the job in hand and exits 0. `crash` exits 1 at
-/// once (a broker that is down), `leak` grows by 1 MiB per job, `stubborn` ignores TERM.
+/// once (a broker that is down), `flaky` too while a file `broken` is in its folder, `leak`
+/// grows by 1 MiB per job, `stubborn` ignores TERM.
 const CONSUMER: &str = r#"<?php
 $mode = $argv[1] ?? 'work';
 $pid = getmypid();
@@ -39,7 +44,7 @@ if ($mode === 'stubborn') {
     pcntl_signal(SIGTERM, SIG_IGN);
 }
 echo "consumer $pid started queue=", getenv('QUEUE'), " cwd=", getcwd(), "\n";
-if ($mode === 'crash') {
+if ($mode === 'crash' || ($mode === 'flaky' && file_exists('broken'))) {
     echo "consumer $pid cannot reach the broker\n";
     exit(1);
 }
