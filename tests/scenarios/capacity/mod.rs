@@ -68,6 +68,31 @@ fn hold(urls: Vec<String>) -> Vec<std::thread::JoinHandle<http::Reply>> {
         .collect()
 }
 
+/// Starts `url` (`/hold?n=N`, which writes `held` once a worker has it) on a thread and
+/// waits until a worker holds it. On a loaded machine a worker can be slower than
+/// `queue_timeout` to take its first connection, which is then rightly answered 503: such
+/// a request is sent again (at most 5 times).
+fn hold_one(url: String, held: &std::path::Path) -> std::thread::JoinHandle<http::Reply> {
+    for _ in 0..5 {
+        let thread = std::thread::spawn({
+            let url = url.clone();
+            move || http::get(&url)
+        });
+        wait_until(TIMEOUT, "the request held, or answered", || {
+            (held.exists() || thread.is_finished()).then_some(())
+        });
+        if held.exists() {
+            return thread;
+        }
+        let reply = thread.join().unwrap();
+        assert_eq!(
+            reply.status, 503,
+            "{url} answered before it was held: {reply:?}"
+        );
+    }
+    panic!("{url} was answered 503 five times before a worker took it");
+}
+
 /// Polls `drover ctl status POOL --json` until `active processes` is `active`.
 fn wait_active(ctl: &Ctl, pool: &str, active: u64, log: &dyn Fn() -> String) {
     let mut last = serde_json::Value::Null;
@@ -187,7 +212,14 @@ fn a_saturated_http_pool_answers_503_with_retry_after_within_queue_timeout() {
     let (drover, ctl) = start_with_control(&site, &[&pool]);
     let log = || drover.log.text();
     let url = |path: &str| format!("http://127.0.0.1:{}{path}", pool.port);
-    let held = hold((1..=2).map(|n| url(&format!("/hold?n={n}"))).collect());
+    let held: Vec<_> = (1..=2)
+        .map(|n| {
+            hold_one(
+                url(&format!("/hold?n={n}")),
+                &site.path().join(format!("held-{n}")),
+            )
+        })
+        .collect();
     wait_active(&ctl, "web", 2, &log);
 
     let sent = Instant::now();

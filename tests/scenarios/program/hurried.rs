@@ -64,7 +64,15 @@ fn two_reloads_10ms_apart_end_with_the_configured_copies_and_no_orphan() {
     ctl.wait_all_tracked(drover.pid(), &drover.log);
     let status = ctl.status_json("jobs", &drover.log.text());
     assert_eq!(status["total processes"], 3, "{status:#}");
-    // Still three a while later: the second reload left no extra generation starting.
+    // Still three a while later: the second reload left no extra generation starting. The
+    // copies' own "started" lines can come after they are seen running.
+    drover.log.wait_for_lines(
+        0,
+        "the renewed copies' started lines",
+        |l| l.contains("started queue="),
+        6,
+        TIMEOUT,
+    );
     let started_since = drover
         .log
         .lines()
