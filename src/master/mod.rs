@@ -702,12 +702,15 @@ fn listen(
         return Ok(listener.clone());
     }
     let listener = Listener::bind(pool)?;
-    tracing::info!(
-        "pool {}: listening on {} (backlog {})",
-        pool.name,
-        listener.addr,
-        pool.listen_backlog
-    );
+    // A [program] pool has no socket: its start line says what it runs, not this.
+    if listener.addr != crate::config::ListenAddr::NoSocket {
+        tracing::info!(
+            "pool {}: listening on {} (backlog {})",
+            pool.name,
+            listener.addr,
+            pool.listen_backlog
+        );
+    }
     Ok(Rc::new(listener))
 }
 

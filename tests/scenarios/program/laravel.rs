@@ -232,7 +232,8 @@ fn laravel_queue_workers_lose_no_job_and_run_none_twice_across_a_reload() {
     });
     assert!(
         emptied,
-        "jobs left in the table (waiting, reserved): {table:?}"
+        "jobs left in the table (waiting, reserved): {table:?}\ndrover's log:\n{}",
+        drover.log.text()
     );
     let new = ctl.listed_workers(&drover.log.text());
     let by_old = runs.values().filter(|p| old.contains(&p[0])).count();
