@@ -6,17 +6,26 @@ Each backend runs one worker (`pm = static`, 1 worker, max_requests = --requests
 `valgrind --tool=callgrind` behind one nginx, and one client sends it 2 × --requests
 requests over one keep-alive connection: the first worker fills OPcache and retires, the
 second serves --requests requests with OPcache warm, and its profile (written when it
-exits) is the one read. drover runs its drover-php zygote under valgrind through a
+exits) is the one read. That profile also holds the worker's start and exit and what it
+inherited at its fork (callgrind's counts of the parent up to the fork: PHP's startup), so
+each backend runs twice, with workers of --requests and of twice that, and the difference
+over --requests is the figure: the requests alone (--single: one run, session 9's method,
+fixed costs spread over the requests). drover runs its drover-php zygote under valgrind through a
 wrapper script beside a copy of the drover binary (the master runs natively); php-fpm runs
 whole under valgrind (its children are forks). Both read the same php.ini and conf.d.
 
     python3 benches/callgrind.py                        # WordPress's front page, 25 requests
+    python3 benches/callgrind.py --app symfony --requests 100   # the Symfony app's /hello/bench
     python3 benches/callgrind.py --requests 50 --keep   # keep the profiles (callgrind_annotate)
 
+The apps: `wordpress` (compare.py's php-wordpress: wordpress.py's site, its front page) and
+`symfony` (compare.py's php-symfony: symfony.py, its route /hello/bench).
+
 Prints, per backend: instructions per request for the whole worker (its loop, PHP's
-request startup and shutdown included) and inside php_execute_script (the script; Debian's
-php-fpm8.2 is stripped of the smaller functions' names), and drover-php's ratios to php-fpm. Runs as root (the pools run as www-data); stops what it
-started, by PID.
+request startup and shutdown included), inside php_execute_script (the script; Debian's
+php-fpm8.2 is stripped of the smaller functions' names) and outside it (the worker's loop,
+the SAPI, PHP's request startup and shutdown), and drover-php's ratios to php-fpm. Runs as
+root (the pools run as www-data); stops what it started, by PID.
 """
 
 import argparse
@@ -32,10 +41,12 @@ import time
 
 sys.dont_write_bytecode = True
 from harness import Backend, behind_nginx  # noqa: E402
+import symfony  # noqa: E402
 import wordpress  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FPM = "/usr/sbin/php-fpm8.2"
+TITLES = {"wordpress": "WordPress front page", "symfony": "Symfony 5.4 app's /hello/bench"}
 
 
 def drover_backend(work, release, requests):
@@ -96,18 +107,34 @@ def second_worker(log_path, name):
     return int(pids[0]) if pids else None
 
 
+class Symfony:
+    """compare.py's php-symfony app (symfony.py), its cache built before either backend
+    starts."""
+
+    path = symfony.PATH
+    params = ""
+
+    def __init__(self, work):
+        symfony.install(work)
+        self.front = f"{work}/www/{symfony.FRONT}"
+
+    def stop(self):
+        pass
+
+
 def run(work, backend, site, requests):
     """2 × requests through nginx on one connection; the profile of the second worker."""
     log_path = f"{work}/{backend.name}.log"
     prefix = "cg-drover" if backend.name == "drover-php" else "cg-fpm"
-    with open(log_path, "w") as log, behind_nginx(work, backend, log, wordpress.FRONT, site.params) as port:
+    path = site.path
+    with open(log_path, "w") as log, behind_nginx(work, backend, log, site.front, site.params) as port:
         backend.start(log)
         deadline = time.time() + 300
         conn = None
         while time.time() < deadline:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-                conn.request("GET", "/")
+                conn.request("GET", path)
                 response = conn.getresponse()
                 response.read()
                 if response.status == 200:
@@ -116,11 +143,11 @@ def run(work, backend, site, requests):
                 pass
             time.sleep(0.5)
         for _ in range(2 * requests - 1):
-            conn.request("GET", "/")
+            conn.request("GET", path)
             response = conn.getresponse()
             response.read()
             if response.status != 200:
-                sys.exit(f"{backend.name}: / answered {response.status}")
+                sys.exit(f"{backend.name}: {path} answered {response.status}")
         pid = second_worker(log_path, backend.name)
         if pid is None:
             sys.exit(f"{backend.name}: no second worker in {log_path}")
@@ -143,10 +170,14 @@ def counts(profile):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=25, help="max_requests: the requests the profiled worker serves")
+    ap.add_argument("--requests", type=int, default=25,
+                    help="max_requests: the requests the profiled worker serves (and twice that in the second run)")
     ap.add_argument("--release", default=os.path.join(ROOT, "target", "release"),
                     help="the folder with drover and drover-php")
     ap.add_argument("--keep", action="store_true", help="keep the work folder with the profiles")
+    ap.add_argument("--app", choices=sorted(TITLES), default="wordpress", help="the app whose page is profiled")
+    ap.add_argument("--single", action="store_true",
+                    help="one worker of --requests per backend (session 9's method), not two")
     args = ap.parse_args()
     # Stopped by SIGTERM, it still stops what it started (the finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))
@@ -155,19 +186,37 @@ def main():
     # The workers, www-data, write their own profiles when they exit.
     os.makedirs(f"{work}/profiles")
     os.chmod(f"{work}/profiles", 0o1777)
-    with open(f"{work}/setup.log", "w") as log:
-        site = wordpress.Site(work, log)
+    if args.app == "wordpress":
+        with open(f"{work}/setup.log", "w") as log:
+            site = wordpress.Site(work, log)
+        site.front, site.path = wordpress.FRONT, "/"
+    else:
+        site = Symfony(work)
     try:
         figures = {}
-        for backend in (fpm_backend(work, args.requests), drover_backend(work, args.release, args.requests)):
-            print(f"# {backend.name}: {2 * args.requests} requests under callgrind", file=sys.stderr, flush=True)
-            total, script = counts(run(work, backend, site, args.requests))
-            figures[backend.name] = {"the whole worker": total / args.requests,
-                                     "php_execute_script": script / args.requests}
+        for make in (lambda n: fpm_backend(work, n), lambda n: drover_backend(work, args.release, n)):
+            # The second worker's profile holds what it inherited at its fork (the parent's
+            # counts: PHP's startup) and its own start and exit besides its requests: a
+            # worker of R requests and one of 2R, and the difference over R, leave only the
+            # requests (--single: the one worker's counts over R, fixed costs included).
+            runs = {}
+            for n in (args.requests,) if args.single else (args.requests, 2 * args.requests):
+                backend = make(n)
+                print(f"# {backend.name}: {2 * n} requests under callgrind", file=sys.stderr, flush=True)
+                runs[n] = counts(run(work, backend, site, n))
+            if args.single:
+                total, script = (x / args.requests for x in runs[args.requests])
+            else:
+                total, script = ((b - a) / args.requests for a, b in zip(runs[args.requests], runs[2 * args.requests]))
+            figures[backend.name] = {"the whole worker": total, "php_execute_script": script,
+                                     "outside php_execute_script": total - script}
     finally:
         site.stop()
-    print(f"WordPress front page, instructions per request (callgrind, {args.requests} requests of the second "
-          "worker, OPcache warm):\n")
+    how = ("the second worker's counts over its requests, its start and exit and what it inherited from the "
+           "fork included" if args.single else
+           f"the difference between a worker of {2 * args.requests} requests and one of {args.requests}, "
+           f"over {args.requests}: the requests alone")
+    print(f"{TITLES[args.app]}, instructions per request (callgrind, OPcache warm; {how}):\n")
     print("| instructions per request | drover-php | php-fpm | drover-php / php-fpm |")
     print("|---|---|---|---|")
     for key in figures["php-fpm"]:

@@ -22,9 +22,9 @@ The workloads:
   spawn-fcgi; the ratios are drover-php's.
 - php-symfony: the same pools serving a Symfony 5.4 micro-kernel app (the test suite's,
   tests/apps/symfony, on Debian's php-symfony-framework-bundle and twig bundle, installed
-  when missing; the container compiled into var/cache by the first request, before the
-  warm-up), its route /hello/{name}: the autoloader, the kernel, the router, the
-  controller and Response::send(), which calls fastcgi_finish_request().
+  when missing; its cache built with PHP's CLI before any backend starts: symfony.py),
+  its route /hello/{name}: the autoloader, the kernel, the router, the controller and
+  Response::send(), which calls fastcgi_finish_request().
 - php-symfony-worker, php-twig-worker: the same app's /hello/{name} and its Twig page
   (/page), served by drover in PHP worker mode (`[php] worker`: the kernel booted once per
   worker, tests/apps/symfony/public/worker.php; and with `worker_boot = "zygote"`, booted
@@ -73,6 +73,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in benches/ for the two modules
 from harness import Backend, behind_nginx, cpu_ticks, drover_backend, free_port, pss_kib, wait_answer, wrk  # noqa: E402
 import php_pools  # noqa: E402
 import python_peers  # noqa: E402
+import symfony  # noqa: E402
 import wordpress  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,10 +105,9 @@ echo json_encode($items);
 
 # php-symfony's app, and the worker-mode workloads': the test suite's Symfony 5.4 micro
 # kernel on Debian's packages (tests/apps/symfony), copied into www/symfony.
-SYMFONY_AUTOLOAD = "/usr/share/php/Symfony/Bundle/TwigBundle/autoload.php"
-SYMFONY_APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "apps", "symfony")
-SYMFONY_FRONT = "symfony/public/index.php"
-SYMFONY_WORKER = "symfony/public/worker.php"
+SYMFONY_AUTOLOAD = symfony.AUTOLOAD
+SYMFONY_FRONT = symfony.FRONT
+SYMFONY_WORKER = symfony.WORKER
 
 # PHP worker mode (issue 20): the Symfony app's hello route and its Twig page, drover in
 # worker mode beside drover-php classic and php-fpm classic.
@@ -320,10 +320,8 @@ def main():
         with open(f"{work}/{folder}/{name}", "w") as f:
             f.write(text)
         os.chmod(f"{work}/{folder}/{name}", 0o644)
-    shutil.copytree(SYMFONY_APP, f"{work}/www/symfony")
-    # Symfony's cache, written by the workers (www-data when this runs as root).
-    os.makedirs(f"{work}/www/symfony/var", mode=0o777)
-    os.chmod(f"{work}/www/symfony/var", 0o777)
+    # Its cache built now, so that no backend's OPcache holds what building it loaded.
+    symfony.install(work, build=any(w in workloads for w in ("php-symfony",) + WORKER_THROUGHPUT))
     rows = []
     with open(f"{work}/bench.log", "w") as log:
         site = wordpress.Site(work, log) if "php-wordpress" in workloads else None
