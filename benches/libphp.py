@@ -106,7 +106,8 @@ def build_embed(work, tool):
         f.write(EMBED)
     cc = os.environ.get("CC", "cc")
     subprocess.run([cc, "-O2", *php_config(tool, "--includes").split(), f"{work}/embed.c", "-o", f"{work}/embed",
-                    f"-L{lib_dir}", f"-l{name}", f"-Wl,-rpath,{lib_dir}"], check=True)
+                    f"-L{lib_dir}", f"-l{name}", "-Wl,--enable-new-dtags", f"-Wl,-rpath,{lib_dir}"],
+                   check=True)
     return f"{work}/embed", f"{lib_dir}/lib{name}.so"
 
 
@@ -152,6 +153,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=600, help="rounds of the script's work per run")
     ap.add_argument("--php-config", default=shutil.which("php-config8.2") or "php-config")
     ap.add_argument("--callgrind", action="store_true", help="also count instructions (valgrind)")
+    ap.add_argument("--libphp", action="append", default=[], metavar="LABEL=DIR",
+                    help="also run the embed program on DIR's libphp (LD_LIBRARY_PATH; the program's "
+                         "RUNPATH gives way to it), e.g. one built with -Wl,-Bsymbolic; repeatable")
     args = ap.parse_args()
     tool = args.php_config
     php = php_config(tool, "--php-binary")
@@ -175,11 +179,23 @@ def main():
             with open(f"{work}/{name}", "w") as f:
                 f.write(SCRIPT.replace("@ROUNDS@", str(rounds)) if rounds else "<?php\n")
         binaries = {"libphp (embed)": [embed], "php executable (CLI)": [php, "-c", ini]}
+        envs = {name: env for name in binaries}
+        libraries = {"libphp (embed)": library}
+        for spec in args.libphp:
+            label, _, folder = spec.partition("=")
+            folder = os.path.abspath(folder)
+            name = f"libphp ({label})"
+            binaries[name] = [embed]
+            envs[name] = dict(env, LD_LIBRARY_PATH=folder)
+            libraries[name] = os.path.join(folder, os.path.basename(library))
+            loaded = subprocess.run(["ldd", embed], env=envs[name], capture_output=True, text=True).stdout
+            if folder not in loaded:
+                sys.exit(f"{name}: ldd does not show {folder}:\n{loaded}")
         times = {name: [] for name in binaries}
         outputs = {}
         for _ in range(args.runs):
             for name, argv in binaries.items():
-                seconds, out = timed(argv + [f"{work}/work.php"], env)
+                seconds, out = timed(argv + [f"{work}/work.php"], envs[name])
                 times[name].append(seconds)
                 outputs[name] = out
         if len(set(outputs.values())) != 1:
@@ -196,8 +212,8 @@ def main():
         if args.callgrind:
             counted = {}
             for name, argv in binaries.items():
-                counted[name] = (instructions(argv + [f"{work}/small.php"], env, work)
-                                 - instructions(argv + [f"{work}/empty.php"], env, work))
+                counted[name] = (instructions(argv + [f"{work}/small.php"], envs[name], work)
+                                 - instructions(argv + [f"{work}/empty.php"], envs[name], work))
             theirs = counted["php executable (CLI)"]
             print(f"\nInstructions of the script's work ({max(args.rounds // 10, 1)} rounds; callgrind, "
                   "less an empty script's):\n")
@@ -205,8 +221,7 @@ def main():
             print("|---|---|---|")
             for name, count in counted.items():
                 print(f"| {name} | {count:,} | {count / theirs:.4f} |")
-        plt = {name: plt_calls(path) for name, path in (("libphp (embed)", library),
-                                                          ("php executable (CLI)", php))}
+        plt = {name: plt_calls(path) for name, path in (*libraries.items(), ("php executable (CLI)", php))}
         if all(plt.values()):
             print("\nCalls in `execute_ex` (PHP's VM), through the PLT of all: "
                   + "; ".join(f"{name} {p} of {n}" for name, (p, n) in plt.items()))

@@ -36,13 +36,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FPM = "/usr/sbin/php-fpm8.2"
 
 
-def drover(work, name, binary, runtime):
+def drover(work, name, binary, runtime, libphp=None):
     folder = f"{work}/{name}"
     os.makedirs(f"{folder}/pools.d")
     open(f"{folder}/drover.toml", "w").close()
+    # libphp: a folder whose libphp8.2.so drover-php's zygote loads instead of Debian's.
+    env = f'[env]\nLD_LIBRARY_PATH = "{libphp}"\n' if libphp else ""
     with open(f"{folder}/pools.d/bench.toml", "w") as f:
         f.write(f'listen = "{folder}/sock"\nlisten_mode = "0666"\nuser = "www-data"\n[pm]\nmode = "static"\n'
-                f'max_children = 1\n[php]\nruntime = "{runtime}"\n')
+                f'max_children = 1\n{env}[php]\nruntime = "{runtime}"\n')
     return [binary, "-c", f"{folder}/drover.toml"], f"{folder}/sock"
 
 
@@ -73,6 +75,10 @@ def main():
     ap.add_argument("--requests", type=int, default=100, help="sequential requests per backend per round")
     ap.add_argument("--release", default=os.path.join(ROOT, "target", "release"),
                     help="the folder with drover and drover-php")
+    ap.add_argument("--libphp", action="append", default=[], metavar="LABEL=DIR",
+                    help="one more drover-php backend, LABEL, whose zygote loads DIR/libphp8.2.so "
+                         "(LD_LIBRARY_PATH in the pool's [env]); repeatable")
+    ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the pools run as www-data")
@@ -85,6 +91,13 @@ def main():
     specs = {"drover-php": drover(work, "drover-php", binary, "embed"),
              "drover-cgi": drover(work, "drover-cgi", binary, "cgi"),
              "php-fpm": fpm(work, "php-fpm")}
+    if args.no_cgi:
+        del specs["drover-cgi"]
+    folders = {}
+    for i, spec in enumerate(args.libphp):
+        label, _, folder = spec.partition("=")
+        folders[f"drover-php ({label})"] = os.path.abspath(folder)
+        specs[f"drover-php ({label})"] = drover(work, f"libphp-{i}", binary, "embed", os.path.abspath(folder))
     ports = {name: free_port() for name in specs}
     front = f"{work}/www/{symfony.FRONT}"
     servers = "\n".join(
@@ -106,17 +119,30 @@ def main():
             if not wait_answer(f"http://127.0.0.1:{ports[name]}{symfony.PATH}", time.time() + 60):
                 sys.exit(f"{name}: no answer within 60 s (see {work}/log)")
             conns[name] = http.client.HTTPConnection("127.0.0.1", ports[name], timeout=60)
+        for name, folder in folders.items():
+            maps = ""
+            for pid in descendants(procs[name].pid):
+                try:
+                    maps += open(f"/proc/{pid}/maps").read()
+                except OSError:
+                    pass
+            if f"{folder}/libphp" not in maps:
+                sys.exit(f"{name}: no process maps {folder}/libphp*")
 
         def get(name):
             conns[name].request("GET", symfony.PATH)
             response = conns[name].getresponse()
-            response.read()
+            body = response.read()
             if response.status != 200:
                 sys.exit(f"{name}: {symfony.PATH} answered {response.status}")
+            return body
 
+        bodies = {}
         for name in specs:
             for _ in range(50):
-                get(name)
+                bodies[name] = get(name)
+        if len(set(bodies.values())) != 1:
+            sys.exit(f"the backends' bodies differ: {bodies}")
         rows = {name: [] for name in specs}
         names = list(specs)
         for r in range(args.rounds):

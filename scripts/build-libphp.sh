@@ -1,0 +1,63 @@
+#!/bin/sh
+# Build PHP's embed SAPI as Debian builds libphp8.2.so (libphp8.2-embed: the same configure
+# options, built-in extensions and compiler flags), twice linked: as Debian links it, and
+# with -Wl,-Bsymbolic, which binds libphp's calls to its own functions and its loads of its
+# own globals directly instead of through the PLT and the GOT (BENCHMARKS.md, 2026-12-02,
+# "A libphp linked with -Bsymbolic"). Debian's shared extensions (/usr/lib/php/20220829)
+# load into either.
+#
+#     scripts/build-libphp.sh SOURCE OUT
+#
+# SOURCE: PHP 8.2's Debian source tree (`apt-get source php8.2`, which needs a deb-src
+# entry), with its patches applied. OUT gets plain/ and symbolic/, each with libphp8.2.so
+# and libphp.so (the name drover-php's NEEDED gives). A pool uses one with
+#
+#     [env]
+#     LD_LIBRARY_PATH = "OUT/symbolic"
+#
+# Needs Debian's build dependencies for these extensions: libssl-dev libargon2-dev
+# libpcre2-dev libxml2-dev libsodium-dev zlib1g-dev libmhash-dev systemtap-sdt-dev, and
+# dpkg-dev. About 15 minutes on 2 cores.
+set -eu
+src=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+cd "$src"
+
+# debian/rules: hardening=+all, -O2, its DEB_CFLAGS_MAINT_APPEND and DEB_LDFLAGS_MAINT_APPEND.
+export DEB_BUILD_MAINT_OPTIONS="hardening=+all optimize=-lto"
+export DEB_CFLAGS_MAINT_APPEND="-O2 -Wall -pedantic -fsigned-char -fno-strict-aliasing -DOPENSSL_SUPPRESS_DEPRECATED -g"
+export DEB_LDFLAGS_MAINT_APPEND="-Wl,--as-needed"
+CFLAGS=$(dpkg-buildflags --get CFLAGS)
+CPPFLAGS=$(dpkg-buildflags --get CPPFLAGS)
+LDFLAGS=$(dpkg-buildflags --get LDFLAGS)
+export CFLAGS CPPFLAGS LDFLAGS
+
+if [ ! -f Makefile ]; then
+	# debian/rules' embed_config with COMMON_CONFIG, less the CLI; no valgrind support
+	# (Debian's build has no valgrind headers).
+	./buildconf --force
+	./configure --prefix=/usr --enable-embed=shared --disable-cli --disable-cgi --disable-phpdbg \
+		--with-config-file-path=/etc/php/8.2/embed \
+		--with-config-file-scan-dir=/etc/php/8.2/embed/conf.d \
+		'--libdir=${prefix}/lib/php' '--libexecdir=${prefix}/lib/php' \
+		'--datadir=${prefix}/share/php/8.2' --program-suffix=8.2 \
+		--sysconfdir=/etc --localstatedir=/var --mandir=/usr/share/man \
+		--disable-all --disable-debug --disable-rpath --disable-static --with-pic \
+		--with-layout=GNU --without-pear --enable-filter --with-openssl \
+		--with-password-argon2=/usr --with-external-pcre --with-mhash=/usr --with-libxml \
+		--enable-session --with-sodium --with-system-tzdata --with-zlib=/usr \
+		--with-zlib-dir=/usr --enable-dtrace --without-mm --enable-pcntl --without-valgrind
+fi
+
+# The objects are the same for both: only the link differs.
+for variant in plain symbolic; do
+	flags=$LDFLAGS
+	[ "$variant" = symbolic ] && flags="$LDFLAGS -Wl,-Bsymbolic"
+	rm -f libphp.la libs/libphp.so
+	nice -n 10 make -j2 LDFLAGS="$flags" libphp.la
+	mkdir -p "$out/$variant"
+	cp libs/libphp.so "$out/$variant/libphp8.2.so"
+	ln -sf libphp8.2.so "$out/$variant/libphp.so"
+done
+echo "built $out/plain and $out/symbolic"
