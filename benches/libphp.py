@@ -155,7 +155,8 @@ def main():
     ap.add_argument("--callgrind", action="store_true", help="also count instructions (valgrind)")
     ap.add_argument("--libphp", action="append", default=[], metavar="LABEL=DIR",
                     help="also run the embed program on DIR's libphp (LD_LIBRARY_PATH; the program's "
-                         "RUNPATH gives way to it), e.g. one built with -Wl,-Bsymbolic; repeatable")
+                         "RUNPATH gives way to it) and DIR/conf.d if there is one (PHP_INI_SCAN_DIR), e.g. "
+                         "a libphp built with -Wl,-Bsymbolic; repeatable")
     args = ap.parse_args()
     tool = args.php_config
     php = php_config(tool, "--php-binary")
@@ -187,6 +188,8 @@ def main():
             name = f"libphp ({label})"
             binaries[name] = [embed]
             envs[name] = dict(env, LD_LIBRARY_PATH=folder)
+            if os.path.isdir(f"{folder}/conf.d"):
+                envs[name]["PHP_INI_SCAN_DIR"] = f"{folder}/conf.d"
             libraries[name] = os.path.join(folder, os.path.basename(library))
             loaded = subprocess.run(["ldd", embed], env=envs[name], capture_output=True, text=True).stdout
             if folder not in loaded:

@@ -40,8 +40,13 @@ def drover(work, name, binary, runtime, libphp=None):
     folder = f"{work}/{name}"
     os.makedirs(f"{folder}/pools.d")
     open(f"{folder}/drover.toml", "w").close()
-    # libphp: a folder whose libphp8.2.so drover-php's zygote loads instead of Debian's.
-    env = f'[env]\nLD_LIBRARY_PATH = "{libphp}"\n' if libphp else ""
+    # libphp: a folder whose libphp8.2.so drover-php's zygote loads instead of Debian's, and
+    # whose conf.d, if it has one, replaces PHP's scan folder.
+    env = ""
+    if libphp:
+        env = f'[env]\nLD_LIBRARY_PATH = "{libphp}"\n'
+        if os.path.isdir(f"{libphp}/conf.d"):
+            env += f'PHP_INI_SCAN_DIR = "{libphp}/conf.d"\n'
     with open(f"{folder}/pools.d/bench.toml", "w") as f:
         f.write(f'listen = "{folder}/sock"\nlisten_mode = "0666"\nuser = "www-data"\n[pm]\nmode = "static"\n'
                 f'max_children = 1\n{env}[php]\nruntime = "{runtime}"\n')
@@ -77,7 +82,10 @@ def main():
                     help="the folder with drover and drover-php")
     ap.add_argument("--libphp", action="append", default=[], metavar="LABEL=DIR",
                     help="one more drover-php backend, LABEL, whose zygote loads DIR/libphp8.2.so "
-                         "(LD_LIBRARY_PATH in the pool's [env]); repeatable")
+                         "(LD_LIBRARY_PATH in the pool's [env]) and reads DIR/conf.d if there is one "
+                         "(PHP_INI_SCAN_DIR); repeatable")
+    ap.add_argument("--libphp-release", help="the folder with drover and drover-php for the --libphp backends "
+                    "(a drover-php built against that libphp's headers: PHP_CONFIG); default --release")
     ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -97,7 +105,8 @@ def main():
     for i, spec in enumerate(args.libphp):
         label, _, folder = spec.partition("=")
         folders[f"drover-php ({label})"] = os.path.abspath(folder)
-        specs[f"drover-php ({label})"] = drover(work, f"libphp-{i}", binary, "embed", os.path.abspath(folder))
+        other = os.path.join(args.libphp_release or args.release, "drover")
+        specs[f"drover-php ({label})"] = drover(work, f"libphp-{i}", other, "embed", os.path.abspath(folder))
     ports = {name: free_port() for name in specs}
     front = f"{work}/www/{symfony.FRONT}"
     servers = "\n".join(

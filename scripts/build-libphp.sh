@@ -3,17 +3,19 @@
 # options, built-in extensions and compiler flags), twice linked: as Debian links it, and
 # with -Wl,-Bsymbolic, which binds libphp's calls to its own functions and its loads of its
 # own globals directly instead of through the PLT and the GOT (BENCHMARKS.md, 2026-12-02,
-# "A libphp linked with -Bsymbolic"). Debian's shared extensions (/usr/lib/php/20220829)
-# load into either.
+# "A libphp linked with -Bsymbolic"). The extensions benches' Symfony page uses
+# are built in, since Debian's 8.2.36 modules need symbols that the 8.2.32 source (the
+# newest the archive had) lacks; the other Debian modules load from conf.d.
 #
 #     scripts/build-libphp.sh SOURCE OUT
 #
 # SOURCE: PHP 8.2's Debian source tree (`apt-get source php8.2`, which needs a deb-src
-# entry), with its patches applied. OUT gets plain/ and symbolic/, each with libphp8.2.so
-# and libphp.so (the name drover-php's NEEDED gives). A pool uses one with
+# entry), with its patches applied. OUT gets plain/ and symbolic/, each with libphp8.2.so,
+# libphp.so (the name drover-php's NEEDED gives) and conf.d/. A pool uses one with
 #
 #     [env]
 #     LD_LIBRARY_PATH = "OUT/symbolic"
+#     PHP_INI_SCAN_DIR = "OUT/symbolic/conf.d"
 #
 # Needs Debian's build dependencies for these extensions: libssl-dev libargon2-dev
 # libpcre2-dev libxml2-dev libsodium-dev zlib1g-dev libmhash-dev systemtap-sdt-dev, and
@@ -47,7 +49,10 @@ if [ ! -f Makefile ]; then
 		--with-layout=GNU --without-pear --enable-filter --with-openssl \
 		--with-password-argon2=/usr --with-external-pcre --with-mhash=/usr --with-libxml \
 		--enable-session --with-sodium --with-system-tzdata --with-zlib=/usr \
-		--with-zlib-dir=/usr --enable-dtrace --without-mm --enable-pcntl --without-valgrind
+		--with-zlib-dir=/usr --enable-dtrace --without-mm --enable-pcntl --without-valgrind \
+		--enable-ctype --enable-tokenizer --with-iconv --enable-dom --enable-xml \
+		--enable-simplexml --enable-xmlreader --enable-xmlwriter --enable-mbstring \
+		--disable-mbregex --enable-opcache --enable-posix
 fi
 
 # The objects are the same for both: only the link differs.
@@ -57,7 +62,20 @@ for variant in plain symbolic; do
 	rm -f libphp.la libs/libphp.so
 	nice -n 10 make -j2 LDFLAGS="$flags" libphp.la
 	mkdir -p "$out/$variant"
-	cp libs/libphp.so "$out/$variant/libphp8.2.so"
+	# Stripped as dh_strip strips Debian's.
+	strip --remove-section=.comment --remove-section=.note --strip-unneeded \
+		-o "$out/$variant/libphp8.2.so" libs/libphp.so
 	ln -sf libphp8.2.so "$out/$variant/libphp.so"
+	# PHP_INI_SCAN_DIR for this libphp: Debian's embed conf.d, less the extensions built in
+	# above and those whose Debian module needs symbols this source does not have, with
+	# this build's OPcache.
+	rm -rf "$out/$variant/conf.d"
+	cp -r /etc/php/8.2/embed/conf.d "$out/$variant/conf.d"
+	for ext in opcache mysqlnd xml ctype curl dom exif fileinfo iconv intl mbstring mysqli \
+		pdo_mysql phar posix readline shmop simplexml sockets tokenizer xmlreader xmlwriter xsl; do
+		rm -f "$out/$variant"/conf.d/[0-9][0-9]-"$ext".ini
+	done
+	cp modules/opcache.so "$out/opcache.so"
+	echo "zend_extension=$out/opcache.so" >"$out/$variant/conf.d/10-opcache.ini"
 done
 echo "built $out/plain and $out/symbolic"
