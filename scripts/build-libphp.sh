@@ -1,17 +1,19 @@
 #!/bin/sh
 # Build PHP's embed SAPI as Debian builds libphp8.2.so (libphp8.2-embed: the same configure
-# options, built-in extensions and compiler flags), twice linked: as Debian links it, and
-# with -Wl,-Bsymbolic, which binds libphp's calls to its own functions and its loads of its
-# own globals directly instead of through the PLT and the GOT (BENCHMARKS.md, 2026-12-02,
-# "A libphp linked with -Bsymbolic"). The extensions benches' Symfony page uses
+# options, built-in extensions and compiler flags), linked three times: as Debian links it
+# (plain/), with -Wl,-Bsymbolic (symbolic/), which binds libphp's calls to its own functions
+# and its loads of its own globals directly instead of through the PLT and the GOT, and with
+# -Wl,-Bsymbolic-functions (functions/), which binds the calls only (BENCHMARKS.md,
+# 2026-12-02, "A libphp linked with -Bsymbolic"). The extensions benches' Symfony page uses
 # are built in, since Debian's 8.2.36 modules need symbols that the 8.2.32 source (the
 # newest the archive had) lacks; the other Debian modules load from conf.d.
 #
 #     scripts/build-libphp.sh SOURCE OUT
 #
 # SOURCE: PHP 8.2's Debian source tree (`apt-get source php8.2`, which needs a deb-src
-# entry), with its patches applied. OUT gets plain/ and symbolic/, each with libphp8.2.so,
-# libphp.so (the name drover-php's NEEDED gives) and conf.d/. A pool uses one with
+# entry), with its patches applied. OUT gets plain/, symbolic/ and functions/, each with
+# libphp8.2.so, libphp.so (the name drover-php's NEEDED gives) and conf.d/. A pool uses one
+# with
 #
 #     [env]
 #     LD_LIBRARY_PATH = "OUT/symbolic"
@@ -19,7 +21,9 @@
 #
 # Needs Debian's build dependencies for these extensions: libssl-dev libargon2-dev
 # libpcre2-dev libxml2-dev libsodium-dev zlib1g-dev libmhash-dev systemtap-sdt-dev, and
-# dpkg-dev. About 15 minutes on 2 cores.
+# dpkg-dev. About 6 minutes on 2 cores. drover-php must be built against the same headers
+# (`make install-headers INSTALL_ROOT=DIR` in SOURCE, and a PHP_CONFIG whose --includes
+# names DIR's): Debian's 8.2.36 headers make it use symbols 8.2.32 lacks.
 set -eu
 src=$(cd "$1" && pwd)
 mkdir -p "$2"
@@ -56,9 +60,12 @@ if [ ! -f Makefile ]; then
 fi
 
 # The objects are the same for both: only the link differs.
-for variant in plain symbolic; do
-	flags=$LDFLAGS
-	[ "$variant" = symbolic ] && flags="$LDFLAGS -Wl,-Bsymbolic"
+for variant in plain symbolic functions; do
+	case $variant in
+	plain) flags=$LDFLAGS ;;
+	symbolic) flags="$LDFLAGS -Wl,-Bsymbolic" ;;
+	functions) flags="$LDFLAGS -Wl,-Bsymbolic-functions" ;;
+	esac
 	rm -f libphp.la libs/libphp.so
 	nice -n 10 make -j2 LDFLAGS="$flags" libphp.la
 	mkdir -p "$out/$variant"
@@ -78,4 +85,4 @@ for variant in plain symbolic; do
 	cp modules/opcache.so "$out/opcache.so"
 	echo "zend_extension=$out/opcache.so" >"$out/$variant/conf.d/10-opcache.ini"
 done
-echo "built $out/plain and $out/symbolic"
+echo "built $out/plain, $out/symbolic and $out/functions"
