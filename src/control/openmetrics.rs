@@ -377,15 +377,7 @@ impl Metrics<'_> {
             let Some(requests) = &p.requests else {
                 continue;
             };
-            let mut cumulative = 0;
-            for (le, count) in LE.iter().zip(requests.buckets) {
-                cumulative += count;
-                let labels = labels(&[("pool", &p.pool), ("le", le)]);
-                samples.push(("_bucket".to_owned(), labels, int(cumulative)));
-            }
-            let pool = labels(&[("pool", &p.pool)]);
-            samples.push(("_count".to_owned(), pool.clone(), int(cumulative)));
-            samples.push(("_sum".to_owned(), pool, seconds(requests.sum)));
+            histogram(&mut samples, &p.pool, &LE, &requests.buckets, requests.sum);
         }
         self.family(
             Kind::Histogram,
@@ -403,15 +395,7 @@ impl Metrics<'_> {
             let Some(waits) = &p.queue.waits else {
                 continue;
             };
-            let mut cumulative = 0;
-            for (le, count) in WAIT_LE.iter().zip(waits.buckets) {
-                cumulative += count;
-                let labels = labels(&[("pool", &p.pool), ("le", le)]);
-                samples.push(("_bucket".to_owned(), labels, int(cumulative)));
-            }
-            let pool = labels(&[("pool", &p.pool)]);
-            samples.push(("_count".to_owned(), pool.clone(), int(waits.count)));
-            samples.push(("_sum".to_owned(), pool, seconds(waits.sum)));
+            histogram(&mut samples, &p.pool, &WAIT_LE, &waits.buckets, waits.sum);
         }
         self.family(
             Kind::Histogram,
@@ -537,6 +521,26 @@ impl Metrics<'_> {
             let _ = writeln!(out, "drover_{name}{total}{suffix}{labels} {value}");
         }
     }
+}
+
+/// One pool's histogram samples: `_bucket` per bound of `les`, cumulative, from `buckets`
+/// (each its own count, the last the rest: `+Inf`), then `_count` (all of them) and `_sum`.
+fn histogram(
+    samples: &mut Vec<(String, String, String)>,
+    pool: &str,
+    les: &[&str],
+    buckets: &[u64],
+    sum: Duration,
+) {
+    let mut cumulative = 0;
+    for (le, count) in les.iter().zip(buckets) {
+        cumulative += count;
+        let labels = labels(&[("pool", pool), ("le", le)]);
+        samples.push(("_bucket".to_owned(), labels, int(cumulative)));
+    }
+    let pool = labels(&[("pool", pool)]);
+    samples.push(("_count".to_owned(), pool.clone(), int(cumulative)));
+    samples.push(("_sum".to_owned(), pool, seconds(sum)));
 }
 
 fn int(n: impl Into<u64>) -> String {

@@ -341,31 +341,26 @@ struct BucketJson {
 
 impl HistogramJson {
     fn new(requests: &PoolView) -> HistogramJson {
-        let mut cumulative = 0;
-        let buckets = LE
-            .iter()
-            .zip(requests.buckets)
-            .map(|(&le, count)| {
-                cumulative += count;
-                BucketJson {
-                    le,
-                    count: cumulative,
-                }
-            })
-            .collect();
-        HistogramJson {
-            count: requests.count(),
-            sum: requests.sum.as_secs_f64(),
-            buckets,
-        }
+        HistogramJson::cumulative(&LE, &requests.buckets, requests.count(), requests.sum)
     }
 
     /// The queue-wait histogram.
     fn waits(waits: &crate::pm::queue::Waits) -> HistogramJson {
+        HistogramJson::cumulative(&WAIT_LE, &waits.buckets, waits.count, waits.sum)
+    }
+
+    /// `buckets` (each its own count, the last the rest) as cumulative counts up to each
+    /// bound of `les`, as Prometheus has them.
+    fn cumulative(
+        les: &[&'static str],
+        buckets: &[u64],
+        count: u64,
+        sum: Duration,
+    ) -> HistogramJson {
         let mut cumulative = 0;
-        let buckets = WAIT_LE
+        let buckets = les
             .iter()
-            .zip(waits.buckets)
+            .zip(buckets)
             .map(|(&le, count)| {
                 cumulative += count;
                 BucketJson {
@@ -375,8 +370,8 @@ impl HistogramJson {
             })
             .collect();
         HistogramJson {
-            count: waits.count,
-            sum: waits.sum.as_secs_f64(),
+            count,
+            sum: sum.as_secs_f64(),
             buckets,
         }
     }
