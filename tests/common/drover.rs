@@ -184,15 +184,21 @@ impl PoolFile for PhpPool {
 /// when the tests run as root (drover then requires a user, and root must be explicit),
 /// then `tables`.
 pub fn pool_toml(socket: &Path, tables: &str) -> String {
-    let user = if proc::running_as_root() {
+    format!(
+        "listen = \"{}\"\nlisten_mode = \"0666\"\n{}\n{tables}",
+        socket.display(),
+        root_user()
+    )
+}
+
+/// `user = "root"` and a newline when the tests run as root (drover then requires a pool's
+/// user, and root must be said), else nothing.
+pub fn root_user() -> &'static str {
+    if proc::running_as_root() {
         "user = \"root\"\n"
     } else {
         ""
-    };
-    format!(
-        "listen = \"{}\"\nlisten_mode = \"0666\"\n{user}\n{tables}",
-        socket.display()
-    )
+    }
 }
 
 /// `drover -t -c <site>/drover.toml`, bounded; drover.toml logs to stderr.

@@ -13,13 +13,16 @@
 //!   and the tasks not started stay in the queue for the next worker.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Drover, PoolFile, Site, TIMEOUT, proc, run_bounded, start_with_control};
+use super::files;
+use crate::common::{
+    Drover, PoolFile, Site, TIMEOUT, proc, root_user, run_bounded, start_with_control,
+};
 
 /// The app's files, copied into the site.
 const TASKS_PY: &str = include_str!("../../apps/celery/tasks.py");
@@ -84,12 +87,6 @@ impl App {
     }
 }
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect())
-        .unwrap_or_default()
-}
-
 /// The background pool an operator would write for this app (docs/programs.md, "Celery
 /// workers"), with `copies` copies and `extra` lines in `[program]`.
 struct Pool<'a> {
@@ -104,11 +101,7 @@ impl PoolFile for Pool<'_> {
     }
 
     fn toml(&self, _site: &Site) -> String {
-        let user = if proc::running_as_root() {
-            "user = \"root\"\n"
-        } else {
-            ""
-        };
+        let user = root_user();
         format!(
             "{user}chdir = \"{dir}\"\nclear_env = false\n\n[env]\nCELERY_QUEUE_DIR = \"{broker}\"\n\
              # Celery refuses to run as root unless told.\nC_FORCE_ROOT = \"1\"\n\n\

@@ -15,7 +15,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::{Consumer, consumers, started, wait_consumers};
-use crate::common::{PoolFile, Site, TIMEOUT, check_config, proc, start_with_control};
+use crate::common::{PoolFile, Site, TIMEOUT, check_config, proc, root_user, start_with_control};
 
 /// The consumers on the machine running `site`'s script, wherever their parent is.
 fn consumers_anywhere(site: &Site) -> Vec<i32> {
@@ -182,11 +182,7 @@ impl PoolFile for Wrapped {
             &format!("#!/bin/sh\nexec php {} work\n", script.display()),
         );
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let user = if proc::running_as_root() {
-            "user = \"root\"\n"
-        } else {
-            ""
-        };
+        let user = root_user();
         format!(
             "{user}chdir = \"{}\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n[program]\n\
              command = [\"{}\"]\n",

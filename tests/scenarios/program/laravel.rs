@@ -20,7 +20,10 @@ use std::time::Instant;
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Drover, PoolFile, Site, TIMEOUT, proc, run_bounded, start_with_control};
+use super::files;
+use crate::common::{
+    Drover, PoolFile, Site, TIMEOUT, proc, root_user, run_bounded, start_with_control,
+};
 
 /// Debian's autoloader for the framework, which the app requires.
 const FRAMEWORK: &str = "/usr/share/php/Illuminate/autoload.php";
@@ -127,12 +130,6 @@ impl App {
     }
 }
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect())
-        .unwrap_or_default()
-}
-
 /// The background pool an operator would write for this app (docs/programs.md, "Laravel
 /// queue workers"), with `copies` copies and `options` after `queue:work`.
 struct Pool<'a> {
@@ -147,11 +144,7 @@ impl PoolFile for Pool<'_> {
     }
 
     fn toml(&self, _site: &Site) -> String {
-        let user = if proc::running_as_root() {
-            "user = \"root\"\n"
-        } else {
-            ""
-        };
+        let user = root_user();
         let env: String = self
             .app
             .env()

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Ctl, Drover, Log, PoolFile, Site, TIMEOUT, proc, start_with_control};
+use crate::common::{
+    Ctl, Drover, Log, PoolFile, Site, TIMEOUT, proc, root_user, start_with_control,
+};
 
 /// A queue consumer as `php artisan queue:work` is one: it takes a job, works on it, and
 /// again; on TERM, QUIT or INT it finishes the job in hand and exits 0. `crash` exits 1 at
@@ -98,11 +100,7 @@ impl PoolFile for Consumer {
 
     fn toml(&self, site: &Site) -> String {
         let script = site.write("consumer.php", CONSUMER);
-        let user = if proc::running_as_root() {
-            "user = \"root\"\n"
-        } else {
-            ""
-        };
+        let user = root_user();
         format!(
             "{user}chdir = \"{dir}\"\n\n[env]\nQUEUE = \"emails\"\n\n[pm]\nmode = \"static\"\n\
              max_children = {copies}\n{pm}\n[program]\ncommand = [\"php\", \"{script}\", \"{mode}\"]\n{program}",
@@ -117,6 +115,13 @@ impl PoolFile for Consumer {
 }
 
 /// The pids of the consumers' `started` lines from line `from` on, waiting for `n`.
+/// The entries of `dir` (none when it cannot be read).
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default()
+}
+
 fn started(log: &Log, from: usize, n: usize) -> Vec<i32> {
     log.wait_for_lines(
         from,

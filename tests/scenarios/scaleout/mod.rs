@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Ctl, Drover, Nginx, Site, TIMEOUT, php_table, proc};
+use crate::common::{Ctl, Drover, Nginx, Site, TIMEOUT, php_table, proc, root_user};
 
 /// Hosts in the cluster.
 pub const HOSTS: usize = 3;
@@ -112,11 +112,7 @@ impl Host {
         let [php, py, web] = self.ports;
         let listen = |port: u16| format!("listen = \"{}:{port}\"\n", self.ip);
         // As root, drover wants the pools' user said (see pool_toml).
-        let user = if proc::running_as_root() {
-            "user = \"root\"\n"
-        } else {
-            ""
-        };
+        let user = root_user();
         let tcp = |port: u16, tables: &str| format!("{}{user}{allowed}\n{tables}", listen(port));
         site.write(
             "pools.d/php.toml",
