@@ -1,5 +1,5 @@
-//! A MariaDB server of the test's own (Debian's `mariadb-server`): its data folder and
-//! socket in the site, no TCP port, killed on drop.
+//! A MariaDB server of the test's own (Debian's `mariadb-server`): its data folder, socket
+//! and temporary folder in the site, no option file read, no TCP port, killed on drop.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -19,9 +19,16 @@ impl MariaDb {
     /// `app` (password `app`) may do anything on the databases `databases` creates.
     pub fn start(site: &Site, databases: &[&str]) -> MariaDb {
         let data = site.path().join("mariadb");
+        // Its own temporary folder: in /tmp, a bootstrap's temporary table once vanished
+        // under it ("Could not remove temporary table '/tmp/#sql-temptable-...'", then
+        // "Unknown table 'mysql.tmp_user_sys'") while the other tests ran.
+        let tmp = site.path().join("mariadb-tmp");
+        std::fs::create_dir(&tmp).unwrap();
         let install = run_bounded(
             Command::new("mariadb-install-db")
+                .arg("--no-defaults")
                 .arg(format!("--datadir={}", data.display()))
+                .arg(format!("--tmpdir={}", tmp.display()))
                 .args(["--user=root", "--auth-root-authentication-method=socket"])
                 .arg("--skip-test-db"),
         );
@@ -34,6 +41,7 @@ impl MariaDb {
         let child = Command::new(MARIADBD)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--socket={}", socket.display()))
             .arg(format!(
                 "--log-error={}",
