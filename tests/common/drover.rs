@@ -191,6 +191,44 @@ pub fn pool_toml(socket: &Path, tables: &str) -> String {
     )
 }
 
+/// A pool file of `tables` (the pool's keys and tables) after the `listen` line, on
+/// `<site>/<name>.sock`, and the user line that [`pool_toml`] writes.
+pub struct Tables {
+    pub name: &'static str,
+    pub tables: String,
+}
+
+impl PoolFile for Tables {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        pool_toml(&site.socket(self.name), &self.tables)
+    }
+}
+
+/// `pool` run as `user` and `group` where the tests run as root (its file then says
+/// `user = "root"`); elsewhere the pool runs as the tests' user, as it would.
+pub struct AsUser<P> {
+    pub pool: P,
+    pub user: &'static str,
+    pub group: &'static str,
+}
+
+impl<P: PoolFile> PoolFile for AsUser<P> {
+    fn name(&self) -> &str {
+        self.pool.name()
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        self.pool.toml(site).replace(
+            "user = \"root\"",
+            &format!("user = \"{}\"\ngroup = \"{}\"", self.user, self.group),
+        )
+    }
+}
+
 /// `user = "root"` and a newline when the tests run as root (drover then requires a pool's
 /// user, and root must be said), else nothing.
 pub fn root_user() -> &'static str {

@@ -16,8 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    Ctl, PoolFile, Site, Stack, TIMEOUT, check_config, free_port, http, php_table, pool_toml, proc,
-    run_bounded, start_with_control, wait_until,
+    Ctl, PoolFile, Site, Stack, TIMEOUT, Tables, check_config, free_port, http, php_table,
+    pool_toml, proc, run_bounded, start_with_control, wait_until,
 };
 
 /// The pools' `queue_timeout`.
@@ -26,25 +26,9 @@ const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 /// bounds it at 200 ms; the rest is room for a shared, loaded machine.
 const LATE: Duration = Duration::from_millis(1500);
 
-/// A pool file written whole: `listen` and the user by `pool_toml`, then `tables`.
-struct Pool {
-    name: &'static str,
-    tables: String,
-}
-
-impl PoolFile for Pool {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn toml(&self, site: &Site) -> String {
-        pool_toml(&site.socket(self.name), &self.tables)
-    }
-}
-
 /// A static embedded-PHP pool of `workers`, with `top` keys.
-fn php_pool(workers: u32, top: &str, pm: &str) -> Pool {
-    Pool {
+fn php_pool(workers: u32, top: &str, pm: &str) -> Tables {
+    Tables {
         name: "www",
         tables: format!(
             "{top}\n[pm]\nmode = \"static\"\nmax_children = {workers}\n{pm}\n{}",
@@ -239,7 +223,7 @@ fn a_saturated_http_pool_answers_503_with_retry_after_within_queue_timeout() {
 #[test]
 fn queue_timeout_is_refused_at_load_on_php_cgi() {
     let site = php_site();
-    let pool = Pool {
+    let pool = Tables {
         name: "www",
         tables: format!(
             "queue_timeout = \"1s\"\n\n[pm]\nmode = \"static\"\nmax_children = 2\n\n{}",

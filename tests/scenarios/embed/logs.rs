@@ -17,7 +17,8 @@ use nix::sys::signal::Signal;
 
 use super::Embed;
 use crate::common::{
-    Drover, Nginx, PoolFile, Site, TIMEOUT, check_config, http, proc, run_bounded, wait_until,
+    AsUser, Drover, Nginx, PoolFile, Site, TIMEOUT, check_config, http, proc, run_bounded,
+    wait_until,
 };
 
 /// `<site>/log`, a folder as /var/log/php-fpm is: root's, mode 0755.
@@ -150,7 +151,11 @@ fn a_pool_of_nobody_logs_in_a_root_only_folder_and_usr1_follows_logrotate() {
     site.script("index.php", "<?php echo 'served by ', posix_geteuid();");
     site.script("slow.php", "<?php usleep(1500000); echo 'slept';");
     let error_log = folder.join("drover.log");
-    let pool = Nobody(Embed::new("www", 2).top(&logging("www", &folder)));
+    let pool = AsUser {
+        pool: Embed::new("www", 2).top(&logging("www", &folder)),
+        user: "nobody",
+        group: "nogroup",
+    };
     write_config(&site, &error_log, &[&pool]);
     let drover = Drover::spawn_reachable(&site);
     // Before the master opened it, the zygote (as nobody) could not: the pool never came up.
@@ -207,20 +212,6 @@ fn a_pool_of_nobody_logs_in_a_root_only_folder_and_usr1_follows_logrotate() {
     }
     drop(nginx);
     drop(drover);
-}
-
-/// A pool of `nobody`: the pool file says `user = "root"` when the tests run as root.
-struct Nobody(Embed);
-
-impl PoolFile for Nobody {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn toml(&self, site: &Site) -> String {
-        self.0
-            .toml(site)
-            .replace("user = \"root\"", "user = \"nobody\"\ngroup = \"nogroup\"")
-    }
 }
 
 #[test]

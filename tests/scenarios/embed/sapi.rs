@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use super::Embed;
-use crate::common::{Drover, Location, Nginx, PoolFile, Site, Stack, TIMEOUT, http};
+use crate::common::{AsUser, Drover, Location, Nginx, Site, Stack, TIMEOUT, http};
 
 const PID_PHP: &str = "<?php echo getmypid();";
 
@@ -155,20 +155,6 @@ fn limit_extensions_and_missing_scripts_answer_as_php_fpm() {
     drop(drover);
 }
 
-/// A pool that runs as www-data when the tests run as root (the pool files say root then).
-struct AsWwwData(Embed);
-impl PoolFile for AsWwwData {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn toml(&self, site: &Site) -> String {
-        self.0.toml(site).replace(
-            "user = \"root\"",
-            "user = \"www-data\"\ngroup = \"www-data\"",
-        )
-    }
-}
-
 /// A script the worker may not read is php-fpm's `EACCES` answer, 403 "Access denied.",
 /// with its log line; the worker serves on. As root the pool runs as www-data (root reads
 /// any file); otherwise as this user, whom the file's mode keeps out.
@@ -180,7 +166,14 @@ fn an_unreadable_script_is_access_denied_as_php_fpm() {
     site.script("secret.php", "<?php echo 'secret';");
     let secret = site.docroot.join("secret.php");
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let drover = Drover::start_reachable(&site, &[&AsWwwData(Embed::new("www", 1))]);
+    let drover = Drover::start_reachable(
+        &site,
+        &[&AsUser {
+            pool: Embed::new("www", 1),
+            user: "www-data",
+            group: "www-data",
+        }],
+    );
     let nginx = Nginx::start(&site, &site.socket("www"));
 
     let denied = http::get(&nginx.url("/secret.php"));

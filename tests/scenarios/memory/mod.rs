@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::common::http::try_get;
-use crate::common::{
-    Drover, Location, Nginx, PoolFile, Site, TIMEOUT, check_config, php_table, pool_toml,
-};
+use crate::common::{Drover, Location, Nginx, Site, TIMEOUT, Tables, check_config, php_table};
 use cgroup::MemoryCgroup;
 
 const MIB: u64 = 1024 * 1024;
@@ -26,29 +24,13 @@ const MIB: u64 = 1024 * 1024;
 /// sized from idle workers alone would not fit.
 const HELD_MIB: u64 = 40;
 
-/// A pool file written whole.
-struct Raw {
-    name: &'static str,
-    toml: String,
-}
-
-impl PoolFile for Raw {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn toml(&self, _site: &Site) -> String {
-        self.toml.clone()
-    }
-}
-
 fn auto_pm() -> String {
     "[pm]\nmode = \"dynamic\"\nmax_children = \"auto\"\nmin_spare_servers = 1\n\
      max_spare_servers = 4\nstart_servers = 2\n"
         .to_owned()
 }
 
-fn php_pool(site: &Site) -> Raw {
+fn php_pool(site: &Site) -> Tables {
     site.script(
         "hold.php",
         &format!(
@@ -56,16 +38,13 @@ fn php_pool(site: &Site) -> Raw {
              echo getmypid(), ' ', strlen($s);"
         ),
     );
-    Raw {
+    Tables {
         name: "www",
-        toml: pool_toml(
-            &site.socket("www"),
-            &format!("{}\n{}", auto_pm(), php_table("embed")),
-        ),
+        tables: format!("{}\n{}", auto_pm(), php_table("embed")),
     }
 }
 
-fn python_pool(site: &Site) -> Raw {
+fn python_pool(site: &Site) -> Tables {
     site.write(
         "apps/hold_app.py",
         &format!(
@@ -77,15 +56,12 @@ fn python_pool(site: &Site) -> Raw {
                  return [b'%d %d' % (os.getpid(), len(held))]\n"
         ),
     );
-    Raw {
+    Tables {
         name: "py",
-        toml: pool_toml(
-            &site.socket("py"),
-            &format!(
-                "{}\n[python]\napp = \"hold_app:application\"\npython_path = [\"{}\"]\n",
-                auto_pm(),
-                site.path().join("apps").display()
-            ),
+        tables: format!(
+            "{}\n[python]\napp = \"hold_app:application\"\npython_path = [\"{}\"]\n",
+            auto_pm(),
+            site.path().join("apps").display()
         ),
     }
 }
@@ -138,7 +114,7 @@ fn computed(line: &str) -> u32 {
 
 /// Runs `pool` in a 512 MiB cgroup behind nginx, overloads it, and checks that nothing in
 /// the cgroup was OOM-killed and that every request was served.
-fn survives_overload(site: Site, pool: Raw, path: &str) {
+fn survives_overload(site: Site, pool: Tables, path: &str) {
     let Some(cgroup) = MemoryCgroup::create(512 * MIB) else {
         eprintln!("skipped: needs root and a memory cgroup controller");
         return;
@@ -251,14 +227,11 @@ fn drover_t_says_what_auto_computes_and_from_what() {
 #[test]
 fn auto_is_refused_in_a_static_pool_with_the_reason() {
     let site = Site::new();
-    let pool = Raw {
+    let pool = Tables {
         name: "www",
-        toml: pool_toml(
-            &site.socket("www"),
-            &format!(
-                "[pm]\nmode = \"static\"\nmax_children = \"auto\"\n\n{}",
-                php_table("embed")
-            ),
+        tables: format!(
+            "[pm]\nmode = \"static\"\nmax_children = \"auto\"\n\n{}",
+            php_table("embed")
         ),
     };
     Drover::write_files(&site, &[&pool]);
@@ -285,15 +258,12 @@ fn a_fixed_max_children_too_high_for_the_cgroup_is_warned_about_with_figures() {
         // (it samples once a second).
         "<?php $s = str_repeat('x', 40 * 1024 * 1024); usleep(2500000); echo strlen($s);",
     );
-    let pool = Raw {
+    let pool = Tables {
         name: "www",
-        toml: pool_toml(
-            &site.socket("www"),
-            &format!(
-                "[pm]\nmode = \"dynamic\"\nmax_children = 40\nmin_spare_servers = 1\n\
+        tables: format!(
+            "[pm]\nmode = \"dynamic\"\nmax_children = 40\nmin_spare_servers = 1\n\
                  max_spare_servers = 2\n\n{}",
-                php_table("embed")
-            ),
+            php_table("embed")
         ),
     };
     Drover::write_files(&site, &[&pool]);

@@ -10,7 +10,8 @@ use std::fs;
 use std::path::Path;
 
 use crate::common::{
-    Drover, Location, Nginx, PoolFile, PythonPool, Site, TIMEOUT, http, php_table, pool_toml,
+    Drover, Location, Nginx, PoolFile, PythonPool, Site, TIMEOUT, Tables, http, php_table,
+    pool_toml,
 };
 
 /// The PHP script: a line to stderr, a sleep past `request_slowlog_timeout` when asked,
@@ -192,32 +193,21 @@ fn a_slow_wsgi_request_has_one_id_in_the_environ_the_access_log_the_slowlog_and_
     });
 }
 
-/// A pool whose requests are killed past `request_terminate_timeout`.
-struct Terminating;
-
-impl PoolFile for Terminating {
-    fn name(&self) -> &str {
-        "www"
-    }
-
-    fn toml(&self, site: &Site) -> String {
-        pool_toml(
-            &site.socket("www"),
-            &format!(
-                "request_terminate_timeout = \"1s\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n{}",
-                php_table("embed")
-            ),
-        )
-    }
-}
-
 /// Without an id from the client or nginx, the worker makes one; the kill of the request
 /// past `request_terminate_timeout` names it, as the line the script wrote before does.
 #[test]
 fn a_killed_request_without_a_given_id_is_named_by_the_one_drover_made() {
     let site = Site::new();
     site.script("rid.php", SCRIPT);
-    let drover = start_json(&site, &[&Terminating]);
+    // A pool whose requests are killed past `request_terminate_timeout`.
+    let terminating = Tables {
+        name: "www",
+        tables: format!(
+            "request_terminate_timeout = \"1s\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n{}",
+            php_table("embed")
+        ),
+    };
+    let drover = start_json(&site, &[&terminating]);
     let nginx = Nginx::start(&site, &site.socket("www"));
     let reply = http::get(&nginx.url("/rid.php?slow=1"));
     assert_eq!(reply.status, 502, "killed mid-request: {reply:?}");
