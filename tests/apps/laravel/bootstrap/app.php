@@ -22,4 +22,7 @@ $app->singleton(
     Illuminate\Foundation\Exceptions\Handler::class
 );
 
+// SQLite transactions that take the write lock when they begin (app/Database/ImmediatePdo.php).
+$app->bind('db.connector.sqlite', App\Database\ImmediateSqliteConnector::class);
+
 return $app;
