@@ -58,6 +58,8 @@ pub struct PoolLimits {
     /// How long a retiring worker out of any request may take to exit before SIGKILL: the
     /// global `process_control_timeout` (a program's `stop_timeout`).
     pub retire_timeout: Duration,
+    /// The key [`PoolLimits::retire_timeout`] comes from, named in the kill's log line.
+    pub retire_timeout_key: &'static str,
     /// A program's `max_lifetime` and `max_lifetime_jitter`: a copy older than its drawn
     /// lifetime ([`crate::runtime::program::lifetime`]) is retired.
     pub max_lifetime: Option<(Duration, Duration)>,
@@ -65,11 +67,14 @@ pub struct PoolLimits {
 
 impl PoolLimits {
     pub fn new(pool: &Pool, process_control_timeout: Duration) -> PoolLimits {
+        let (retire_timeout, retire_timeout_key) =
+            crate::runtime::program::stop_timeout(pool, process_control_timeout);
         PoolLimits {
             pm: pool.pm.clone(),
             request_terminate_timeout: pool.request_terminate_timeout,
             request_read_timeout: pool.request_read_timeout,
-            retire_timeout: crate::runtime::program::stop_timeout(pool, process_control_timeout),
+            retire_timeout,
+            retire_timeout_key,
             max_lifetime: crate::runtime::program::max_lifetime(pool),
         }
     }
@@ -146,10 +151,12 @@ pub enum Reason {
         waited: Duration,
         limit: Duration,
     },
-    /// Asked to retire, out of any request, and still there after `process_control_timeout`.
+    /// Asked to retire, out of any request, and still there after `process_control_timeout`
+    /// (a program's `stop_timeout`: `key` names which).
     RetireTimeout {
         waited: Duration,
         limit: Duration,
+        key: &'static str,
     },
     /// The largest idle worker of a pool above `max_pool_memory` or its memory-sized cap.
     PoolMemory(super::memory::Over),
@@ -197,10 +204,10 @@ impl fmt::Display for Reason {
                     "waited {waited:.1?} for its client to send the request, past request_read_timeout ({limit:?})"
                 )
             }
-            Reason::RetireTimeout { waited, limit } => {
+            Reason::RetireTimeout { waited, limit, key } => {
                 write!(
                     f,
-                    "still there {waited:.1?} after retiring, past process_control_timeout ({limit:?})"
+                    "still there {waited:.1?} after retiring, past {key} ({limit:?})"
                 )
             }
             Reason::PoolMemory(over) => super::memory::describe(f, over),
@@ -394,7 +401,11 @@ fn kill_reason(limits: &PoolLimits, worker: &WorkerView, now: Instant) -> Option
     // has just finished the request it was asked to finish is on its way out, not stuck.
     let waited = now.saturating_duration_since(asked.max(worker.since));
     let limit = limits.retire_timeout;
-    (waited > limit).then_some(Reason::RetireTimeout { waited, limit })
+    (waited > limit).then_some(Reason::RetireTimeout {
+        waited,
+        limit,
+        key: limits.retire_timeout_key,
+    })
 }
 
 /// php-fpm's dynamic algorithm: retire one spare above max_spare, or spawn a doubling batch

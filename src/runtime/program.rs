@@ -47,15 +47,16 @@ fn signal_named(name: &str) -> Signal {
     }
 }
 
-/// How long a worker of `pool` asked to stop may take before SIGKILL: a program's
-/// `stop_timeout`, else `process_control_timeout`.
-pub fn stop_timeout(pool: &Pool, process_control_timeout: Duration) -> Duration {
+/// How long a worker of `pool` asked to stop may take before SIGKILL, and the key that
+/// says so (for the kill's log line): a program's `stop_timeout`, else
+/// `process_control_timeout`.
+pub fn stop_timeout(pool: &Pool, process_control_timeout: Duration) -> (Duration, &'static str) {
     match &pool.runtime {
         Runtime::Program(Program {
             stop_timeout: Some(timeout),
             ..
-        }) => *timeout,
-        _ => process_control_timeout,
+        }) => (*timeout, "stop_timeout"),
+        _ => (process_control_timeout, "process_control_timeout"),
     }
 }
 

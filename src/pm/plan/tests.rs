@@ -36,6 +36,7 @@ fn limits(mode: PmMode, max_children: u32) -> PoolLimits {
         request_terminate_timeout: None,
         request_read_timeout: None,
         retire_timeout: 10 * SEC,
+        retire_timeout_key: "process_control_timeout",
         max_lifetime: None,
     }
 }
@@ -222,6 +223,7 @@ fn max_memory_retires_a_worker_once_and_gracefully() {
 fn a_program_copy_past_its_lifetime_is_retired_once_then_killed_past_stop_timeout() {
     let mut l = limits(PmMode::Static, 2);
     l.max_lifetime = Some((600 * SEC, Duration::ZERO));
+    l.retire_timeout_key = "stop_timeout";
     let mut s = PolicyState::default();
     let mut young = idle(2, SEC);
     young.started = now() - 599 * SEC;
@@ -246,13 +248,15 @@ fn a_program_copy_past_its_lifetime_is_retired_once_then_killed_past_stop_timeou
     let workers = [retiring(old.clone(), 5 * SEC), young.clone()];
     assert_eq!(tick(&l, &mut s, &workers), []);
     let workers = [retiring(old, 11 * SEC), young];
-    assert!(matches!(
-        tick(&l, &mut s, &workers)[..],
-        [Action::Kill {
-            reason: Reason::RetireTimeout { .. },
-            ..
-        }]
-    ));
+    let actions = tick(&l, &mut s, &workers);
+    let [Action::Kill { reason, .. }] = &actions[..] else {
+        panic!("one kill, got {actions:?}");
+    };
+    assert_eq!(
+        reason.to_string(),
+        "still there 11.0s after retiring, past stop_timeout (10s)",
+        "the log line names the key that set the limit"
+    );
     assert_eq!(s.counters.retired_max_lifetime, 1);
 }
 
@@ -379,6 +383,7 @@ fn a_retiring_worker_that_does_not_exit_is_killed_after_process_control_timeout(
     let reason = Reason::RetireTimeout {
         waited: 11 * SEC,
         limit: 10 * SEC,
+        key: "process_control_timeout",
     };
     assert_eq!(
         tick(&l, &mut s, &[stuck, finishing, just_done]),

@@ -349,7 +349,10 @@ fn a_copy_that_ignores_the_stop_signal_is_killed_after_stop_timeout() {
         .log
         .wait_for_line(&format!("killing worker {pid}"), TIMEOUT);
     let waited = t0.elapsed();
-    assert!(killed.contains("after retiring"), "{killed}");
+    assert!(
+        killed.contains("after retiring, past stop_timeout (1s)"),
+        "{killed}"
+    );
     let exited = drover
         .log
         .wait_for_line(&format!("worker {pid} exited"), TIMEOUT);
