@@ -30,6 +30,9 @@ pub struct Marker {
     pub source: PathBuf,
     /// The source's build-id in hex (the copy has the same `.note.gnu.build-id`).
     pub build_id: String,
+    /// The source's SONAME (empty if none): the name the copy is also found by in its
+    /// folder (a symlink), since it is the name programs linked to the source ask for.
+    pub soname: String,
     /// What was bound, one line ([`crate::Analysis::summary`]).
     pub summary: String,
 }
@@ -42,6 +45,7 @@ impl Marker {
         for (key, value) in [
             ("source", self.source.as_os_str().as_bytes()),
             ("build-id", self.build_id.as_bytes()),
+            ("soname", self.soname.as_bytes()),
             ("summary", self.summary.as_bytes()),
         ] {
             if value.contains(&b'\n') {
@@ -90,7 +94,8 @@ impl Marker {
     }
 
     fn parse(text: &[u8]) -> Option<Marker> {
-        let (mut source, mut build_id, mut summary) = (None, None, None);
+        let (mut source, mut build_id) = (None, None);
+        let (mut soname, mut summary) = (String::new(), String::new());
         for line in text.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
             let at = line.iter().position(|b| *b == b'=')?;
             let (key, value) = (&line[..at], &line[at + 1..]);
@@ -99,14 +104,16 @@ impl Marker {
                     source = Some(PathBuf::from(std::ffi::OsString::from_vec(value.to_vec())))
                 }
                 b"build-id" => build_id = Some(String::from_utf8(value.to_vec()).ok()?),
-                b"summary" => summary = Some(String::from_utf8_lossy(value).into_owned()),
+                b"soname" => soname = String::from_utf8_lossy(value).into_owned(),
+                b"summary" => summary = String::from_utf8_lossy(value).into_owned(),
                 _ => {}
             }
         }
         Some(Marker {
             source: source?,
             build_id: build_id?,
-            summary: summary.unwrap_or_default(),
+            soname,
+            summary,
         })
     }
 }
@@ -198,6 +205,7 @@ mod tests {
         let marker = Marker {
             source: "/usr/lib/libphp8.2.so".into(),
             build_id: "d02f1005".into(),
+            soname: "libphp.so".into(),
             summary: "29858 calls".into(),
         };
         let mut file = tempfile::tempfile().unwrap();
@@ -224,6 +232,7 @@ mod tests {
         let marker = Marker {
             source: "/tmp/a\nb".into(),
             build_id: String::new(),
+            soname: String::new(),
             summary: String::new(),
         };
         assert_eq!(marker.encode(), None);
