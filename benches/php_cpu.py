@@ -10,6 +10,12 @@ this moves less than wrk's throughput (BENCHMARKS.md, 2026-12-02).
 
     python3 benches/php_cpu.py                  # 10 rounds of 100 requests, about 20 s
     python3 benches/php_cpu.py --rounds 20 --release OTHER/target/release
+    python3 benches/php_cpu.py --direct         # and drover-php on the copy bound directly
+
+The backend drover-php runs Debian's libphp (its pool's [env] sets LD_LIBRARY_PATH =
+"/usr/lib", so the master leaves it alone); with --direct, drover-php-direct runs the copy
+`drover-php --bind-direct` wrote into /var/lib/drover/libphp, which the master picks itself
+(docs/php.md, "PHP's calls bound directly"). Both are checked to map the libphp meant.
 
 Prints per backend the median over the rounds of the CPU time per request of all its
 processes (drover: master, zygote, worker), of its busiest process (the worker), the wall
@@ -34,6 +40,8 @@ import symfony  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FPM = "/usr/sbin/php-fpm8.2"
+DEBIAN_LIBPHP = "/usr/lib"
+DIRECT_LIBPHP = "/var/lib/drover/libphp"
 
 
 def drover(work, name, binary, runtime, libphp=None):
@@ -41,7 +49,8 @@ def drover(work, name, binary, runtime, libphp=None):
     os.makedirs(f"{folder}/pools.d")
     open(f"{folder}/drover.toml", "w").close()
     # libphp: a folder whose libphp8.2.so drover-php's zygote loads instead of Debian's, and
-    # whose conf.d, if it has one, replaces PHP's scan folder.
+    # whose conf.d, if it has one, replaces PHP's scan folder; "" for none (the master then
+    # picks the copy bound directly if there is one).
     env = ""
     if libphp:
         env = f'[env]\nLD_LIBRARY_PATH = "{libphp}"\n'
@@ -87,6 +96,9 @@ def main():
     ap.add_argument("--libphp-release", help="the folder with drover and drover-php for the --libphp backends "
                     "(a drover-php built against that libphp's headers: PHP_CONFIG); default --release")
     ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
+    ap.add_argument("--direct", action="store_true",
+                    help=f"add drover-php-direct: drover-php on the copy of libphp bound directly in {DIRECT_LIBPHP} "
+                         "(drover-php --bind-direct)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the pools run as www-data")
@@ -96,12 +108,17 @@ def main():
     os.makedirs(f"{work}/www")
     symfony.install(work)
     binary = os.path.join(args.release, "drover")
-    specs = {"drover-php": drover(work, "drover-php", binary, "embed"),
+    specs = {"drover-php": drover(work, "drover-php", binary, "embed", DEBIAN_LIBPHP),
              "drover-cgi": drover(work, "drover-cgi", binary, "cgi"),
              "php-fpm": fpm(work, "php-fpm")}
     if args.no_cgi:
         del specs["drover-cgi"]
-    folders = {}
+    folders = {"drover-php": DEBIAN_LIBPHP}
+    if args.direct:
+        if not os.path.exists(f"{DIRECT_LIBPHP}/libphp8.2.so"):
+            sys.exit(f"no {DIRECT_LIBPHP}/libphp8.2.so: run drover-php --bind-direct")
+        specs["drover-php-direct"] = drover(work, "drover-php-direct", binary, "embed")
+        folders["drover-php-direct"] = DIRECT_LIBPHP
     for i, spec in enumerate(args.libphp):
         label, _, folder = spec.partition("=")
         folders[f"drover-php ({label})"] = os.path.abspath(folder)

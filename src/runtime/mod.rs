@@ -167,7 +167,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
                 worker,
                 boot_in_zygote,
             } => {
-                direct = php::direct::for_pool(pool, php::embed::linked_libphp());
+                direct = php::direct::for_pool(pool, php::embed::linked_libphp);
                 php::embed::plan(
                     pool,
                     php,

@@ -118,13 +118,14 @@ impl Direct {
 }
 
 /// The decision for one pool: [`Direct::LeftAlone`] when its environment names a library
-/// path, else [`decide`] on what [`look`] finds for the libphp drover-php loads.
-pub fn for_pool(pool: &Pool, linked: Option<&Path>) -> Direct {
+/// path, else [`decide`] on what [`look`] finds for the libphp drover-php loads (`linked`,
+/// asked only then: it may run `drover-php --probe`).
+pub fn for_pool<'a>(pool: &Pool, linked: impl FnOnce() -> Option<&'a Path>) -> Direct {
     let inherited = !pool.clear_env && std::env::var_os(LIBRARY_PATH).is_some();
     if pool.env.contains_key(LIBRARY_PATH) || inherited {
         return Direct::LeftAlone;
     }
-    let Some(linked) = linked else {
+    let Some(linked) = linked() else {
         return Direct::Absent;
     };
     decide(
