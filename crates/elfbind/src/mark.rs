@@ -1,6 +1,6 @@
 //! What a bound copy says of itself, readable with the standard library alone (the master
 //! reads it at a pool's start, and links no ELF parser): the build-id of an ELF file, from
-//! its `PT_NOTE` segments, and the marker [`crate::bind`]'s caller appends after the last
+//! its `PT_NOTE` segments, and the marker the caller of `bind` appends after the last
 //! byte of the copy, which names the library it was made from.
 //!
 //! The marker is a trailer past everything the ELF headers point at, so that the copy is the
@@ -33,7 +33,7 @@ pub struct Marker {
     /// The source's SONAME (empty if none): the name the copy is also found by in its
     /// folder (a symlink), since it is the name programs linked to the source ask for.
     pub soname: String,
-    /// What was bound, one line ([`crate::Analysis::summary`]).
+    /// What was bound, one line (`Analysis::summary`).
     pub summary: String,
 }
 
