@@ -235,13 +235,52 @@ fn libphp_sites_are_the_ones_objdump_shows() {
 }
 
 #[test]
-fn libphp_bound_keeps_one_plt_call_in_execute_ex() {
+fn libphp_bound_keeps_one_plt_call_in_execute_ex_and_every_other_byte() {
     let Some(data) = libphp() else { return };
-    let (bound, _) = elfbind::bind(&data, &Keep::new()).unwrap();
+    let (bound, analysis) = elfbind::bind(&data, &Keep::new()).unwrap();
     let (before, after) = (
         plt_branches(&data, "execute_ex"),
         plt_branches(&bound, "execute_ex"),
     );
     println!("execute_ex: {before} branches into the PLT, {after} once bound");
     assert!(after < before / 10, "{before} -> {after}");
+
+    // Every byte that changed is inside a site: the copy is the library otherwise.
+    assert_eq!(data.len(), bound.len());
+    let file = object::File::parse(data.as_slice()).unwrap();
+    let sections: Vec<(u64, u64, u64)> = file
+        .sections()
+        .filter_map(|s| {
+            s.file_range()
+                .map(|(offset, size)| (offset, size, s.address()))
+        })
+        .collect();
+    let mut changed = 0;
+    for (at, _) in data
+        .iter()
+        .zip(&bound)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+    {
+        let at = at as u64;
+        let (offset, _, address) = sections
+            .iter()
+            .find(|(offset, size, _)| (*offset..offset + size).contains(&at))
+            .unwrap_or_else(|| panic!("byte {at:#x} changed outside every section"));
+        let address = address + (at - offset);
+        // The sites are in address order: the last one starting at or before the byte.
+        let index = analysis
+            .sites
+            .partition_point(|site| site.address <= address);
+        let site = index.checked_sub(1).map(|i| &analysis.sites[i]);
+        assert!(
+            site.is_some_and(|site| address < site.address + site.len as u64),
+            "byte {at:#x} ({address:#x}) changed outside the sites"
+        );
+        changed += 1;
+    }
+    println!(
+        "{changed} bytes changed, all in the {} sites",
+        analysis.sites.len()
+    );
 }
