@@ -190,6 +190,8 @@ def main():
     ap.add_argument("--single", action="store_true",
                     help="one worker of --requests per backend (session 9's method), not two")
     args = ap.parse_args()
+    if args.libphp and not os.path.isfile(args.libphp):
+        sys.exit(f"no {args.libphp} (drover-php --bind-direct writes /var/lib/drover/libphp/libphp8.2.so)")
     # Stopped by SIGTERM, it still stops what it started (the finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))
     work = tempfile.mkdtemp(prefix="drover-callgrind-")
