@@ -11,6 +11,7 @@ this moves less than wrk's throughput (BENCHMARKS.md, 2026-12-02).
     python3 benches/php_cpu.py                  # 10 rounds of 100 requests, about 20 s
     python3 benches/php_cpu.py --rounds 20 --release OTHER/target/release
     python3 benches/php_cpu.py --direct         # and drover-php on the copy bound directly
+    python3 benches/php_cpu.py --direct --app wordpress --requests 20   # WordPress's front page
 
 The backend drover-php runs Debian's libphp (its pool's [env] sets LD_LIBRARY_PATH =
 "/usr/lib", so the master leaves it alone); with --direct, drover-php-direct runs the copy
@@ -37,6 +38,7 @@ import time
 sys.dont_write_bytecode = True
 from harness import descendants, free_port, wait_answer  # noqa: E402
 import symfony  # noqa: E402
+import wordpress  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FPM = "/usr/sbin/php-fpm8.2"
@@ -96,6 +98,9 @@ def main():
     ap.add_argument("--libphp-release", help="the folder with drover and drover-php for the --libphp backends "
                     "(a drover-php built against that libphp's headers: PHP_CONFIG); default --release")
     ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
+    ap.add_argument("--app", choices=["symfony", "wordpress"], default="symfony",
+                    help="symfony: symfony.py's /hello/bench; wordpress: wordpress.py's front page "
+                         "(MariaDB in the work folder; its pages differ, so bodies are not compared)")
     ap.add_argument("--direct", action="store_true",
                     help=f"add drover-php-direct: drover-php on the copy of libphp bound directly in {DIRECT_LIBPHP} "
                          "(drover-php --bind-direct)")
@@ -106,7 +111,14 @@ def main():
     work = tempfile.mkdtemp(prefix="drover-php-cpu-")
     os.chmod(work, 0o755)
     os.makedirs(f"{work}/www")
-    symfony.install(work)
+    log = open(f"{work}/log", "w")
+    site = None
+    if args.app == "wordpress":
+        site = wordpress.Site(work, log)
+        front, path, params = wordpress.FRONT, "/", site.params
+    else:
+        symfony.install(work)
+        front, path, params = f"{work}/www/{symfony.FRONT}", symfony.PATH, ""
     binary = os.path.join(args.release, "drover")
     specs = {"drover-php": drover(work, "drover-php", binary, "embed", DEBIAN_LIBPHP),
              "drover-cgi": drover(work, "drover-cgi", binary, "cgi"),
@@ -125,16 +137,14 @@ def main():
         other = os.path.join(args.libphp_release or args.release, "drover")
         specs[f"drover-php ({label})"] = drover(work, f"libphp-{i}", other, "embed", os.path.abspath(folder))
     ports = {name: free_port() for name in specs}
-    front = f"{work}/www/{symfony.FRONT}"
     servers = "\n".join(
         f"server {{ listen 127.0.0.1:{ports[name]}; location / {{ include /etc/nginx/fastcgi.conf; "
-        f"fastcgi_param SCRIPT_FILENAME {front}; fastcgi_param SCRIPT_NAME /index.php; "
+        f"fastcgi_param SCRIPT_FILENAME {front}; fastcgi_param SCRIPT_NAME /index.php; {params} "
         f"fastcgi_pass unix:{sock}; }} }}" for name, (_, sock) in specs.items())
     with open(f"{work}/nginx.conf", "w") as f:
         f.write(f"daemon off; worker_processes 1; user root root; error_log {work}/nginx.err; pid {work}/nginx.pid;\n"
                 f"events {{ worker_connections 1024; }}\nhttp {{ access_log off; client_body_temp_path {work}/ctmp; "
                 f"fastcgi_temp_path {work}/ftmp;\n{servers}\n}}\n")
-    log = open(f"{work}/log", "w")
     nginx = subprocess.Popen(["nginx", "-c", f"{work}/nginx.conf", "-p", work], stdout=log, stderr=log)
     procs = {}
     try:
@@ -142,7 +152,7 @@ def main():
             procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         conns = {}
         for name in specs:
-            if not wait_answer(f"http://127.0.0.1:{ports[name]}{symfony.PATH}", time.time() + 60):
+            if not wait_answer(f"http://127.0.0.1:{ports[name]}{path}", time.time() + 60):
                 sys.exit(f"{name}: no answer within 60 s (see {work}/log)")
             conns[name] = http.client.HTTPConnection("127.0.0.1", ports[name], timeout=60)
         for name, folder in folders.items():
@@ -156,18 +166,18 @@ def main():
                 sys.exit(f"{name}: no process maps {folder}/libphp*")
 
         def get(name):
-            conns[name].request("GET", symfony.PATH)
+            conns[name].request("GET", path)
             response = conns[name].getresponse()
             body = response.read()
             if response.status != 200:
-                sys.exit(f"{name}: {symfony.PATH} answered {response.status}")
+                sys.exit(f"{name}: {path} answered {response.status}")
             return body
 
         bodies = {}
         for name in specs:
             for _ in range(50):
                 bodies[name] = get(name)
-        if len(set(bodies.values())) != 1:
+        if args.app == "symfony" and len(set(bodies.values())) != 1:
             sys.exit(f"the backends' bodies differ: {bodies}")
         rows = {name: [] for name in specs}
         names = list(specs)
@@ -193,8 +203,11 @@ def main():
                 proc.wait()
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
+        if site:
+            site.stop()
     median = {name: [statistics.median(row[i] for row in rows[name]) for i in range(3)] for name in rows}
-    print(f"Symfony /hello/bench, one request at a time: {args.rounds} rounds of {args.requests} requests per "
+    title = "WordPress's front page" if args.app == "wordpress" else "Symfony /hello/bench"
+    print(f"{title}, one request at a time: {args.rounds} rounds of {args.requests} requests per "
           "backend, medians over the rounds.\n")
     print("| backend | CPU µs/request (all processes) | worker's CPU µs/request | wall µs/request | CPU ratio to php-fpm |")
     print("|---|---|---|---|---|")
