@@ -17,6 +17,11 @@ whole under valgrind (its children are forks). Both read the same php.ini and co
     python3 benches/callgrind.py                        # WordPress's front page, 25 requests
     python3 benches/callgrind.py --app symfony --requests 100   # the Symfony app's /hello/bench
     python3 benches/callgrind.py --requests 50 --keep   # keep the profiles (callgrind_annotate)
+    python3 benches/callgrind.py --app symfony --requests 100 --libphp /var/lib/drover/libphp/libphp8.2.so
+
+drover-php runs Debian's libphp (its pool's [env] sets LD_LIBRARY_PATH = "/usr/lib");
+--libphp FILE adds drover-php-direct, whose pool's LD_LIBRARY_PATH is FILE's folder (the
+copy `drover-php --bind-direct` writes, docs/php.md, "PHP's calls bound directly").
 
 The apps: `wordpress` (compare.py's php-wordpress: wordpress.py's site, its front page) and
 `symfony` (compare.py's php-symfony: symfony.py, its route /hello/bench).
@@ -49,21 +54,22 @@ FPM = "/usr/sbin/php-fpm8.2"
 TITLES = {"wordpress": "WordPress front page", "symfony": "Symfony 5.4 app's /hello/bench"}
 
 
-def drover_backend(work, release, requests):
+def drover_backend(work, release, requests, name="drover-php", libdir="/usr/lib"):
     """drover with one drover-php pool whose zygote (and so its workers) runs under
-    callgrind: a copy of drover beside a drover-php that execs valgrind."""
-    folder = f"{work}/drover"
+    callgrind: a copy of drover beside a drover-php that execs valgrind. The zygote loads
+    the libphp of libdir (LD_LIBRARY_PATH)."""
+    folder = f"{work}/{name}"
     os.makedirs(f"{folder}/bin", exist_ok=True)
     os.makedirs(f"{folder}/pools.d", exist_ok=True)
     shutil.copy2(f"{release}/drover", f"{folder}/bin/drover")
     with open(f"{folder}/bin/drover-php", "w") as f:
-        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={work}/profiles/cg-drover.%p "
+        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={work}/profiles/cg-{name}.%p "
                 f"{release}/drover-php \"$@\"\n")
     os.chmod(f"{folder}/bin/drover-php", 0o755)
     with open(f"{folder}/drover.toml", "w") as f:
         f.write("")
     with open(f"{folder}/pools.d/bench.toml", "w") as f:
-        f.write(f"""listen = "{work}/drover.sock"
+        f.write(f"""listen = "{work}/{name}.sock"
 listen_mode = "0666"
 user = "www-data"
 group = "www-data"
@@ -71,10 +77,12 @@ group = "www-data"
 mode = "static"
 max_children = 1
 max_requests = {requests}
+[env]
+LD_LIBRARY_PATH = "{libdir}"
 [php]
 runtime = "embed"
 """)
-    return Backend("drover-php", [f"{folder}/bin/drover", "-c", f"{folder}/drover.toml"], f"unix:{work}/drover.sock")
+    return Backend(name, [f"{folder}/bin/drover", "-c", f"{folder}/drover.toml"], f"unix:{work}/{name}.sock")
 
 
 def fpm_backend(work, requests):
@@ -100,7 +108,7 @@ def second_worker(log_path, name):
     """The pid of the backend's second worker, from its log (None before it started):
     drover logs every worker's start, php-fpm only those it forks after the first."""
     text = open(log_path, errors="replace").read()
-    if name == "drover-php":
+    if name.startswith("drover-php"):
         pids = re.findall(r"worker (\d+) started", text)[1:]
     else:
         pids = re.findall(r"child (\d+) started", text)
@@ -125,7 +133,7 @@ class Symfony:
 def run(work, backend, site, requests):
     """2 × requests through nginx on one connection; the profile of the second worker."""
     log_path = f"{work}/{backend.name}.log"
-    prefix = "cg-drover" if backend.name == "drover-php" else "cg-fpm"
+    prefix = f"cg-{backend.name}" if backend.name.startswith("drover-php") else "cg-fpm"
     path = site.path
     with open(log_path, "w") as log, behind_nginx(work, backend, log, site.front, site.params) as port:
         backend.start(log)
@@ -176,9 +184,14 @@ def main():
                     help="the folder with drover and drover-php")
     ap.add_argument("--keep", action="store_true", help="keep the work folder with the profiles")
     ap.add_argument("--app", choices=sorted(TITLES), default="wordpress", help="the app whose page is profiled")
+    ap.add_argument("--libphp", metavar="FILE",
+                    help="also drover-php-direct: drover-php on FILE's libphp (its folder in LD_LIBRARY_PATH), "
+                         "e.g. /var/lib/drover/libphp/libphp8.2.so")
     ap.add_argument("--single", action="store_true",
                     help="one worker of --requests per backend (session 9's method), not two")
     args = ap.parse_args()
+    if args.libphp and not os.path.isfile(args.libphp):
+        sys.exit(f"no {args.libphp} (drover-php --bind-direct writes /var/lib/drover/libphp/libphp8.2.so)")
     # Stopped by SIGTERM, it still stops what it started (the finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped"))
     work = tempfile.mkdtemp(prefix="drover-callgrind-")
@@ -194,7 +207,11 @@ def main():
         site = Symfony(work)
     try:
         figures = {}
-        for make in (lambda n: fpm_backend(work, n), lambda n: drover_backend(work, args.release, n)):
+        makers = [lambda n: fpm_backend(work, n), lambda n: drover_backend(work, args.release, n)]
+        if args.libphp:
+            libdir = os.path.dirname(os.path.abspath(args.libphp))
+            makers.append(lambda n: drover_backend(work, args.release, n, "drover-php-direct", libdir))
+        for make in makers:
             # The second worker's profile holds what it inherited at its fork (the parent's
             # counts: PHP's startup) and its own start and exit besides its requests: a
             # worker of R requests and one of 2R, and the difference over R, leave only the
@@ -217,11 +234,14 @@ def main():
            f"the difference between a worker of {2 * args.requests} requests and one of {args.requests}, "
            f"over {args.requests}: the requests alone")
     print(f"{TITLES[args.app]}, instructions per request (callgrind, OPcache warm; {how}):\n")
-    print("| instructions per request | drover-php | php-fpm | drover-php / php-fpm |")
-    print("|---|---|---|---|")
+    ours = [name for name in figures if name != "php-fpm"]
+    print("| instructions per request | " + " | ".join(ours) + " | php-fpm | "
+          + " | ".join(f"{name} / php-fpm" for name in ours) + " |")
+    print("|---" * (2 * len(ours) + 2) + "|")
     for key in figures["php-fpm"]:
-        ours, theirs = figures["drover-php"][key], figures["php-fpm"][key]
-        print(f"| {key} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.3f} |")
+        theirs = figures["php-fpm"][key]
+        print(f"| {key} | " + " | ".join(f"{figures[name][key]:,.0f}" for name in ours) + f" | {theirs:,.0f} | "
+              + " | ".join(f"{figures[name][key] / theirs:.3f}" for name in ours) + " |")
     if args.keep:
         print(f"\n(profiles in {work})", file=sys.stderr)
     else:

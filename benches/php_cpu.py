@@ -10,6 +10,13 @@ this moves less than wrk's throughput (BENCHMARKS.md, 2026-12-02).
 
     python3 benches/php_cpu.py                  # 10 rounds of 100 requests, about 20 s
     python3 benches/php_cpu.py --rounds 20 --release OTHER/target/release
+    python3 benches/php_cpu.py --direct         # and drover-php on the copy bound directly
+    python3 benches/php_cpu.py --direct --app wordpress --requests 20   # WordPress's front page
+
+The backend drover-php runs Debian's libphp (its pool's [env] sets LD_LIBRARY_PATH =
+"/usr/lib", so the master leaves it alone); with --direct, drover-php-direct runs the copy
+`drover-php --bind-direct` wrote into /var/lib/drover/libphp, which the master picks itself
+(docs/php.md, "PHP's calls bound directly"). Both are checked to map the libphp meant.
 
 Prints per backend the median over the rounds of the CPU time per request of all its
 processes (drover: master, zygote, worker), of its busiest process (the worker), the wall
@@ -31,9 +38,12 @@ import time
 sys.dont_write_bytecode = True
 from harness import descendants, free_port, wait_answer  # noqa: E402
 import symfony  # noqa: E402
+import wordpress  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FPM = "/usr/sbin/php-fpm8.2"
+DEBIAN_LIBPHP = "/usr/lib"
+DIRECT_LIBPHP = "/var/lib/drover/libphp"
 
 
 def drover(work, name, binary, runtime, libphp=None):
@@ -41,7 +51,8 @@ def drover(work, name, binary, runtime, libphp=None):
     os.makedirs(f"{folder}/pools.d")
     open(f"{folder}/drover.toml", "w").close()
     # libphp: a folder whose libphp8.2.so drover-php's zygote loads instead of Debian's, and
-    # whose conf.d, if it has one, replaces PHP's scan folder.
+    # whose conf.d, if it has one, replaces PHP's scan folder; "" for none (the master then
+    # picks the copy bound directly if there is one).
     env = ""
     if libphp:
         env = f'[env]\nLD_LIBRARY_PATH = "{libphp}"\n'
@@ -87,6 +98,12 @@ def main():
     ap.add_argument("--libphp-release", help="the folder with drover and drover-php for the --libphp backends "
                     "(a drover-php built against that libphp's headers: PHP_CONFIG); default --release")
     ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
+    ap.add_argument("--app", choices=["symfony", "wordpress"], default="symfony",
+                    help="symfony: symfony.py's /hello/bench; wordpress: wordpress.py's front page "
+                         "(MariaDB in the work folder; its pages differ, so bodies are not compared)")
+    ap.add_argument("--direct", action="store_true",
+                    help=f"add drover-php-direct: drover-php on the copy of libphp bound directly in {DIRECT_LIBPHP} "
+                         "(drover-php --bind-direct)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the pools run as www-data")
@@ -94,30 +111,40 @@ def main():
     work = tempfile.mkdtemp(prefix="drover-php-cpu-")
     os.chmod(work, 0o755)
     os.makedirs(f"{work}/www")
-    symfony.install(work)
+    log = open(f"{work}/log", "w")
+    site = None
+    if args.app == "wordpress":
+        site = wordpress.Site(work, log)
+        front, path, params = wordpress.FRONT, "/", site.params
+    else:
+        symfony.install(work)
+        front, path, params = f"{work}/www/{symfony.FRONT}", symfony.PATH, ""
     binary = os.path.join(args.release, "drover")
-    specs = {"drover-php": drover(work, "drover-php", binary, "embed"),
+    specs = {"drover-php": drover(work, "drover-php", binary, "embed", DEBIAN_LIBPHP),
              "drover-cgi": drover(work, "drover-cgi", binary, "cgi"),
              "php-fpm": fpm(work, "php-fpm")}
     if args.no_cgi:
         del specs["drover-cgi"]
-    folders = {}
+    folders = {"drover-php": DEBIAN_LIBPHP}
+    if args.direct:
+        if not os.path.exists(f"{DIRECT_LIBPHP}/libphp8.2.so"):
+            sys.exit(f"no {DIRECT_LIBPHP}/libphp8.2.so: run drover-php --bind-direct")
+        specs["drover-php-direct"] = drover(work, "drover-php-direct", binary, "embed")
+        folders["drover-php-direct"] = DIRECT_LIBPHP
     for i, spec in enumerate(args.libphp):
         label, _, folder = spec.partition("=")
         folders[f"drover-php ({label})"] = os.path.abspath(folder)
         other = os.path.join(args.libphp_release or args.release, "drover")
         specs[f"drover-php ({label})"] = drover(work, f"libphp-{i}", other, "embed", os.path.abspath(folder))
     ports = {name: free_port() for name in specs}
-    front = f"{work}/www/{symfony.FRONT}"
     servers = "\n".join(
         f"server {{ listen 127.0.0.1:{ports[name]}; location / {{ include /etc/nginx/fastcgi.conf; "
-        f"fastcgi_param SCRIPT_FILENAME {front}; fastcgi_param SCRIPT_NAME /index.php; "
+        f"fastcgi_param SCRIPT_FILENAME {front}; fastcgi_param SCRIPT_NAME /index.php; {params} "
         f"fastcgi_pass unix:{sock}; }} }}" for name, (_, sock) in specs.items())
     with open(f"{work}/nginx.conf", "w") as f:
         f.write(f"daemon off; worker_processes 1; user root root; error_log {work}/nginx.err; pid {work}/nginx.pid;\n"
                 f"events {{ worker_connections 1024; }}\nhttp {{ access_log off; client_body_temp_path {work}/ctmp; "
                 f"fastcgi_temp_path {work}/ftmp;\n{servers}\n}}\n")
-    log = open(f"{work}/log", "w")
     nginx = subprocess.Popen(["nginx", "-c", f"{work}/nginx.conf", "-p", work], stdout=log, stderr=log)
     procs = {}
     try:
@@ -125,7 +152,7 @@ def main():
             procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         conns = {}
         for name in specs:
-            if not wait_answer(f"http://127.0.0.1:{ports[name]}{symfony.PATH}", time.time() + 60):
+            if not wait_answer(f"http://127.0.0.1:{ports[name]}{path}", time.time() + 60):
                 sys.exit(f"{name}: no answer within 60 s (see {work}/log)")
             conns[name] = http.client.HTTPConnection("127.0.0.1", ports[name], timeout=60)
         for name, folder in folders.items():
@@ -139,18 +166,18 @@ def main():
                 sys.exit(f"{name}: no process maps {folder}/libphp*")
 
         def get(name):
-            conns[name].request("GET", symfony.PATH)
+            conns[name].request("GET", path)
             response = conns[name].getresponse()
             body = response.read()
             if response.status != 200:
-                sys.exit(f"{name}: {symfony.PATH} answered {response.status}")
+                sys.exit(f"{name}: {path} answered {response.status}")
             return body
 
         bodies = {}
         for name in specs:
             for _ in range(50):
                 bodies[name] = get(name)
-        if len(set(bodies.values())) != 1:
+        if args.app == "symfony" and len(set(bodies.values())) != 1:
             sys.exit(f"the backends' bodies differ: {bodies}")
         rows = {name: [] for name in specs}
         names = list(specs)
@@ -176,8 +203,11 @@ def main():
                 proc.wait()
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
+        if site:
+            site.stop()
     median = {name: [statistics.median(row[i] for row in rows[name]) for i in range(3)] for name in rows}
-    print(f"Symfony /hello/bench, one request at a time: {args.rounds} rounds of {args.requests} requests per "
+    title = "WordPress's front page" if args.app == "wordpress" else "Symfony /hello/bench"
+    print(f"{title}, one request at a time: {args.rounds} rounds of {args.requests} requests per "
           "backend, medians over the rounds.\n")
     print("| backend | CPU µs/request (all processes) | worker's CPU µs/request | wall µs/request | CPU ratio to php-fpm |")
     print("|---|---|---|---|---|")

@@ -219,7 +219,17 @@ php_lib=$(readelf -d "$stage/drover-php/usr/lib/drover/drover-php" |
 [[ -n $php_lib ]] || die "drover-php does not link libphp: install libphp8.2-embed and php8.2-dev, then build again"
 # libphp8.2-embed ships no shlibs file (its soname is plain libphp.so): the package that
 # holds the library drover-php links is named by hand.
-php_pkg=$(dpkg -S "$(readlink -f "/usr/lib/$php_lib")" | cut -d: -f1)
+php_file=$(readlink -f "/usr/lib/$php_lib")
+php_pkg=$(dpkg -S "$php_file" | cut -d: -f1)
+# The direct-call copy of libphp (docs/php.md, "PHP's calls bound directly"): made by the
+# postinst, made again by the file trigger when a package installs a new libphp, removed by
+# the postrm.
+mkdir -p "$stage/drover-php/DEBIAN"
+for script in postinst postrm; do
+    install -m 0755 "packaging/debian/drover-php.$script" "$stage/drover-php/DEBIAN/$script"
+done
+sed "s|@LIBPHP@|$php_file|" packaging/debian/drover-php.triggers >"$stage/drover-php/DEBIAN/triggers"
+chmod 0644 "$stage/drover-php/DEBIAN/triggers"
 docs drover-php
 control drover-php \
     "drover (= $version), $php_pkg, $(shlib_depends drover-php "$stage/drover-php/usr/lib/drover/drover-php")" \

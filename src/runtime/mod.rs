@@ -63,6 +63,9 @@ pub struct Launch {
     /// What asks a worker to stop when it is retired: SIGTERM, or a program's
     /// `stop_signal`.
     pub stop_signal: Signal,
+    /// Whether an embedded-PHP pool's zygote loads the copy of libphp bound directly
+    /// (`Absent` for every other runtime); the pool's start logs it once.
+    pub direct: php::direct::Direct,
 }
 
 impl Launch {
@@ -155,26 +158,31 @@ pub fn check_php_settings(config: &crate::config::Config) -> Vec<String> {
 pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
     let kind = Kind::of(pool);
-    let (program, args, runtime_env) = match &pool.runtime {
+    let mut direct = php::direct::Direct::Absent;
+    let (program, args, mut runtime_env) = match &pool.runtime {
         Runtime::Php(php) => match &php.runtime {
             PhpRuntime::Embed {
                 admin_ini,
                 limit_extensions,
                 worker,
                 boot_in_zygote,
-            } => php::embed::plan(
-                pool,
-                php,
-                admin_ini,
-                limit_extensions,
-                worker.as_deref().map(|file| (file, *boot_in_zygote)),
-            ),
+            } => {
+                direct = php::direct::for_pool(pool, php::embed::linked_libphp);
+                php::embed::plan(
+                    pool,
+                    php,
+                    admin_ini,
+                    limit_extensions,
+                    worker.as_deref().map(|file| (file, *boot_in_zygote)),
+                )
+            }
             PhpRuntime::Cgi { binary, .. } => php::plan(kind, pool, php, binary, max_requests),
         },
         Runtime::Command(command) => command::plan(pool, command),
         Runtime::Python(python) => python::plan(pool, python),
         Runtime::Program(program) => program::plan(program),
     };
+    runtime_env.extend(direct.env());
     let mut env: Vec<(OsString, OsString)> =
         pool.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
     env.extend(runtime_env);
@@ -195,6 +203,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
             Signal::SIGKILL
         },
         stop_signal: program::stop_signal(pool),
+        direct,
         spec: ProcessSpec {
             program,
             args,

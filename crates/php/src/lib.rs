@@ -10,6 +10,8 @@
 //!   (`drover_worker::zygote`).
 //! - [`request`]: one request: the script, the 404/403 answers, PHP's callbacks; in worker
 //!   mode, the worker script's boot and the hand-over of each request to it.
+//! - [`direct`]: `drover-php --bind-direct`, the copy of libphp whose calls to its own
+//!   functions are direct (`elfbind`).
 //! - [`script`]: which script a request runs (php-fpm's `cgi.fix_pathinfo`, Apache's
 //!   `proxy:fcgi://`, `security.limit_extensions`): pure policy.
 //! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are;
@@ -18,6 +20,7 @@
 //!
 //! docs/ARCHITECTURE.md, "Embedded PHP", has the process tree and the reasons.
 
+pub mod direct;
 #[cfg(not(no_php))]
 mod ffi;
 #[cfg(not(no_php))]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover_proto::zygote::{PHP_CHECK, PHP_PROBE, PhpArgs};
+use drover_proto::zygote::{PHP_BIND_DIRECT, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP, PhpArgs};
 
 /// The zygote of one PHP pool (started by the drover master, not by hand).
 #[derive(Parser, Debug)]
@@ -19,10 +19,15 @@ struct Args {
 /// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
 /// run PHP and exits `EXIT_NO_PHP`: the master asks it before it picks a PHP
 /// pool's runtime. `drover-php --check ARGS` is `drover -t`'s: see [`PHP_CHECK`].
+/// `drover-php --bind-direct [SRC DEST]` writes the copy of libphp whose calls are direct
+/// (run by the package's postinst): see [`PHP_BIND_DIRECT`].
 fn main() -> ExitCode {
     drover_worker::serve::take_allowed_clients();
     let code = match std::env::args().nth(1).as_deref() {
         Some(PHP_PROBE) => probe(),
+        Some(PHP_BIND_DIRECT) => {
+            drover_php::direct::run(&std::env::args_os().skip(2).collect::<Vec<_>>())
+        }
         Some(PHP_CHECK) => check(Args::parse_from(
             std::env::args_os()
                 .enumerate()
@@ -36,6 +41,9 @@ fn main() -> ExitCode {
 #[cfg(not(no_php))]
 fn probe() -> u8 {
     println!("{}", drover_php::zygote::version());
+    if let Some(libphp) = drover_php::direct::linked_libphp() {
+        println!("{PROBE_LIBPHP}{}", libphp.display());
+    }
     0
 }
 

@@ -25,7 +25,11 @@
 //! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
 //! - `drover-php` [`PHP_PROBE`] says whether it can run PHP here (the master asks once, to
 //!   pick a PHP pool's default runtime): exit 0 and one line naming PHP
-//!   (`PHP 8.2.36 (embed)`), or [`EXIT_NO_PHP`] and one line saying why.
+//!   (`PHP 8.2.36 (embed)`), then a [`PROBE_LIBPHP`] line naming the libphp it loaded, or
+//!   [`EXIT_NO_PHP`] and one line saying why.
+//! - `drover-php` [`PHP_BIND_DIRECT`] writes the copy of that libphp whose calls to its own
+//!   functions are direct into [`DIRECT_LIBPHP_DIR`]; the master points a pool's zygote at
+//!   it (`LD_LIBRARY_PATH`) while its build-id is the linked libphp's.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,6 +50,19 @@ pub const EXIT_APP_LOAD: u8 = 4;
 /// The argument that asks `drover-php` whether it can run PHP: it starts no zygote, prints
 /// one line on its stdout and exits, 0 when it can.
 pub const PHP_PROBE: &str = "--probe";
+
+/// The start of `drover-php --probe`'s second line, followed by the path of the libphp the
+/// process loaded (`PROBE_LIBPHP /usr/lib/libphp8.2.so`).
+pub const PROBE_LIBPHP: &str = "PROBE_LIBPHP ";
+
+/// `drover-php --bind-direct [SRC DEST]`: with no more arguments, writes the libphp it is
+/// linked to, bound directly (`elfbind`), into [`DIRECT_LIBPHP_DIR`] under its file name,
+/// with its SONAME as a symlink to it; with two, binds SRC into DEST.
+pub const PHP_BIND_DIRECT: &str = "--bind-direct";
+
+/// Where `drover-php --bind-direct` writes the bound copy of libphp, and the master looks
+/// for it: the folder it puts first in a PHP pool's zygote's `LD_LIBRARY_PATH`.
+pub const DIRECT_LIBPHP_DIR: &str = "/var/lib/drover/libphp";
 
 /// The first argument of `drover-php --check <PhpArgs>` (`drover -t`): starts PHP as the
 /// pool's zygote would (php.ini, `[php.ini]`, `[php.admin_ini]`) and exits without forking,

@@ -147,6 +147,7 @@ impl PoolRun {
         process_control_timeout: Duration,
     ) -> Result<PoolRun, runtime::RuntimeError> {
         let launch = runtime::launch(&config, 0)?;
+        launch.direct.log(&config.name);
         let scoreboard = match launch.kind.scoreboard_slots(config.pm.max_children) {
             Some(slots) => Some(
                 Scoreboard::create(&config.name, slots)

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use drover_proto::zygote::{EXIT_NO_PHP, PHP_CHECK, PHP_PROBE};
+use drover_proto::zygote::{EXIT_NO_PHP, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP};
 
 use crate::config::{Php, Pool};
 use crate::runtime::{ProcessSpec, allowed_clients_env, zygote};
@@ -87,15 +87,42 @@ pub fn usable() -> Result<&'static str, &'static str> {
     }
     #[cfg(not(test))]
     {
-        ANSWER
-            .get_or_init(|| probe(&program()))
-            .as_deref()
+        answered()
+            .as_ref()
+            .map(|probe| probe.php.as_str())
             .map_err(String::as_str)
     }
 }
 
+/// The libphp drover-php loads, as its probe named it (`/usr/lib/libphp8.2.so`): `None`
+/// when it cannot run PHP, or did not say. Asks the probe if no pool has yet.
+pub fn linked_libphp() -> Option<&'static Path> {
+    #[cfg(test)]
+    {
+        None
+    }
+    #[cfg(not(test))]
+    {
+        answered().as_ref().ok()?.libphp.as_deref()
+    }
+}
+
+#[cfg(not(test))]
+fn answered() -> &'static Result<Probe, String> {
+    ANSWER.get_or_init(|| probe(&program()))
+}
+
+/// What `drover-php --probe` said when it can run PHP.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// The line naming PHP (`PHP 8.2.36 (embed)`).
+    pub php: String,
+    /// The libphp it loaded (its [`PROBE_LIBPHP`] line).
+    pub libphp: Option<PathBuf>,
+}
+
 /// The answer of the one probe this process ran.
-static ANSWER: OnceLock<Result<String, String>> = OnceLock::new();
+static ANSWER: OnceLock<Result<Probe, String>> = OnceLock::new();
 
 /// Why PHP pools without `runtime` run on php-cgi, if drover-php was asked (a pool needed
 /// to know) and cannot run PHP here.
@@ -129,13 +156,18 @@ pub fn assume(answer: Result<&'static str, &'static str>) {
     ASSUMED.set(Some(answer));
 }
 
-/// Runs `program --probe` and reads its answer: `Ok` with the line naming PHP, or why it
-/// cannot run PHP (missing, failed, silent, too slow).
-pub fn probe(program: &Path) -> Result<String, String> {
+/// Runs `program --probe` and reads its answer: `Ok` with the line naming PHP and the
+/// libphp it loaded, or why it cannot run PHP (missing, failed, silent, too slow).
+pub fn probe(program: &Path) -> Result<Probe, String> {
     let mut command = Command::new(program);
     command.arg(PHP_PROBE);
     let (status, stdout, stderr) = run_bounded(command, PHP_PROBE)?;
-    answer(status, &stdout, &stderr)
+    let php = answer(status, &stdout, &stderr)?;
+    let libphp = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(PROBE_LIBPHP))
+        .map(|path| PathBuf::from(path.trim()));
+    Ok(Probe { php, libphp })
 }
 
 /// `drover -t`'s check of an embedded-PHP pool: its zygote's command line, environment and

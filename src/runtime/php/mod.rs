@@ -1,6 +1,7 @@
 //! PHP pools. Two runtimes run them (`[php] runtime`):
 //!
-//! - [`embed`]: `drover-php`, a zygote that links libphp, in every pm mode.
+//! - [`embed`]: `drover-php`, a zygote that links libphp, in every pm mode; [`direct`]:
+//!   whether it loads the copy of libphp whose calls to its own functions are direct.
 //! - php-cgi (`runtime = "cgi"`, here), for PHP builds drover-php was not built against,
 //!   given the pool's listening socket as fd 0, and read from outside by [`sample`].
 //!
@@ -15,6 +16,7 @@
 //! forked from the warm parent, so workers recycling together cost a fork each, not a
 //! cold start.
 
+pub mod direct;
 pub mod embed;
 pub mod sample;
 

@@ -7,6 +7,7 @@
 //!   a worker that segfaults.
 //! - [`shared`]: a dynamic pool's workers share one OPcache and one APCu.
 //! - [`memory`]: the status shows each worker's last request memory, as php-fpm's does.
+//! - [`direct`]: a pool on the copy of libphp `drover-php --bind-direct` binds directly.
 //! - [`counts`]: the master counts a drover-php pool's requests, CPU, recycles and crashes.
 //! - [`apache`]: Apache httpd with Debian's stock php-fpm wiring (`proxy:unix:…|fcgi://`).
 //! - [`settings`]: where a script's settings and `$_SERVER` come from, as under php-fpm:
@@ -27,6 +28,7 @@
 mod apache;
 mod apps;
 mod counts;
+mod direct;
 mod headers;
 mod logs;
 mod memory;

@@ -2,6 +2,8 @@
 //! `lintian` finds no error, `apt-get install ./drover_*.deb` installs them on this
 //! machine, the packaged example pools serve through nginx, a newer build installs over
 //! them keeping the edited conffiles, and `dpkg --purge` leaves nothing of them.
+//! drover-php's postinst makes the direct-call copy of libphp, its pools run on it, and
+//! its file trigger makes it again when libphp changes.
 //!
 //! The packages are built from the binaries of the profile the tests run (CI: release), so
 //! only drover-python is compiled again (against Debian's python3, in target/debian/cargo).
@@ -18,6 +20,8 @@ use crate::common::{BIN, Location, Log, Nginx, Site, free_port, http, wait_until
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 const PACKAGES: [&str; 3] = ["drover", "drover-php", "drover-python"];
+/// The copy of Debian's libphp that drover-php's postinst makes (`drover-php --bind-direct`).
+const DIRECT_COPY: &str = "/var/lib/drover/libphp/libphp8.2.so";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -348,6 +352,14 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
     );
     let page = http::get(&nginx.url("/index.php"));
     assert_eq!(page.status, 200, "{}\n{}", page.body, log.text());
+    // The postinst made the direct-call copy of libphp, and the PHP pool runs on it.
+    assert!(Path::new(DIRECT_COPY).is_file(), "{DIRECT_COPY} is missing");
+    assert!(
+        log.text()
+            .contains("pool www: drover-php: PHP's calls bound directly (/var/lib/drover/libphp/"),
+        "{}",
+        log.text()
+    );
     let app = http::get(&nginx.url("/app/"));
     assert_eq!(app.status, 200, "{}\n{}", app.body, log.text());
     assert!(app.body.contains("SCRIPT_NAME"), "{}", app.body);
@@ -362,6 +374,17 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
     assert!(status.contains("www") && status.contains("app"), "{status}");
     stop_drover(drover, &log);
     drop(nginx);
+
+    // A package that installs libphp again fires drover-php's file trigger, which makes
+    // the copy again (here: activated by hand, as dpkg does when it unpacks the file).
+    std::fs::remove_file(DIRECT_COPY).unwrap();
+    let libphp = std::fs::canonicalize("/usr/lib/libphp.so").unwrap();
+    run(Command::new("dpkg-trigger").arg("--no-await").arg(&libphp));
+    run(Command::new("dpkg").args(["--triggers-only", "--pending"]));
+    assert!(
+        Path::new(DIRECT_COPY).is_file(),
+        "the trigger did not make {DIRECT_COPY} again"
+    );
 
     // An edited conffile survives the upgrade; so do the operator's pool files.
     let edited = format!(
@@ -416,6 +439,7 @@ fn packages_pass_lintian_install_serve_upgrade_and_purge() {
         "/usr/lib/tmpfiles.d/drover.conf",
         "/var/log/drover",
         "/run/drover",
+        "/var/lib/drover",
     ]
     .into_iter()
     .filter(|path| Path::new(path).symlink_metadata().is_ok())

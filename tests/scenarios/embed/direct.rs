@@ -1,0 +1,116 @@
+//! PHP on a copy of libphp bound directly (`drover-php --bind-direct SRC DEST`): the copy
+//! serves a script that works PHP's engine (classes, closures, generators, exceptions,
+//! arrays, strings, regular expressions, JSON) with the answer Debian's php8.2 gives, its
+//! worker maps the copy, and the master, whose pool names the folder in `[env]`
+//! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::Embed;
+use crate::common::{Site, Stack, http, php_runtime};
+
+const SCRIPT: &str = r#"<?php
+interface Shape { public function area(): float; }
+final class Rect implements Shape {
+    public function __construct(private float $w, private float $h) {}
+    public function area(): float { return $this->w * $this->h; }
+}
+function shapes(int $n): Generator { for ($i = 1; $i <= $n; $i++) { yield new Rect($i, $i / 2); } }
+$areas = array_map(fn (Shape $s) => $s->area(), iterator_to_array(shapes(200)));
+$words = preg_split('/\s+/', str_repeat("lorem ipsum dolor sit amet ", 50), -1, PREG_SPLIT_NO_EMPTY);
+$counts = array_count_values($words);
+ksort($counts);
+try { throw new RuntimeException(sprintf('%05.1f', array_sum($areas))); }
+catch (RuntimeException $e) { $caught = $e->getMessage(); }
+echo md5(json_encode([$areas, $counts, $caught, strrev(implode(',', array_keys($counts))),
+    array_sum(range(1, 10000)), ucwords('bound directly'), serialize(new ArrayObject([1, 2]))])), "\n";
+$maps = file_get_contents('/proc/self/maps');
+echo strpos($maps, getenv('DIRECT_COPY')) !== false ? "copy" : "not the copy", "\n";
+"#;
+
+/// The libphp drover-php loads, as its `--probe` names it.
+fn linked_libphp(drover_php: &Path) -> Option<PathBuf> {
+    let out = Command::new(drover_php).arg("--probe").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("PROBE_LIBPHP "))
+        .map(PathBuf::from)
+}
+
+#[test]
+fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
+    let Some(drover_php) = php_runtime() else {
+        eprintln!("skipped: no drover-php in this workspace");
+        return;
+    };
+    let Some(libphp) = linked_libphp(drover_php) else {
+        eprintln!("skipped: drover-php --probe names no libphp (built without PHP)");
+        return;
+    };
+    let site = Site::new();
+    let folder = site.path().join("libphp");
+    let copy = folder.join(libphp.file_name().unwrap());
+    let out = Command::new(drover_php)
+        .arg("--bind-direct")
+        .arg(&libphp)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("calls bound directly"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The SONAME drover-php asks for leads to the copy.
+    assert!(
+        std::fs::read_dir(&folder)
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|entry| entry.file_type().unwrap().is_symlink()),
+        "no SONAME link beside {}",
+        copy.display()
+    );
+
+    site.script("engine.php", SCRIPT);
+    let pool = Embed::new("www", 1).env(&format!(
+        "LD_LIBRARY_PATH = \"{}\"\nDIRECT_COPY = \"{}\"\n",
+        folder.display(),
+        copy.display()
+    ));
+    let stack = Stack::start(site, pool);
+    let page = http::get(&stack.url("/engine.php"));
+    assert_eq!(
+        page.status,
+        200,
+        "{}\n{}",
+        page.body,
+        stack.drover.log.text()
+    );
+    let mut lines = page.body.lines();
+    let (digest, mapped) = (lines.next().unwrap_or_default(), lines.next());
+    assert_eq!(mapped, Some("copy"), "{}", page.body);
+
+    // Debian's PHP executable, where there is one, computes the same.
+    let cli = Command::new("php8.2")
+        .arg(stack.site.docroot.join("engine.php"))
+        .env("DIRECT_COPY", &copy)
+        .output();
+    match cli {
+        Ok(out) if out.status.success() => {
+            let expected = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                Some(digest),
+                expected.lines().next(),
+                "php8.2 says {expected}"
+            );
+        }
+        other => eprintln!("php8.2 not compared: {other:?}"),
+    }
+    assert!(
+        !stack.drover.log.text().contains("bound directly"),
+        "a pool whose [env] sets LD_LIBRARY_PATH is left alone:\n{}",
+        stack.drover.log.text()
+    );
+}
