@@ -242,31 +242,26 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
 
     // The dynamic relocations: which GOT slot the loader fills with which symbol.
     let (mut jump_slots, mut glob_dat) = (HashMap::new(), HashMap::new());
-    for section in sections.iter() {
-        let Some((relas, link)) = section.rela(endian, data)? else {
-            continue;
-        };
-        if link != dynsym.section() {
+    for rela in dynamic_relas(endian, data, &sections, &dynsym)? {
+        let (kind, sym) = (
+            rela.r_type(endian, false),
+            rela.r_sym(endian, false) as usize,
+        );
+        if sym == 0 || sym >= symbols.len() || rela.r_addend(endian) != 0 {
             continue;
         }
-        for rela in relas {
-            let (kind, sym) = (
-                rela.r_type(endian, false),
-                rela.r_sym(endian, false) as usize,
-            );
-            if sym == 0 || sym >= symbols.len() || rela.r_addend(endian) != 0 {
-                continue;
-            }
-            if kind == elf::R_X86_64_JUMP_SLOT {
-                jump_slots.insert(rela.r_offset(endian), sym);
-            } else if kind == elf::R_X86_64_GLOB_DAT {
-                glob_dat.insert(rela.r_offset(endian), sym);
-            }
+        if kind == elf::R_X86_64_JUMP_SLOT {
+            jump_slots.insert(rela.r_offset(endian), sym);
+        } else if kind == elf::R_X86_64_GLOB_DAT {
+            glob_dat.insert(rela.r_offset(endian), sym);
         }
     }
-    for sym in glob_dat.values() {
+    // The GOT slots whose loads become the definition's address.
+    let mut got_bound: HashMap<u64, usize> = HashMap::new();
+    for (slot, sym) in &glob_dat {
         if allowed(&symbols[*sym], false, &mut analysis) {
             analysis.got_bound += 1;
+            got_bound.insert(*slot, *sym);
         } else {
             analysis.got_left += 1;
         }
@@ -283,13 +278,6 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
             analysis.plt_left += 1;
         }
     }
-    let got_bound: HashMap<u64, usize> = glob_dat
-        .iter()
-        .filter(|(_, sym)| {
-            symbols[**sym].binds_loads() && !keep.contains(symbols[**sym].name.as_bytes())
-        })
-        .map(|(slot, sym)| (*slot, *sym))
-        .collect();
 
     let mut sites = BTreeMap::new();
     let ranges = function_ranges(endian, data, &sections)?;
@@ -506,21 +494,32 @@ pub fn interposers(executable: &[u8]) -> Result<Keep, Error> {
     }
     // A COPY relocation's symbol is defined in the executable's .bss, so already above;
     // named again so that an executable whose symbol table says otherwise is still safe.
-    for section in sections.iter() {
-        let Some((relas, link)) = section.rela(endian, executable)? else {
-            continue;
-        };
-        if link != dynsym.section() {
-            continue;
-        }
-        for rela in relas {
-            if rela.r_type(endian, false) == elf::R_X86_64_COPY {
-                let sym = dynsym.symbol(object::SymbolIndex(rela.r_sym(endian, false) as usize))?;
-                keep.insert(sym.name(endian, dynsym.strings())?.to_vec());
-            }
+    for rela in dynamic_relas(endian, executable, &sections, &dynsym)? {
+        if rela.r_type(endian, false) == elf::R_X86_64_COPY {
+            let sym = dynsym.symbol(object::SymbolIndex(rela.r_sym(endian, false) as usize))?;
+            keep.insert(sym.name(endian, dynsym.strings())?.to_vec());
         }
     }
     Ok(keep)
+}
+
+/// The RELA entries of the sections that relocate against `dynsym` (`.rela.dyn`,
+/// `.rela.plt`): what the loader does at load time.
+fn dynamic_relas<'data>(
+    endian: LE,
+    data: &'data [u8],
+    sections: &SectionTable<'data, Header>,
+    dynsym: &SymbolTable<'data, Header>,
+) -> Result<Vec<&'data elf::Rela64<LE>>, Error> {
+    let mut relas = Vec::new();
+    for section in sections.iter() {
+        if let Some((entries, link)) = section.rela(endian, data)?
+            && link == dynsym.section()
+        {
+            relas.extend(entries);
+        }
+    }
+    Ok(relas)
 }
 
 /// The dynamic symbols a library defines (global or weak): those of a library loaded
