@@ -13,7 +13,6 @@
 //! `LD_LIBRARY_PATH` (or inherits one, `clear_env = false`) is left alone.
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -118,20 +117,22 @@ impl Direct {
 }
 
 /// The decision for one pool: [`Direct::LeftAlone`] when its environment names a library
-/// path, else [`decide`] on what [`look`] finds for the libphp drover-php loads (`linked`,
-/// asked only then: it may run `drover-php --probe`).
+/// path, [`Direct::Absent`] when there is no [`DIRECT_LIBPHP_DIR`] (where no package made
+/// one: nothing is read, nothing asked), else [`decide`] on what [`look`] finds for the
+/// libphp drover-php loads (`linked`, asked only then: it may run `drover-php --probe`).
 pub fn for_pool<'a>(pool: &Pool, linked: impl FnOnce() -> Option<&'a Path>) -> Direct {
     let inherited = !pool.clear_env && std::env::var_os(LIBRARY_PATH).is_some();
     if pool.env.contains_key(LIBRARY_PATH) || inherited {
         return Direct::LeftAlone;
     }
+    let dir = Path::new(DIRECT_LIBPHP_DIR);
+    if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        return Direct::Absent;
+    }
     let Some(linked) = linked() else {
         return Direct::Absent;
     };
-    decide(
-        &look(Path::new(DIRECT_LIBPHP_DIR), linked),
-        nix::unistd::geteuid().as_raw(),
-    )
+    decide(&look(dir, linked), nix::unistd::geteuid().as_raw())
 }
 
 /// The rule. `uid` is the master's: the folder and the copy must be its or root's.
@@ -223,7 +224,9 @@ pub fn look(dir: &Path, linked: &Path) -> Facts {
         linked: linked.to_owned(),
         linked_build_id,
         copy_owner: None,
-        dir_owner: owner(dir, true),
+        dir_owner: std::fs::symlink_metadata(dir)
+            .map(|meta| owner(&meta, meta.is_dir()))
+            .map_err(|e| e.to_string()),
         copy: copy.clone(),
         copy_build_id: None,
         marker: None,
@@ -251,7 +254,11 @@ pub fn look(dir: &Path, linked: &Path) -> Facts {
         }
         Ok(file) => file,
     };
-    facts.copy_owner = Some(file_owner(&file));
+    facts.copy_owner = Some(
+        file.metadata()
+            .map(|meta| owner(&meta, meta.is_file()))
+            .map_err(|e| e.to_string()),
+    );
     if !matches!(
         facts.copy_owner,
         Some(Ok(Owner {
@@ -276,22 +283,13 @@ pub fn look(dir: &Path, linked: &Path) -> Facts {
     facts
 }
 
-fn owner(path: &Path, dir: bool) -> Result<Owner, String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    Ok(Owner {
+/// `meta`'s owner and permission bits; `expected_kind`: whether it is what it should be.
+fn owner(meta: &std::fs::Metadata, expected_kind: bool) -> Owner {
+    Owner {
         uid: meta.uid(),
         mode: meta.mode() & 0o7777,
-        expected_kind: if dir { meta.is_dir() } else { meta.is_file() },
-    })
-}
-
-fn file_owner(file: &File) -> Result<Owner, String> {
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    Ok(Owner {
-        uid: meta.uid(),
-        mode: meta.mode() & 0o7777,
-        expected_kind: meta.is_file(),
-    })
+        expected_kind,
+    }
 }
 
 #[cfg(test)]
