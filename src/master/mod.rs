@@ -45,7 +45,7 @@ use crate::pm::EmergencyRestart;
 use crate::runtime::php::sample::Sampler;
 use crate::systemd;
 use exit::ExitCause;
-use output::OutputLine;
+use output::{Output, OutputLine};
 use pool::{PoolRun, Reaped, own_children};
 use pools::Pools;
 use signals::Command;
@@ -96,9 +96,9 @@ struct Master {
     phase: Phase,
     ready: bool,
     emergency: EmergencyRestart,
-    lines: mpsc::UnboundedReceiver<OutputLine>,
+    lines: mpsc::UnboundedReceiver<Output>,
     /// Where new pools' output readers send their lines.
-    lines_tx: mpsc::UnboundedSender<OutputLine>,
+    lines_tx: mpsc::UnboundedSender<Output>,
     pid_file: Option<PathBuf>,
     /// Reads php-cgi workers' state; knows each php-cgi binary once parsed.
     sampler: Sampler,
@@ -240,7 +240,7 @@ impl Master {
                         None => {}
                     }
                 }
-                Some(line) = self.lines.recv() => self.log_output(line),
+                Some(output) = self.lines.recv() => self.on_output(output),
                 Some(id) = self.wakes.recv() => {
                     if self.phase.serves() {
                         let now = Instant::now();
@@ -314,8 +314,8 @@ impl Master {
         for round in 0..20 {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let mut any = false;
-            while let Ok(line) = self.lines.try_recv() {
-                self.log_output(line);
+            while let Ok(output) = self.lines.try_recv() {
+                self.on_output(output);
                 any = true;
             }
             if !any && round > 0 {
@@ -612,6 +612,20 @@ impl Master {
         release_freed_memory();
     }
 
+    fn on_output(&mut self, output: Output) {
+        match output {
+            Output::Line(line) => self.log_output(line),
+            Output::Dropped { pool, lines } => {
+                if let Some(index) = self.pools.position_of_id(pool) {
+                    tracing::warn!(
+                        "pool {}: {lines} lines of output dropped: it wrote faster than the log takes them",
+                        self.pools[index].name()
+                    );
+                }
+            }
+        }
+    }
+
     fn log_output(&mut self, output: OutputLine) {
         let Some(index) = self.pools.position_of_id(output.pool) else {
             return;
@@ -754,7 +768,7 @@ fn new_generation(
     id: u64,
     pool: &crate::config::Pool,
     listener: Rc<Listener>,
-    lines: &mpsc::UnboundedSender<OutputLine>,
+    lines: &mpsc::UnboundedSender<Output>,
     process_control_timeout: Duration,
 ) -> anyhow::Result<PoolRun> {
     let output = output::capture(id, lines.clone()).context("creating the output socket")?;

@@ -8,11 +8,24 @@
 //! A line is kept as the bytes the worker wrote (without its newline): a pool with
 //! `decorate_workers_output = false` passes it on unchanged; [`OutputLine::text`] is what
 //! drover reads and logs otherwise.
-
+//!
+//! **Memory stays bounded whatever a pool writes.** The readers run beside the master's
+//! loop, which logs the lines they send it; a pool that writes faster than the log can
+//! take them would otherwise pile its lines up in the master (a WSGI app printing in a loop
+//! took a root master to 1.7 GiB). Each pool generation may have at most [`QUOTA`] bytes of
+//! lines waiting to be logged: past it, its reader drops lines and counts them, and once
+//! the log has caught up it sends [`Output::Dropped`] with the count, logged as a warning
+//! (journald's "Suppressed N messages" under its rate limit). The quota is per pool, so a
+//! pool that floods loses only its own lines, and another pool's wait behind it in the
+//! channel is bounded by one quota's worth. The workers' writes never block on the master:
+//! a pool that logs too much keeps serving.
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use nix::sys::socket::{
     AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixCredentials, recvmsg,
@@ -25,6 +38,29 @@ use tokio::sync::mpsc;
 /// A line longer than this is cut and logged in pieces (php-fpm's `log_limit` is 1024).
 const MAX_LINE: usize = 8192;
 
+/// The bytes of one pool generation's lines that may wait for the log at once (each line
+/// counted with [`OVERHEAD`]): about 10,000 lines of 100 bytes, or 128 of [`MAX_LINE`].
+pub const QUOTA: usize = 1 << 20;
+
+/// What a waiting line costs beside its bytes (the struct, the channel's slot).
+const OVERHEAD: usize = 64;
+
+/// How often a reader that dropped lines looks whether the log caught up, while its
+/// socket is quiet: the count is logged within this once the flood stops.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// What a pool's output reader sends the master.
+#[derive(Debug)]
+pub enum Output {
+    Line(OutputLine),
+    /// The reader dropped this many of the pool's lines: its quota of waiting lines was
+    /// full ([`QUOTA`]).
+    Dropped {
+        pool: u64,
+        lines: u64,
+    },
+}
+
 /// One line a worker wrote, without its newline.
 #[derive(Debug)]
 pub struct OutputLine {
@@ -36,6 +72,57 @@ pub struct OutputLine {
     /// CLOCK_MONOTONIC µs when the master read it: which request of the worker's it is
     /// from ([`crate::scoreboard::SlotView::request_id_at`]).
     pub at_us: u64,
+    /// This line's share of its pool's [`QUOTA`], given back when the line is dropped
+    /// (logged).
+    _held: Held,
+}
+
+/// Bytes of a pool's quota that a waiting line holds; released on drop.
+#[derive(Debug)]
+struct Held {
+    waiting: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// One pool generation's quota: the bytes of its lines sent and not yet logged.
+#[derive(Debug, Clone)]
+struct Quota {
+    waiting: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Quota {
+    fn new(limit: usize) -> Quota {
+        Quota {
+            waiting: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// Takes room for a line of `len` bytes, or `None` when the quota is full. The reader
+    /// is the only one that adds, so a check then an add cannot overshoot.
+    fn take(&self, len: usize) -> Option<Held> {
+        let bytes = len + OVERHEAD;
+        if self.waiting.load(Ordering::Relaxed) + bytes > self.limit {
+            return None;
+        }
+        self.waiting.fetch_add(bytes, Ordering::Relaxed);
+        Some(Held {
+            waiting: Arc::clone(&self.waiting),
+            bytes,
+        })
+    }
+
+    /// At most half the quota waits.
+    fn drained(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) <= self.limit / 2
+    }
 }
 
 impl OutputLine {
@@ -50,8 +137,16 @@ impl OutputLine {
 }
 
 /// Creates a pool's output socket. Returns the end to give to workers; the other end is
-/// read by a task that sends each line to `lines`.
-pub fn capture(pool: u64, lines: mpsc::UnboundedSender<OutputLine>) -> io::Result<OwnedFd> {
+/// read by a task that sends each line to `lines`, within the pool's [`QUOTA`].
+pub fn capture(pool: u64, lines: mpsc::UnboundedSender<Output>) -> io::Result<OwnedFd> {
+    capture_within(pool, lines, QUOTA)
+}
+
+fn capture_within(
+    pool: u64,
+    lines: mpsc::UnboundedSender<Output>,
+    quota: usize,
+) -> io::Result<OwnedFd> {
     let (reader, writer) = socketpair(
         AddressFamily::Unix,
         SockType::Stream,
@@ -65,47 +160,119 @@ pub fn capture(pool: u64, lines: mpsc::UnboundedSender<OutputLine>) -> io::Resul
     nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags))?;
     // SAFETY: an OwnedFd always returns the descriptor it owns, open until it is dropped
     // together with the AsyncFd.
-    let reader =
-        unsafe { AsyncFd::register(reader) }.map_err(|e| io::Error::other(e.to_string()))?;
-    tokio::spawn(read_lines(pool, reader, lines));
+    let fd = unsafe { AsyncFd::register(reader) }.map_err(|e| io::Error::other(e.to_string()))?;
+    let reader = Reader {
+        pool,
+        lines,
+        quota: Quota::new(quota),
+        dropped: 0,
+    };
+    tokio::spawn(reader.run(fd));
     Ok(writer)
 }
 
-async fn read_lines(pool: u64, reader: AsyncFd<OwnedFd>, lines: mpsc::UnboundedSender<OutputLine>) {
-    let mut pending: HashMap<Pid, Vec<u8>> = HashMap::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let Ok(mut ready) = reader.readable().await else {
-            return;
-        };
-        match ready.try_io(|fd| receive(fd.get_ref(), &mut buf).map_err(io::Error::from)) {
-            // Every writer is gone (the pool generation was dropped): nothing more to read.
-            Ok(Ok((0, _))) => return,
-            Ok(Ok((n, pid))) => {
-                let at_us = crate::scoreboard::now_us();
-                let bytes = pending.entry(pid).or_default();
-                bytes.extend_from_slice(&buf[..n]);
-                for line in split_lines(bytes) {
-                    let output = OutputLine {
-                        pool,
-                        pid,
-                        line,
-                        at_us,
-                    };
-                    if lines.send(output).is_err() {
-                        return;
+/// A pool generation's output reader: splits what its workers write into lines and sends
+/// them on, within its quota.
+struct Reader {
+    pool: u64,
+    lines: mpsc::UnboundedSender<Output>,
+    quota: Quota,
+    /// Lines dropped since the last [`Output::Dropped`].
+    dropped: u64,
+}
+
+impl Reader {
+    async fn run(mut self, fd: AsyncFd<OwnedFd>) {
+        let mut pending: HashMap<Pid, Vec<u8>> = HashMap::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let ready = if self.dropped == 0 {
+                fd.readable().await
+            } else {
+                // Quiet after a flood: say what was dropped as soon as the log has room.
+                match tokio::time::timeout(RECHECK, fd.readable()).await {
+                    Ok(ready) => ready,
+                    Err(_elapsed) => {
+                        if !self.tell_dropped() {
+                            return;
+                        }
+                        continue;
                     }
                 }
-                if bytes.is_empty() {
-                    pending.remove(&pid);
-                }
-            }
-            Ok(Err(err)) => {
-                tracing::warn!("reading worker output: {err}");
+            };
+            let Ok(mut ready) = ready else {
                 return;
+            };
+            match ready.try_io(|fd| receive(fd.get_ref(), &mut buf).map_err(io::Error::from)) {
+                // Every writer is gone (the pool generation was dropped): nothing more to read.
+                Ok(Ok((0, _))) => {
+                    if self.dropped > 0 {
+                        let (pool, lines) = (self.pool, self.dropped);
+                        let _ = self.lines.send(Output::Dropped { pool, lines });
+                    }
+                    return;
+                }
+                Ok(Ok((n, pid))) => {
+                    let at_us = crate::scoreboard::now_us();
+                    let bytes = pending.entry(pid).or_default();
+                    bytes.extend_from_slice(&buf[..n]);
+                    for line in split_lines(bytes) {
+                        if !self.send(pid, line, at_us) {
+                            return;
+                        }
+                    }
+                    if bytes.is_empty() {
+                        pending.remove(&pid);
+                    }
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!("reading worker output: {err}");
+                    return;
+                }
+                Err(_would_block) => continue,
             }
-            Err(_would_block) => continue,
         }
+    }
+
+    /// Sends `line`, or counts it dropped when the quota is full. False once the master
+    /// is gone.
+    fn send(&mut self, pid: Pid, line: Vec<u8>, at_us: u64) -> bool {
+        // Once it drops, a reader goes on dropping until the log has taken half the quota:
+        // a flood gives one count per half a quota of lines logged, not one per line.
+        if self.dropped > 0 && !self.quota.drained() {
+            self.dropped += 1;
+            return true;
+        }
+        if !self.tell_dropped() {
+            return false;
+        }
+        let Some(held) = self.quota.take(line.len()) else {
+            self.dropped += 1;
+            return true;
+        };
+        let output = OutputLine {
+            pool: self.pool,
+            pid,
+            line,
+            at_us,
+            _held: held,
+        };
+        self.lines.send(Output::Line(output)).is_ok()
+    }
+
+    /// Sends the count of dropped lines, if any and once the log has taken half the quota,
+    /// so that it is logged in its place among the lines. False once the master is gone.
+    fn tell_dropped(&mut self) -> bool {
+        if self.dropped == 0 || !self.quota.drained() {
+            return true;
+        }
+        let lines = std::mem::take(&mut self.dropped);
+        self.lines
+            .send(Output::Dropped {
+                pool: self.pool,
+                lines,
+            })
+            .is_ok()
     }
 }
 
@@ -129,21 +296,22 @@ fn receive(fd: &OwnedFd, buf: &mut [u8]) -> nix::Result<(usize, Pid)> {
 }
 
 /// Takes every complete line (and over-long pieces) out of `bytes`, leaving the partial
-/// last line in place.
+/// last line in place. The rest is moved to the front once, not once per line: a read of
+/// many short lines costs its length, not its length times its lines.
 fn split_lines(bytes: &mut Vec<u8>) -> Vec<Vec<u8>> {
     let mut lines = Vec::new();
+    let mut start = 0;
     loop {
-        let end = match bytes.iter().position(|&b| b == b'\n') {
-            Some(i) if i <= MAX_LINE => i,
-            _ if bytes.len() > MAX_LINE => MAX_LINE,
-            _ => break,
+        let rest = &bytes[start..];
+        let (end, skip) = match rest.iter().take(MAX_LINE + 1).position(|&b| b == b'\n') {
+            Some(i) => (i, 1),
+            None if rest.len() > MAX_LINE => (MAX_LINE, 0),
+            None => break,
         };
-        let line: Vec<u8> = bytes.drain(..end).collect();
-        if bytes.first() == Some(&b'\n') {
-            bytes.remove(0);
-        }
-        lines.push(line);
+        lines.push(rest[..end].to_vec());
+        start += end + skip;
     }
+    bytes.drain(..start);
     lines
 }
 
@@ -163,11 +331,13 @@ mod tests {
 
     #[test]
     fn text_drops_a_carriage_return_and_replaces_bad_bytes() {
+        let quota = Quota::new(QUOTA);
         let line = |bytes: &[u8]| OutputLine {
             pool: 1,
             pid: Pid::from_raw(1),
             line: bytes.to_vec(),
             at_us: 0,
+            _held: quota.take(bytes.len()).unwrap(),
         };
         assert_eq!(line(b"two\r").text(), "two");
         assert_eq!(line(b"a\xffb").text(), "a\u{fffd}b");
@@ -192,13 +362,74 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = Pid::from_raw(child.id() as i32);
-        let first = rx.recv().await.unwrap();
-        let second = rx.recv().await.unwrap();
+        let line = |output| match output {
+            Some(Output::Line(line)) => line,
+            other => panic!("not a line: {other:?}"),
+        };
+        let first = line(rx.recv().await);
+        let second = line(rx.recv().await);
         assert_eq!(
             (first.pool, first.pid, first.line.as_slice()),
             (3, pid, &b"hello"[..])
         );
         assert_eq!((second.pid, second.line.as_slice()), (pid, &b"world"[..]));
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_line_holds_its_share_of_the_quota_until_it_is_logged() {
+        let quota = Quota::new(3 * (10 + OVERHEAD));
+        let held: Vec<Held> = (0..3).map(|_| quota.take(10).unwrap()).collect();
+        assert!(
+            quota.take(10).is_none(),
+            "a fourth line fits a quota of three"
+        );
+        assert!(!quota.drained());
+        drop(held);
+        assert!(quota.drained());
+        assert!(quota.take(10).is_some());
+    }
+
+    /// A pool that writes faster than the log takes its lines keeps at most its quota
+    /// waiting; what it drops is counted, and every line is either sent or counted.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_flood_waits_within_the_quota_and_the_rest_is_counted() {
+        const LINES: usize = 20_000;
+        const LEN: usize = 100;
+        let limit = 50 * (LEN + OVERHEAD);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let writer = capture_within(4, tx, limit).unwrap();
+        let script = format!("for i in $(seq {LINES}); do printf '%0{LEN}d\\n' $i; done");
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::from(writer))
+            .spawn()
+            .unwrap();
+        // Nothing is logged while the shell writes: every line it writes past the quota
+        // must be dropped, not kept.
+        let status = tokio::task::spawn_blocking(move || child.wait()).await;
+        assert!(status.unwrap().unwrap().success());
+        let (mut sent, mut dropped, mut kept) = (0, 0, Vec::new());
+        while let Some(output) = rx.recv().await {
+            match output {
+                Output::Line(line) => {
+                    assert_eq!(line.line.len(), LEN);
+                    sent += 1;
+                    // Held, as the master's queue holds it: the quota stays full.
+                    kept.push(line);
+                }
+                Output::Dropped { pool, lines } => {
+                    assert_eq!(pool, 4);
+                    dropped += lines;
+                }
+            }
+        }
+        assert!(sent <= 50, "{sent} lines waited, beyond a quota of 50");
+        assert!(dropped > 0, "nothing was dropped");
+        assert_eq!(
+            sent + dropped as usize,
+            LINES,
+            "lines neither sent nor counted"
+        );
     }
 }

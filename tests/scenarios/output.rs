@@ -183,3 +183,126 @@ fn a_json_log_has_one_object_per_line_and_a_reload_switches_it_back() {
     let switched = log.wait_for_line("log_format: text", TIMEOUT);
     assert!(!switched.starts_with('{'), "still JSON: {switched}");
 }
+
+/// A WSGI app whose `/flood?s=S` writes batches of lines to stderr for S seconds and
+/// answers how many, and whose `/mark?id=ID` writes one marker line.
+const FLOOD_APP: &str = r#"
+import os, time
+
+def application(environ, start_response):
+    query = dict(p.split("=", 1) for p in environ["QUERY_STRING"].split("&") if "=" in p)
+    if environ["PATH_INFO"] == "/flood":
+        batch = ("flood " + "x" * 90 + "\n").encode() * 1000
+        end, written = time.monotonic() + float(query["s"]), 0
+        while time.monotonic() < end:
+            os.write(2, batch)
+            written += 1000
+        body = str(written)
+    else:
+        body = "quiet-marker-" + query["id"]
+        os.write(2, (body + "\n").encode())
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [body.encode()]
+"#;
+
+/// The master's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// Issue 34: a pool writing to stderr in a loop took the root master from 3 MiB to
+/// 1,776 MiB, and another pool's lines were lost meanwhile. The master keeps at most a
+/// quota of each pool's lines waiting: its memory stays bounded, the flooding pool's
+/// excess is counted in a warning, and every line of the quiet pool is logged.
+#[test]
+fn a_pool_flooding_its_output_leaves_the_master_bounded_and_other_pools_logged() {
+    let site = Site::new();
+    site.write("apps/flood_app.py", FLOOD_APP);
+    let flood = PythonPool::new("flood", "flood_app:application").max_children(1);
+    let quiet = PythonPool::new("quiet", "flood_app:application").max_children(1);
+    let log_file = site.path().join("drover.log");
+    site.write(
+        "drover.toml",
+        &format!(
+            "error_log = \"{}\"\nlog_level = \"info\"\n",
+            log_file.display()
+        ),
+    );
+    for pool in [&flood, &quiet] {
+        site.write(&format!("pools.d/{}.toml", pool.name()), &pool.toml(&site));
+    }
+    let drover = Drover::spawn(&site);
+    let log_text = || std::fs::read_to_string(&log_file).unwrap_or_default();
+    crate::common::wait_until(TIMEOUT, "drover's ready: line", || {
+        log_text().contains("ready:").then_some(())
+    });
+    let nginx = Nginx::start_locations(
+        &site,
+        &[
+            Location::prefix("/flood", &site.socket("flood")),
+            Location::prefix("/mark", &site.socket("quiet")),
+        ],
+    );
+    let before = peak_rss_kib(drover.pid());
+    let written: u64 = thread::scope(|s| {
+        let flooding = s.spawn(|| {
+            let reply = http::get(&nginx.url("/flood?s=3"));
+            assert_eq!(reply.status, 200, "{reply:?}");
+            reply.body.trim().parse::<u64>().unwrap()
+        });
+        for id in 0..20 {
+            let reply = http::get(&nginx.url(&format!("/mark?id={id}")));
+            assert_eq!(reply.status, 200, "{reply:?}");
+            thread::sleep(std::time::Duration::from_millis(100));
+        }
+        flooding.join().unwrap()
+    });
+    let peak = peak_rss_kib(drover.pid());
+    // Every marker is logged, and every flood line logged or counted, once the log caught up.
+    let tally = |text: &str| {
+        let logged = text.matches("flood xxx").count() as u64;
+        let dropped: u64 = text
+            .lines()
+            .filter_map(|l| {
+                l.split("pool flood: ")
+                    .nth(1)?
+                    .split_once(" lines of output dropped")
+            })
+            .filter_map(|(n, _)| n.parse::<u64>().ok())
+            .sum();
+        (logged, dropped)
+    };
+    let mut text = String::new();
+    crate::common::proc::poll(TIMEOUT, || {
+        text = log_text();
+        let (logged, dropped) = tally(&text);
+        logged + dropped == written
+            && (0..20).all(|id| text.contains(&format!("quiet-marker-{id}\n")))
+    });
+    let (logged, dropped) = tally(&text);
+    for id in 0..20 {
+        assert!(
+            text.contains(&format!("quiet-marker-{id}\n")),
+            "the quiet pool's line {id} is missing"
+        );
+    }
+    eprintln!(
+        "flood: {written} lines written, {logged} logged, {dropped} counted dropped; \
+         master peak RSS {before} KiB before, {peak} KiB after"
+    );
+    assert!(written > 100_000, "the flood wrote only {written} lines");
+    assert!(
+        peak < before + 64 * 1024,
+        "the master's peak RSS grew from {before} KiB to {peak} KiB under the flood"
+    );
+    assert_eq!(
+        logged + dropped,
+        written,
+        "lines neither logged nor counted as dropped"
+    );
+}
