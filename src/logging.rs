@@ -12,10 +12,14 @@
 //! one pool's user cannot read what another pool's scripts logged; a file that exists keeps
 //! its mode (and owner), as under php-fpm, so that an operator's `chmod` or logrotate's
 //! `create 0640 root adm` holds.
+//!
+//! The master opens them as root, often in a folder a pool's user can write (an app's
+//! `storage/logs`), so [`open_append`] follows no link that such a user could have put
+//! there: see its doc.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -96,12 +100,94 @@ impl LogFile {
 /// Opens a log file for appending (O_APPEND: each write lands whole at its end, whoever
 /// else appends), creating it with mode 0600 (php-fpm's `S_IRUSR | S_IWUSR`, under the
 /// umask); an existing file keeps its mode. Close-on-exec, as std opens every file.
+///
+/// Root opens these on a pool's behalf, so nothing at the path may lead it to a file the
+/// pool's user chose. The file's folder is opened first, and the name looked up in that
+/// folder's descriptor, so that what is checked is what is opened:
+/// - in a folder only root (drover's user) can write (`/var/log/drover`, `/dev`,
+///   `/proc/self/fd`), the name is trusted: a link there was put by root, so it is
+///   followed, and any file it names is opened (`/dev/stderr`, a container's pipe);
+/// - in any other folder the name must be a regular file with no other hard link, opened
+///   without following a link (O_NOFOLLOW): a link, a FIFO, a device or a second name of
+///   another file is refused, with the reason, and nothing is written through it.
+///
+/// The folders above the file's own are followed as they are: keep them writable by root
+/// only (docs/logs.md, "Log files").
 pub fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    let refuse = |why: String| io::Error::new(io::ErrorKind::PermissionDenied, why);
+    let (Some(name), folder) = (path.file_name(), path.parent()) else {
+        return Err(refuse(format!("{} names no file", path.display())));
+    };
+    let folder = match folder {
+        Some(f) if !f.as_os_str().is_empty() => f,
+        _ => Path::new("."),
+    };
+    let dir = File::open(folder)?;
+    let trusted = only_root_writes(&dir.metadata()?);
+    let mut flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC;
+    flags |= libc::O_NOCTTY;
+    if !trusted {
+        // A FIFO a pool's user made must not block the master's open.
+        flags |= libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    }
+    let file = openat(&dir, name, flags, 0o600).map_err(|err| {
+        if err.raw_os_error() == Some(libc::ELOOP) {
+            refuse(link_refused(path))
+        } else {
+            err
+        }
+    })?;
+    if trusted {
+        return Ok(file);
+    }
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(refuse(format!(
+            "{} is not a regular file, in a folder that users other than root can write",
+            path.display()
+        )));
+    }
+    if meta.nlink() > 1 {
+        return Err(refuse(format!(
+            "{} has {} hard links, in a folder that users other than root can write: \
+             it may be another file's second name",
+            path.display(),
+            meta.nlink()
+        )));
+    }
+    Ok(file)
+}
+
+/// Why a log path that is a link in a folder others can write is refused (by the master's
+/// open, and by `drover -t` before it).
+pub(crate) fn link_refused(path: &Path) -> String {
+    format!(
+        "{} is a symbolic link in a folder that users other than root can write: drover \
+         follows no link there (name the file itself)",
+        path.display()
+    )
+}
+
+/// Whether only root, or drover's own user, can add or replace names in a folder: it is
+/// theirs and neither its group nor others may write it.
+pub(crate) fn only_root_writes(folder: &std::fs::Metadata) -> bool {
+    let owner = folder.uid();
+    (owner == 0 || owner == nix::unistd::Uid::effective().as_raw()) && folder.mode() & 0o022 == 0
+}
+
+/// `openat(2)` of `name` in `dir` with `flags`, creating it with `mode`.
+fn openat(dir: &File, name: &std::ffi::OsStr, flags: i32, mode: libc::mode_t) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a log path"))?;
+    // SAFETY: a valid directory descriptor and a NUL-terminated name that outlives the call.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// One log event's writer: holds the lock for the event, so lines never interleave.
@@ -208,5 +294,59 @@ mod tests {
         open_append(&kept).unwrap().write_all(b"after\n").unwrap();
         assert_eq!(mode(&kept), 0o640);
         assert_eq!(std::fs::read_to_string(&kept).unwrap(), "before\nafter\n");
+    }
+
+    /// A folder a pool's user could write: world-writable, as the tests run as root.
+    fn open_folder() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn in_a_folder_others_can_write_a_link_is_refused_and_its_target_untouched() {
+        let dir = open_folder();
+        let target = dir.path().join("root-only");
+        std::fs::write(&target, "secret\n").unwrap();
+        let link = dir.path().join("access.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = open_append(&link).unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        // A dangling link is not created through either.
+        let dangling = dir.path().join("slow.log");
+        std::os::unix::fs::symlink(dir.path().join("made"), &dangling).unwrap();
+        assert!(open_append(&dangling).is_err());
+        assert!(!dir.path().join("made").exists(), "created through a link");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret\n");
+    }
+
+    #[test]
+    fn in_a_folder_others_can_write_a_hard_link_or_a_fifo_is_refused() {
+        let dir = open_folder();
+        let target = dir.path().join("root-only");
+        std::fs::write(&target, "secret\n").unwrap();
+        let second = dir.path().join("access.log");
+        std::fs::hard_link(&target, &second).unwrap();
+        let err = open_append(&second).unwrap_err();
+        assert!(err.to_string().contains("2 hard links"), "{err}");
+        let fifo = dir.path().join("fifo.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        // No reader: without O_NONBLOCK this open would block the master for good.
+        let err = open_append(&fifo).unwrap_err();
+        assert!(err.raw_os_error() == Some(libc::ENXIO), "{err}");
+        // A plain file there is appended to as before.
+        let plain = dir.path().join("plain.log");
+        open_append(&plain).unwrap().write_all(b"line\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "line\n");
+    }
+
+    #[test]
+    fn in_a_folder_only_root_writes_a_link_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = dir.path().join("stderr.log");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        open_append(&link).unwrap().write_all(b"gone\n").unwrap();
+        open_append(Path::new("/dev/stderr")).unwrap();
     }
 }

@@ -352,6 +352,12 @@ pub(super) fn log_file(base: &Path, written: &str) -> Result<PathBuf, String> {
         }
         Err(e) => return Err(format!("{}: {e}", folder.display())),
     }
+    if let (Ok(link), Ok(parent)) = (std::fs::symlink_metadata(&path), std::fs::metadata(folder))
+        && link.file_type().is_symlink()
+        && !crate::logging::only_root_writes(&parent)
+    {
+        return Err(crate::logging::link_refused(&path));
+    }
     let (checked, mode) = match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => return Err(format!("{} is a folder", path.display())),
         Ok(_) => (path.as_path(), libc::W_OK),

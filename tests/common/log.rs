@@ -19,13 +19,25 @@ struct Lines {
 impl Log {
     /// Starts `command` with no stdin and its stdout and stderr collected, interleaved as
     /// they arrive, into a new log.
+    ///
+    /// A binary the test has just copied (`Drover::spawn_reachable`) may still be open for
+    /// writing in a child another test's thread forked meanwhile, until that child execs:
+    /// exec fails with ETXTBSY for that moment, so it is tried again, for at most a second.
     pub fn spawn(command: &mut Command) -> (Child, Log) {
-        let mut child = command
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+            .stderr(Stdio::piped());
+        let mut tries = 0;
+        let mut child = loop {
+            match command.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                spawned => break spawned.unwrap_or_else(|e| panic!("spawn {command:?}: {e}")),
+            }
+        };
         let log = Log::default();
         log.collect(child.stdout.take().unwrap());
         log.collect(child.stderr.take().unwrap());

@@ -248,3 +248,61 @@ fn drover_t_names_each_log_key_whose_folder_is_missing() {
         );
     }
 }
+
+/// Issue 34: when a pool's user can write its logs' folder (an app's `storage/logs`), it
+/// can swap `www.access` and `www.slow` for links to a root-only file. The master follows
+/// neither: USR1 keeps the old access log (and says why), the slow entry is refused, and
+/// the root-only file is never written; `drover -t` names the link too.
+#[test]
+fn links_a_pool_user_puts_at_its_log_paths_are_not_followed() {
+    if !proc::running_as_root() {
+        println!("skipped: needs root, to run a pool as nobody");
+        return;
+    }
+    let site = Site::new();
+    let folder = log_folder(&site);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    nix::unistd::chown(&folder, Some(nobody.uid), None).unwrap();
+    site.script("index.php", "<?php echo 'served';");
+    site.script("slow.php", "<?php usleep(1500000); echo 'slept';");
+    let secret = site.path().join("root-only");
+    std::fs::write(&secret, "root's\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let error_log = site.path().join("drover.log");
+    let pool = AsUser {
+        pool: Embed::new("www", 1).top(&logging("www", &folder)),
+        user: "nobody",
+        group: "nogroup",
+    };
+    write_config(&site, &error_log, &[&pool]);
+    let drover = Drover::spawn_reachable(&site);
+    once_in(&error_log, "ready:");
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    assert_eq!(http::get(&nginx.url("/index.php?before=1")).body, "served");
+    let access = folder.join("www.access");
+    once_in(&access, "before=1");
+
+    // What the pool's user can do in its own folder: links in place of both files.
+    for file in [&access, &folder.join("www.slow")] {
+        let _ = std::fs::remove_file(file);
+        std::os::unix::fs::symlink(&secret, file).unwrap();
+        std::os::unix::fs::lchown(file, Some(nobody.uid.as_raw()), None).unwrap();
+    }
+    drover.signal(Signal::SIGUSR1);
+    once_in(&error_log, "its workers keep the old access log");
+    assert_eq!(http::get(&nginx.url("/slow.php")).body, "slept");
+    http::get(&nginx.url("/index.php?after=1"));
+    let log = once_in(&error_log, "www.slow is a symbolic link");
+    assert!(log.contains("www.access is a symbolic link"), "{log}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+
+    let out = check_config(&site);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("access_log") && stderr.contains("is a symbolic link"),
+        "{stderr}"
+    );
+    drop(nginx);
+    drop(drover);
+}
