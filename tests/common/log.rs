@@ -33,7 +33,7 @@ impl Log {
             match command.spawn() {
                 Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
                     tries += 1;
-                    std::thread::sleep(Duration::from_millis(20));
+                    thread::sleep(Duration::from_millis(20));
                 }
                 spawned => break spawned.unwrap_or_else(|e| panic!("spawn {command:?}: {e}")),
             }

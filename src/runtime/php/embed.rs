@@ -173,11 +173,20 @@ pub fn probe(program: &Path) -> Result<Probe, String> {
 /// `drover -t`'s check of an embedded-PHP pool: its zygote's command line, environment and
 /// folder, run as `drover-php --check` ([`PHP_CHECK`]), which starts PHP as the zygote
 /// would and exits before forking. `Err` with drover-php's reason: a `[php.admin_ini]`
-/// name PHP has no setting for, a value it refuses, a PHP that cannot start. Run as the
-/// user running `drover -t`, not as the pool's.
+/// name PHP has no setting for, a value it refuses, a PHP that cannot start.
+///
+/// Run as the pool's user, as its zygote runs: PHP's start-up loads what the pool names
+/// (its `ini_file`, an `extension=`, an `LD_PRELOAD` in `[env]`), which that user may
+/// have written, so `drover -t` run as root must not run it as root.
 pub fn check(spec: &ProcessSpec) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
     let mut command = Command::new(&spec.program);
     command.arg(PHP_CHECK).args(&spec.args);
+    if let Some(credentials) = spec.credentials.clone() {
+        // SAFETY: runs in the forked child before exec; `apply` only makes syscalls
+        // (setgroups, setgid, setuid) on the group list built before the fork.
+        unsafe { command.pre_exec(move || credentials.apply()) };
+    }
     if spec.clear_env {
         command.env_clear();
     }

@@ -442,3 +442,89 @@ fn listen_allowed_clients_is_enforced_and_not_shown_to_scripts() {
         .log
         .wait_for_line("refused a connection from 127.0.0.1", TIMEOUT);
 }
+
+/// Issue 34: `drover -t` as root started the pool's PHP set-up as root, loading an
+/// `LD_PRELOAD` library of the pool's `[env]` (and its php.ini, its extensions), which the
+/// pool's user may have written. The check now runs as the pool's user, as its zygote does:
+/// a library that records who loaded it records `nobody`.
+#[test]
+fn drover_t_runs_a_pool_s_php_start_up_as_the_pool_s_user() {
+    use std::os::unix::fs::PermissionsExt;
+    if !crate::common::proc::running_as_root() {
+        println!("skipped: needs root, to check a pool of nobody");
+        return;
+    }
+    let site = Site::new();
+    let shared = site.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let marker = shared.join("loaded-by");
+    let source = shared.join("preload.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdio.h>\n#include <unistd.h>\n\
+             __attribute__((constructor)) static void record(void) {{\n\
+             FILE *f = fopen(\"{}\", \"a\"); if (f) {{ fprintf(f, \"%d\\n\", (int)geteuid()); fclose(f); }} }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let library = shared.join("preload.so");
+    let built = crate::common::run_bounded(
+        std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&library)
+            .arg(&source),
+    );
+    assert!(built.status.success(), "{built:?}");
+    // Copies of drover, drover-admin and drover-php that nobody may run.
+    let bin = site.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let php = crate::common::php_runtime().expect("drover-php");
+    for from in [
+        std::path::Path::new(crate::common::BIN),
+        std::path::Path::new(crate::common::ADMIN_BIN),
+        php,
+    ] {
+        std::fs::copy(from, bin.join(from.file_name().unwrap())).unwrap();
+    }
+    site.write(
+        "drover.toml",
+        "error_log = \"stderr\"\nlog_level = \"info\"\n",
+    );
+    let pool = crate::common::AsUser {
+        pool: Embed::new("www", 1)
+            .admin("disable_functions = \"exec\"\n")
+            .env(&format!("LD_PRELOAD = \"{}\"\n", library.display())),
+        user: "nobody",
+        group: "nogroup",
+    };
+    site.write(
+        "pools.d/www.toml",
+        &crate::common::PoolFile::toml(&pool, &site),
+    );
+
+    let checked = crate::common::run_bounded(
+        std::process::Command::new(bin.join("drover"))
+            .arg("-t")
+            .arg("-c")
+            .arg(site.path().join("drover.toml")),
+    );
+
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{said}");
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let loaded = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(
+        !loaded.is_empty(),
+        "the check never loaded the pool's LD_PRELOAD: {said}"
+    );
+    for uid in loaded.lines() {
+        assert_eq!(
+            uid,
+            nobody.uid.to_string(),
+            "drover -t ran the pool's PHP start-up as uid {uid}"
+        );
+    }
+}
