@@ -42,6 +42,11 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The master answers from its loop within a tick; past this it is stuck, and the client
 /// gets a 504 instead of waiting forever.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The connections one server (the control socket, a `status_listen`, `health_listen`)
+/// keeps open at once. A new one past it closes the oldest: a client holding idle
+/// connections can neither exhaust the master's descriptors nor keep kubelet's probe,
+/// which connects anew each time, from being answered ([`Connections`]).
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// The bound control socket, not yet served.
 #[derive(Debug)]
@@ -293,18 +298,19 @@ impl Accepting {
 }
 
 async fn accept_loop(incoming: Accepting, handler: Arc<Handler>) {
+    let connections = Connections::new(MAX_CONNECTIONS);
     // The loops never end; only a listener tokio could not take reaches the log line.
     let err = match incoming {
         Accepting::Unix(Ok(listener)) => loop {
             match listener.accept().await {
-                Ok((stream, _)) => spawn_connection(stream, handler.clone()),
+                Ok((stream, _)) => connections.admit(stream, &handler),
                 Err(err) => accept_failed(err).await,
             }
         },
         Accepting::Tcp(Ok(listener), allowed) => loop {
             match listener.accept().await {
                 Ok((stream, peer)) if peer_allowed(peer.ip(), &allowed) => {
-                    spawn_connection(stream, handler.clone())
+                    connections.admit(stream, &handler)
                 }
                 Ok((_, peer)) => {
                     tracing::warn!(
@@ -330,7 +336,74 @@ async fn accept_failed(err: std::io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-fn spawn_connection<IO>(io: IO, handler: Arc<Handler>)
+/// The open connections of one server, oldest first, at most `cap` of them: admitting one
+/// past the cap aborts the oldest's task, which closes it. The oldest is the one most
+/// likely idle (a request is answered within a tick, or [`REPLY_TIMEOUT`]).
+struct Connections {
+    cap: usize,
+    open: Arc<std::sync::Mutex<Open>>,
+}
+
+#[derive(Default)]
+struct Open {
+    next: u64,
+    tasks: std::collections::VecDeque<(u64, tokio::task::AbortHandle)>,
+    /// Connections closed to make room, logged once per [`EVICTIONS_LOGGED`].
+    evicted: u64,
+}
+
+/// One line per this many connections closed to make room.
+const EVICTIONS_LOGGED: u64 = 1000;
+
+impl Connections {
+    fn new(cap: usize) -> Connections {
+        Connections {
+            cap,
+            open: Arc::default(),
+        }
+    }
+
+    fn admit<IO>(&self, io: IO, handler: &Arc<Handler>)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut open = lock(&self.open);
+        while open.tasks.len() >= self.cap {
+            let Some((_, oldest)) = open.tasks.pop_front() else {
+                break;
+            };
+            oldest.abort();
+            if open.evicted.is_multiple_of(EVICTIONS_LOGGED) {
+                tracing::warn!(
+                    "control: {} connections open on one socket: the oldest closed for a new one \
+                     ({} so far)",
+                    self.cap,
+                    open.evicted + 1
+                );
+            }
+            open.evicted += 1;
+        }
+        let id = open.next;
+        open.next += 1;
+        let served = Arc::clone(&self.open);
+        let task = spawn_connection(io, handler.clone(), move || {
+            lock(&served).tasks.retain(|(open, _)| *open != id);
+        });
+        open.tasks.push_back((id, task.abort_handle()));
+    }
+}
+
+fn lock(open: &std::sync::Mutex<Open>) -> std::sync::MutexGuard<'_, Open> {
+    // The lock is only held to push or remove an entry: a panic cannot leave it torn.
+    open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Serves one connection on a task of its own; `done` runs when it ends by itself.
+fn spawn_connection<IO>(
+    io: IO,
+    handler: Arc<Handler>,
+    done: impl FnOnce() + Send + 'static,
+) -> JoinHandle<()>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -346,7 +419,8 @@ where
         if let Err(err) = connection.await {
             tracing::debug!("control: connection ended: {err}");
         }
-    });
+        done();
+    })
 }
 
 struct Handler {

@@ -589,3 +589,42 @@ fn livez_fails_when_the_master_does_not_answer() {
     assert!(body.contains("did not answer within"), "{body}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// Issue 34: 1,100 idle connections to `health_listen` took the master's descriptors, and
+/// `/livez` stopped answering. Past [`server::MAX_CONNECTIONS`] a new connection closes the
+/// oldest: with many more idle ones held open, the probe is answered and the first idle
+/// ones were closed.
+#[test]
+fn idle_connections_past_the_cap_close_the_oldest_and_livez_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = HealthSocket::bind(&ListenAddr::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+    let ListenAddr::Tcp(addr) = *bound.addr() else {
+        panic!("a TCP address");
+    };
+    let _h = Harness::run(dir, PathBuf::new(), move |tx| bound.serve(tx), fake_master);
+    let idle: Vec<std::net::TcpStream> = (0..server::MAX_CONNECTIONS * 2)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    assert_eq!(tcp_get(addr, "/livez"), (200, "ok\n".into()));
+    // The first of them were closed by the server: a read ends at once.
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        std::io::Read::read(&mut first, &mut byte).unwrap(),
+        0,
+        "the oldest idle connection is still open"
+    );
+    // The newest are still served.
+    let mut last = idle.last().unwrap();
+    std::io::Write::write_all(
+        &mut last,
+        b"GET /livez HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut last, &mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}

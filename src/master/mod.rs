@@ -10,10 +10,11 @@
 //!   generation, and which one of a pool serves, is pending, is newest; `reload`: roll
 //!   generations on HUP, USR2 and `drover ctl`; `sockets`: the control and `status_listen`
 //!   servers and the global keys a reload applies; `control`: answers the control socket;
-//!   `signals`, `output`, `spawn`, `exit`: the thin shells around the kernel.
+//!   `signals`, `output`, `spawn`, `exit`, `limits`: the thin shells around the kernel.
 
 mod control;
 mod exit;
+mod limits;
 mod orphans;
 mod output;
 mod pidfd;
@@ -82,6 +83,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let log = logging::init(&global.error_log, global.log_level, global.log_format)
         .with_context(|| format!("cannot open error_log {:?}", config.global.error_log))?;
     crate::runtime::php::embed::log_if_unusable();
+    match limits::raise() {
+        Ok((was, now)) if now > was => {
+            tracing::info!("open files: the limit raised from {was} to {now} (the hard limit)")
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!("open files: cannot raise the limit: {err}"),
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -66,7 +66,7 @@ pub fn spawn(
     ];
     let target = zygote.then(drover_proto::zygote::target_signal);
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // sigprocmask, setgroups, setgid, setuid, fcntl, dup2, close_range) on memory allocated
+    // setrlimit, sigprocmask, setgroups, setgid, setuid, fcntl, dup2, close_range) on memory allocated
     // before the fork or on its own stack.
     unsafe {
         command.pre_exec(move || {
@@ -75,6 +75,8 @@ pub fn spawn(
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(io::Error::last_os_error());
             }
+            // The soft limit on open files drover was started with, not the master's own.
+            super::limits::restore_in_child()?;
             if let Some(signal) = target {
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);

@@ -335,6 +335,31 @@ impl Drover {
         Drover::spawn_program(&drover, site, &[])
     }
 
+    /// [`Drover::spawn`] with the soft limit on open files at `soft` (the hard one kept),
+    /// as a service under systemd starts (1024).
+    pub fn spawn_with_nofile(site: &Site, soft: u64) -> Drover {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(BIN);
+        // SAFETY: between fork and exec only getrlimit and setrlimit, on this stack.
+        unsafe {
+            command.pre_exec(move || {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                limit.rlim_cur = soft.min(limit.rlim_max);
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Drover::spawn_command(&mut command, site)
+    }
+
     fn spawn_program(program: &Path, site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
         Drover::spawn_command(Command::new(program).envs(env.iter().copied()), site)
     }

@@ -3,6 +3,7 @@
 //! time, no process left untracked, the running configuration equal to the files).
 
 mod body;
+mod descriptors;
 mod fastcgi;
 mod files;
 mod lifecycle;
