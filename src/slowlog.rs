@@ -53,8 +53,9 @@ impl Entry {
             out.push_str(&self.request_id);
             out.push('\n');
         }
+        // A frame names the app's functions and files: text from the pool, kept to its line.
         for frame in &self.frames {
-            out.push_str(frame);
+            drover_proto::push_log_text(&mut out, frame);
             out.push('\n');
         }
         out

@@ -306,3 +306,56 @@ fn a_pool_flooding_its_output_leaves_the_master_bounded_and_other_pools_logged()
         "lines neither logged nor counted as dropped"
     );
 }
+
+/// A WSGI app that sleeps 1.5 s on every path, then answers its `PATH_INFO`.
+const SLOW_APP: &str = r#"
+import time
+
+def application(environ, start_response):
+    time.sleep(1.5)
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [environ["PATH_INFO"].encode("latin-1")]
+"#;
+
+/// Issue 34: the slow-request line and the slowlog printed the URI nginx had decoded, so
+/// `/x%0A<a line>` wrote a log line of the client's choosing. What a request brings is
+/// shown with its control characters escaped (`\x0A`): the forged text stays inside the
+/// slow-request line, in the error log and in the slowlog.
+#[test]
+fn a_uri_with_an_encoded_line_break_cannot_forge_a_log_line() {
+    let site = Site::new();
+    site.write("apps/slow_app.py", SLOW_APP);
+    let slowlog = site.path().join("py.slow");
+    let pool = PythonPool::new("py", "slow_app:application")
+        .max_children(1)
+        .key("request_slowlog_timeout", "\"1s\"")
+        .key("slowlog", &format!("\"{}\"", slowlog.display()));
+    let drover = Drover::start(&site, &[&pool]);
+    let nginx = Nginx::start_locations(&site, &[Location::prefix("/", &site.socket("py"))]);
+
+    let forged = "pool%20py:%20worker%201:%20FORGED";
+    let reply = http::get(&nginx.url(&format!("/x%0A{forged}?q=%0D%0AFORGED-TOO")));
+
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(
+        reply.body, "/x\npool py: worker 1: FORGED",
+        "the app gets the URI as sent"
+    );
+    let line = drover.log.wait_for_line("slow request", TIMEOUT);
+    assert!(
+        line.contains("/x\\x0Apool py: worker 1: FORGED"),
+        "the slow line does not show the escaped URI: {line}"
+    );
+    let entry = crate::common::wait_until(TIMEOUT, "the slowlog entry", || {
+        let text = std::fs::read_to_string(&slowlog).ok()?;
+        text.contains("request:").then_some(text)
+    });
+    for (what, text) in [("error log", drover.log.text()), ("slowlog", entry)] {
+        for l in text.lines().filter(|l| l.contains("FORGED")) {
+            assert!(
+                l.contains("\\x0A"),
+                "a line of the client's in the {what}: {l:?}"
+            );
+        }
+    }
+}

@@ -13,6 +13,8 @@
 //!   Python worker for itself (`max_memory`).
 //! - [`push_json_string`]: a JSON string literal, for the logs both sides write as JSON
 //!   (the master's slowlog, a worker's access log).
+//! - [`push_log_text`], [`log_text`]: a client's text (a URI, a user, a header) as a text
+//!   log line may show it: with no line break nor any other control character of its own.
 
 pub mod access;
 mod backoff;
@@ -51,6 +53,31 @@ pub fn push_json_string(out: &mut String, value: &str) {
     out.push('"');
 }
 
+/// Appends `value` to `out` for a text log line: each control character (C0, DEL) as
+/// `\xHH`, as nginx's access log escapes them, the rest as is. What a client sends (a URI
+/// with `%0A` decoded, a Basic-auth user, a header) can then never end the line and start
+/// one of its own choosing, nor move a terminal's cursor.
+pub fn push_log_text(out: &mut String, value: &str) {
+    use std::fmt::Write as _;
+    for c in value.chars() {
+        if c.is_ascii_control() {
+            let _ = write!(out, "\\x{:02X}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+/// `value` as [`push_log_text`] writes it; borrowed when it has nothing to escape.
+pub fn log_text(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.chars().any(|c| c.is_ascii_control()) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    push_log_text(&mut out, value);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Resident memory in bytes of a process (`None`: this one), from /proc/PID/statm (its
 /// second field, in pages).
 pub fn resident_memory(pid: Option<nix::unistd::Pid>) -> Option<u64> {
@@ -68,6 +95,18 @@ pub fn resident_memory(pid: Option<nix::unistd::Pid>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_text_escapes_every_control_character_and_keeps_the_rest() {
+        assert_eq!(
+            log_text("/x\nGET /fake\r\t\x1b[2J\x7f"),
+            "/x\\x0AGET /fake\\x0D\\x09\\x1B[2J\\x7F"
+        );
+        assert!(matches!(
+            log_text("/caf\u{e9}?a=b"),
+            std::borrow::Cow::Borrowed("/caf\u{e9}?a=b")
+        ));
+    }
 
     #[test]
     fn max_requests_zero_means_never_whatever_the_jitter() {

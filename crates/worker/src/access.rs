@@ -195,7 +195,11 @@ pub fn response_header<'a>(head: &'a [u8], name: &str) -> Option<&'a str> {
 
 /// `-` for an empty value, as php-fpm writes it.
 fn dash(out: &mut String, value: &str) {
-    out.push_str(if value.is_empty() { "-" } else { value });
+    if value.is_empty() {
+        out.push('-');
+    } else {
+        drover_proto::push_log_text(out, value);
+    }
 }
 
 /// `%C`: the CPU time `mode` counts, in % of the request's duration (php-fpm's `%.2f`).
@@ -250,7 +254,7 @@ pub fn render(out: &mut String, parts: &[Part], entry: &Entry<'_>, pool: &str) {
             Part::Time(moment, format) => time(out, format, *moment, entry.duration),
             Part::Method => dash(out, param(p, "REQUEST_METHOD")),
             Part::Uri => dash(out, uri(p)),
-            Part::Query => out.push_str(param(p, "QUERY_STRING")),
+            Part::Query => drover_proto::push_log_text(out, param(p, "QUERY_STRING")),
             Part::QueryMark => {
                 if !param(p, "QUERY_STRING").is_empty() {
                     out.push('?');
@@ -484,6 +488,29 @@ mod tests {
         assert_eq!(text_with("%u", &entry(&bearer)), "bob");
         let garbled = params_of(&[("HTTP_AUTHORIZATION", "Basic !!!")]);
         assert_eq!(text_with("%u", &entry(&garbled)), "-");
+    }
+
+    /// Issue 34: `%u` printed the decoded Basic-auth user as it came, so a client could end
+    /// the line and write one of its own. Every field a client sets is escaped.
+    #[test]
+    fn what_a_client_sends_cannot_break_a_text_line() {
+        use base64::Engine as _;
+        let user = base64::engine::general_purpose::STANDARD
+            .encode("x\n127.0.0.1 - admin [fake] \"GET /forged\" 200:pw");
+        let params = params_of(&[
+            ("HTTP_AUTHORIZATION", &format!("Basic {user}")),
+            ("REQUEST_METHOD", "GET"),
+            ("REQUEST_URI", "/a\r\nb?q=\x1b[2J"),
+            ("QUERY_STRING", "q=\x1b[2J"),
+            ("HTTP_USER_AGENT", "ua\n"),
+        ]);
+        let line = text_with("%u %m %r%Q%q %{User-Agent}i", &entry(&params));
+        assert!(!line.chars().any(|c| c.is_ascii_control()), "{line:?}");
+        assert_eq!(
+            line,
+            "x\\x0A127.0.0.1 - admin [fake] \"GET /forged\" 200 GET /a\\x0D\\x0Ab?q=\\x1B[2J \
+             ua\\x0A"
+        );
     }
 
     #[test]

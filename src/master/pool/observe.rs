@@ -133,12 +133,14 @@ impl PoolRun {
         }
         let sample = self.probes.php.get(&pid)?.sample().ok()?;
         let since = sample.request_time.and_then(|t| unix_to_instant(t, now));
-        let request = sample.busy.then(|| RequestInfo {
-            method: sample.method.unwrap_or_default(),
-            uri: sample.uri.unwrap_or_default(),
-            query: sample.query.unwrap_or_default(),
-            script: sample.script.unwrap_or_default(),
-            request_id: String::new(),
+        let request = sample.busy.then(|| {
+            RequestInfo::untrusted(
+                sample.method.as_deref().unwrap_or_default(),
+                sample.uri.as_deref().unwrap_or_default(),
+                sample.query.as_deref().unwrap_or_default(),
+                sample.script.as_deref().unwrap_or_default(),
+                "",
+            )
         });
         Some((sample.busy, since.filter(|_| sample.busy), request))
     }
@@ -222,13 +224,10 @@ type Observation = (bool, Option<Instant>, Option<RequestInfo>);
 
 fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observation {
     let busy = view.state.is_busy();
-    let request = view.request.as_ref().map(|r| RequestInfo {
-        method: r.method.clone(),
-        uri: r.uri.clone(),
-        query: r.query.clone(),
-        script: r.script.clone(),
-        request_id: r.request_id.clone(),
-    });
+    let request = view
+        .request
+        .as_ref()
+        .map(|r| RequestInfo::untrusted(&r.method, &r.uri, &r.query, &r.script, &r.request_id));
     // A slot just claimed has no time yet: keep what the master saw (its start).
     let since = (view.since_us != 0).then(|| view.since(now, now_us));
     (busy, since, request)

@@ -80,6 +80,23 @@ pub struct RequestInfo {
     pub request_id: String,
 }
 
+impl RequestInfo {
+    /// A request as a worker's slot or memory tells it: input from the pool's user, whose
+    /// strings (the URI nginx decoded, with a `%0A` now a line break) are kept as a log
+    /// line may show them ([`drover_proto::log_text`]), so that neither the slow and kill
+    /// lines, the slowlog nor the status can be given a line of the client's choosing.
+    pub fn untrusted(method: &str, uri: &str, query: &str, script: &str, id: &str) -> RequestInfo {
+        let shown = |text: &str| drover_proto::log_text(text).into_owned();
+        RequestInfo {
+            method: shown(method),
+            uri: shown(uri),
+            query: shown(query),
+            script: shown(script),
+            request_id: shown(id),
+        }
+    }
+}
+
 impl std::fmt::Display for RequestInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.method, self.uri)?;
