@@ -497,11 +497,23 @@ impl Master {
                 continue;
             }
             let orphans = &self.orphans;
+            let mut program = None;
             let owner = self
                 .pools
                 .iter_mut()
-                .map(|pool| pool.on_reaped(pid, cause, now, orphans))
+                .map(|pool| {
+                    let reaped = pool.on_reaped(pid, cause, now, orphans);
+                    if !matches!(reaped, Reaped::NotOurs) {
+                        program = pool
+                            .program_user()
+                            .map(|user| (pool.name().to_owned(), user));
+                    }
+                    reaped
+                })
                 .find(|r| !matches!(r, Reaped::NotOurs));
+            if let Some((pool, (uid, signal))) = program {
+                self.orphans.copy_exited(&pool, pid, uid, signal, now);
+            }
             match owner {
                 Some(Reaped::Exit { crash: true }) if self.emergency.on_crash(now) => {
                     self.emergency_restart()
@@ -524,7 +536,9 @@ impl Master {
                 .find(|known| *known != orphans::Known::Unknown)
                 .unwrap_or(orphans::Known::Unknown)
         };
-        self.orphans.observe(&children, known, orphans::group_of);
+        let new = self.orphans.observe(&children, known, orphans::group_of);
+        self.orphans
+            .settle(&new, Instant::now(), orphans::uid_of, orphans::comm_of);
     }
 
     fn emergency_restart(&mut self) {

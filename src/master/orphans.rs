@@ -17,11 +17,47 @@
 //!
 //! On a stop, the strangers left once every pool is empty get one SIGTERM
 //! ([`Orphans::terminate`]), and SIGKILL at the stop's deadline with any other child.
+//!
+//! **A `[program]` copy must run in the foreground**, and what one leaves behind when it
+//! exits is stopped, as systemd stops what a service's main process leaves in its cgroup:
+//! a program that daemonizes (forks, and its first process exits) would otherwise leave
+//! one more process running unsupervised at every restart, forever. When a copy exits, the
+//! rest of its process group gets the pool's `stop_signal` ([`Orphans::copy_exited`]); a
+//! process that left the group (`setsid`, as daemons do) is known by its arrival: a
+//! stranger of the copy's user that reaches the master within [`LEFT_WINDOW`] of the
+//! copy's exit is taken for what the copy left ([`left_by`]) and gets the signal too. Each
+//! is logged as a warning that names the pool and says why. Other strangers (a web
+//! request's `nohup cmd &`) are logged once, at info, and left to run.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use nix::unistd::Pid;
+use nix::unistd::{Pid, Uid};
+
+/// How long after a `[program]` copy's exit a stranger of its user is taken for one it
+/// left: its orphans reach the master when it (or the process between) exits, within a
+/// tick or two.
+pub const LEFT_WINDOW: Duration = Duration::from_secs(1);
+
+/// A `[program]` copy that exited, for the strangers it may have left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Left {
+    pub pool: String,
+    pub copy: Pid,
+    pub uid: Uid,
+    pub signal: Signal,
+    pub at: Instant,
+}
+
+/// The exited copy a new stranger of user `uid`, seen at `now`, was left by: the latest of
+/// that user within [`LEFT_WINDOW`].
+pub fn left_by(exits: &[Left], uid: Uid, now: Instant) -> Option<&Left> {
+    exits
+        .iter()
+        .rev()
+        .find(|left| left.uid == uid && now.saturating_duration_since(left.at) <= LEFT_WINDOW)
+}
 
 /// What a child of the master that no pool knows is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,28 +105,83 @@ pub struct Orphans {
     strangers: HashSet<Pid>,
     /// Those asked to stop (SIGTERM) during a stop.
     terminated: HashSet<Pid>,
+    /// `[program]` copies that exited within [`LEFT_WINDOW`].
+    exits: Vec<Left>,
 }
 
 impl Orphans {
     /// Records the strangers among `children` (every child of the master, as now);
-    /// `group` reads a process's group.
+    /// `group` reads a process's group. Returns the new ones.
     pub fn observe(
         &mut self,
         children: &[Pid],
         known: impl Fn(Pid) -> Known,
         group: impl Fn(Pid) -> Option<Pid>,
-    ) {
+    ) -> Vec<Pid> {
+        let mut new = Vec::new();
         for &pid in children {
             if self.strangers.contains(&pid) || known(pid) != Known::Unknown {
                 continue;
             }
             let group = group(pid);
             if classify(pid, group, &known) == Some(Class::Stranger) {
-                tracing::debug!(
-                    "process {pid} is an orphan drover did not start (process group {})",
-                    group.map_or(0, Pid::as_raw)
-                );
                 self.strangers.insert(pid);
+                new.push(pid);
+            }
+        }
+        new
+    }
+
+    /// A `[program]` copy of `pool` exited: the rest of its process group gets `signal`
+    /// now, and a stranger of `uid` that arrives within [`LEFT_WINDOW`] gets it too.
+    pub fn copy_exited(&mut self, pool: &str, copy: Pid, uid: Uid, signal: Signal, now: Instant) {
+        // Its group is its pid (spawn's process_group(0)); the kernel reuses no pid that
+        // names a group still in use, and an empty group answers ESRCH.
+        if nix::sys::signal::killpg(copy, signal).is_ok() {
+            tracing::warn!(
+                "pool {pool}: copy {copy} exited and left processes in its process group: \
+                 {signal} to them (a [program] must run in the foreground)"
+            );
+        }
+        self.exits
+            .retain(|left| now.saturating_duration_since(left.at) <= LEFT_WINDOW);
+        self.exits.push(Left {
+            pool: pool.to_owned(),
+            copy,
+            uid,
+            signal,
+            at: now,
+        });
+    }
+
+    /// What to do with `new` strangers: stop those an exited `[program]` copy left
+    /// ([`left_by`]), log the others once. `uid` and `comm` read a process's user and name.
+    pub fn settle(
+        &self,
+        new: &[Pid],
+        now: Instant,
+        uid: impl Fn(Pid) -> Option<Uid>,
+        comm: impl Fn(Pid) -> String,
+    ) {
+        for &pid in new {
+            let Some(owner) = uid(pid) else { continue };
+            match left_by(&self.exits, owner, now) {
+                Some(left) => {
+                    tracing::warn!(
+                        "pool {}: copy {} left process {pid} ({}) running when it exited: the \
+                         program daemonized; {} to it (a [program] must run in the foreground)",
+                        left.pool,
+                        left.copy,
+                        comm(pid),
+                        left.signal
+                    );
+                    let _ = nix::sys::signal::kill(pid, left.signal);
+                }
+                None => tracing::info!(
+                    "process {pid} ({}, uid {owner}) reached drover as an orphan (its parent \
+                     exited); it runs on, unsupervised, and is reaped when it exits",
+                    comm(pid)
+                ),
             }
         }
     }
@@ -120,6 +211,20 @@ impl Orphans {
 /// The process group of `pid` (`None`: it is gone).
 pub fn group_of(pid: Pid) -> Option<Pid> {
     nix::unistd::getpgid(Some(pid)).ok()
+}
+
+/// The effective user of `pid` (the owner of /proc/PID); `None`: it is gone.
+pub fn uid_of(pid: Pid) -> Option<Uid> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(format!("/proc/{pid}")).ok()?;
+    Some(Uid::from_raw(meta.uid()))
+}
+
+/// The name of `pid` (/proc/PID/comm), for log lines; `?` when gone.
+pub fn comm_of(pid: Pid) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| drover_proto::log_text(c.trim_end()).into_owned())
+        .unwrap_or_else(|_| "?".to_owned())
 }
 
 /// Whether `pid` runs (is neither a zombie nor gone), from /proc/PID/stat.
@@ -205,6 +310,26 @@ mod tests {
         assert!(orphans.reaped(pid(12)));
         assert!(!orphans.reaped(pid(12)));
         assert!(!orphans.reaped(pid(11)));
+    }
+
+    #[test]
+    fn a_stranger_is_left_by_the_latest_copy_of_its_user_within_the_window() {
+        let now = Instant::now();
+        let left = |pool: &str, uid: u32, ago: u64| Left {
+            pool: pool.to_owned(),
+            copy: pid(100),
+            uid: Uid::from_raw(uid),
+            signal: Signal::SIGTERM,
+            at: now - Duration::from_millis(ago),
+        };
+        let exits = [left("a", 33, 500), left("b", 33, 200), left("c", 1000, 100)];
+        let by = |uid: u32| left_by(&exits, Uid::from_raw(uid), now).map(|l| l.pool.as_str());
+        assert_eq!(by(33), Some("b"));
+        assert_eq!(by(1000), Some("c"));
+        // Another user's stranger, or one past the window, is nobody's leftover.
+        assert_eq!(by(0), None);
+        let old = [left("a", 33, 1500)];
+        assert_eq!(left_by(&old, Uid::from_raw(33), now), None);
     }
 
     #[test]

@@ -193,6 +193,18 @@ impl PoolRun {
         })
     }
 
+    /// For a `[program]` pool: the user its copies run as and the signal that stops them,
+    /// for what an exited copy leaves behind ([`super::orphans::Left`]).
+    pub fn program_user(&self) -> Option<(nix::unistd::Uid, Signal)> {
+        (self.launch.kind == kind::Kind::Program).then(|| {
+            let uid = match &self.launch.spec.credentials {
+                Some(credentials) => credentials.uid,
+                None => nix::unistd::Uid::effective(),
+            };
+            (uid, self.launch.stop_signal)
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.config.name
     }

@@ -220,3 +220,73 @@ fn a_command_removed_under_a_running_pool_is_retried_with_the_backoff() {
     let next = started(&drover.log, from, 1)[0];
     assert_ne!(next, first);
 }
+
+/// A `[program]` pool whose command runs `script` with sh.
+struct Shell {
+    script: &'static str,
+}
+
+impl PoolFile for Shell {
+    fn name(&self) -> &str {
+        "daemon"
+    }
+
+    fn toml(&self, site: &Site) -> String {
+        format!(
+            "{}chdir = \"{}\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n[program]\n\
+             command = [\"/bin/sh\", \"-c\", {:?}]\n",
+            root_user(),
+            site.path().display(),
+            self.script
+        )
+    }
+}
+
+/// The processes running `sleep <seconds>` whose parent is `parent`.
+fn sleeps_below(parent: i32, seconds: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c == format!("sleep\0{seconds}\0").as_bytes())
+                && proc::stat(pid).is_some_and(|s| s.state != 'Z' && s.ppid == parent)
+        })
+        .collect()
+}
+
+/// Issue 34: a `[program]` that daemonizes left one orphan per restart, forever, and said
+/// so at no level an operator sees. What an exited copy leaves is stopped, whether it
+/// stayed in the copy's process group (`cmd &`) or left it (`setsid cmd &`), each with a
+/// warning that names the pool; after several restarts nothing of theirs runs on.
+#[test]
+fn what_a_daemonizing_program_leaves_behind_is_stopped_and_logged() {
+    let site = Site::new();
+    let pool = Shell {
+        script: "sleep 301 & setsid sleep 302 & sleep 0.2; exit 0",
+    };
+    let drover = crate::common::Drover::start(&site, &[&pool]);
+    let master = drover.pid();
+    // Three copies have come and gone (the crash-loop backoff spaces them).
+    drover.log.wait_for_lines(
+        0,
+        "three copies that left a process of another session",
+        |l| l.contains("pool daemon: copy") && l.contains("the program daemonized"),
+        3,
+        TIMEOUT,
+    );
+    let text = drover.log.text();
+    assert!(
+        text.contains("left processes in its process group"),
+        "the group's process was not stopped: {text}"
+    );
+    // Nothing the copies left runs on below drover (the last copy's may still be stopping).
+    let left = proc::wait_until(TIMEOUT, "the leftovers of every exited copy gone", || {
+        let left: Vec<i32> = ["301", "302"]
+            .iter()
+            .flat_map(|s| sleeps_below(master, s))
+            .collect();
+        (left.len() <= 2).then_some(left)
+    });
+    assert!(left.len() <= 2, "{left:?} left running: {text}");
+}
