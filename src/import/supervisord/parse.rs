@@ -137,8 +137,8 @@ fn read_text(file: &Path, text: &str, out: &mut Read) -> Vec<(Entry, PathBuf)> {
         out.errors
             .push(Note::new(&format!("{shown}:{line}"), "line", &message));
     }
-    let base = std::path::absolute(file.parent().unwrap_or(Path::new(".")))
-        .unwrap_or_else(|_| PathBuf::from("."));
+    // As the user named it, so that the report shows included files alike.
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
     let mut includes = Vec::new();
     for section in sections {
         if section.name == "include" {
@@ -151,7 +151,13 @@ fn read_text(file: &Path, text: &str, out: &mut Read) -> Vec<(Entry, PathBuf)> {
 }
 
 fn include(entry: &Entry, base: &Path, context: &Context, seen: &mut Vec<PathBuf>, out: &mut Read) {
-    let here = base.display().to_string();
+    let folder = if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    };
+    let here = std::path::absolute(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let here = here.display().to_string();
     let names = Names::for_include(&here, context);
     let value = match expand::expand(&entry.value, &names) {
         Ok(expanded) => expanded.text,

@@ -297,3 +297,33 @@ fn a_group_name_supervisord_refuses_refuses_the_import() {
     assert_eq!(import.refused.len(), 1);
     assert_eq!(import.refused[0].place, "g.conf:1");
 }
+
+#[test]
+fn an_include_loop_is_read_once_and_a_nested_include_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // `sub` is the folder itself: `sub/*.conf` names a.conf again, and again, ...
+    std::os::unix::fs::symlink(".", dir.path().join("sub")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "a.conf",
+        "[include]\nfiles = sub/*.conf\n[program:a]\ncommand=/bin/a\n",
+    );
+    write(
+        "b.conf",
+        "[include]\nfiles = %(here)s/*.conf\n[program:b]\ncommand=/bin/b\n",
+    );
+    let read = read(&[dir.path().join("a.conf")], &Context::default()).unwrap();
+    let names: Vec<&str> = read.sections.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["include", "program:a", "include", "program:b"]);
+    assert_eq!(read.errors.len(), 1, "{:#?}", read.errors);
+    assert!(
+        read.errors[0].why.contains("not followed"),
+        "{}",
+        read.errors[0]
+    );
+    assert!(
+        read.errors[0].place.ends_with("sub/b.conf:2"),
+        "{}",
+        read.errors[0]
+    );
+}
