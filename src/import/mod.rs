@@ -11,8 +11,8 @@
 //!
 //! Each importer has a pure mapping (text or settings in, [`doc::Doc`]s and [`Note`]s out)
 //! and a thin shell here that reads, writes (never over an existing file without
-//! `--force`, never outside the `-o` folder: [`write`]), prints the report, and checks the
-//! written files as `drover -t` does. A name that cannot be a pool file's ([`name`]) stops
+//! `--force`, never outside the `-o` folder: `write`), prints the report, and checks the
+//! written files as `drover -t` does. A name that cannot be a pool file's (`name`) stops
 //! the import with every such name listed, before anything is written.
 
 pub mod doc;

@@ -125,12 +125,11 @@ pub fn expand(text: &str, names: &Names) -> Result<Expanded, Problem> {
         };
         let name = &inner[..close];
         let (spec, after) = conversion(&inner[close + 1..])?;
-        let value = match names.names.get(name) {
-            Some(value) => value,
-            None => match name.strip_prefix("ENV_") {
-                Some(var) => return Err(Problem::Unset(var.to_owned())),
-                None => return Err(Problem::Unknown(name.to_owned())),
-            },
+        let Some(value) = names.names.get(name) else {
+            return Err(match name.strip_prefix("ENV_") {
+                Some(var) => Problem::Unset(var.to_owned()),
+                None => Problem::Unknown(name.to_owned()),
+            });
         };
         if let Source::Environment(_) = value
             && !out.from_environment.iter().any(|n| n == name)
