@@ -240,3 +240,72 @@ impl Spec {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        let context = Context {
+            env: [("USER".to_owned(), "op".to_owned())].into(),
+            host: "box".into(),
+        };
+        let mut names = Names::for_include("/etc", &context);
+        names.text("program_name", "queue");
+        names.copies(1, 7);
+        names
+    }
+
+    #[test]
+    fn python_conversions_with_widths_and_padding() {
+        let expanded = |text: &str| expand(text, &names()).map(|e| e.text);
+        assert_eq!(
+            expanded("%(process_num)03d|%(process_num)-3d|%(process_num)+d").unwrap(),
+            "007|7  |+7"
+        );
+        assert_eq!(
+            expanded("%(program_name)8s|%(program_name).2s|%(numprocs)s").unwrap(),
+            "   queue|qu|1"
+        );
+        assert_eq!(
+            expanded("50%% of %(here)s on %(host_node_name)s").unwrap(),
+            "50% of /etc on box"
+        );
+        assert!(matches!(
+            expand("%(program_name)r", &names()),
+            Err(Problem::Format(_))
+        ));
+        assert!(matches!(
+            expand("%(program_name", &names()),
+            Err(Problem::Format(_))
+        ));
+        assert!(matches!(
+            expand("%(program_name)", &names()),
+            Err(Problem::Format(_))
+        ));
+    }
+
+    #[test]
+    fn env_names_say_where_they_came_from() {
+        let mut names = names();
+        let done = expand("%(ENV_USER)s %(ENV_USER)s", &names).unwrap();
+        assert_eq!(
+            (done.text.as_str(), done.from_environment.as_slice()),
+            ("op op", &["ENV_USER".to_owned()][..])
+        );
+        // Set by the configuration itself ([supervisord] or the program's environment).
+        names.text("ENV_USER", "conf");
+        let done = expand("%(ENV_USER)s", &names).unwrap();
+        assert_eq!(
+            (done.text.as_str(), done.from_environment.len()),
+            ("conf", 0)
+        );
+        assert_eq!(
+            expand("%(ENV_NOPE)s", &names),
+            Err(Problem::Unset("NOPE".into()))
+        );
+        let mut many = names.clone();
+        many.copies(3, 0);
+        assert_eq!(expand("%(process_num)d", &many), Err(Problem::PerCopy(3)));
+    }
+}
