@@ -96,9 +96,9 @@ pub fn map(read: &Read, context: &Context) -> Import {
                     &section.place,
                     &setting,
                     &format!(
-                        "refused: the program {name:?} of {first} too (supervisord strips \
-                         the spaces around a name), and both would be pools.d/{name}.toml; \
-                         rename one (nothing was written)"
+                        "refused: {first} already names the program {name:?} (supervisord \
+                         strips the spaces around a name), and both would be \
+                         pools.d/{name}.toml; rename one (nothing was written)"
                     ),
                 ));
                 continue;
