@@ -280,15 +280,22 @@ fn pool_files(
     named
 }
 
-/// Why a pool file's name cannot be a pool's name, if it cannot.
-fn bad_name(name: &str, file: &Path, seen: &[(&str, &Path)]) -> Option<String> {
-    let valid = !name.is_empty()
+/// What a pool's name, its file name without `.toml`, may hold.
+pub const POOL_NAME_RULE: &str = "[A-Za-z0-9_.-]+";
+
+/// Whether `name` meets [`POOL_NAME_RULE`] (the importers name the files they write by it).
+pub fn valid_pool_name(name: &str) -> bool {
+    !name.is_empty()
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-    if !valid {
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+/// Why a pool file's name cannot be a pool's name, if it cannot.
+fn bad_name(name: &str, file: &Path, seen: &[(&str, &Path)]) -> Option<String> {
+    if !valid_pool_name(name) {
         return Some(format!(
-            "pool name {name:?} (the file name without .toml) must match [A-Za-z0-9_.-]+"
+            "pool name {name:?} (the file name without .toml) must match {POOL_NAME_RULE}"
         ));
     }
     let (_, other) = seen.iter().find(|(n, f)| *n == name && *f != file)?;

@@ -29,7 +29,7 @@ mod tests;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{DEFAULT_CONFIG_PATH, load, load_texts};
+pub use load::{DEFAULT_CONFIG_PATH, POOL_NAME_RULE, load, load_texts, valid_pool_name};
 pub use model::{
     Command, Config, Control, Global, Interface, ListenAddr, LogFormat, LogLevel, LogTarget, Php,
     PhpRuntime, Pm, PmMemory, PmMode, Pool, Program, Python, Runtime,

@@ -11,13 +11,17 @@
 //!
 //! Each importer has a pure mapping (text or settings in, [`doc::Doc`]s and [`Note`]s out)
 //! and a thin shell here that reads, writes (never over an existing file without
-//! `--force`), prints the report, and checks the written files as `drover -t` does.
+//! `--force`, never outside the `-o` folder: `write`), prints the report, and checks the
+//! written files as `drover -t` does. A name that cannot be a pool file's (`name`) stops
+//! the import with every such name listed, before anything is written.
 
 pub mod doc;
 pub mod gunicorn;
 mod ini;
+mod name;
 pub mod phpfpm;
 pub mod supervisord;
+mod write;
 
 use std::path::{Path, PathBuf};
 
@@ -128,14 +132,18 @@ pub fn run(args: ImportArgs) -> u8 {
 }
 
 fn supervisord_files(args: SupervisordArgs) -> u8 {
-    let read = match supervisord::read(&args.files) {
+    let context = supervisord::Context::of_this_machine();
+    let read = match supervisord::read(&args.files, &context) {
         Ok(read) => read,
         Err(e) => {
             eprintln!("drover import: {e}");
             return EXIT_FAILED;
         }
     };
-    let import = supervisord::map(&read);
+    let import = supervisord::map(&read, &context);
+    if refuse(&import.refused) {
+        return EXIT_FAILED;
+    }
     if import.pools.is_empty() {
         print_report(&import.report);
         eprintln!(
@@ -164,6 +172,9 @@ fn php_fpm(args: PhpFpmArgs) -> u8 {
         .filter_map(|f| std::path::absolute(f.with_file_name("php.ini")).ok())
         .find(|ini| ini.is_file());
     let import = phpfpm::map(&items, &phpfpm::Context { php_ini });
+    if refuse(&import.refused) {
+        return EXIT_FAILED;
+    }
     if import.pools.is_empty() {
         print_report(&import.report);
         eprintln!(
@@ -174,6 +185,21 @@ fn php_fpm(args: PhpFpmArgs) -> u8 {
     }
     let files = global_and_pools(&import.global, &import.pools);
     finish(&args.output, &files, &import.report, None)
+}
+
+/// Prints every refusal (a name that cannot be a pool file's, two sections for one pool)
+/// and says that nothing was written; `false` when there is none.
+fn refuse(refused: &[Note]) -> bool {
+    for note in refused {
+        eprintln!("drover import: {note}");
+    }
+    if !refused.is_empty() {
+        eprintln!(
+            "drover import: {} refused (above): nothing written",
+            refused.len()
+        );
+    }
+    !refused.is_empty()
 }
 
 /// The files an importer writes: drover.toml, and pools.d/NAME.toml for each pool.
@@ -201,7 +227,7 @@ fn finish(
     report: &[Note],
     after: Option<&str>,
 ) -> u8 {
-    if let Err(e) = write_all(output, files) {
+    if let Err(e) = write::write_all(output, files) {
         eprintln!("drover import: {e}");
         return EXIT_FAILED;
     }
@@ -227,32 +253,6 @@ fn print_report(report: &[Note]) {
     for note in report {
         println!("{note}");
     }
-}
-
-/// Refuses to replace any existing file unless `--force`, before writing any.
-fn write_all(output: &Output, files: &[(PathBuf, String)]) -> Result<(), String> {
-    let existing: Vec<String> = files
-        .iter()
-        .map(|(path, _)| output.dir.join(path))
-        .filter(|path| path.symlink_metadata().is_ok())
-        .map(|path| path.display().to_string())
-        .collect();
-    if !existing.is_empty() && !output.force {
-        return Err(format!(
-            "{} already exist{}; nothing written (--force replaces them)",
-            existing.join(", "),
-            if existing.len() == 1 { "s" } else { "" }
-        ));
-    }
-    for (path, text) in files {
-        let path = output.dir.join(path);
-        if let Some(folder) = path.parent() {
-            std::fs::create_dir_all(folder)
-                .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
-        }
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(())
 }
 
 /// The checks of `drover -t` on the written files.

@@ -180,6 +180,9 @@ pub struct Import {
     /// (pool name, its file), in the order the pools first appear.
     pub pools: Vec<(String, Doc)>,
     pub report: Vec<Note>,
+    /// What stops the import before anything is written: a pool name that cannot name a
+    /// file (`[../x]`), with its file and line.
+    pub refused: Vec<Note>,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +196,7 @@ struct Seen {
 /// Maps what [`read`] gave to drover's files. Pure.
 pub fn map(items: &[Read], context: &Context) -> Import {
     let mut report = Vec::new();
+    let mut refused = Vec::new();
     let mut global: Vec<Seen> = Vec::new();
     let mut pools: Vec<(String, Place, Vec<Seen>)> = Vec::new();
     // Entries before any section are global, as php-fpm reads them.
@@ -204,9 +208,7 @@ pub fn map(items: &[Read], context: &Context) -> Import {
                 current = None;
             }
             Read::Section { place, name } => {
-                if let Some(why) = bad_pool_name(name) {
-                    report.push(Note::new(place, &format!("[{name}]"), &why));
-                }
+                refused.extend(super::name::refused(place, &format!("[{name}]"), name));
                 current = Some(match pools.iter().position(|(n, _, _)| n == name) {
                     Some(index) => index,
                     None => {
@@ -260,29 +262,16 @@ pub fn map(items: &[Read], context: &Context) -> Import {
         global: global_doc(&global, &mut report),
         pools: Vec::new(),
         report,
+        refused,
     };
     for (name, place, seen) in &pools {
-        if bad_pool_name(name).is_some() {
+        if super::name::refusal(name).is_some() {
             continue;
         }
         let doc = pool_doc(name, place, seen, context, &mut import.report);
         import.pools.push((name.clone(), doc));
     }
     import
-}
-
-/// A pool is named after its file, so its name must make one.
-fn bad_pool_name(name: &str) -> Option<String> {
-    let good = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || "_-.@".contains(c));
-    (!good).then(|| {
-        "refused: a drover pool is named after its file pools.d/NAME.toml, so its name \
-         must be letters, digits, _ - . @ and not start with a dot; rename the pool"
-            .to_owned()
-    })
 }
 
 /// Collects the notes and values of one target file while mapping its directives.

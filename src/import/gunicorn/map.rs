@@ -555,20 +555,19 @@ impl Mapper {
 /// The pool's name: gunicorn's proc_name when it makes a file name, else the app's
 /// top-level module.
 fn pool_name(proc_name: Option<&Setting>, app: &str, m: &mut Mapper) -> String {
-    let usable = |name: &str| {
-        !name.is_empty()
-            && !name.starts_with('.')
-            && name
-                .chars()
-                .all(|c| c.is_alphanumeric() || "_-.@".contains(c))
-    };
+    // The rule on every written pool file's name (super::name): proc_name is a process
+    // title to gunicorn, so one that breaks it is reported and not used, not refused.
+    let usable = |name: &str| super::super::name::refusal(name).is_none();
     if let Some(s) = proc_name {
         match s.value.as_str() {
             Some(name) if usable(name) => return name.to_owned(),
             _ => m.note(
                 s,
-                "not used as the pool's name: a pool is named after its file, so letters, \
-                 digits, _ - . @",
+                &format!(
+                    "not used as the pool's name: a pool is named after its file \
+                     pools.d/NAME.toml, so {} without a leading dot",
+                    crate::config::POOL_NAME_RULE
+                ),
             ),
         }
     }

@@ -350,3 +350,22 @@ fn threads_become_the_pools_threads_except_for_an_asgi_app() {
     assert!(toml(&import.pool)["python"].get("threads").is_none());
     assert!(note(&import, "threads").why.contains("ASGI"));
 }
+
+#[test]
+fn a_proc_name_that_cannot_name_a_file_is_not_the_pools_name() {
+    for hostile in ["../../x", "/abs/x", ".hidden", "www@2", "a b"] {
+        let file = vec![file_setting("proc_name", Json::String(hostile.into()), 3)];
+        let cli = parse_args(&args("site:app")).unwrap();
+        let import = map(&file, &cli, &context()).unwrap();
+        assert_eq!(import.pool_name, "site", "{hostile}");
+        let note = import
+            .report
+            .iter()
+            .find(|n| n.setting.contains("proc_name"))
+            .unwrap_or_else(|| panic!("{hostile}: {:?}", import.report));
+        assert_eq!(note.place, "gunicorn.conf.py:3");
+        assert!(note.why.contains("[A-Za-z0-9_.-]+"), "{note}");
+    }
+    let cli = parse_args(&args("../../x:app")).unwrap();
+    assert_eq!(map(&[], &cli, &context()).unwrap().pool_name, "app");
+}

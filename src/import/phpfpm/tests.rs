@@ -279,9 +279,33 @@ fn unparsable_lines_and_empty_includes_are_reported() {
 
 #[test]
 fn a_pool_name_that_cannot_be_a_file_name_is_refused() {
-    let import = import(&[("a.conf", "[../x]\nlisten = /a.sock\n")]);
-    assert!(import.pools.is_empty());
-    assert!(note(&import, "[../x]").why.starts_with("refused"));
+    let import = import(&[
+        (
+            "a.conf",
+            "[../x]\nlisten = /a.sock\n[www]\nlisten = /b.sock\n",
+        ),
+        ("b.conf", "[/abs/x]\n[www@2]\n[.hidden]\n"),
+    ]);
+    let refused: Vec<(&str, &str)> = import
+        .refused
+        .iter()
+        .map(|n| (n.place.as_str(), n.setting.as_str()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("a.conf:1", "[../x]"),
+            ("b.conf:1", "[/abs/x]"),
+            ("b.conf:2", "[www@2]"),
+            ("b.conf:3", "[.hidden]")
+        ]
+    );
+    assert!(
+        import.refused[0].why.contains("[A-Za-z0-9_.-]+"),
+        "{:?}",
+        import.refused
+    );
+    assert!(import.pools.iter().all(|(name, _)| name == "www"));
 }
 
 #[test]

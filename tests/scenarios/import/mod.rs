@@ -6,8 +6,12 @@
 //!   an unknown directive is reported with its file and line; nothing is overwritten.
 //! - [`gunicorn`]: a gunicorn.conf.py (run by drover-python, as gunicorn runs it) and flags
 //!   import to a Python pool that serves the WSGI fixture app; its hooks are named.
+//! - [`hostile`]: names that are paths in every importer, in named and included files,
+//!   and links planted in the output folder: refused with file:line, nothing written
+//!   outside `-o`; an imported supervisord program runs with the environment it had.
 
 mod gunicorn;
+mod hostile;
 mod phpfpm;
 
 use std::path::Path;
