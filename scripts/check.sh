@@ -16,7 +16,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 # shellcheck source=scripts/common.sh
 source "$repo/scripts/common.sh"
 
-ensure_packages "${DROVER_PACKAGES[@]}"
+ensure_packages "${BUILD_PACKAGES[@]}"
 require_cargo
 ensure_rust_components rustfmt clippy
 cd "$repo"

@@ -57,16 +57,37 @@ ensure_packages() {
     rm -f "$log"
 }
 
-# The packages the demo and the tests need, by the command that proves each is there.
+# The packages each script needs, by the command that proves each is there: the build's
+# (BUILD_PACKAGES, scripts/check.sh), the demo's (DEMO_PACKAGES, scripts/demo.sh: the build's
+# and what its two pools are served with, nothing more) and the tests' (DROVER_PACKAGES,
+# scripts/test.sh: the demo's and every peer and app the tests run).
 # gcc and libc6-dev: cargo needs a C toolchain to link (and to build the `ring` crate).
 # python3-dev: drover embeds CPython (pyo3), so the build needs python3 and libpython3.X.so;
-# python3-config is the command it ships. php-dev: the PHP headers, against which a test
-# checks the struct offsets drover reads php-cgi workers with (php-config ships with it).
+# python3-config is the command it ships. libphp-embed: drover-php links PHP's embed library
+# (libphp8.2.so); php-dev has its headers (php-config ships with it), against which a test
+# also checks the struct offsets drover reads php-cgi workers with.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+BUILD_PACKAGES=(
+    "cc:gcc libc6-dev"
+    "python3-config:python3-dev"
+    "php-config:php-dev"
+    "/usr/lib/libphp8.2.so:libphp-embed"
+)
+
+# nginx passes the demo's two pools; curl asks them for their pages.
+# shellcheck disable=SC2034
+DEMO_PACKAGES=(
+    "${BUILD_PACKAGES[@]}"
+    "nginx:nginx"
+    "curl:curl"
+)
+
+# php-cgi: the PHP scenario tests run a second time on it (runtime = "cgi").
 # strace: a test watches which system calls the master makes while it spawns workers.
-# libphp-embed: drover-php links PHP's embed library (libphp8.2.so; php-dev has its
-# headers); php-apcu: a test shows one APCu shared by a pool's workers; apache2: a test
-# serves a pool through Apache's stock php-fpm wiring. php8.2-fpm: `drover import php-fpm` is
-# tested on Debian's stock php-fpm.conf and www.conf, against php-fpm serving the same page.
+# gdb: tests read a worker's stack. php-apcu: a test shows one APCu shared by a pool's
+# workers; apache2: a test serves a pool through Apache's stock php-fpm wiring. php8.2-fpm:
+# `drover import php-fpm` is tested on Debian's stock php-fpm.conf and www.conf, against
+# php-fpm serving the same page.
 # man-db: a test renders the man pages scripts/man.sh builds with `man -l`.
 # lintian: the packages scripts/package.sh builds are checked with it (package::deb).
 # wordpress (with its default theme, and `php` so that apt takes the PHP already here rather
@@ -74,17 +95,12 @@ ensure_packages() {
 # compared with php-fpm's on these apps (tests/scenarios/embed/apps).
 # php-symfony-framework-bundle, php-symfony-twig-bundle, php-twig and php-slim: PHP worker
 # mode runs a Symfony 5.4 app and a Slim 3 app (tests/scenarios/worker/frameworks.rs).
-# shellcheck disable=SC2034  # used by the scripts that source this file
+# shellcheck disable=SC2034
 DROVER_PACKAGES=(
+    "${DEMO_PACKAGES[@]}"
     "php-cgi:php-cgi"
-    "nginx:nginx"
-    "curl:curl"
-    "cc:gcc libc6-dev"
-    "python3-config:python3-dev"
-    "php-config:php-dev"
     "strace:strace"
     "gdb:gdb"
-    "/usr/lib/libphp8.2.so:libphp-embed"
     "/usr/lib/php/20220829/apcu.so:php-apcu"
     "apache2:apache2"
     "/usr/sbin/php-fpm8.2:php8.2-fpm"

@@ -2,9 +2,11 @@
 # scripts/demo.sh: run drover with the example pools behind nginx, on a fresh Debian machine:
 # the PHP pool (pools.d/www.toml) at / and the Python WSGI pool (pools.d/app.toml) at /app/.
 #
-#   1. installs nginx, curl, a C toolchain, python3-dev, PHP's embed library and headers
-#      and php-cgi with apt-get when they are missing (through sudo when not root), and
-#      builds drover, drover-python and drover-php (cargo build --workspace --release);
+#   1. installs nginx, curl, a C toolchain, python3-dev and PHP's embed library and headers
+#      (DEMO_PACKAGES in scripts/common.sh: what the build and the two pools need, none of
+#      the tests' apps and peers) with apt-get when they are missing (through sudo when not
+#      root), and builds drover, drover-python and drover-php (cargo build --workspace
+#      --release);
 #   2. sets up /tmp/drover-demo (drover.toml, the PHP docroot, a copy of the Python app in
 #      examples/app, nginx.conf, logs);
 #   3. checks the configuration (drover -t), starts drover, waits for its `ready:` line,
@@ -39,7 +41,7 @@ drover_status=1 # set by stop(): drover's exit status
 
 main() {
     check_runtime_dir
-    ensure_packages "${DROVER_PACKAGES[@]}"
+    ensure_packages "${DEMO_PACKAGES[@]}"
     require_cargo
     echo "==> building drover, drover-python and drover-php (cargo build --workspace --release)"
     (cd "$repo" && cargo build --workspace --release)
