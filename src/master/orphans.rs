@@ -178,8 +178,8 @@ impl Orphans {
                     let _ = nix::sys::signal::kill(pid, left.signal);
                 }
                 None => tracing::info!(
-                    "process {pid} ({}, uid {owner}) reached drover as an orphan (its parent \
-                     exited); it runs on, unsupervised, and is reaped when it exits",
+                    "process {pid} is an orphan drover did not start ({}, uid {owner}): its \
+                     parent exited; it runs on, unsupervised, and is reaped when it exits",
                     comm(pid)
                 ),
             }
