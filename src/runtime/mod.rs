@@ -44,6 +44,10 @@ pub struct ProcessSpec {
     pub chdir: Option<PathBuf>,
     /// Set when drover runs as root: the pool's user, group and supplementary groups.
     pub credentials: Option<Credentials>,
+    /// What the process gets when the master dies (`PR_SET_PDEATHSIG`): the signal that
+    /// asks it to stop, SIGTERM (a zygote and a php-cgi parent pass it on to their
+    /// workers), or a program's `stop_signal`.
+    pub death_signal: Signal,
 }
 
 /// A pool as the master runs it: planned once per generation (the user and group lookups
@@ -211,6 +215,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
             env,
             chdir: pool.chdir.clone(),
             credentials,
+            death_signal: program::stop_signal(pool),
         },
     })
 }

@@ -6,6 +6,7 @@ mod body;
 mod fastcgi;
 mod files;
 mod lifecycle;
+mod orphaned;
 mod parents;
 mod reload;
 mod signals;
