@@ -26,6 +26,7 @@ mod sockets;
 mod spawn;
 mod totals;
 
+pub use pool::memory_limit;
 pub use pool::memory_notes;
 
 use std::path::PathBuf;

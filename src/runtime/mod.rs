@@ -129,6 +129,30 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
             };
             Some(format!("{}: {key}: {problem}", pool.file.display()))
         })
+        .chain(reserve_problems(config))
+        .collect()
+}
+
+/// The pools whose `memory_reserve` is not less than the cgroup's memory limit here
+/// ([`crate::pm::memory::reserve_problem`]); the limit is read only if a pool sets one.
+fn reserve_problems(config: &crate::config::Config) -> Vec<String> {
+    let reserved: Vec<(&Pool, u64)> = config
+        .pools
+        .iter()
+        .filter_map(|pool| Some((pool, pool.pm.memory.reserve?)))
+        .collect();
+    if reserved.is_empty() {
+        return Vec::new();
+    }
+    let Some(limit) = crate::master::memory_limit() else {
+        return Vec::new();
+    };
+    reserved
+        .into_iter()
+        .filter_map(|(pool, reserve)| {
+            let why = crate::pm::memory::reserve_problem(reserve, &limit)?;
+            Some(format!("{}: pm.memory_reserve: {why}", pool.file.display()))
+        })
         .collect()
 }
 

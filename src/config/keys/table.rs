@@ -588,7 +588,8 @@ pub const KEYS: &[Key] = &[
         Pm,
         Int,
         Value("128"),
-        "`max_children = \"auto\"` only: the most workers it allows.",
+        "`max_children = \"auto\"` only: the most workers it allows, at most 4096 (the \
+         master keeps a scoreboard slot for each, existing or not).",
     ),
     key(
         "memory_reserve",

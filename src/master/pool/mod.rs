@@ -45,6 +45,7 @@ use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
+pub use memory::memory_limit;
 pub use memory::start_notes as memory_notes;
 use worker::{Probes, Process, Worker};
 
