@@ -297,6 +297,10 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         "include".into(),
         toml::Value::Array(vec![string(format!("pools.d/{name}.toml"))]),
     );
+    // One pool: an app that cannot load leaves nothing to serve, so drover exits 3, as
+    // gunicorn does, for the shell or the container's restart policy to see.
+    plan.global
+        .insert("exit_on_app_failure".into(), toml::Value::Boolean(true));
     let (listen, flag, http) = match (&args.http, &args.fastcgi) {
         (Some(addr), _) => (addr.as_str(), "--http", true),
         (None, Some(socket)) => (socket.as_str(), "--fastcgi", false),

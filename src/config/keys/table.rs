@@ -132,6 +132,15 @@ pub const KEYS: &[Key] = &[
          stop at once.",
     ),
     key(
+        "exit_on_app_failure",
+        Global,
+        Bool,
+        Value("false"),
+        "When a pool's app fails to load (a Python app that cannot be imported, a worker \
+         script that cannot boot), drover stops and exits 3, as gunicorn does, instead of \
+         stopping that pool alone until a reload; `drover serve` sets it.",
+    ),
+    key(
         "health_listen",
         Global,
         STRING,

@@ -860,8 +860,8 @@ impl PoolRun {
 
     /// Housekeeping after the processes' last output had time to arrive: forgets the roles
     /// of processes gone a while, and says that the app failed to load once its traceback
-    /// is in the log.
-    pub fn after_output(&mut self, now: Instant) {
+    /// is in the log. True when it said so now.
+    pub fn after_output(&mut self, now: Instant) -> bool {
         const LATE: Duration = Duration::from_millis(300);
         self.exited
             .retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
@@ -876,7 +876,9 @@ impl PoolRun {
                 "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()
             );
+            return true;
         }
+        false
     }
 
     /// What `pid` is to this generation, for telling its processes from orphans.

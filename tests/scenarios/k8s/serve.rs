@@ -252,3 +252,27 @@ fn serve_folders(site: &Site) -> Vec<std::path::PathBuf> {
     found.sort();
     found
 }
+
+/// An app that cannot be imported leaves `drover serve` nothing to serve: it exits 3, as
+/// gunicorn does (issue 34), with the traceback in its log, instead of running on.
+#[test]
+fn serve_exits_3_when_the_app_cannot_be_imported() {
+    let site = Site::new();
+    site.write(
+        "broken.py",
+        "raise RuntimeError('no database configured')\n",
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut command = serve(&site, &["--python", "broken:app", "--http", &addr]);
+    if proc::running_as_root() {
+        command.args(["--set", "user=root"]);
+    }
+    let mut serving = spawn(command);
+    let child = &mut serving.child;
+    let status = wait_until(TIMEOUT, "drover serve to exit", || {
+        child.try_wait().expect("try_wait")
+    });
+    let log = serving.log.text();
+    assert_eq!(status.code(), Some(3), "log:\n{log}");
+    assert!(log.contains("no database configured"), "log:\n{log}");
+}
