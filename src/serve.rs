@@ -9,7 +9,7 @@
 //! (HUP) reads the same files again (a rolling restart onto new code), and `drover ctl set`
 //! validates against them as it does for any pool. The folder is named after a hash of the
 //! files, so the same command line run again reuses it instead of leaving one more; one of
-//! that name that another user made first is left alone, for a fresh one ([`claim_folder`]).
+//! that name that another user made first is left alone, for a fresh one (`claim_folder`).
 //!
 //! gunicorn's habit for the app's folder: the current directory is the pool's `chdir` and,
 //! for Python, first on `sys.path`, so `drover serve --python hello:app` run beside
