@@ -16,8 +16,10 @@
  *   build exports it, so libphp's and every extension's calls land here): the child mask
  *   is set around the real one. A signal that arrives meanwhile runs its handler on the
  *   script's thread: SIGTERM's only records the retire, SIGUSR2's writes the stack.
- * Dispositions need nothing: exec resets each handled signal to its default, and the only
- * one ignored, SIGPIPE, is ignored by php-cgi too.
+ * Dispositions need nothing: exec resets each handled signal to its default, and the one
+ * an app's signals the worker ignores, SIGPIPE, php-cgi ignores too (measured: the same
+ * SigIgn in both children, but for glibc's own signals 32 and 33, which glibc sets as a
+ * process's threads need).
  */
 
 #define _GNU_SOURCE
