@@ -4,7 +4,8 @@
 //! arguments: the importers, the control client, clap and `-t`'s checks stay out of the
 //! code the master keeps resident (docs/ARCHITECTURE.md, "The master's memory").
 //! Exit codes are named in [`ExitCode`]-returning paths below: 0 ok, 1 invalid
-//! configuration, 2 a runtime failure (a listen address in use, ...).
+//! configuration, 2 a runtime failure (a listen address in use, ...), 3 a pool's app
+//! failed to load with `exit_on_app_failure` (which `drover serve` sets).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt as _;
@@ -96,7 +97,7 @@ fn run(path: PathBuf) -> ExitCode {
         return invalid(&path);
     }
     match drover::master::run(config) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(err) => {
             tracing::error!("{err:#}");
             eprintln!("drover: {err:#}");

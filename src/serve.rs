@@ -8,7 +8,8 @@
 //! process execs `drover -c` on them: the daemon stays the one that reads files, a reload
 //! (HUP) reads the same files again (a rolling restart onto new code), and `drover ctl set`
 //! validates against them as it does for any pool. The folder is named after a hash of the
-//! files, so the same command line run again reuses it instead of leaving one more.
+//! files, so the same command line run again reuses it instead of leaving one more; one of
+//! that name that another user made first is left alone, for a fresh one (`claim_folder`).
 //!
 //! gunicorn's habit for the app's folder: the current directory is the pool's `chdir` and,
 //! for Python, first on `sys.path`, so `drover serve --python hello:app` run beside
@@ -296,6 +297,10 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         "include".into(),
         toml::Value::Array(vec![string(format!("pools.d/{name}.toml"))]),
     );
+    // One pool: an app that cannot load leaves nothing to serve, so drover exits 3, as
+    // gunicorn does, for the shell or the container's restart policy to see.
+    plan.global
+        .insert("exit_on_app_failure".into(), toml::Value::Boolean(true));
     let (listen, flag, http) = match (&args.http, &args.fastcgi) {
         (Some(addr), _) => (addr.as_str(), "--http", true),
         (None, Some(socket)) => (socket.as_str(), "--fastcgi", false),
@@ -398,21 +403,48 @@ fn folder_for(plan: &Plan) -> PathBuf {
 
 /// Creates `folder` (0700) or checks that the one there is ours and private: in a shared
 /// temporary folder, another user's folder of the same name must not be written into.
-fn private_folder(folder: &Path) -> std::io::Result<()> {
+/// `Ok(false)`: something else has the name.
+fn private_folder(folder: &Path) -> std::io::Result<bool> {
     match std::fs::DirBuilder::new().mode(0o700).create(folder) {
-        Ok(()) => return Ok(()),
+        Ok(()) => return Ok(true),
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(err) => return Err(err),
     }
     let meta = std::fs::symlink_metadata(folder)?;
     let ours = meta.uid() == nix::unistd::Uid::effective().as_raw();
-    if !meta.is_dir() || !ours || meta.permissions().mode() & 0o077 != 0 {
-        return Err(std::io::Error::other(format!(
-            "{} exists and is not a private folder of this user",
-            folder.display()
-        )));
+    Ok(meta.is_dir() && ours && meta.permissions().mode() & 0o077 == 0)
+}
+
+/// The folder the files go to: `preferred` ([`folder_for`]) when it is made now or is a
+/// private folder of this user; else, since its name follows from the command line and
+/// another local user may have made it first, a fresh one beside it with a random suffix,
+/// made here (0700), so that the files are never written where someone else can change
+/// them and `drover serve` still starts.
+fn claim_folder(preferred: &Path) -> std::io::Result<PathBuf> {
+    if private_folder(preferred)? {
+        return Ok(preferred.to_path_buf());
     }
-    Ok(())
+    for _ in 0..16 {
+        let mut name = preferred.as_os_str().to_owned();
+        name.push(format!("-{:08x}", rand::random::<u32>()));
+        let fresh = PathBuf::from(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&fresh) {
+            Ok(()) => {
+                eprintln!(
+                    "drover serve: {} is not a private folder of this user; the files go to {}",
+                    preferred.display(),
+                    fresh.display()
+                );
+                return Ok(fresh);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} is not a private folder of this user, and no fresh name beside it was free",
+        preferred.display()
+    )))
 }
 
 /// Writes `text` to `path` by a rename, so that a drover reading it never sees half.
@@ -480,8 +512,21 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
         print!("{header}{}", plan.pool_text());
         return 0;
     }
-    let written = private_folder(&folder)
-        .and_then(|()| private_folder(&folder.join("pools.d")))
+    let folder = match claim_folder(&folder) {
+        Ok(folder) => folder,
+        Err(err) => {
+            eprintln!("drover serve: cannot make a folder for the configuration: {err}");
+            return EXIT_RUNTIME;
+        }
+    };
+    let written = private_folder(&folder.join("pools.d"))
+        .and_then(|private| {
+            if private {
+                Ok(())
+            } else {
+                Err(std::io::Error::other("pools.d is not a private folder"))
+            }
+        })
         .and_then(|()| {
             write(
                 &plan.pool_file(&folder),

@@ -47,6 +47,7 @@ fn main() {
     build
         .file("src/sapi.c")
         .file("src/worker.c")
+        .file("src/children.c")
         .warnings(false);
     for dir in includes.split_whitespace() {
         build.include(dir.trim_start_matches("-I"));
@@ -55,6 +56,9 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-lib=dylib={name}");
     println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{}", lib_dir.display());
+    // children.c's popen() takes libphp's calls (and the extensions'): the executable must
+    // export it for the loader to bind them to it.
+    println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=popen");
 }
 
 fn without_php(why: &str) {

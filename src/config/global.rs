@@ -57,6 +57,7 @@ pub(super) fn parse(
         root.fail(key, "emergency_restart_interval must be more than 0s when emergency_restart_threshold is above 0");
     }
     let shutdown_delay = root.duration("shutdown_delay").or(Duration::ZERO);
+    let exit_on_app_failure = root.bool("exit_on_app_failure").or(false);
     let health_listen = root
         .parse("health_listen", |s| parse_listen(base, s))
         .optional();
@@ -71,6 +72,7 @@ pub(super) fn parse(
         emergency_restart_interval: interval?,
         control: control?,
         shutdown_delay: shutdown_delay?,
+        exit_on_app_failure: exit_on_app_failure?,
         health_listen: health_listen?,
     })
 }

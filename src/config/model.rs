@@ -37,6 +37,9 @@ pub struct Global {
     /// On TERM and QUIT: how long the pools keep serving, with `/readyz` answering 503,
     /// before the graceful stop begins (so that load balancers stop sending first).
     pub shutdown_delay: Duration,
+    /// A pool whose app fails to load stops drover (exit 3), not only the pool: what
+    /// `drover serve`, one pool, wants.
+    pub exit_on_app_failure: bool,
     /// Where the master serves `/livez` and `/readyz` (Kubernetes' probes). None: only on
     /// the control socket.
     pub health_listen: Option<ListenAddr>,

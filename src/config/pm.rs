@@ -15,6 +15,11 @@ const MAX: i64 = u32::MAX as i64;
 /// slots, and past it a pool is better split or given a number.
 const AUTO_CEILING: u32 = 128;
 
+/// The most `auto_max_children` may be: the master maps and reads a slot for every worker
+/// the pool may have (twice over for a zygote pool), about 1 KiB each, whether or not the
+/// worker exists; at 100000 an idle master held 190 MiB. 4096 keeps that under 8 MiB.
+pub const AUTO_CEILING_MAX: u32 = 4096;
+
 pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
     t.check_keys(&keys::names(Section::Pm));
     let mode = t.parse("mode", mode).required(t, "mode");
@@ -96,6 +101,20 @@ fn memory(
     let auto = written == Some(None);
     let floor = t.int::<u32>("auto_min_children", 1..=MAX).or(1);
     let ceiling = t.int::<u32>("auto_max_children", 1..=MAX).or(AUTO_CEILING);
+    let ceiling = match ceiling {
+        Some(n) if n > AUTO_CEILING_MAX => {
+            t.fail(
+                "auto_max_children",
+                format!(
+                    "must be at most {AUTO_CEILING_MAX}: the master keeps a scoreboard slot for \
+                     every worker the pool may have, existing or not; past that, split the \
+                     pool or give max_children a number"
+                ),
+            );
+            None
+        }
+        other => other,
+    };
     if !auto {
         for key in ["auto_min_children", "auto_max_children"] {
             if t.contains(key) {
@@ -212,7 +231,47 @@ fn recycling(t: &Table<'_, '_>) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
     use super::*;
+
+    /// The errors of pool `www` from `text`, as `(line, key, rule)`.
+    fn errors(text: &str) -> Vec<(usize, String, String)> {
+        let main = Path::new("/etc/drover/drover.toml");
+        let files = BTreeMap::from([
+            (main.to_path_buf(), String::new()),
+            (main.with_file_name("pools.d/www.toml"), text.to_owned()),
+        ]);
+        match crate::config::load_texts(main, &files) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors
+                .0
+                .into_iter()
+                .map(|e| (e.line, e.key, e.rule))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn auto_max_children_past_its_bound_is_refused_with_its_line_and_why() {
+        let pool = |ceiling: u32| {
+            format!(
+                "listen = \"/run/www.sock\"\nuser = \"root\"\n\n[pm]\nmode = \"dynamic\"\n\
+                 max_children = \"auto\"\nmin_spare_servers = 1\nmax_spare_servers = 2\n\
+                 auto_max_children = {ceiling}\n\n\
+                 [command]\nargv = [\"/bin/true\"]\n"
+            )
+        };
+        assert_eq!(errors(&pool(AUTO_CEILING_MAX)), []);
+        let found = errors(&pool(100_000));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (9, "pm.auto_max_children")
+        );
+        assert!(found[0].2.contains("at most 4096"), "{found:?}");
+    }
 
     #[test]
     fn modes_are_the_three_php_fpm_names() {

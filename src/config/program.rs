@@ -42,6 +42,7 @@ pub fn refused(path: &str) -> Option<&'static str> {
         | "request_terminate_timeout"
         | "terminate_grace"
         | "request_read_timeout"
+        | "queue_timeout"
         | "status_path"
         | "ping_path"
         | "ping_response"
@@ -185,6 +186,14 @@ mod tests {
         assert_eq!(errors(&signal)[0].1, "program.stop_signal");
         let jitter = format!("{POOL}max_lifetime_jitter = \"5s\"\n");
         assert_eq!(errors(&jitter)[0].2, "only with max_lifetime");
+        let queued = format!("queue_timeout = \"2s\"\n{POOL}");
+        let found = errors(&queued);
+        assert_eq!(
+            (found[0].0, found[0].1.as_str()),
+            (1, "queue_timeout"),
+            "{found:?}"
+        );
+        assert!(found[0].2.contains("serves no requests"), "{found:?}");
         let missing = POOL.replace("/bin/sh", "/nonexistent/worker");
         assert!(errors(&missing)[0].2.contains("command not found"));
     }
@@ -195,6 +204,7 @@ mod tests {
             "listen",
             "slowlog",
             "request_terminate_timeout",
+            "queue_timeout",
             "pm.max_requests",
         ] {
             assert!(refused(key).is_some(), "{key}");

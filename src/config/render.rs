@@ -56,6 +56,7 @@ fn global(out: &mut Out, g: &Global) {
     out.raw("emergency_restart_threshold", g.emergency_restart_threshold);
     out.duration("emergency_restart_interval", g.emergency_restart_interval);
     out.duration("shutdown_delay", g.shutdown_delay);
+    out.raw("exit_on_app_failure", g.exit_on_app_failure);
     let health = g.health_listen.as_ref().map(ToString::to_string);
     out.optional_string("health_listen", health.as_deref(), None);
     out.table("control");

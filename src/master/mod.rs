@@ -27,6 +27,7 @@ mod sockets;
 mod spawn;
 mod totals;
 
+pub use pool::memory_limit;
 pub use pool::memory_notes;
 
 use std::path::PathBuf;
@@ -76,7 +77,12 @@ enum Phase {
 }
 
 /// Runs the master until a stop signal, with a valid configuration.
-pub fn run(config: Config) -> anyhow::Result<()> {
+/// The master's exit code when a pool's app failed to load and `exit_on_app_failure` is
+/// set: gunicorn's `WORKER_BOOT_ERROR`.
+pub const EXIT_APP_FAILURE: u8 = 3;
+
+/// Runs the master to its end; returns its exit code: 0, or [`EXIT_APP_FAILURE`].
+pub fn run(config: Config) -> anyhow::Result<u8> {
     // First, while drover is single-threaded: it edits the environment.
     let passed = systemd::take_listen_fds();
     let global = &config.global;
@@ -135,6 +141,8 @@ struct Master {
     orphans: orphans::Orphans,
     /// `queue_timeout`: each pool's listen queue as the tick samples it (`shed`).
     queues: shed::Queues,
+    /// A pool's app failed to load and `exit_on_app_failure` stopped drover for it.
+    app_failed: bool,
 }
 
 /// The sockets systemd passed, by the name of the pool that takes each.
@@ -220,11 +228,12 @@ impl Master {
             live: Default::default(),
             inherited,
             orphans: Default::default(),
+            app_failed: false,
             queues: Default::default(),
         })
     }
 
-    async fn serve(&mut self) -> anyhow::Result<()> {
+    async fn serve(&mut self) -> anyhow::Result<u8> {
         let raw: Vec<i32> = signals::HANDLED.iter().map(|&s| s as i32).collect();
         let mut signals =
             signal_hook_tokio::Signals::new(raw).context("installing signal handlers")?;
@@ -238,6 +247,7 @@ impl Master {
             self.pools.len()
         );
         let mut ticked = false;
+        let mut app_failed = false;
         let mut last_maintenance = Instant::now();
         loop {
             tokio::select! {
@@ -277,7 +287,7 @@ impl Master {
                     pool.observe(now, &mut self.sampler);
                     pool.check_kills(now);
                     pool.check_slow(now);
-                    pool.after_output(now);
+                    app_failed |= pool.after_output(now);
                     if pool.draining() {
                         pool.drain_tick(now);
                     } else if self.phase.serves() {
@@ -287,6 +297,7 @@ impl Master {
                         pool.stop_tick(now);
                     }
                 }
+                self.exit_on_app_failure(std::mem::take(&mut app_failed));
                 self.shed(now);
                 self.retire_replaced(now);
                 self.observe_orphans();
@@ -311,7 +322,18 @@ impl Master {
         }
         self.take_last_output().await;
         self.finish();
-        Ok(())
+        Ok(if self.app_failed { EXIT_APP_FAILURE } else { 0 })
+    }
+
+    /// With `exit_on_app_failure`, a pool whose app failed to load (`failed`) stops drover,
+    /// which then exits [`EXIT_APP_FAILURE`].
+    fn exit_on_app_failure(&mut self, failed: bool) {
+        if !failed || !self.config.global.exit_on_app_failure || !self.phase.serves() {
+            return;
+        }
+        self.app_failed = true;
+        tracing::error!("stopping: a pool's app failed to load (exit_on_app_failure); exit 3");
+        self.stop(self.config.global.process_control_timeout, "graceful");
     }
 
     /// Lines the last workers wrote just before they exited may still wait in the pools'

@@ -65,16 +65,15 @@ pub fn spawn(
             .map(|fd| (fd.as_raw_fd(), ACCESS_LOG_FD)),
     ];
     let target = zygote.then(drover_proto::zygote::target_signal);
+    let death_signal = spec.death_signal as libc::c_int;
+    // Taken before the fork: the child compares its parent with it once its death signal
+    // is set, so that a master which died before then is noticed.
+    let master = Pid::this().as_raw();
     // SAFETY: runs in the forked child before exec; it only makes syscalls (prctl,
-    // setrlimit, sigprocmask, setgroups, setgid, setuid, fcntl, dup2, close_range) on memory allocated
-    // before the fork or on its own stack.
+    // setrlimit, getppid, sigprocmask, setgroups, setgid, setuid, fcntl, dup2, close_range)
+    // on memory allocated before the fork or on its own stack.
     unsafe {
         command.pre_exec(move || {
-            // If the master dies without stopping us, php-cgi's SIGTERM handler stops its
-            // workers too, instead of leaving them serving on an orphaned socket.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(io::Error::last_os_error());
-            }
             // The soft limit on open files drover was started with, not the master's own.
             super::limits::restore_in_child()?;
             if let Some(signal) = target {
@@ -88,6 +87,7 @@ pub fn spawn(
             if let Some(credentials) = &credentials {
                 credentials.apply()?;
             }
+            die_with(master, death_signal)?;
             // Whatever started drover may have left descriptors open without close-on-exec
             // (a terminal's, a supervisor's pipe): none may reach a worker, only the
             // inherited ones, which are put in place after.
@@ -98,6 +98,28 @@ pub fn spawn(
     }
     let child = command.spawn()?;
     Ok(Pid::from_raw(child.id() as i32))
+}
+
+/// Asks for `signal` when the master dies (`PR_SET_PDEATHSIG`), so that a master killed
+/// with SIGKILL leaves no process of its pools running: php-cgi's SIGTERM handler and a
+/// zygote's stop their workers too, instead of leaving them serving on an orphaned
+/// socket. Set after the credentials: the kernel clears the death signal when a process's
+/// user or group changes, which is why it is not set first. Then the master must still be
+/// the parent: one that died before the prctl sent nothing, and the process ends here
+/// (std reports the error on a pipe no one reads). The setting crosses the exec (none of
+/// the pools' programs is set-user-ID for drover). Runs between fork and exec: syscalls
+/// only.
+fn die_with(master: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: prctl with a valid signal number; getppid has no preconditions.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::getppid() != master {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
 }
 
 /// Puts each `(from, to)` descriptor at `to`, without close-on-exec there. Each is first

@@ -313,6 +313,22 @@ pub(super) fn describe(f: &mut fmt::Formatter<'_>, over: Over) -> fmt::Result {
 }
 
 /// Bytes as MiB for the log: "57.3 MiB".
+/// Why `memory_reserve` (`reserve` bytes) cannot work under `limit`, if it cannot: a reserve
+/// of the whole cgroup limit or more leaves the workers nothing, and `"auto"` would run its
+/// floor of workers on no budget. MemAvailable moves with the machine's load, so it is no
+/// ground to refuse a file.
+pub fn reserve_problem(reserve: u64, limit: &MemoryLimit) -> Option<String> {
+    if limit.source == LimitSource::MemAvailable || reserve < limit.bytes {
+        return None;
+    }
+    Some(format!(
+        "{} is not less than the memory limit, {} ({}): it would leave the workers nothing",
+        mib(reserve),
+        mib(limit.bytes),
+        limit.source
+    ))
+}
+
 pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / MIB as f64)
 }
@@ -361,6 +377,25 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("highest PSS of 4 measured workers"), "{line}");
+    }
+
+    #[test]
+    fn a_reserve_of_the_whole_cgroup_limit_is_a_problem_and_memavailable_never() {
+        let cgroup = MemoryLimit {
+            bytes: 256 * MIB,
+            source: LimitSource::CgroupV2("/app".into()),
+        };
+        assert_eq!(reserve_problem(255 * MIB, &cgroup), None);
+        let why = reserve_problem(256 * MIB, &cgroup).expect("a problem");
+        assert!(
+            why.contains("256.0 MiB (cgroup v2 /app memory.max)"),
+            "{why}"
+        );
+        let available = MemoryLimit {
+            bytes: 256 * MIB,
+            source: LimitSource::MemAvailable,
+        };
+        assert_eq!(reserve_problem(1024 * MIB, &available), None);
     }
 
     #[test]

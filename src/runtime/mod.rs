@@ -44,6 +44,10 @@ pub struct ProcessSpec {
     pub chdir: Option<PathBuf>,
     /// Set when drover runs as root: the pool's user, group and supplementary groups.
     pub credentials: Option<Credentials>,
+    /// What the process gets when the master dies (`PR_SET_PDEATHSIG`): the signal that
+    /// asks it to stop, SIGTERM (a zygote and a php-cgi parent pass it on to their
+    /// workers), or a program's `stop_signal`.
+    pub death_signal: Signal,
 }
 
 /// A pool as the master runs it: planned once per generation (the user and group lookups
@@ -124,6 +128,30 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
                 Err(e @ RuntimeError::AccessLog(_)) => ("access_log", e.to_string()),
             };
             Some(format!("{}: {key}: {problem}", pool.file.display()))
+        })
+        .chain(reserve_problems(config))
+        .collect()
+}
+
+/// The pools whose `memory_reserve` is not less than the cgroup's memory limit here
+/// ([`crate::pm::memory::reserve_problem`]); the limit is read only if a pool sets one.
+fn reserve_problems(config: &crate::config::Config) -> Vec<String> {
+    let reserved: Vec<(&Pool, u64)> = config
+        .pools
+        .iter()
+        .filter_map(|pool| Some((pool, pool.pm.memory.reserve?)))
+        .collect();
+    if reserved.is_empty() {
+        return Vec::new();
+    }
+    let Some(limit) = crate::master::memory_limit() else {
+        return Vec::new();
+    };
+    reserved
+        .into_iter()
+        .filter_map(|(pool, reserve)| {
+            let why = crate::pm::memory::reserve_problem(reserve, &limit)?;
+            Some(format!("{}: pm.memory_reserve: {why}", pool.file.display()))
         })
         .collect()
 }
@@ -211,6 +239,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
             env,
             chdir: pool.chdir.clone(),
             credentials,
+            death_signal: program::stop_signal(pool),
         },
     })
 }

@@ -64,6 +64,9 @@ unsafe extern "C" {
     /// In a worker: SIGUSR2 is taken by a thread of its own, which reads the stack without
     /// interrupting the script. 0, or -1 if the thread could not start.
     pub fn drover_php_start_stack_thread() -> c_int;
+    /// Every child a script starts (fork, popen) starts with `mask` (children.c); call once,
+    /// in the zygote, before PHP starts.
+    pub fn drover_php_child_signals(mask: *const libc::sigset_t);
 
     /// Worker mode: runs the worker script `file` on a stack of its own until its first
     /// `frankenphp_handle_request()`, with `boot`'s params as its `$_SERVER`. 0 when it

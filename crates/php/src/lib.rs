@@ -16,7 +16,8 @@
 //!   `proxy:fcgi://`, `security.limit_extensions`): pure policy.
 //! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are;
 //!   `worker.c`: worker mode (`[php] worker`), the worker script on a stack of its own and
-//!   `frankenphp_handle_request()`.
+//!   `frankenphp_handle_request()`; `children.c`: the signal mask every child a script
+//!   starts (proc_open, exec) gets, php-cgi's, not the worker's.
 //!
 //! docs/ARCHITECTURE.md, "Embedded PHP", has the process tree and the reasons.
 

@@ -58,6 +58,8 @@ pub fn run(args: PhpArgs) -> u8 {
             return 1;
         }
     };
+    // SAFETY: copies the mask and registers a fork handler; PHP is not started yet.
+    unsafe { ffi::drover_php_child_signals(mask.as_ref()) };
     // Before PHP starts: PHP records the handlers present at its startup and calls them
     // from its own (zend_signal); one recorded as the default action would end a worker
     // that SIGTERM asks to retire, mid-response.

@@ -12,6 +12,7 @@
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use drover_proto::zygote::{
@@ -78,12 +79,15 @@ fn handled() -> SigSet {
 
 /// Blocks the zygote's signals; call first thing in main, before starting the language
 /// runtime (its threads, if any, inherit the mask). Also asks for SIGTERM when the master
-/// dies, which [`serve`] passes on to the workers, and, unless `args.dumpable`
-/// (`process_dumpable`), makes the zygote non-dumpable, as php-fpm's `process.dumpable =
-/// no` does: the zygote runs as the pool's user, and a dumpable one would let any process
-/// of that user (the app's own code) attach to it with ptrace, read its memory or make it
-/// write forged reports; its workers inherit the setting across fork. Returns the original
-/// mask, for [`serve`] to hand to each worker.
+/// dies, which [`serve`] passes on to the workers (the master asked for it before the exec
+/// already; this keeps a zygote started by hand, `drover-php` run from a shell, the same),
+/// and, unless `args.dumpable` (`process_dumpable`), makes the zygote non-dumpable, as
+/// php-fpm's `process.dumpable = no` does: the zygote runs as the pool's user, and a
+/// dumpable one would let any process of that user (the app's own code) attach to it with
+/// ptrace, read its memory or make it write forged reports; its workers inherit the
+/// setting across fork. Returns the mask for [`serve`] to hand to each worker: the
+/// original one without the [`target_signal`], which the master blocks for the zygote
+/// alone (no worker takes it, and whatever a worker's app starts would inherit it).
 pub fn block_signals(args: &ZygoteArgs) -> nix::Result<SigSet> {
     if !args.dumpable {
         // SAFETY: prctl with constant arguments.
@@ -95,14 +99,37 @@ pub fn block_signals(args: &ZygoteArgs) -> nix::Result<SigSet> {
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&handled()), Some(&mut original))?;
     // SAFETY: prctl with constant arguments.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-    Ok(original)
+    ZYGOTE.store(std::process::id() as i32, Ordering::Relaxed);
+    Ok(without_target(original))
 }
 
+/// `mask` without the [`target_signal`].
+fn without_target(mask: SigSet) -> SigSet {
+    let mut raw: libc::sigset_t = *mask.as_ref();
+    // SAFETY: removes a valid real-time signal number from an initialised set.
+    unsafe {
+        libc::sigdelset(&mut raw, target_signal());
+        SigSet::from_sigset_t_unchecked(raw)
+    }
+}
+
+/// The zygote's pid, set by [`block_signals`]: a worker compares its parent with it.
+static ZYGOTE: AtomicI32 = AtomicI32::new(0);
+
 /// The worker's side of [`Runtime::fork_worker`], after the runtime's own after-fork
-/// hooks: restores `mask`, runs `worker` (which flushes what it must before it returns)
-/// and ends the process with its exit code, without the zygote's destructors and exit
-/// handlers (the zygote's state is not the worker's to tear down).
+/// hooks: asks for SIGTERM when the zygote dies (a fork does not keep the zygote's death
+/// signal) and ends at once if the zygote died before that, restores `mask`, runs `worker`
+/// (which flushes what it must before it returns) and ends the process with its exit
+/// code, without the zygote's destructors and exit handlers (the zygote's state is not the
+/// worker's to tear down).
 pub fn become_worker(mask: &SigSet, worker: impl FnOnce() -> i32) -> ! {
+    // SAFETY: prctl with constant arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    let zygote = ZYGOTE.load(Ordering::Relaxed);
+    if zygote != 0 && nix::unistd::getppid().as_raw() != zygote {
+        // SAFETY: ends the forked worker without running the zygote's destructors.
+        unsafe { libc::_exit(0) }
+    }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(mask), None);
     let code = worker();
     // SAFETY: ends the forked worker without running the zygote's destructors.

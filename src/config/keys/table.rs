@@ -132,6 +132,15 @@ pub const KEYS: &[Key] = &[
          stop at once.",
     ),
     key(
+        "exit_on_app_failure",
+        Global,
+        Bool,
+        Value("false"),
+        "When a pool's app fails to load (a Python app that cannot be imported, a worker \
+         script that cannot boot), drover stops and exits 3, as gunicorn does, instead of \
+         stopping that pool alone until a reload; `drover serve` sets it.",
+    ),
+    key(
         "health_listen",
         Global,
         STRING,
@@ -588,7 +597,8 @@ pub const KEYS: &[Key] = &[
         Pm,
         Int,
         Value("128"),
-        "`max_children = \"auto\"` only: the most workers it allows.",
+        "`max_children = \"auto\"` only: the most workers it allows, at most 4096 (the \
+         master keeps a scoreboard slot for each, existing or not).",
     ),
     key(
         "memory_reserve",

@@ -45,6 +45,7 @@ use crate::runtime::{self, Launch, kind};
 use crate::scoreboard::Scoreboard;
 use drover_proto::zygote::{self, Report, WorkerExit};
 pub use lifecycle::Lifecycle;
+pub use memory::memory_limit;
 pub use memory::start_notes as memory_notes;
 use worker::{Probes, Process, Worker};
 
@@ -871,8 +872,8 @@ impl PoolRun {
 
     /// Housekeeping after the processes' last output had time to arrive: forgets the roles
     /// of processes gone a while, and says that the app failed to load once its traceback
-    /// is in the log.
-    pub fn after_output(&mut self, now: Instant) {
+    /// is in the log. True when it said so now.
+    pub fn after_output(&mut self, now: Instant) -> bool {
         const LATE: Duration = Duration::from_millis(300);
         self.exited
             .retain(|(_, _, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
@@ -887,7 +888,9 @@ impl PoolRun {
                 "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()
             );
+            return true;
         }
+        false
     }
 
     /// What `pid` is to this generation, for telling its processes from orphans.

@@ -22,11 +22,14 @@
 //! - [`apps`]: WordPress on MariaDB, MediaWiki and DokuWiki from Debian's packages, each
 //!   response (status line, headers in order, body) against a real php-fpm behind the
 //!   same nginx configuration.
+//! - [`children`]: the processes a script starts (`proc_open()`, `shell_exec()`) get
+//!   php-cgi's signal mask, so that `proc_terminate()` stops them at once.
 //! - [`paths`]: `$_SERVER`'s path variables against a real php-fpm behind nginx, with
 //!   `cgi.fix_pathinfo` 1 and 0.
 
 mod apache;
 mod apps;
+mod children;
 mod counts;
 mod direct;
 mod headers;

@@ -7,6 +7,7 @@ mod descriptors;
 mod fastcgi;
 mod files;
 mod lifecycle;
+mod orphaned;
 mod parents;
 mod reload;
 mod signals;

@@ -188,3 +188,91 @@ fn serve_refuses_what_a_pool_file_refuses_naming_the_flag() {
         "{err}"
     );
 }
+
+/// The folder's name follows from the command line, so another local user can make it
+/// first (issue 34): root's `drover serve` must neither write into it nor refuse to start.
+#[test]
+fn serve_starts_when_another_user_made_its_folder_first() {
+    if !proc::running_as_root() {
+        println!("skipped: the folder must belong to another user, which needs root");
+        return;
+    }
+    let site = Site::new();
+    site.write("hello.py", APP);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "--python",
+        "hello:app",
+        "--http",
+        &addr,
+        "--set",
+        "user=root",
+    ];
+    let folder = {
+        let serving = spawn(serve(&site, &args));
+        serving.log.wait_for_line("ready:", TIMEOUT);
+        serve_folders(&site).pop().expect("the serve folder")
+    };
+    std::fs::remove_dir_all(&folder).expect("remove the folder");
+    std::fs::create_dir(&folder).expect("make the folder as the other user would");
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let other = nix::unistd::User::from_name("www-data")
+        .unwrap()
+        .expect("www-data");
+    nix::unistd::chown(&folder, Some(other.uid), Some(other.gid)).expect("chown");
+
+    let serving = spawn(serve(&site, &args));
+    serving.log.wait_for_line("ready:", TIMEOUT);
+    let (status, _) = curl(&format!("http://{addr}/"), None);
+    assert_eq!(status, 200, "log:\n{}", serving.log.text());
+    assert!(
+        serving
+            .log
+            .text()
+            .contains("is not a private folder of this user; the files go to"),
+        "log:\n{}",
+        serving.log.text()
+    );
+    let squatted: Vec<_> = std::fs::read_dir(&folder).unwrap().collect();
+    assert!(squatted.is_empty(), "written into the other user's folder");
+    assert_eq!(serve_folders(&site).len(), 2, "{:?}", serve_folders(&site));
+}
+
+/// The `drover-serve-*` folders in the site (the tests' `XDG_RUNTIME_DIR`).
+fn serve_folders(site: &Site) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(site.path())
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("drover-serve-"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// An app that cannot be imported leaves `drover serve` nothing to serve: it exits 3, as
+/// gunicorn does (issue 34), with the traceback in its log, instead of running on.
+#[test]
+fn serve_exits_3_when_the_app_cannot_be_imported() {
+    let site = Site::new();
+    site.write(
+        "broken.py",
+        "raise RuntimeError('no database configured')\n",
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut command = serve(&site, &["--python", "broken:app", "--http", &addr]);
+    if proc::running_as_root() {
+        command.args(["--set", "user=root"]);
+    }
+    let mut serving = spawn(command);
+    let child = &mut serving.child;
+    let status = wait_until(TIMEOUT, "drover serve to exit", || {
+        child.try_wait().expect("try_wait")
+    });
+    let log = serving.log.text();
+    assert_eq!(status.code(), Some(3), "log:\n{log}");
+    assert!(log.contains("no database configured"), "log:\n{log}");
+}
