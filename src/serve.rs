@@ -16,6 +16,10 @@
 //! `hello.py` imports it. The environment reaches the workers (`clear_env = false`), and an
 //! active virtualenv (`$VIRTUAL_ENV`) is the pool's `virtualenv`. `--print` writes the
 //! equivalent files instead of running them.
+//!
+//! And gunicorn's for the user: the app runs as whoever runs `drover serve`, root included
+//! (then the pool says `user = "root"`, with one warning line), or as `-u/--user` and
+//! `-g/--group`, which only root can switch to.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -74,6 +78,13 @@ pub struct ServeArgs {
     /// Serve `/livez` and `/readyz` on ADDR (drover.toml's `health_listen`).
     #[arg(long, value_name = "ADDR")]
     pub health: Option<String>,
+    /// Run the workers as USER (gunicorn's `-u`); drover serve must run as root. Default:
+    /// the user running drover serve, root included.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
+    /// Run the workers with GROUP (gunicorn's `-g`); default: USER's group.
+    #[arg(short = 'g', long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
     /// Print the equivalent drover.toml and pool file, and exit.
     #[arg(long)]
     pub print: bool,
@@ -96,6 +107,8 @@ pub struct Context {
     pub virtualenv: Option<PathBuf>,
     /// Whether this build knows `[php] worker` (PHP worker mode).
     pub php_worker: bool,
+    /// Whether drover serve runs as root (only root can switch users).
+    pub root: bool,
 }
 
 impl Context {
@@ -108,6 +121,7 @@ impl Context {
             php_worker: KEYS
                 .iter()
                 .any(|k| k.section == Section::Php && k.name == "worker"),
+            root: nix::unistd::Uid::effective().is_root(),
         })
     }
 }
@@ -356,6 +370,7 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         )?;
         plan.set("php.worker", string(absolute(file, cwd)), "--worker")?;
     }
+    user(&mut plan, args, context)?;
     plan.set("pm.mode", string("static"), "-w")?;
     let workers = args
         .workers
@@ -386,6 +401,47 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         plan.set(key, parsed, &flag)?;
     }
     Ok(plan)
+}
+
+/// `user` and `group` as gunicorn's `-u` and `-g` mean them: the pool runs as the user
+/// running drover serve unless told otherwise, root included (a pool file must say
+/// `user = "root"` for that; here the command line is the saying), and only root can be
+/// told otherwise.
+fn user(plan: &mut Plan, args: &ServeArgs, context: &Context) -> Result<(), String> {
+    let flags = [("user", "-u", &args.user), ("group", "-g", &args.group)];
+    if !context.root {
+        if let Some((_, flag, _)) = flags.iter().find(|(_, _, value)| value.is_some()) {
+            return Err(format!(
+                "{flag}: drover serve is not running as root, so its workers cannot switch \
+                 users: they run as the user running it (start it as root to use {flag})"
+            ));
+        }
+        return Ok(());
+    }
+    match &args.user {
+        Some(name) => plan.set("user", string(name.clone()), "-u")?,
+        None => plan.set("user", string("root"), "drover serve run as root")?,
+    }
+    if let Some(name) = &args.group {
+        plan.set("group", string(name.clone()), "-g")?;
+    }
+    Ok(())
+}
+
+/// A machine check's problem (`FILE: KEY: why`, [`crate::runtime::check`]) said as the
+/// command line's: the flag that set the key instead of the file drover serve wrote.
+fn explain_problem(plan: &Plan, folder: &Path, problem: &str) -> String {
+    let file = plan.pool_file(folder);
+    let Some(rest) = problem.strip_prefix(&format!("{}: ", file.display())) else {
+        return problem.to_owned();
+    };
+    match rest.split_once(": ") {
+        Some((key, why)) => match plan.origin(key) {
+            Some(flag) => format!("{flag}: {why}"),
+            None => format!("{key}: {why} (set it with --set {key}=VALUE)"),
+        },
+        None => rest.to_owned(),
+    }
 }
 
 /// The private folder the files go to: the same for the same files, so that a command run
@@ -498,9 +554,17 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
     let problems = crate::runtime::check(&config);
     if !problems.is_empty() {
         for problem in problems {
-            eprintln!("drover serve: {problem}");
+            eprintln!(
+                "drover serve: {}",
+                explain_problem(&plan, &folder, &problem)
+            );
         }
         return EXIT_INVALID;
+    }
+    if context.root && args.user.is_none() && !args.print {
+        eprintln!(
+            "drover serve: running as root, so the app runs as root (-u USER runs it as another user)"
+        );
     }
     let header = header(argv);
     if args.print {

@@ -5,6 +5,7 @@ fn context() -> Context {
         cwd: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
         virtualenv: None,
         php_worker: false,
+        root: false,
     }
 }
 
@@ -196,4 +197,49 @@ fn a_colon_and_a_port_is_every_address_as_gunicorn_reads_it() {
     assert_eq!(address("0.0.0.0:8000", cwd), "0.0.0.0:8000");
     assert_eq!(address("run/app.sock", cwd), "/srv/app/run/app.sock");
     assert_eq!(address("/run/app.sock", cwd), "/run/app.sock");
+}
+
+/// Issue 33: as root, `drover serve` refused with an error about a file the user never
+/// wrote. It runs the app as root (gunicorn does), or as `-u`/`-g`; a user that does not
+/// exist is an error that names the flag.
+#[test]
+fn as_root_the_pool_runs_as_root_or_as_u_and_g() {
+    let root = Context {
+        root: true,
+        ..context()
+    };
+    let plan = build(&args(|a| a.python = Some("hello:app".into())), &root).unwrap();
+    assert_eq!(plan.pool.get("user"), Some(&string("root")));
+    let plan = build(
+        &args(|a| {
+            a.python = Some("hello:app".into());
+            a.user = Some("www-data".into());
+            a.group = Some("nogroup".into());
+        }),
+        &root,
+    )
+    .unwrap();
+    assert_eq!(plan.pool.get("user"), Some(&string("www-data")));
+    assert_eq!(plan.pool.get("group"), Some(&string("nogroup")));
+    let file = plan.pool_file(&folder());
+    let problem = format!("{}: user: user \"www-data\" does not exist", file.display());
+    assert_eq!(
+        explain_problem(&plan, &folder(), &problem),
+        "-u: user \"www-data\" does not exist"
+    );
+    // Not root: nobody to switch to, and -u says so.
+    let plan = build(&args(|a| a.python = Some("hello:app".into())), &context()).unwrap();
+    assert_eq!(plan.pool.get("user"), None);
+    let refused = build(
+        &args(|a| {
+            a.python = Some("hello:app".into());
+            a.user = Some("www-data".into());
+        }),
+        &context(),
+    )
+    .unwrap_err();
+    assert!(
+        refused.starts_with("-u: drover serve is not running as root"),
+        "{refused}"
+    );
 }

@@ -276,3 +276,48 @@ fn serve_exits_3_when_the_app_cannot_be_imported() {
     assert_eq!(status.code(), Some(3), "log:\n{log}");
     assert!(log.contains("no database configured"), "log:\n{log}");
 }
+
+/// Issue 33: run as root in the app's folder (a container, a CI job), `drover serve`
+/// refused with an error about a file the user never wrote. It serves, as gunicorn does,
+/// with one line saying the app runs as root; `-u nobody -g nogroup` runs it as nobody.
+#[test]
+fn as_root_serve_runs_the_app_as_root_or_as_u() {
+    if !proc::running_as_root() {
+        println!("skipped: needs root");
+        return;
+    }
+    let site = Site::new();
+    site.write(
+        "who.py",
+        "import os\n\ndef app(environ, start_response):\n    \
+         start_response('200 OK', [('Content-Type', 'text/plain')])\n    \
+         return [str(os.geteuid()).encode()]\n",
+    );
+    // The site is where nobody may read the app from.
+    std::fs::set_permissions(site.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(
+        site.path().join("who.py"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    for (flags, uid) in [
+        (&[][..], 0),
+        (&["-u", "nobody", "-g", "nogroup"][..], nobody.uid.as_raw()),
+    ] {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut args = vec!["--python", "who:app", "--http", &addr];
+        args.extend(flags);
+        let serving = spawn(serve(&site, &args));
+        serving.log.wait_for_line("ready:", TIMEOUT);
+        let (status, body) = curl(&format!("http://{addr}/"), None);
+        assert_eq!(
+            (status, body),
+            (200, uid.to_string()),
+            "{}",
+            serving.log.text()
+        );
+        let warned = serving.log.text().contains("the app runs as root");
+        assert_eq!(warned, uid == 0, "{}", serving.log.text());
+    }
+}

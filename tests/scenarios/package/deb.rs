@@ -110,7 +110,12 @@ fn installation_here() -> Vec<String> {
                 .then(|| format!("the package {pkg} ({status})"))
         })
         .collect();
-    for path in ["/etc/drover", "/var/lib/drover", "/usr/sbin/drover", "/usr/lib/drover"] {
+    for path in [
+        "/etc/drover",
+        "/var/lib/drover",
+        "/usr/sbin/drover",
+        "/usr/lib/drover",
+    ] {
         if std::fs::symlink_metadata(path).is_ok() {
             found.push(path.to_owned());
         }
