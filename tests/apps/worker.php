@@ -15,6 +15,17 @@ if (isset($_SERVER['BOOT_SOCKET'])) {
     // A connection opened at boot, as an app that connects to its database does.
     $boot_socket = stream_socket_server('tcp://127.0.0.1:0');
 }
+if (isset($_SERVER['BOOT_SEGV'])) {
+    // A boot that crashes (an extension's fault): the worker dies before its first request.
+    posix_kill(getmypid(), 11);
+    usleep(500000);
+}
+if (isset($_SERVER['BOOT_STRICT'])) {
+    // Laravel's and Symfony's (debug) handler: every warning becomes an exception.
+    set_error_handler(static function (int $no, string $message, string $file = '', int $line = 0): bool {
+        throw new ErrorException($message, 0, $no, $file, $line);
+    });
+}
 if (isset($_SERVER['BOOT_FAILS'])) {
     throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
 }
@@ -110,6 +121,17 @@ $handler = static function () use (&$handled, &$kept): void {
             $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1;
             header('Content-Type: application/json');
             echo json_encode(['id' => session_id(), 'user' => $_SESSION['user'] ?? null, 'n' => $_SESSION['n']]);
+            return;
+        case '/form.php':
+            // What a POST's start-up left the app: its fields, files and warning.
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'post' => count($_POST),
+                'files' => count($_FILES),
+                'input' => strlen(file_get_contents('php://input')),
+                'last_error' => error_get_last()['message'] ?? null,
+            ]);
             return;
         case '/throw.php':
             echo 'before the exception';
