@@ -220,6 +220,13 @@ static int request_startup(const struct drover_request *req, double now)
 {
 	volatile int failed = 0;
 	drover_sapi_output_to_log(0);
+	/* The warnings PHP raises while it starts a request (max_input_vars exceeded, a body
+	 * over post_max_size, a bad multipart part) reach PHP's own error handler, as in
+	 * php-fpm, where no script has run yet: never the handler the boot set, which may
+	 * throw (Laravel's does) where nothing can catch it, and end the worker. */
+	zval boot_handler;
+	ZVAL_COPY_VALUE(&boot_handler, &EG(user_error_handler));
+	ZVAL_UNDEF(&EG(user_error_handler));
 	zend_try {
 		zend_try {
 			php_output_end_all();
@@ -257,6 +264,7 @@ static int request_startup(const struct drover_request *req, double now)
 	} zend_catch {
 		failed = 1;
 	} zend_end_try();
+	ZVAL_COPY_VALUE(&EG(user_error_handler), &boot_handler);
 	return failed ? -1 : 0;
 }
 
