@@ -133,6 +133,42 @@ $handler = static function () use (&$handled, &$kept): void {
                 'last_error' => error_get_last()['message'] ?? null,
             ]);
             return;
+        case '/handled.php':
+            // The app's own error page, as set_exception_handler() gives it in classic mode.
+            set_exception_handler(static function (Throwable $e): void {
+                http_response_code(503);
+                echo 'the app\'s error page: '.$e->getMessage();
+            });
+            echo 'before the exception; ';
+            throw new RuntimeException('boom');
+        case '/shutdown.php':
+            register_shutdown_function(static function (): void {
+                echo ', then the shutdown function';
+                file_put_contents($_GET['marker'], 'ran');
+            });
+            echo 'registered';
+            return;
+        case '/set-handlers.php':
+            // Handlers a request sets, and an error it leaves behind: none reaches the next.
+            set_error_handler(static fn (): bool => true);
+            set_error_handler(static fn (): bool => true);
+            set_exception_handler(static function (Throwable $e): void {});
+            @trigger_error('left behind', E_USER_WARNING);
+            echo 'set';
+            return;
+        case '/handlers.php':
+            $error = set_error_handler(null);
+            restore_error_handler();
+            $exception = set_exception_handler(null);
+            restore_exception_handler();
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'error_handler' => $error !== null,
+                'exception_handler' => $exception !== null,
+                'last_error' => error_get_last()['message'] ?? null,
+            ]);
+            return;
         case '/throw.php':
             echo 'before the exception';
             throw new RuntimeException('boom from the handler');

@@ -227,6 +227,7 @@ static int request_startup(const struct drover_request *req, double now)
 	zval boot_handler;
 	ZVAL_COPY_VALUE(&boot_handler, &EG(user_error_handler));
 	ZVAL_UNDEF(&EG(user_error_handler));
+	drover_scope_begin();
 	zend_try {
 		zend_try {
 			php_output_end_all();
@@ -301,6 +302,7 @@ static void request_shutdown(void)
 	}
 	sapi_request_destroy();
 	restore_ini();
+	drover_scope_end();
 	drover_sapi_end();
 	php_output_activate();
 	drover_sapi_output_to_log(1);
@@ -316,6 +318,7 @@ static void boot_end(void)
 	sapi_request_end();
 	sapi_request_destroy();
 	snapshot_ini();
+	drover_scope_snapshot();
 	drover_sapi_end();
 	php_output_activate();
 	drover_sapi_output_to_log(1);
@@ -513,6 +516,19 @@ ZEND_FUNCTION(frankenphp_handle_request)
 	in_handler = 1;
 	if (zend_call_function(&fci, &fcc) == SUCCESS) {
 		zval_ptr_dtor(&retval);
+	}
+	if (EG(exception) && !zend_is_unwind_exit(EG(exception)) &&
+	    !zend_is_graceful_exit(EG(exception)) &&
+	    Z_TYPE(EG(user_exception_handler)) != IS_UNDEF) {
+		/* As classic mode: the handler set_exception_handler() named answers it (the
+		 * app's error page), and the request ends as any other. */
+		zend_user_exception_handler();
+	}
+	/* The request's shutdown functions, first thing of its end, as in classic mode (in
+	 * the handler's state: they may not call frankenphp_handle_request()). */
+	if (!EG(exception) && drover_scope_run_shutdown_functions()) {
+		in_handler = 0;
+		return;
 	}
 	in_handler = 0;
 	if (EG(exception)) {

@@ -208,3 +208,33 @@ fn a_worker_that_dies_in_its_boot_backs_off_with_its_cause() {
         "{metrics}"
     );
 }
+
+/// `set_exception_handler()` then `throw` in a request: the handler answers, as in classic
+/// mode (the app's error page, its status), and the request ends as any other, the worker
+/// serving on; a shutdown function the request registers runs at that request's end, its
+/// output in the response, and not again.
+#[test]
+fn a_requests_exception_handler_and_shutdown_functions_run_as_in_classic_mode() {
+    let site = Site::new();
+    let stack = Stack::start(site, pool(1));
+    let first = http::get(&stack.url("/index.php"));
+    let handled = http::get(&stack.url("/handled.php"));
+    assert_eq!(handled.status, 503, "{handled:?}");
+    assert_eq!(
+        handled.body,
+        "before the exception; the app's error page: boom"
+    );
+    let marker = stack.site.path().join("shutdown-ran");
+    let shutdown = http::get(&stack.url(&format!("/shutdown.php?marker={}", marker.display())));
+    assert_eq!(
+        (shutdown.status, shutdown.body.as_str()),
+        (200, "registered, then the shutdown function")
+    );
+    assert!(marker.exists(), "the shutdown function ran by the response");
+    std::fs::remove_file(&marker).unwrap();
+    let next = http::get(&stack.url("/index.php"));
+    let pid = |body: &str| body.split("pid=").nth(1).map(str::to_owned);
+    assert_eq!(pid(&first.body), pid(&next.body), "one worker: {next:?}");
+    assert!(next.body.starts_with("handled=4 "), "{next:?}");
+    assert!(!marker.exists(), "the shutdown function ran once");
+}

@@ -258,3 +258,26 @@ fn profiling_timer_fires() -> bool {
         .status()
         .is_ok_and(|status| status.success())
 }
+
+/// The error and exception handlers a request sets (twice: each `set_error_handler()`
+/// pushes the one it replaces) and the error it leaves for `error_get_last()` are gone
+/// at its end: the next request finds the boot's handlers (none here) and no last error,
+/// as every php-fpm request does; and the same one worker keeps serving.
+#[test]
+fn handlers_and_the_last_error_a_request_leaves_are_gone_at_its_end() {
+    let stack = Stack::start(Site::new(), pool(1));
+    let parse = |reply: http::Reply| -> serde_json::Value {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
+    };
+    let before = parse(http::get(&stack.url("/handlers.php")));
+    for _ in 0..3 {
+        let set = http::get(&stack.url("/set-handlers.php"));
+        assert_eq!(set.body, "set", "{set:?}");
+        let after = parse(http::get(&stack.url("/handlers.php")));
+        assert_eq!(after["pid"], before["pid"], "{after}");
+        assert_eq!(after["error_handler"], false, "{after}");
+        assert_eq!(after["exception_handler"], false, "{after}");
+        assert_eq!(after["last_error"], serde_json::Value::Null, "{after}");
+    }
+}
