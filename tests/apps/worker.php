@@ -26,6 +26,10 @@ if (isset($_SERVER['BOOT_STRICT'])) {
         throw new ErrorException($message, 0, $no, $file, $line);
     });
 }
+if (isset($_SERVER['BOOT_SESSION_HANDLER'])) {
+    // A save handler registered once, at boot, as a framework's container does.
+    session_set_save_handler(new SessionHandler(), true);
+}
 if (isset($_SERVER['BOOT_FAILS'])) {
     throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
 }
@@ -113,6 +117,15 @@ $handler = static function () use (&$handled, &$kept): void {
         case '/exists.php':
             echo file_exists($_GET['path'] ?? '') ? 'yes' : 'no';
             return;
+        case '/lazy-session.php':
+            // Symfony's NativeFileSessionHandler: built on the first request that uses the
+            // session, it sets session.save_path once, in its constructor, and lives on.
+            static $storage = null;
+            if ($storage === null) {
+                ini_set('session.save_path', $_GET['dir']);
+                $storage = true;
+            }
+            // no break: the counter below
         case '/session.php':
             session_start();
             if (isset($_GET['user'])) {

@@ -62,6 +62,8 @@ ZEND_FUNCTION(frankenphp_handle_request);
 /* Worker mode's request scope (scope.c): the boot's state taken, a request's begun and
  * ended, the shutdown functions a request registered run (nonzero: one called exit()). */
 void drover_scope_snapshot(void);
+void drover_scope_keep_session_handler(void);
+void drover_scope_modules_started(void);
 void drover_scope_begin(void);
 void drover_scope_end(void);
 int drover_scope_run_shutdown_functions(void);

@@ -11,6 +11,8 @@
  * - Shutdown functions a request registers (register_shutdown_function()): run at that
  *   request's end, as in classic mode, then forgotten; the boot's run when the script
  *   ends.
+ * - The session save handler the boot registered: every request's (the session module's
+ *   request shutdown releases it with the request's session).
  */
 
 #include "sapi.h"
@@ -18,6 +20,7 @@
 #include <php_main.h>
 #include <zend_exceptions.h>
 #include <zend_stack.h>
+#include <ext/session/php_session.h>
 #include <ext/standard/basic_functions.h>
 
 /* The handlers and stack depths the boot left. */
@@ -26,6 +29,51 @@ static int boot_error_reporting;
 static int boot_error_depth, boot_exception_depth;
 /* The first shutdown function index a request may take: those below are the boot's. */
 static zend_ulong request_shutdown_from;
+
+/* The save handler the boot registered (session_set_save_handler()): the session module's
+ * request shutdown, which ends each request's session, releases it. */
+static struct {
+	int kept;
+	zval names[PS_NUM_APIS];
+	bool implemented;
+	zend_string *class_name;
+	const ps_module *mod;
+} boot_session;
+
+/* Before the boot's end ends its session: its save handler is kept for every request. */
+void drover_scope_keep_session_handler(void)
+{
+	for (int i = 0; i < PS_NUM_APIS; i++) {
+		ZVAL_COPY(&boot_session.names[i], &PS(mod_user_names).names[i]);
+		boot_session.kept |= !Z_ISUNDEF(boot_session.names[i]);
+	}
+	boot_session.implemented = PS(mod_user_implemented);
+	boot_session.class_name =
+		PS(mod_user_class_name) ? zend_string_copy(PS(mod_user_class_name)) : NULL;
+	boot_session.mod = PS(mod);
+}
+
+/* After the session module's request startup: the boot's save handler is this request's
+ * (a handler the request registers replaces it until the request's end). */
+static void restore_session_handler(void)
+{
+	if (!boot_session.kept) {
+		return;
+	}
+	for (int i = 0; i < PS_NUM_APIS; i++) {
+		zval_ptr_dtor(&PS(mod_user_names).names[i]);
+		ZVAL_COPY(&PS(mod_user_names).names[i], &boot_session.names[i]);
+	}
+	PS(mod_user_implemented) = boot_session.implemented;
+	if (PS(mod_user_class_name)) {
+		zend_string_release(PS(mod_user_class_name));
+	}
+	PS(mod_user_class_name) =
+		boot_session.class_name ? zend_string_copy(boot_session.class_name) : NULL;
+	if (boot_session.mod) {
+		PS(mod) = boot_session.mod;
+	}
+}
 
 /* The boot is over: what it set up is what every request starts from. */
 void drover_scope_snapshot(void)
@@ -57,6 +105,12 @@ static zend_ulong next_index(const HashTable *functions)
 {
 	return functions && functions->nNextFreeElement > 0
 		? (zend_ulong) functions->nNextFreeElement : 0;
+}
+
+/* The modules' request startup ran: what the boot set up in them is back. */
+void drover_scope_modules_started(void)
+{
+	restore_session_handler();
 }
 
 /* A request begins: no last error, and the shutdown functions it registers are told apart

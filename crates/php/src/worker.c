@@ -74,8 +74,12 @@ static int last_status;
 /* EG(exit_status) when the script ended: 255 after a fatal error. */
 static int exit_status;
 /* Name -> value (a string, or null for an entry without one) of the ini entries changed
- * when the boot ended: what each request's ini changes are undone to. */
+ * when the boot ended, and since by the requests' code: what the request-scoped changes
+ * are undone to. */
 static HashTable boot_ini;
+/* The names of the ini entries the request's start changed (PHP_VALUE, PHP_ADMIN_VALUE,
+ * .user.ini): undone at its end, with the request's own limits (REQUEST_SCOPED_INI). */
+static HashTable startup_ini;
 
 static const char *const reset_modules[] = { "session", "filter", NULL };
 
@@ -104,6 +108,7 @@ static void reset_modules_run(int startup)
  * max_execution_time, ignore_user_abort, PHP_VALUE, .user.ini) are undone to these. */
 static void snapshot_ini(void)
 {
+	zend_hash_init(&startup_ini, 8, NULL, NULL, 0);
 	zend_hash_init(&boot_ini, 8, NULL, ZVAL_PTR_DTOR, 0);
 	if (!EG(modified_ini_directives)) {
 		return;
@@ -120,6 +125,54 @@ static void snapshot_ini(void)
 	} ZEND_HASH_FOREACH_END();
 }
 
+/* The limits php-fpm scopes to one request, whoever changed them: set_time_limit()'s
+ * max_execution_time, memory_limit, ignore_user_abort(). */
+static const char *const REQUEST_SCOPED_INI[] = {
+	"max_execution_time", "memory_limit", "ignore_user_abort", NULL,
+};
+
+static int request_scoped(const zend_string *name)
+{
+	if (zend_hash_exists(&startup_ini, name)) {
+		return 1;
+	}
+	for (const char *const *scoped = REQUEST_SCOPED_INI; *scoped; scoped++) {
+		if (zend_string_equals_cstr(name, *scoped, strlen(*scoped))) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether `entry` holds the value the baseline (`boot_ini`) has for it. */
+static int as_at_boot(const zend_ini_entry *entry)
+{
+	zval *boot = zend_hash_find(&boot_ini, entry->name);
+	return boot && (Z_TYPE_P(boot) == IS_NULL
+			? entry->value == NULL
+			: entry->value && zend_string_equals(entry->value, Z_STR_P(boot)));
+}
+
+/* The request's start is over: the entries it changed (PHP_VALUE, PHP_ADMIN_VALUE,
+ * .user.ini) are the request's own. */
+static void note_startup_ini(void)
+{
+	zend_hash_clean(&startup_ini);
+	if (!EG(modified_ini_directives)) {
+		return;
+	}
+	zend_ini_entry *entry;
+	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
+		if (!as_at_boot(entry)) {
+			zend_hash_add_empty_element(&startup_ini, entry->name);
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* The request's ini changes: those of its start and its limits are undone; what its code
+ * set with ini_set() is kept for the next requests, as under FrankenPHP (a service built
+ * on the first request, Symfony's session storage, sets session.save_path once and lives
+ * on), and is the baseline from now on. */
 static void restore_ini(void)
 {
 	if (!EG(modified_ini_directives)) {
@@ -130,11 +183,17 @@ static void restore_ini(void)
 	size_t count = 0, size = 0;
 	zend_ini_entry *entry;
 	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
-		zval *boot = zend_hash_find(&boot_ini, entry->name);
-		int same = boot && (Z_TYPE_P(boot) == IS_NULL
-				    ? entry->value == NULL
-				    : entry->value && zend_string_equals(entry->value, Z_STR_P(boot)));
-		if (same) {
+		if (as_at_boot(entry)) {
+			continue;
+		}
+		if (!request_scoped(entry->name)) {
+			zval value;
+			if (entry->value) {
+				ZVAL_STR_COPY(&value, entry->value);
+			} else {
+				ZVAL_NULL(&value);
+			}
+			zend_hash_update(&boot_ini, entry->name, &value);
 			continue;
 		}
 		if (count == size) {
@@ -259,6 +318,8 @@ static int request_startup(const struct drover_request *req, double now)
 		}
 		build_superglobals();
 		reset_modules_run(1);
+		drover_scope_modules_started();
+		note_startup_ini();
 		PG(during_request_startup) = 0;
 		/* max_execution_time counts from here, for this request alone. */
 		zend_set_timeout(INI_INT("max_execution_time"), 0);
@@ -312,6 +373,7 @@ static void request_shutdown(void)
  * log; its request's SAPI state is freed, and its ini values are what requests start from. */
 static void boot_end(void)
 {
+	drover_scope_keep_session_handler();
 	output_and_modules_end();
 	/* The boot has no POST data to read: no server context. */
 	SG(server_context) = NULL;
