@@ -34,6 +34,14 @@ if (isset($_SERVER['BOOT_FAILS'])) {
     throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
 }
 
+/** A stream wrapper that serves nothing: the boot registers it as "boot", a request as "leak". */
+class NoWrapper
+{
+    public $context;
+}
+// A wrapper the boot registers: every request keeps it.
+stream_wrapper_register('boot', NoWrapper::class);
+
 $handled = 0;
 $kept = [];
 
@@ -168,6 +176,35 @@ $handler = static function () use (&$handled, &$kept): void {
             set_exception_handler(static function (Throwable $e): void {});
             @trigger_error('left behind', E_USER_WARNING);
             echo 'set';
+            return;
+        case '/dirty-engine.php':
+            // Engine state a request changes, which php-fpm resets for the next one.
+            stream_context_set_default(['http' => ['header' => 'Authorization: Bearer secret']]);
+            stream_wrapper_register('leak', NoWrapper::class);
+            stream_wrapper_unregister('glob');
+            umask(0);
+            libxml_use_internal_errors(true);
+            mt_srand(42);
+            mt_rand();
+            $next = mt_rand();
+            mt_srand(42);
+            mt_rand();
+            // What the next request's first mt_rand() would draw, were the seed kept.
+            echo $next;
+            return;
+        case '/engine.php':
+            $wrappers = stream_get_wrappers();
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'default_context' => stream_context_get_options(stream_context_get_default()),
+                'leak' => in_array('leak', $wrappers, true),
+                'glob' => in_array('glob', $wrappers, true),
+                'boot' => in_array('boot', $wrappers, true),
+                'umask' => umask(),
+                'libxml_internal_errors' => libxml_use_internal_errors(null),
+                'rand' => mt_rand(),
+            ]);
             return;
         case '/handlers.php':
             $error = set_error_handler(null);

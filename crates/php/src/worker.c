@@ -353,6 +353,7 @@ static void output_and_modules_end(void)
  * headers out, SAPI's request state freed, the ini values undone, END_REQUEST sent. */
 static void request_shutdown(void)
 {
+	drover_scope_keep_session_handler();
 	output_and_modules_end();
 	if (last_status != -1) {
 		last_status = SG(sapi_headers).http_response_code;

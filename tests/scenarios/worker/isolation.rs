@@ -336,3 +336,41 @@ fn a_session_handler_the_boot_registered_serves_every_request() {
         "{log}"
     );
 }
+
+/// Engine and extension state a request changes is fresh in the next request, as php-fpm
+/// starts each one: the default stream context (its `Authorization` header sent by the
+/// next request's `file_get_contents('http://…')`), the stream wrappers (the boot's are
+/// kept), the umask, libxml's internal errors, and `mt_rand()`'s seed (re-seeded, so the
+/// next draw is not the seeded sequence's).
+#[test]
+fn engine_state_a_request_changes_is_fresh_in_the_next() {
+    let stack = Stack::start(Site::new(), pool(1));
+    let engine = || -> serde_json::Value {
+        let reply = http::get(&stack.url("/engine.php"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
+    };
+    let before = engine();
+    assert_eq!(before["boot"], true, "{before}");
+    for _ in 0..2 {
+        let dirty = http::get(&stack.url("/dirty-engine.php"));
+        assert_eq!(dirty.status, 200, "{dirty:?}");
+        let seeded: i64 = dirty.body.parse().unwrap();
+        let after = engine();
+        assert_eq!(after["pid"], before["pid"], "one worker: {after}");
+        for key in [
+            "default_context",
+            "leak",
+            "glob",
+            "boot",
+            "umask",
+            "libxml_internal_errors",
+        ] {
+            assert_eq!(after[key], before[key], "{key}: {after}");
+        }
+        assert_ne!(
+            after["rand"], seeded,
+            "mt_srand(42) reached the next request"
+        );
+    }
+}
