@@ -163,6 +163,7 @@ fn throwing_requests_never_hold_the_pool_back() {
     let started = Instant::now();
     let next = http::get(&stack.url("/index.php"));
     let took = started.elapsed();
+    println!("the plain request after eight that threw: {took:?}");
     let log = stack.drover.log.text();
     assert_eq!(next.status, 200, "{next:?}");
     assert!(
