@@ -20,6 +20,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/sapi.c");
     println!("cargo:rerun-if-changed=src/sapi.h");
     println!("cargo:rerun-if-changed=src/worker.c");
+    println!("cargo:rerun-if-changed=src/scope.c");
     let candidates = match std::env::var("PHP_CONFIG") {
         Ok(tool) => vec![tool],
         Err(_) => vec!["php-config8.2".into(), "php-config".into()],
@@ -48,6 +49,7 @@ fn main() {
         .file("src/sapi.c")
         .file("src/worker.c")
         .file("src/children.c")
+        .file("src/scope.c")
         .warnings(false);
     for dir in includes.split_whitespace() {
         build.include(dir.trim_start_matches("-I"));

@@ -53,6 +53,7 @@ pub fn www() -> PoolStatus {
             accepted: 10,
             connections: 10,
         }),
+        backoff: crate::control::BackoffStatus::default(),
         queue: crate::control::QueueStatus {
             timeout: Some(Duration::from_secs(2)),
             timed_out: 5,
@@ -139,6 +140,7 @@ pub fn blind() -> PoolStatus {
         },
         recycled: Recycled::default(),
         requests: None,
+        backoff: crate::control::BackoffStatus::default(),
         queue: crate::control::QueueStatus::default(),
         workers: vec![WorkerStatus {
             pid: 77,

@@ -50,6 +50,8 @@ pub(crate) mod fixture;
 mod tests;
 
 pub use client::CtlArgs;
-pub use model::{Limits, MemoryStatus, PoolStatus, QueueStatus, Recycled, WorkerStatus};
+pub use model::{
+    BackoffStatus, Limits, MemoryStatus, PoolStatus, QueueStatus, Recycled, WorkerStatus,
+};
 pub use request::{ControlReply, ControlRequest, Envelope, Format, ToMaster, channel};
 pub use server::{ControlSocket, HealthSocket, Served, StatusSocket};

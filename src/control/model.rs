@@ -42,6 +42,21 @@ pub struct PoolStatus {
     pub workers: Vec<WorkerStatus>,
     /// Sizing by memory, for pools with `max_children = "auto"` or `max_pool_memory`.
     pub memory: Option<MemoryStatus>,
+    /// Workers (or parents) that failed before their first request, and the back-off.
+    pub backoff: BackoffStatus,
+}
+
+/// Start-up failures: processes that died before their first request, each of which holds
+/// the next start back (doubling from 1 s to 60 s). A worker that dies after it took a
+/// request is a crash (`recycled.crash`), never one of these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackoffStatus {
+    /// Since the pool started.
+    pub startup_failures: u64,
+    /// Starts are held back for this long still; None: not held.
+    pub holding: Option<Duration>,
+    /// The last failure's cause, as the log says it.
+    pub last_cause: Option<String>,
 }
 
 /// A memory-sized pool's cap and what it was computed from (bytes; `None`: not known yet).

@@ -193,6 +193,18 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
         "Connections answered 503 after waiting queue_timeout for a worker.",
         |p| p.queue.timeout.map(|_| int(p.queue.timed_out)),
     );
+    m.pool(
+        Kind::Counter,
+        "startup_failures",
+        "Workers that died before their first request, each holding the next start back.",
+        |p| Some(int(p.backoff.startup_failures)),
+    );
+    m.pool(
+        Kind::Gauge,
+        "startup_backoff_seconds",
+        "How long starts are held back still after a start-up failure (0: not held).",
+        |p| Some(seconds(p.backoff.holding.unwrap_or_default())),
+    );
     m.queue_wait();
     m.limits();
     m.recycled();

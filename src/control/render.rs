@@ -108,6 +108,16 @@ fn pool_text(out: &mut String, p: &PoolStatus, full: bool) {
                 .map(|d| humantime::format_duration(round_ms(d))),
         ),
     );
+    line(out, "start-up failures", p.backoff.startup_failures);
+    line(
+        out,
+        "start-up backoff",
+        OrDash(
+            p.backoff
+                .holding
+                .map(|d| humantime::format_duration(round_ms(d))),
+        ),
+    );
     if let Some(m) = &p.memory {
         memory_text(out, m);
     }
@@ -300,6 +310,7 @@ struct PoolJson<'a> {
     limits: LimitsJson,
     recycled: RecycledJson,
     queue: QueueJson,
+    backoff: BackoffJson<'a>,
     /// Counted by the workers; `null` where they cannot count (php-cgi, command).
     #[serde(rename = "request durations")]
     request_durations: Option<HistogramJson>,
@@ -422,6 +433,16 @@ struct RecycledJson {
     max_lifetime: u64,
 }
 
+/// Start-up failures and the back-off they hold: `holding` in seconds, `null` when none.
+#[derive(Serialize)]
+struct BackoffJson<'a> {
+    #[serde(rename = "start-up failures")]
+    startup_failures: u64,
+    holding: Option<f64>,
+    #[serde(rename = "last cause")]
+    last_cause: Option<&'a str>,
+}
+
 /// `queue_timeout`: seconds; `null` = off, or not measured.
 #[derive(Serialize)]
 struct QueueJson {
@@ -524,6 +545,11 @@ impl<'a> PoolJson<'a> {
                 timed_out: p.queue.timed_out,
                 oldest_wait: p.queue.oldest_wait.map(|d| d.as_secs_f64()),
                 wait: p.queue.waits.as_ref().map(HistogramJson::waits),
+            },
+            backoff: BackoffJson {
+                startup_failures: p.backoff.startup_failures,
+                holding: p.backoff.holding.map(|d| d.as_secs_f64()),
+                last_cause: p.backoff.last_cause.as_deref(),
             },
             request_durations: p.requests.as_ref().map(HistogramJson::new),
             responses: p.requests.as_ref().map(ResponsesJson::new),

@@ -15,9 +15,32 @@ if (isset($_SERVER['BOOT_SOCKET'])) {
     // A connection opened at boot, as an app that connects to its database does.
     $boot_socket = stream_socket_server('tcp://127.0.0.1:0');
 }
+if (isset($_SERVER['BOOT_SEGV'])) {
+    // A boot that crashes (an extension's fault): the worker dies before its first request.
+    posix_kill(getmypid(), 11);
+    usleep(500000);
+}
+if (isset($_SERVER['BOOT_STRICT'])) {
+    // Laravel's and Symfony's (debug) handler: every warning becomes an exception.
+    set_error_handler(static function (int $no, string $message, string $file = '', int $line = 0): bool {
+        throw new ErrorException($message, 0, $no, $file, $line);
+    });
+}
+if (isset($_SERVER['BOOT_SESSION_HANDLER'])) {
+    // A save handler registered once, at boot, as a framework's container does.
+    session_set_save_handler(new SessionHandler(), true);
+}
 if (isset($_SERVER['BOOT_FAILS'])) {
     throw new LogicException('the app cannot boot: '.$_SERVER['BOOT_FAILS']);
 }
+
+/** A stream wrapper that serves nothing: the boot registers it as "boot", a request as "leak". */
+class NoWrapper
+{
+    public $context;
+}
+// A wrapper the boot registers: every request keeps it.
+stream_wrapper_register('boot', NoWrapper::class);
 
 $handled = 0;
 $kept = [];
@@ -102,6 +125,15 @@ $handler = static function () use (&$handled, &$kept): void {
         case '/exists.php':
             echo file_exists($_GET['path'] ?? '') ? 'yes' : 'no';
             return;
+        case '/lazy-session.php':
+            // Symfony's NativeFileSessionHandler: built on the first request that uses the
+            // session, it sets session.save_path once, in its constructor, and lives on.
+            static $storage = null;
+            if ($storage === null) {
+                ini_set('session.save_path', $_GET['dir']);
+                $storage = true;
+            }
+            // no break: the counter below
         case '/session.php':
             session_start();
             if (isset($_GET['user'])) {
@@ -110,6 +142,82 @@ $handler = static function () use (&$handled, &$kept): void {
             $_SESSION['n'] = ($_SESSION['n'] ?? 0) + 1;
             header('Content-Type: application/json');
             echo json_encode(['id' => session_id(), 'user' => $_SESSION['user'] ?? null, 'n' => $_SESSION['n']]);
+            return;
+        case '/form.php':
+            // What a POST's start-up left the app: its fields, files and warning.
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'post' => count($_POST),
+                'files' => count($_FILES),
+                'input' => strlen(file_get_contents('php://input')),
+                'last_error' => error_get_last()['message'] ?? null,
+            ]);
+            return;
+        case '/handled.php':
+            // The app's own error page, as set_exception_handler() gives it in classic mode.
+            set_exception_handler(static function (Throwable $e): void {
+                http_response_code(503);
+                echo 'the app\'s error page: '.$e->getMessage();
+            });
+            echo 'before the exception; ';
+            throw new RuntimeException('boom');
+        case '/shutdown.php':
+            register_shutdown_function(static function (): void {
+                echo ', then the shutdown function';
+                file_put_contents($_GET['marker'], 'ran');
+            });
+            echo 'registered';
+            return;
+        case '/set-handlers.php':
+            // Handlers a request sets, and an error it leaves behind: none reaches the next.
+            set_error_handler(static fn (): bool => true);
+            set_error_handler(static fn (): bool => true);
+            set_exception_handler(static function (Throwable $e): void {});
+            @trigger_error('left behind', E_USER_WARNING);
+            echo 'set';
+            return;
+        case '/dirty-engine.php':
+            // Engine state a request changes, which php-fpm resets for the next one.
+            stream_context_set_default(['http' => ['header' => 'Authorization: Bearer secret']]);
+            stream_wrapper_register('leak', NoWrapper::class);
+            stream_wrapper_unregister('glob');
+            umask(0);
+            libxml_use_internal_errors(true);
+            mt_srand(42);
+            mt_rand();
+            $next = mt_rand();
+            mt_srand(42);
+            mt_rand();
+            // What the next request's first mt_rand() would draw, were the seed kept.
+            echo $next;
+            return;
+        case '/engine.php':
+            $wrappers = stream_get_wrappers();
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'default_context' => stream_context_get_options(stream_context_get_default()),
+                'leak' => in_array('leak', $wrappers, true),
+                'glob' => in_array('glob', $wrappers, true),
+                'boot' => in_array('boot', $wrappers, true),
+                'umask' => umask(),
+                'libxml_internal_errors' => libxml_use_internal_errors(null),
+                'rand' => mt_rand(),
+            ]);
+            return;
+        case '/handlers.php':
+            $error = set_error_handler(null);
+            restore_error_handler();
+            $exception = set_exception_handler(null);
+            restore_exception_handler();
+            header('Content-Type: application/json');
+            echo json_encode([
+                'pid' => getmypid(),
+                'error_handler' => $error !== null,
+                'exception_handler' => $exception !== null,
+                'last_error' => error_get_last()['message'] ?? null,
+            ]);
             return;
         case '/throw.php':
             echo 'before the exception';

@@ -178,6 +178,24 @@ static int status_line(const sapi_headers_struct *headers, smart_str *out, int *
 	return code;
 }
 
+/* A body PHP refused (over post_max_size, so not read at the request's start) is read to
+ * its end and dropped before the response's head goes out, at the speed it arrives, as
+ * php-fpm does by keeping its response in its buffer until the request's end drained the
+ * body. Read after the head instead (at the request's end, where PHP drains it), it would
+ * never come: nginx stops sending a request's body once it has the response's head, and
+ * the worker would wait request_read_timeout for it. A script that reads php://input
+ * before its first output still gets the body, as under php-fpm. */
+static void drain_refused_body(void)
+{
+	if (SG(post_read) || SG(post_max_size) <= 0 ||
+	    SG(request_info).content_length <= SG(post_max_size)) {
+		return;
+	}
+	char dummy[SAPI_POST_BLOCK_SIZE];
+	while (sapi_read_post_block(dummy, sizeof(dummy)) == sizeof(dummy)) {
+	}
+}
+
 /* The CGI header block, as php-fpm writes it: the Status: line (status_line), every
  * header in the order the script set them (only the first Status: header, when no Status:
  * line went first), then the blank line. A 304 goes without Content-Type (PHP's default
@@ -193,6 +211,7 @@ static int drover_send_headers(sapi_headers_struct *headers)
 	if (finished || !current || output_to_log) {
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
+	drain_refused_body();
 	int not_modified = status_line(headers, &out, &status_sent) == 304;
 	for (h = zend_llist_get_first_ex(&headers->headers, &pos); h;
 	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {

@@ -59,4 +59,13 @@ void drover_sapi_output_to_log(int on);
  * table under that name and drover_handle_request. */
 ZEND_FUNCTION(frankenphp_handle_request);
 
+/* Worker mode's request scope (scope.c): the boot's state taken, a request's begun and
+ * ended, the shutdown functions a request registered run (nonzero: one called exit()). */
+void drover_scope_snapshot(void);
+void drover_scope_keep_session_handler(void);
+void drover_scope_modules_started(void);
+void drover_scope_begin(void);
+void drover_scope_end(void);
+int drover_scope_run_shutdown_functions(void);
+
 #endif

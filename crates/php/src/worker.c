@@ -74,8 +74,12 @@ static int last_status;
 /* EG(exit_status) when the script ended: 255 after a fatal error. */
 static int exit_status;
 /* Name -> value (a string, or null for an entry without one) of the ini entries changed
- * when the boot ended: what each request's ini changes are undone to. */
+ * when the boot ended, and since by the requests' code: what the request-scoped changes
+ * are undone to. */
 static HashTable boot_ini;
+/* The names of the ini entries the request's start changed (PHP_VALUE, PHP_ADMIN_VALUE,
+ * .user.ini): undone at its end, with the request's own limits (REQUEST_SCOPED_INI). */
+static HashTable startup_ini;
 
 static const char *const reset_modules[] = { "session", "filter", NULL };
 
@@ -104,6 +108,7 @@ static void reset_modules_run(int startup)
  * max_execution_time, ignore_user_abort, PHP_VALUE, .user.ini) are undone to these. */
 static void snapshot_ini(void)
 {
+	zend_hash_init(&startup_ini, 8, NULL, NULL, 0);
 	zend_hash_init(&boot_ini, 8, NULL, ZVAL_PTR_DTOR, 0);
 	if (!EG(modified_ini_directives)) {
 		return;
@@ -120,6 +125,54 @@ static void snapshot_ini(void)
 	} ZEND_HASH_FOREACH_END();
 }
 
+/* The limits php-fpm scopes to one request, whoever changed them: set_time_limit()'s
+ * max_execution_time, memory_limit, ignore_user_abort(). */
+static const char *const REQUEST_SCOPED_INI[] = {
+	"max_execution_time", "memory_limit", "ignore_user_abort", NULL,
+};
+
+static int request_scoped(const zend_string *name)
+{
+	if (zend_hash_exists(&startup_ini, name)) {
+		return 1;
+	}
+	for (const char *const *scoped = REQUEST_SCOPED_INI; *scoped; scoped++) {
+		if (zend_string_equals_cstr(name, *scoped, strlen(*scoped))) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether `entry` holds the value the baseline (`boot_ini`) has for it. */
+static int as_at_boot(const zend_ini_entry *entry)
+{
+	zval *boot = zend_hash_find(&boot_ini, entry->name);
+	return boot && (Z_TYPE_P(boot) == IS_NULL
+			? entry->value == NULL
+			: entry->value && zend_string_equals(entry->value, Z_STR_P(boot)));
+}
+
+/* The request's start is over: the entries it changed (PHP_VALUE, PHP_ADMIN_VALUE,
+ * .user.ini) are the request's own. */
+static void note_startup_ini(void)
+{
+	zend_hash_clean(&startup_ini);
+	if (!EG(modified_ini_directives)) {
+		return;
+	}
+	zend_ini_entry *entry;
+	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
+		if (!as_at_boot(entry)) {
+			zend_hash_add_empty_element(&startup_ini, entry->name);
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* The request's ini changes: those of its start and its limits are undone; what its code
+ * set with ini_set() is kept for the next requests, as under FrankenPHP (a service built
+ * on the first request, Symfony's session storage, sets session.save_path once and lives
+ * on), and is the baseline from now on. */
 static void restore_ini(void)
 {
 	if (!EG(modified_ini_directives)) {
@@ -130,11 +183,17 @@ static void restore_ini(void)
 	size_t count = 0, size = 0;
 	zend_ini_entry *entry;
 	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
-		zval *boot = zend_hash_find(&boot_ini, entry->name);
-		int same = boot && (Z_TYPE_P(boot) == IS_NULL
-				    ? entry->value == NULL
-				    : entry->value && zend_string_equals(entry->value, Z_STR_P(boot)));
-		if (same) {
+		if (as_at_boot(entry)) {
+			continue;
+		}
+		if (!request_scoped(entry->name)) {
+			zval value;
+			if (entry->value) {
+				ZVAL_STR_COPY(&value, entry->value);
+			} else {
+				ZVAL_NULL(&value);
+			}
+			zend_hash_update(&boot_ini, entry->name, &value);
 			continue;
 		}
 		if (count == size) {
@@ -220,6 +279,14 @@ static int request_startup(const struct drover_request *req, double now)
 {
 	volatile int failed = 0;
 	drover_sapi_output_to_log(0);
+	/* The warnings PHP raises while it starts a request (max_input_vars exceeded, a body
+	 * over post_max_size, a bad multipart part) reach PHP's own error handler, as in
+	 * php-fpm, where no script has run yet: never the handler the boot set, which may
+	 * throw (Laravel's does) where nothing can catch it, and end the worker. */
+	zval boot_handler;
+	ZVAL_COPY_VALUE(&boot_handler, &EG(user_error_handler));
+	ZVAL_UNDEF(&EG(user_error_handler));
+	drover_scope_begin();
 	zend_try {
 		zend_try {
 			php_output_end_all();
@@ -251,12 +318,15 @@ static int request_startup(const struct drover_request *req, double now)
 		}
 		build_superglobals();
 		reset_modules_run(1);
+		drover_scope_modules_started();
+		note_startup_ini();
 		PG(during_request_startup) = 0;
 		/* max_execution_time counts from here, for this request alone. */
 		zend_set_timeout(INI_INT("max_execution_time"), 0);
 	} zend_catch {
 		failed = 1;
 	} zend_end_try();
+	ZVAL_COPY_VALUE(&EG(user_error_handler), &boot_handler);
 	return failed ? -1 : 0;
 }
 
@@ -283,6 +353,7 @@ static void output_and_modules_end(void)
  * headers out, SAPI's request state freed, the ini values undone, END_REQUEST sent. */
 static void request_shutdown(void)
 {
+	drover_scope_keep_session_handler();
 	output_and_modules_end();
 	if (last_status != -1) {
 		last_status = SG(sapi_headers).http_response_code;
@@ -293,6 +364,7 @@ static void request_shutdown(void)
 	}
 	sapi_request_destroy();
 	restore_ini();
+	drover_scope_end();
 	drover_sapi_end();
 	php_output_activate();
 	drover_sapi_output_to_log(1);
@@ -302,12 +374,14 @@ static void request_shutdown(void)
  * log; its request's SAPI state is freed, and its ini values are what requests start from. */
 static void boot_end(void)
 {
+	drover_scope_keep_session_handler();
 	output_and_modules_end();
 	/* The boot has no POST data to read: no server context. */
 	SG(server_context) = NULL;
 	sapi_request_end();
 	sapi_request_destroy();
 	snapshot_ini();
+	drover_scope_snapshot();
 	drover_sapi_end();
 	php_output_activate();
 	drover_sapi_output_to_log(1);
@@ -505,6 +579,19 @@ ZEND_FUNCTION(frankenphp_handle_request)
 	in_handler = 1;
 	if (zend_call_function(&fci, &fcc) == SUCCESS) {
 		zval_ptr_dtor(&retval);
+	}
+	if (EG(exception) && !zend_is_unwind_exit(EG(exception)) &&
+	    !zend_is_graceful_exit(EG(exception)) &&
+	    Z_TYPE(EG(user_exception_handler)) != IS_UNDEF) {
+		/* As classic mode: the handler set_exception_handler() named answers it (the
+		 * app's error page), and the request ends as any other. */
+		zend_user_exception_handler();
+	}
+	/* The request's shutdown functions, first thing of its end, as in classic mode (in
+	 * the handler's state: they may not call frankenphp_handle_request()). */
+	if (!EG(exception) && drover_scope_run_shutdown_functions()) {
+		in_handler = 0;
+		return;
 	}
 	in_handler = 0;
 	if (EG(exception)) {

@@ -29,7 +29,8 @@ pub enum Respawn {
 }
 
 impl Backoff {
-    /// `expected`: the master asked it to exit (retired, restarted); never a failure.
+    /// `expected`: the process was asked to exit (retired, restarted), exited 0, or got past
+    /// its start (it took a request): never a start-up failure.
     pub fn on_exit(&mut self, lived: Duration, expected: bool) -> Respawn {
         if expected || lived >= STARTUP_WINDOW {
             self.failures = 0;

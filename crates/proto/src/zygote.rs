@@ -307,11 +307,18 @@ pub enum Report {
         exit: WorkerExit,
         lived: Duration,
     },
+    /// The worker `pid` (just reported exited) died before its first request: a start-up
+    /// failure, the `failures`-th in a row, and the zygote forks no worker for `delay`.
+    Holding {
+        pid: Pid,
+        delay: Duration,
+        failures: u32,
+    },
 }
 
 impl Report {
-    /// One line: `MARK ready`, `MARK started PID`, `MARK exited PID code N MS` or
-    /// `MARK exited PID signal N MS`.
+    /// One line: `MARK ready`, `MARK started PID`, `MARK exited PID code N MS`,
+    /// `MARK exited PID signal N MS` or `MARK holding PID MS FAILURES`.
     pub fn encode(&self) -> String {
         match self {
             Report::Ready => format!("{REPORT_MARK}ready\n"),
@@ -326,6 +333,14 @@ impl Report {
                     lived.as_millis()
                 )
             }
+            Report::Holding {
+                pid,
+                delay,
+                failures,
+            } => format!(
+                "{REPORT_MARK}holding {pid} {} {failures}\n",
+                delay.as_millis()
+            ),
         }
     }
 
@@ -356,6 +371,16 @@ impl Report {
                 let year = 366 * 24 * 3600 * 1000;
                 let lived = Duration::from_millis(number(words.next()?, 0, year)?);
                 Report::Exited { pid, exit, lived }
+            }
+            "holding" => {
+                let hour = 3600 * 1000;
+                let delay = Duration::from_millis(number(words.next()?, 0, hour)?);
+                let failures = number(words.next()?, 1, u64::from(u32::MAX))? as u32;
+                Report::Holding {
+                    pid,
+                    delay,
+                    failures,
+                }
             }
             _ => return None,
         };
@@ -434,6 +459,11 @@ mod tests {
                 exit: WorkerExit::Code(0),
                 lived: Duration::from_millis(2),
             },
+            Report::Holding {
+                pid: Pid::from_raw(45),
+                delay: Duration::from_secs(4),
+                failures: 3,
+            },
         ];
         for report in reports {
             let line = report.encode();
@@ -472,6 +502,10 @@ mod tests {
         assert_eq!(Report::parse("\u{1e}exited x 1 2"), None);
         assert_eq!(Report::parse("\u{1e}exited 42 11 17"), None);
         assert_eq!(Report::parse("\u{1e}exited 42 core 11 17"), None);
+        // A hold of no failure, or past an hour, is no report.
+        assert_eq!(Report::parse("\u{1e}holding 42 1000 0"), None);
+        assert_eq!(Report::parse("\u{1e}holding 42 3600001 1"), None);
+        assert_eq!(Report::parse("\u{1e}holding 42 1000"), None);
     }
 
     #[test]

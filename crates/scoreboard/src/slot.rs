@@ -352,6 +352,14 @@ impl Slot {
         });
     }
 
+    /// Whether the worker got as far as a request: it took a connection (it is in one now)
+    /// or served one. A worker that dies after that died of a request, not of its start;
+    /// one that dies idle with nothing served never took one (a worker-mode script's boot
+    /// runs in that state). Read by the zygote, which writes the slot after the worker.
+    pub fn reached_a_request(&self) -> bool {
+        self.requests.load(Relaxed) > 0 || State::from_u8(self.state.load(Relaxed)).is_busy()
+    }
+
     /// The worker asks whether the master wants it gone (after its current request).
     pub fn retire_requested(&self) -> bool {
         let pid = self.pid.load(Relaxed);

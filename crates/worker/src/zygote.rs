@@ -329,7 +329,9 @@ impl<R: Runtime> Zygote<'_, R> {
             let Some(live) = self.workers.remove(&pid) else {
                 continue;
             };
+            let mut served = false;
             if let (Some(board), Some(slot)) = (&self.scoreboard, live.slot) {
+                served = board.slot(slot).reached_a_request();
                 board.slot(slot).release();
             }
             let lived = live.started.elapsed();
@@ -338,10 +340,19 @@ impl<R: Runtime> Zygote<'_, R> {
             if exit == WorkerExit::Code(i32::from(EXIT_APP_LOAD)) {
                 return Reaped::AppFailed;
             }
-            // A worker that exits 0 was done (max_requests, SIGTERM, listener closed): not a
-            // failed start, however short its life.
+            // A worker that exits 0 was done (max_requests, SIGTERM, listener closed), and
+            // one that died after it took a request died of that request (an uncaught
+            // exception in worker mode, a segfault): neither is a failed start, however
+            // short its life, so that no client can make the pool wait by sending requests
+            // that fail.
             let clean = exit == WorkerExit::Code(0);
-            if let Respawn::After { delay, .. } = self.backoff.on_exit(lived, clean) {
+            if let Respawn::After { delay, failures } = self.backoff.on_exit(lived, clean || served)
+            {
+                report(Report::Holding {
+                    pid,
+                    delay,
+                    failures,
+                });
                 outcome = Reaped::Hold(delay);
             }
         }

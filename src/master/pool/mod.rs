@@ -22,6 +22,7 @@ mod policy;
 mod program;
 mod request_id;
 mod slow;
+mod startup;
 mod status;
 mod worker;
 
@@ -71,6 +72,8 @@ pub struct PoolRun {
     backoff: Backoff,
     /// After a start-up failure: no spawn before this.
     hold_until: Option<Instant>,
+    /// The start-up failures, the master's and a zygote's, for the status page.
+    startup: startup::StartupFailures,
     /// Starting, serving, failed, stopping or draining ([`Lifecycle`]).
     lifecycle: Lifecycle,
     limits: PoolLimits,
@@ -185,6 +188,7 @@ impl PoolRun {
             workers: BTreeMap::new(),
             backoff: Backoff::default(),
             hold_until: None,
+            startup: startup::StartupFailures::default(),
             lifecycle: Lifecycle::Starting,
             policy: PolicyState::default(),
             scoreboard,
@@ -449,7 +453,21 @@ impl PoolRun {
                 if failures == 1 { "" } else { "s" }
             );
             self.hold_until = Some(now + delay);
+            self.startup.record(now, delay, reason.to_owned());
         }
+    }
+
+    /// The zygote `from` holds its forks back after its worker `pid` failed to start.
+    fn on_holding(&mut self, from: Pid, pid: Pid, delay: Duration, failures: u32, now: Instant) {
+        let cause = self.startup.cause_of(pid);
+        tracing::error!(
+            "pool {}: failed to start ({cause}); zygote {from} forks again in {} ({failures} \
+             failure{} in a row)",
+            self.name(),
+            lifetime(delay),
+            if failures == 1 { "" } else { "s" }
+        );
+        self.startup.record(now, delay, cause);
     }
 
     /// Handles one reaped pid if it belongs to this pool; `orphans`: the master's children
@@ -466,11 +484,12 @@ impl PoolRun {
             if let Some(worker) = self.workers.remove(&pid) {
                 // An exec'd worker.
                 self.log_worker_exit(pid, &worker, cause, now);
-                // A clean exit (max_requests reached) is no start-up failure, however short;
+                // A clean exit (max_requests reached) is no start-up failure, however short,
+                // nor a death after the worker was seen past its start (a request's fault);
                 // but a program's copy is meant to keep running: one that exits at once,
                 // whatever its code, is in a crash loop.
                 let program = self.launch.kind == kind::Kind::Program;
-                if !process.retiring && (cause != ExitCause::Code(0) || program) {
+                if !process.retiring && !worker.served && (cause != ExitCause::Code(0) || program) {
                     self.hold(
                         now,
                         lived,
@@ -753,9 +772,15 @@ impl PoolRun {
         match Report::parse(line) {
             Some(Report::Ready) => self.runtime_ready = true,
             Some(Report::Started { pid }) => self.on_started(from, pid, now),
-            Some(Report::Exited { pid, exit, .. }) => {
+            Some(Report::Exited { pid, exit, lived }) => {
+                self.startup.exited(pid, ExitCause::from_exit(exit), lived);
                 return Some(self.on_exited(from, pid, exit, now));
             }
+            Some(Report::Holding {
+                pid,
+                delay,
+                failures,
+            }) => self.on_holding(from, pid, delay, failures, now),
             None => return None,
         }
         Some(Reaped::NotOurs)

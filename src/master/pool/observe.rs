@@ -56,6 +56,7 @@ impl PoolRun {
             let Some(worker) = self.workers.get_mut(&pid) else {
                 continue;
             };
+            worker.served |= past_start(probe, observed.as_ref(), reading.is_some());
             if let Some((count, _)) = activity {
                 if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
                     worker.state.since = now;
@@ -221,6 +222,17 @@ impl PoolRun {
 
 /// (busy, request start if known, request if known)
 type Observation = (bool, Option<Instant>, Option<RequestInfo>);
+
+/// Whether an observation shows a worker the master exec'd past its start: php-cgi's
+/// memory says when PHP runs a request (or reads one); /proc says when a process waits in
+/// accept() (and nothing before it is known to be a request's).
+fn past_start(probe: Probe, observed: Option<&Observation>, reading: bool) -> bool {
+    match (probe, observed) {
+        (Probe::PhpMemory, Some((busy, _, _))) => *busy || reading,
+        (Probe::Syscall, Some((busy, _, _))) => !*busy,
+        _ => false,
+    }
+}
 
 fn from_slot(view: &scoreboard::SlotView, now: Instant, now_us: u64) -> Observation {
     let busy = view.state.is_busy();

@@ -114,6 +114,7 @@ impl PoolRun {
             },
             workers,
             memory: self.memory_status(),
+            backoff: self.startup.status(now),
         }
     }
 }

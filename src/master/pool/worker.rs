@@ -36,6 +36,10 @@ pub struct Worker {
     /// The master killed it (a timeout): its exit is that kill's, counted by the policy
     /// under its cause, neither a crash nor a recycle.
     pub killed: bool,
+    /// It was seen past its start (in a request, or waiting in accept()): its death is no
+    /// start-up failure. Only for the workers the master execs; a zygote decides for its
+    /// own from their scoreboard slots.
+    pub served: bool,
     /// The handle taken when the master verified it: every signal to it goes through this
     /// ([`Worker::signal`]), never through its pid.
     handle: Pidfd,
@@ -46,6 +50,7 @@ impl Worker {
         Worker {
             handle,
             killed: false,
+            served: false,
             started: now,
             parent,
             orphan: false,

@@ -126,3 +126,33 @@ fn the_master_counts_requests_cpu_recycles_and_crashes_of_drover_php_workers() {
     let (status, _) = get(&stack, "/pid.php");
     assert_eq!(status, 200, "the pool serves on after the crash");
 }
+
+/// Requests that crash their classic worker (SIGSEGV, each answered 502 by nginx) cost
+/// those requests and a fork each, never a back-off: after six of them on a 2-worker pool
+/// the next request is answered at once, and the log names no start-up failure.
+#[test]
+fn crashing_requests_never_hold_a_classic_pool_back() {
+    let site = Site::new();
+    site.script("pid.php", "<?php echo getmypid();");
+    site.script(
+        "crash.php",
+        "<?php posix_kill(getmypid(), SIGSEGV); sleep(1); echo 'alive';",
+    );
+    let (stack, ctl) = Stack::with_control(site, Embed::new("www", 2));
+    for _ in 0..6 {
+        let (status, body) = get(&stack, "/crash.php");
+        assert_eq!(status, 502, "a worker that segfaults: {body}");
+    }
+    let started = std::time::Instant::now();
+    let (status, body) = get(&stack, "/pid.php");
+    let took = started.elapsed();
+    let log = stack.drover.log.text();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        took < crate::worker::AFTER_FLOOD,
+        "the request after the crashes took {took:?}\n{log}"
+    );
+    assert!(!log.contains("failed to start"), "{log}");
+    let status = ctl.status_json("www", &log);
+    assert_eq!(status["backoff"]["start-up failures"], 0, "{status:#}");
+}

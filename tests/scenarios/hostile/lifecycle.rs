@@ -400,3 +400,30 @@ fn a_worker_crashing_as_it_is_forked_is_counted_as_a_crash() {
     });
     assert!(counted, "a crash went uncounted\n{}", log.text());
 }
+
+/// Requests that crash their Python worker (SIGSEGV mid-request) cost those requests and a
+/// fork each, never a back-off: after six of them on a 2-worker pool the next request is
+/// answered at once, and the log names no start-up failure.
+#[test]
+fn crashing_requests_never_hold_a_python_pool_back() {
+    let site = site();
+    let (drover, ctl, nginx) = start(&site, &[&AppPool::new("py")]);
+    let log = &drover.log;
+    wait_started(log, 0, "py", "worker", 2, TIMEOUT);
+    for _ in 0..6 {
+        let crashed = http::get(&nginx.url("/py/segv"));
+        assert_eq!(crashed.status, 502, "{crashed:?}");
+    }
+    let started = Instant::now();
+    let next = http::get(&nginx.url("/py/pid"));
+    let took = started.elapsed();
+    let text = log.text();
+    assert_eq!(next.status, 200, "{next:?}\n{text}");
+    assert!(
+        took < crate::worker::AFTER_FLOOD,
+        "the request after the crashes took {took:?}\n{text}"
+    );
+    assert!(!text.contains("failed to start"), "{text}");
+    let status = ctl.status_json("py", &text);
+    assert_eq!(status["backoff"]["start-up failures"], 0, "{status:#}");
+}

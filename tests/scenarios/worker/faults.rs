@@ -1,5 +1,8 @@
 //! A fault in worker mode costs one request: the request is answered as classic mode
-//! answers it, and a fresh worker boots the script again.
+//! answers it, and a fresh worker boots the script again, at once (a request's fault never
+//! holds the pool back); only a worker that dies before its first request backs off.
+
+use std::time::{Duration, Instant};
 
 use super::{lines, logs_env, pool};
 use crate::common::{Drover, Site, Stack, TIMEOUT, check_config, http, proc};
@@ -138,4 +141,101 @@ fn worker_mode_is_refused_on_php_cgi() {
         said.contains("www.toml") && said.contains("worker") && said.contains("drover-php"),
         "{said}"
     );
+}
+
+/// How long the next plain request may take after a flood of requests that each killed
+/// their worker: a fork and a boot of tests/apps/worker.php, with room for a busy machine.
+/// Before drover told a request's fault from a start-up failure, eight of them made it 32 s.
+pub const AFTER_FLOOD: Duration = Duration::from_secs(2);
+
+/// Requests that end their worker (an uncaught exception, which abandons the worker script)
+/// cost those requests and the forks of fresh workers, never a back-off: after eight of
+/// them on a 2-worker pool the next plain request is answered at once, and the log names no
+/// start-up failure.
+#[test]
+fn throwing_requests_never_hold_the_pool_back() {
+    let (stack, ctl) = Stack::with_control(Site::new(), pool(2));
+    assert_eq!(http::get(&stack.url("/index.php")).status, 200);
+    for _ in 0..8 {
+        let thrown = http::get(&stack.url("/throw.php"));
+        assert_eq!(thrown.status, 500, "{thrown:?}");
+    }
+    let started = Instant::now();
+    let next = http::get(&stack.url("/index.php"));
+    let took = started.elapsed();
+    println!("the plain request after eight that threw: {took:?}");
+    let log = stack.drover.log.text();
+    assert_eq!(next.status, 200, "{next:?}");
+    assert!(
+        took < AFTER_FLOOD,
+        "the request after the flood took {took:?}\n{log}"
+    );
+    assert!(!log.contains("failed to start"), "{log}");
+    let status = ctl.status_json("www", &log);
+    assert_eq!(status["backoff"]["start-up failures"], 0, "{status:#}");
+    assert_eq!(status["recycled"]["crash"], 8, "{status:#}");
+}
+
+/// A worker that dies in its boot (here of SIGSEGV, before its first
+/// `frankenphp_handle_request()`) is a start-up failure: the zygote holds its next fork
+/// back, doubling, and each hold is in the log with its cause and length, and in the
+/// status and `/metrics`.
+#[test]
+fn a_worker_that_dies_in_its_boot_backs_off_with_its_cause() {
+    let site = Site::new();
+    let (stack, ctl) = Stack::with_control(site, pool(1).env("BOOT_SEGV = \"1\"\n"));
+    let log = &stack.drover.log;
+    let first = log.wait_for_line("failed to start (worker ", TIMEOUT);
+    assert!(
+        first.contains("exited on SIGSEGV after")
+            && first.contains("before its first request")
+            && first.contains("forks again in 1.00s (1 failure in a row)"),
+        "{first}"
+    );
+    let second = log.wait_for_line("(2 failures in a row)", TIMEOUT);
+    assert!(second.contains("forks again in 2.00s"), "{second}");
+    let status = ctl.status_json("www", &log.text());
+    assert!(
+        status["backoff"]["start-up failures"].as_u64() >= Some(2),
+        "{status:#}"
+    );
+    let cause = status["backoff"]["last cause"].as_str().unwrap_or_default();
+    assert!(cause.contains("before its first request"), "{status:#}");
+    let metrics = ctl.ok(&["status", "--openmetrics"], &log.text());
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("drover_startup_failures_total{pool=\"www\"} ")),
+        "{metrics}"
+    );
+}
+
+/// `set_exception_handler()` then `throw` in a request: the handler answers, as in classic
+/// mode (the app's error page, its status), and the request ends as any other, the worker
+/// serving on; a shutdown function the request registers runs at that request's end, its
+/// output in the response, and not again.
+#[test]
+fn a_requests_exception_handler_and_shutdown_functions_run_as_in_classic_mode() {
+    let site = Site::new();
+    let stack = Stack::start(site, pool(1));
+    let first = http::get(&stack.url("/index.php"));
+    let handled = http::get(&stack.url("/handled.php"));
+    assert_eq!(handled.status, 503, "{handled:?}");
+    assert_eq!(
+        handled.body,
+        "before the exception; the app's error page: boom"
+    );
+    let marker = stack.site.path().join("shutdown-ran");
+    let shutdown = http::get(&stack.url(&format!("/shutdown.php?marker={}", marker.display())));
+    assert_eq!(
+        (shutdown.status, shutdown.body.as_str()),
+        (200, "registered, then the shutdown function")
+    );
+    assert!(marker.exists(), "the shutdown function ran by the response");
+    std::fs::remove_file(&marker).unwrap();
+    let next = http::get(&stack.url("/index.php"));
+    let pid = |body: &str| body.split("pid=").nth(1).map(str::to_owned);
+    assert_eq!(pid(&first.body), pid(&next.body), "one worker: {next:?}");
+    assert!(next.body.starts_with("handled=4 "), "{next:?}");
+    assert!(!marker.exists(), "the shutdown function ran once");
 }

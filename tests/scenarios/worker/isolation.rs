@@ -96,10 +96,13 @@ fn headers_status_buffers_and_ini_values_start_as_php_ini_says() {
     assert_eq!(after["ob_level"], before["ob_level"], "{after}");
     assert_eq!(after["session_set"], false, "$_SESSION stayed: {after}");
     assert_eq!(
-        after["precision"], "10",
-        "the boot's ini_set is kept, the request's undone"
+        after["precision"], "3",
+        "a request's ini_set() is kept, as under FrankenPHP: {after}"
     );
-    assert_eq!(after["memory_limit"], before["memory_limit"]);
+    assert_eq!(
+        after["memory_limit"], before["memory_limit"],
+        "memory_limit is the request's: {after}"
+    );
     assert_eq!(
         after["max_execution_time"], "30",
         "set_time_limit() was undone: {after}"
@@ -257,4 +260,117 @@ fn profiling_timer_fires() -> bool {
         .args(["-c", script])
         .status()
         .is_ok_and(|status| status.success())
+}
+
+/// The error and exception handlers a request sets (twice: each `set_error_handler()`
+/// pushes the one it replaces) and the error it leaves for `error_get_last()` are gone
+/// at its end: the next request finds the boot's handlers (none here) and no last error,
+/// as every php-fpm request does; and the same one worker keeps serving.
+#[test]
+fn handlers_and_the_last_error_a_request_leaves_are_gone_at_its_end() {
+    let stack = Stack::start(Site::new(), pool(1));
+    let parse = |reply: http::Reply| -> serde_json::Value {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
+    };
+    let before = parse(http::get(&stack.url("/handlers.php")));
+    for _ in 0..3 {
+        let set = http::get(&stack.url("/set-handlers.php"));
+        assert_eq!(set.body, "set", "{set:?}");
+        let after = parse(http::get(&stack.url("/handlers.php")));
+        assert_eq!(after["pid"], before["pid"], "{after}");
+        assert_eq!(after["error_handler"], false, "{after}");
+        assert_eq!(after["exception_handler"], false, "{after}");
+        assert_eq!(after["last_error"], serde_json::Value::Null, "{after}");
+    }
+}
+
+/// One client's session counter, through `path` on `stack`: three requests, the counts.
+fn count_thrice(stack: &Stack, path: &str) -> Vec<serde_json::Value> {
+    let mut cookie: Option<String> = None;
+    let mut counts = Vec::new();
+    for _ in 0..3 {
+        let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
+        let reply = http::get_with(&stack.url(path), &headers);
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let body: serde_json::Value = serde_json::from_str(&reply.body)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", reply.body, stack.drover.log.text()));
+        cookie = Some(format!("PHPSESSID={}", body["id"].as_str().unwrap()));
+        counts.push(body["n"].clone());
+    }
+    counts
+}
+
+/// A service built on the first request that sets an ini value once and lives on
+/// (Symfony's `NativeFileSessionHandler` sets `session.save_path` in its constructor)
+/// keeps working: a request's `ini_set()` is kept, as under FrankenPHP, so the session
+/// counter goes 1, 2, 3 as under php-fpm (it went 1, 1, 2: the second request read the
+/// default path).
+#[test]
+fn an_ini_value_a_service_sets_on_its_first_request_holds_for_the_next() {
+    let site = Site::new();
+    let sessions = site.path().join("lazy-sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let stack = Stack::start(site, pool(1));
+    let path = format!("/lazy-session.php?dir={}", sessions.display());
+    assert_eq!(count_thrice(&stack, &path), [1, 2, 3]);
+    assert!(std::fs::read_dir(&sessions).unwrap().next().is_some());
+}
+
+/// A session save handler the boot registered (`session_set_save_handler()` before the
+/// loop) is every request's: sessions work (they failed with "Failed to initialize
+/// storage module: user").
+#[test]
+fn a_session_handler_the_boot_registered_serves_every_request() {
+    let site = Site::new();
+    let sessions = site.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let pool = pool(1)
+        .env("BOOT_SESSION_HANDLER = \"1\"\n")
+        .ini(&format!("session.save_path = {sessions:?}\n"));
+    let stack = Stack::start(site, pool);
+    assert_eq!(count_thrice(&stack, "/session.php"), [1, 2, 3]);
+    let log = stack.drover.log.text();
+    assert!(
+        !log.contains("Failed to initialize storage module"),
+        "{log}"
+    );
+}
+
+/// Engine and extension state a request changes is fresh in the next request, as php-fpm
+/// starts each one: the default stream context (its `Authorization` header sent by the
+/// next request's `file_get_contents('http://…')`), the stream wrappers (the boot's are
+/// kept), the umask, libxml's internal errors, and `mt_rand()`'s seed (re-seeded, so the
+/// next draw is not the seeded sequence's).
+#[test]
+fn engine_state_a_request_changes_is_fresh_in_the_next() {
+    let stack = Stack::start(Site::new(), pool(1));
+    let engine = || -> serde_json::Value {
+        let reply = http::get(&stack.url("/engine.php"));
+        assert_eq!(reply.status, 200, "{reply:?}");
+        serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
+    };
+    let before = engine();
+    assert_eq!(before["boot"], true, "{before}");
+    for _ in 0..2 {
+        let dirty = http::get(&stack.url("/dirty-engine.php"));
+        assert_eq!(dirty.status, 200, "{dirty:?}");
+        let seeded: i64 = dirty.body.parse().unwrap();
+        let after = engine();
+        assert_eq!(after["pid"], before["pid"], "one worker: {after}");
+        for key in [
+            "default_context",
+            "leak",
+            "glob",
+            "boot",
+            "umask",
+            "libxml_internal_errors",
+        ] {
+            assert_eq!(after[key], before[key], "{key}: {after}");
+        }
+        assert_ne!(
+            after["rand"], seeded,
+            "mt_srand(42) reached the next request"
+        );
+    }
 }

@@ -4,8 +4,9 @@
 //!
 //! - [`isolation`]: every request starts clean (superglobals, headers, status, output
 //!   buffers, sessions, uploads, ini values, the time limit), two clients interleaved.
-//! - [`faults`]: an exception, a fatal error, `exit()` and a segfault cost one request; a
-//!   script that cannot boot stops the pool.
+//! - [`faults`]: an exception, a fatal error, `exit()` and a segfault cost one request, and
+//!   a flood of them never holds the pool back; a script that cannot boot stops the pool,
+//!   a worker that crashes in its boot backs off, with its cause in the log.
 //! - [`lifecycle`]: `max_requests`, `max_memory`, SIGTERM, the slowlog's stack,
 //!   `request_terminate_timeout`, the status page and access log, reload.
 //! - [`frameworks`]: a Symfony 5.4 app (its worker script written as Symfony Runtime's
@@ -19,6 +20,8 @@ mod hostile;
 mod isolation;
 mod lifecycle;
 mod zygote;
+
+pub use faults::AFTER_FLOOD;
 
 use std::path::PathBuf;
 

@@ -48,7 +48,12 @@ final class Kernel extends BaseKernel
             'secret' => 'drover',
             'router' => ['utf8' => true],
             'http_method_override' => false,
-            'session' => ['handler_id' => null, 'cookie_secure' => 'auto', 'cookie_samesite' => 'lax', 'storage_factory_id' => 'session.storage.factory.native'],
+            // The recipe's session configuration; with APP_SESSION_DEFAULTS, the bundle's
+            // defaults: NativeFileSessionHandler, which sets session.save_path (to the
+            // cache's sessions/) with ini_set() when it is built, on the first request.
+            'session' => isset($_SERVER['APP_SESSION_DEFAULTS'])
+                ? ['storage_factory_id' => 'session.storage.factory.native']
+                : ['handler_id' => null, 'cookie_secure' => 'auto', 'cookie_samesite' => 'lax', 'storage_factory_id' => 'session.storage.factory.native'],
         ]);
         $c->extension('twig', ['default_path' => '%kernel.project_dir%/templates']);
         $c->services()->set(self::class)->public()->autowire();
