@@ -21,6 +21,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/sapi.h");
     println!("cargo:rerun-if-changed=src/worker.c");
     println!("cargo:rerun-if-changed=src/scope.c");
+    println!("cargo:rerun-if-changed=src/children.c");
     let candidates = match std::env::var("PHP_CONFIG") {
         Ok(tool) => vec![tool],
         Err(_) => vec!["php-config8.2".into(), "php-config".into()],

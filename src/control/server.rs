@@ -45,7 +45,7 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The connections one server (the control socket, a `status_listen`, `health_listen`)
 /// keeps open at once. A new one past it closes the oldest: a client holding idle
 /// connections can neither exhaust the master's descriptors nor keep kubelet's probe,
-/// which connects anew each time, from being answered ([`Connections`]).
+/// which connects anew each time, from being answered (`Connections`).
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// The bound control socket, not yet served.

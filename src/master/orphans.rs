@@ -342,9 +342,9 @@ mod tests {
         assert!(running(p));
         sleeper.kill().unwrap();
         // Killed, not reaped: a zombie until wait().
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while running(p) {
-            assert!(std::time::Instant::now() < deadline, "{p} still runs");
+            assert!(Instant::now() < deadline, "{p} still runs");
             std::thread::yield_now();
         }
         sleeper.wait().unwrap();
