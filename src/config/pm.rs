@@ -231,26 +231,11 @@ fn recycling(t: &Table<'_, '_>) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::path::Path;
-
     use super::*;
 
     /// The errors of pool `www` from `text`, as `(line, key, rule)`.
     fn errors(text: &str) -> Vec<(usize, String, String)> {
-        let main = Path::new("/etc/drover/drover.toml");
-        let files = BTreeMap::from([
-            (main.to_path_buf(), String::new()),
-            (main.with_file_name("pools.d/www.toml"), text.to_owned()),
-        ]);
-        match crate::config::load_texts(main, &files) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors
-                .0
-                .into_iter()
-                .map(|e| (e.line, e.key, e.rule))
-                .collect(),
-        }
+        crate::config::tests::located_errors("www", text)
     }
 
     #[test]

@@ -143,25 +143,11 @@ fn command(t: &Table<'_, '_>, base: &Path) -> Option<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     /// The errors of pool `jobs` from `text`, as `(line, key, rule)`.
     fn errors(text: &str) -> Vec<(usize, String, String)> {
-        let main = Path::new("/etc/drover/drover.toml");
-        let files = BTreeMap::from([
-            (main.to_path_buf(), String::new()),
-            (main.with_file_name("pools.d/jobs.toml"), text.to_owned()),
-        ]);
-        match crate::config::load_texts(main, &files) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors
-                .0
-                .into_iter()
-                .map(|e| (e.line, e.key, e.rule))
-                .collect(),
-        }
+        crate::config::tests::located_errors("jobs", text)
     }
 
     const POOL: &str = "[pm]\nmode = \"static\"\nmax_children = 2\n\

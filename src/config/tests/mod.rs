@@ -23,6 +23,27 @@ max_children = 4
 binary = "/bin/sh"
 "#;
 
+/// The errors of pool `name` from `text` (beside an empty drover.toml), loaded from memory
+/// by the files' loader, as `(line, key, rule)`.
+pub(crate) fn located_errors(name: &str, text: &str) -> Vec<(usize, String, String)> {
+    let main = std::path::Path::new("/etc/drover/drover.toml");
+    let files = BTreeMap::from([
+        (main.to_path_buf(), String::new()),
+        (
+            main.with_file_name(format!("pools.d/{name}.toml")),
+            text.to_owned(),
+        ),
+    ]);
+    match load_texts(main, &files) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors
+            .0
+            .into_iter()
+            .map(|e| (e.line, e.key, e.rule))
+            .collect(),
+    }
+}
+
 /// A folder with `drover.toml` and `pools.d/NAME.toml` for each (name, text).
 fn setup(main: &str, pools: &[(&str, &str)]) -> TempDir {
     let dir = tempfile::tempdir().unwrap();
