@@ -104,6 +104,18 @@ static void reset_modules_run(int startup)
 	}
 }
 
+/* Records `entry`'s current value (a string, or null) as the one requests are undone to. */
+static void keep_as_boot_value(const zend_ini_entry *entry)
+{
+	zval value;
+	if (entry->value) {
+		ZVAL_STR_COPY(&value, entry->value);
+	} else {
+		ZVAL_NULL(&value);
+	}
+	zend_hash_update(&boot_ini, entry->name, &value);
+}
+
 /* The ini entries as the boot left them: each request's changes (ini_set, set_time_limit's
  * max_execution_time, ignore_user_abort, PHP_VALUE, .user.ini) are undone to these. */
 static void snapshot_ini(void)
@@ -115,13 +127,7 @@ static void snapshot_ini(void)
 	}
 	zend_ini_entry *entry;
 	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
-		zval value;
-		if (entry->value) {
-			ZVAL_STR_COPY(&value, entry->value);
-		} else {
-			ZVAL_NULL(&value);
-		}
-		zend_hash_update(&boot_ini, entry->name, &value);
+		keep_as_boot_value(entry);
 	} ZEND_HASH_FOREACH_END();
 }
 
@@ -187,13 +193,7 @@ static void restore_ini(void)
 			continue;
 		}
 		if (!request_scoped(entry->name)) {
-			zval value;
-			if (entry->value) {
-				ZVAL_STR_COPY(&value, entry->value);
-			} else {
-				ZVAL_NULL(&value);
-			}
-			zend_hash_update(&boot_ini, entry->name, &value);
+			keep_as_boot_value(entry);
 			continue;
 		}
 		if (count == size) {
