@@ -9,6 +9,10 @@ a Python team runs today, with the same app and the same number of workers.
   listener (`protocol = "http"`), against granian (`--interface wsgi`) and gunicorn sync.
 - http-asgi: the FastAPI hello world the same way, against granian (`--interface asgi`)
   and uvicorn.
+- asgi-kept: the asgi workload with nginx keeping its upstream connections
+  (`fastcgi_keep_conn on` for drover, an upstream block with `keepalive` for everyone).
+- asgi-bare, asgi-bare-kept, http-asgi-bare: the same three with a bare ASGI app (no
+  framework): what the server itself costs per request.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
@@ -18,6 +22,14 @@ import os
 from harness import Backend, drover_backend, free_port
 
 APPS = {
+    "bare.py": """\
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"14")]})
+    await send({"type": "http.response.body", "body": b"Hello, world!\\n"})
+""",
     "fastapp.py": """\
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
@@ -30,10 +42,12 @@ async def hello():
 """,
 }
 
-WORKLOADS = ("asgi", "http-wsgi", "http-asgi")
+WORKLOADS = ("asgi", "asgi-kept", "asgi-bare", "asgi-bare-kept", "http-wsgi", "http-asgi", "http-asgi-bare")
 
 # (module, attribute) of each workload's app, in compare.py's apps folder.
-APP = {"asgi": ("fastapp", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app")}
+APP = {"asgi": ("fastapp", "app"), "asgi-kept": ("fastapp", "app"), "asgi-bare": ("bare", "app"),
+       "asgi-bare-kept": ("bare", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app"),
+       "http-asgi-bare": ("bare", "app")}
 
 PIP = ["fastapi", "uvicorn", "httptools", "uvloop", "granian", "gunicorn"]
 
@@ -61,10 +75,12 @@ def backends(workload, work, workers, drover, baseline=""):
     apps = f"{work}/apps"
     w = str(workers)
     out = []
-    if workload == "asgi":
+    if workload.startswith("asgi"):
         sock = f"{work}/drover.sock"
         pool = _pool(work, workers, module, attr, sock, extra_python='interface = "asgi"\n')
         out.append(drover_backend(work, drover, pool, sock))
+        if baseline:
+            out.append(drover_backend(work, baseline, pool, sock, "drover (baseline)"))
         uv = f"{work}/uvicorn.sock"
         out.append(Backend("uvicorn", ["uvicorn", "--workers", w, "--uds", uv, "--http", "httptools", "--loop", "uvloop",
                                        "--no-access-log", "--log-level", "warning", spec],
@@ -78,9 +94,11 @@ def backends(workload, work, workers, drover, baseline=""):
         out.append(Backend("granian (asgi)", ["granian", "--interface", "asgi", "--workers", w, "--host", "127.0.0.1",
                                               "--port", str(port), "--no-ws", spec],
                            f"http://127.0.0.1:{port}", cwd=apps, kind="http"))
+        for backend in out:
+            backend.keep = workload.endswith("-kept")
         return out
     # No nginx: every backend answers HTTP on its own loopback port.
-    interface = "asgi" if workload == "http-asgi" else "wsgi"
+    interface = "asgi" if workload.startswith("http-asgi") else "wsgi"
     port = free_port()
     pool = _pool(work, workers, module, attr, f"127.0.0.1:{port}", extra_pool='protocol = "http"\n',
                  extra_python='interface = "asgi"\n' if interface == "asgi" else "")
@@ -107,16 +125,20 @@ def backends(workload, work, workers, drover, baseline=""):
     return out
 
 
-# Issue 15's targets: drover's req/s over each peer's, in the same run.
+# Issue 15's and issue 31's targets: drover's req/s over each peer's, in the same run.
 TARGETS = {
     "asgi": {"uvicorn": 1.5, "granian (asgi)": 1.2, "gunicorn asgi": 2.0},
+    "asgi-kept": {"uvicorn": 1.5},
+    "asgi-bare": {"uvicorn": 1.5},
+    "asgi-bare-kept": {"uvicorn": 1.5},
+    "http-asgi-bare": {"granian (asgi)": 1.2},
     "http-wsgi": {"granian (wsgi)": 1.2, "gunicorn sync": 3.0},
     "http-asgi": {"granian (asgi)": 1.2, "uvicorn": 1.2},
 }
 
 
 def targets(rows):
-    """Lines saying, for each point of these workloads, whether drover met issue 15's
+    """Lines saying, for each point of these workloads, whether drover met issues 15's and 31's
     req/s targets in this run."""
     lines = []
     for workload, connections, results in rows:
@@ -135,4 +157,4 @@ def targets(rows):
             lines.append(line)
     if not lines:
         return ""
-    return "Against issue 15's targets (drover over each peer, this run):\n\n" + "\n".join(lines)
+    return "Against issues 15's and 31's targets (drover over each peer, this run):\n\n" + "\n".join(lines)

@@ -28,6 +28,11 @@ pub(super) const KEEP: u8 = 0;
 pub(super) const CLOSE: u8 = 1;
 pub(super) const RETIRE: u8 = 2;
 
+/// One `recv()` of [`FastCgi::pump`], and what one call reads at most (as asyncio's
+/// transports, so that a flood of body on one connection leaves the loop to the others).
+const PUMP_READ: usize = 64 << 10;
+const PUMP_MAX: usize = 256 << 10;
+
 /// The request in hand.
 struct InHand {
     id: u16,
@@ -119,6 +124,29 @@ impl FastCgi {
             }
         }
         Ok(out)
+    }
+
+    /// Reads what the socket `fd` holds (non-blocking, up to [`PUMP_MAX`] bytes a call) and
+    /// decodes it as [`FastCgi::feed`] does: returns the events, how the socket stands (0
+    /// open, nothing more to read now; -1 at its end, EOF; else the errno of the failed
+    /// read) and the bytes read. The bytes never become a Python object.
+    fn pump<'py>(
+        &mut self,
+        py: Python<'py>,
+        fd: i32,
+    ) -> PyResult<(Bound<'py, PyList>, i32, usize)> {
+        let (data, end) = read_all(fd);
+        if data.is_empty() {
+            return Ok((PyList::empty(py), end, 0));
+        }
+        Ok((self.feed(py, &data)?, end, data.len()))
+    }
+
+    /// Reads what the socket `fd` holds and drops it (a closing connection's body still
+    /// arriving): how the socket stands and the bytes read, as [`FastCgi::pump`].
+    fn drain(&mut self, fd: i32) -> (i32, usize) {
+        let (data, end) = read_all(fd);
+        (end, data.len())
     }
 
     /// The records of an `http.response.body` message: the head first when `status` is
@@ -268,6 +296,23 @@ impl FastCgi {
         }
         Ok(events)
     }
+}
+
+/// What `fd` holds, read without blocking (at most [`PUMP_MAX`] bytes), and how the
+/// socket stands: 0 open, -1 at its end, else the errno of the failed read.
+fn read_all(fd: i32) -> (Vec<u8>, i32) {
+    let mut data = Vec::new();
+    let end = loop {
+        match super::link::recv_into(fd, &mut data, PUMP_READ) {
+            Ok(0) => break -1,
+            // A short read emptied the socket: no second recv() to hear EAGAIN.
+            Ok(n) if n < PUMP_READ || data.len() >= PUMP_MAX => break 0,
+            Ok(_) => {}
+            Err(libc::EAGAIN) => break 0,
+            Err(errno) => break errno,
+        }
+    };
+    (data, end)
 }
 
 /// An event, its bytes owned: consecutive body slices joined, and so are replies.

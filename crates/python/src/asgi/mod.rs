@@ -28,6 +28,7 @@ mod accept;
 mod conn;
 pub mod encode;
 mod http;
+mod link;
 pub mod scope;
 
 use std::ffi::CString;
@@ -98,6 +99,9 @@ fn serve(
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(link::send, &module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(link::shut, &module)?)?;
+    module.add_function(pyo3::wrap_pyfunction!(link::close, &module)?)?;
     py.import("sys")?
         .getattr("modules")?
         .set_item("_drover_asgi", &module)?;
@@ -113,6 +117,8 @@ fn serve(
         http.setattr("KEEPALIVE", keepalive)?;
         http.setattr("WS_MAX_SIZE", WS_MAX_SIZE.load(Ordering::Relaxed))?;
         server.setattr("Conn", http.getattr("HttpConn")?)?;
+        // The HTTP connection is asyncio's transport and protocol; FastCGI's is `Link`.
+        server.setattr("LINKED", false)?;
     }
     server
         .getattr("run")?

@@ -9,6 +9,7 @@ run lifespan shutdown, exit).
 
 import asyncio
 import faulthandler
+import os
 import signal
 import socket
 import sys
@@ -29,6 +30,11 @@ ASGI = {"version": "3.0", "spec_version": "2.4"}
 BODY_HIGH = 1 << 20
 # How long a closing connection with request body still arriving is read and dropped.
 LINGER = 5.0
+# A `Link`'s unsent bytes past which the app's send() waits (asyncio's transport marks).
+WRITE_HIGH = 64 << 10
+WRITE_LOW = 16 << 10
+# FastCGI connections are `Link`s; http.py's are asyncio's (it sets this False).
+LINKED = True
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
 # How long a retiring worker keeps a kept connection open while it idles between
@@ -227,20 +233,40 @@ class Conn(asyncio.Protocol):
             cycle.wake()
         self.transport.abort()
 
+    def attach(self, fd):
+        """The connection is the accepted socket `fd`, which `Link` reads and writes on the
+        loop's thread (in place of `connection_made`). nginx writes a request as it
+        connects: it is read at once, and the clock runs only when it is not all there."""
+        self.transport = link = Link(self, fd)
+        self.worker.conns.add(self)
+        if self.worker.retiring:
+            self.retire(at_once=self.worker.stopping)
+        if not self.closed:
+            if not link.start() and not self.closed:
+                self.arm()
+
     def data_received(self, data):
         if self.lingering:
             return
+        try:
+            events = self.fcgi.feed(data)
+        except ValueError as err:
+            self.refuse(err)
+            return
+        self.handle(events)
+
+    def refuse(self, err):
+        """Records that break the protocol: the connection closes."""
+        log(f"closing a FastCGI connection: {err}")
+        self.fcgi.gone()
+        self.transport.abort()
+
+    def handle(self, events):
+        """The events of the records that came."""
         if self.retire_timer is not None:
             # A retiring worker's idle connection: a request comes, it is served.
             self.retire_timer.cancel()
             self.retire_timer = None
-        try:
-            events = self.fcgi.feed(data)
-        except ValueError as err:
-            log(f"closing a FastCGI connection: {err}")
-            self.fcgi.gone()
-            self.transport.abort()
-            return
         for event in events:
             kind = event[0]
             if kind == REQUEST:
@@ -382,6 +408,153 @@ class Conn(asyncio.Protocol):
         self.worker.check_done()
 
 
+class Link:
+    """A FastCGI connection's socket, read and written on the loop's thread by Rust
+    (`_rs.FastCgi.pump`, `_rs.send`): what `Conn` uses of an asyncio transport, without a
+    socket object, a transport or a task per connection. The loop watches the descriptor
+    only while a response is awaited (`add_reader`), and for writing only when the socket
+    took less than was written (`add_writer`)."""
+
+    __slots__ = ("conn", "loop", "fd", "fcgi", "watched", "paused", "out", "closing",
+                 "eof", "open")
+
+    def __init__(self, conn, fd):
+        self.conn = conn
+        self.loop = conn.loop
+        self.fd = fd
+        self.fcgi = conn.fcgi
+        self.watched = False
+        self.paused = False
+        # What the socket has not taken yet (a bytearray), or None.
+        self.out = None
+        self.closing = False
+        # write_eof() waits for `out` to drain.
+        self.eof = False
+        self.open = True
+
+    def start(self):
+        """Reads what came with the connect, then watches for more; whether bytes came."""
+        got = self.readable()
+        if self.open and not self.closing and not self.paused and not self.watched:
+            self.watched = True
+            self.loop.add_reader(self.fd, self.readable)
+        return got
+
+    def readable(self):
+        conn = self.conn
+        if conn.lingering:
+            end, got = self.fcgi.drain(self.fd)
+        else:
+            try:
+                events, end, got = self.fcgi.pump(self.fd)
+            except ValueError as err:
+                conn.refuse(err)
+                return True
+            if got:
+                conn.handle(events)
+        if end and self.open:
+            if end < 0:
+                if not conn.lingering:
+                    conn.eof_received()
+                self.close()
+            else:
+                self.lose(OSError(end, os.strerror(end)))
+        return got > 0
+
+    def write(self, data):
+        if not self.open or self.closing:
+            return
+        if self.out is None:
+            sent = _rs.send(self.fd, data)
+            if sent == len(data):
+                return
+            if sent < 0:
+                self.lose(OSError(-sent, os.strerror(-sent)))
+                return
+            self.out = bytearray(memoryview(data)[sent:])
+            self.loop.add_writer(self.fd, self.writable)
+        else:
+            self.out += data
+        if len(self.out) > WRITE_HIGH and not self.conn.write_paused:
+            self.conn.pause_writing()
+
+    def writable(self):
+        out = self.out
+        sent = _rs.send(self.fd, out)
+        if sent < 0:
+            self.lose(OSError(-sent, os.strerror(-sent)))
+            return
+        del out[:sent]
+        if out:
+            if len(out) <= WRITE_LOW and self.conn.write_paused:
+                self.conn.resume_writing()
+            return
+        self.out = None
+        self.loop.remove_writer(self.fd)
+        if self.conn.write_paused:
+            self.conn.resume_writing()
+        if self.closing:
+            self.finish(None)
+        elif self.eof:
+            _rs.shut(self.fd)
+
+    def pause_reading(self):
+        self.paused = True
+        if self.watched:
+            self.watched = False
+            self.loop.remove_reader(self.fd)
+
+    def resume_reading(self):
+        self.paused = False
+        if self.open and not self.closing and not self.watched:
+            self.watched = True
+            self.loop.add_reader(self.fd, self.readable)
+
+    def can_write_eof(self):
+        return True
+
+    def write_eof(self):
+        if self.out is None:
+            _rs.shut(self.fd)
+        else:
+            self.eof = True
+
+    def close(self):
+        """Closes once what was written has gone out."""
+        if not self.open or self.closing:
+            return
+        self.closing = True
+        if self.watched:
+            self.watched = False
+            self.loop.remove_reader(self.fd)
+        if self.out is None:
+            self.finish(None)
+
+    def abort(self):
+        if self.open:
+            self.finish(None)
+
+    def lose(self, exc):
+        """A read or write failed: the connection is gone, told on the next turn of the
+        loop as an asyncio transport tells it (the caller may be the app's send())."""
+        if self.open and not self.closing:
+            self.closing = True
+            self.loop.call_soon(self.finish, exc)
+
+    def finish(self, exc):
+        if not self.open:
+            return
+        self.open = False
+        if self.watched:
+            self.watched = False
+            self.loop.remove_reader(self.fd)
+        if self.out is not None:
+            self.out = None
+            self.loop.remove_writer(self.fd)
+        _rs.close(self.fd)
+        self.conn.connection_lost(exc)
+
+
 class Lifespan:
     """The lifespan protocol, in this worker, around its serving."""
 
@@ -477,6 +650,9 @@ class Worker:
             self.connect(fd)
 
     def connect(self, fd):
+        if LINKED:
+            Conn(self).attach(fd)
+            return
         sock = socket.socket(fileno=fd)
         self.connecting += 1
         task = self.loop.create_task(
