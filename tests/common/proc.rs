@@ -82,6 +82,31 @@ pub fn stat(pid: i32) -> Option<Stat> {
     })
 }
 
+/// The CPU time `pid` has used (user and system), from `/proc/PID/stat`.
+pub fn cpu_time(pid: i32) -> Option<Duration> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let close = text.rfind(')')?;
+    // After COMM: utime and stime are fields 14 and 15 (clock ticks).
+    let mut fields = text[close + 1..].split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Some(Duration::from_micros((user + system) * 1_000_000 / ticks))
+}
+
+/// `pid`'s resident memory (VmRSS) in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: i32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// How many descriptors `pid` has open.
+pub fn open_fds(pid: i32) -> Option<usize> {
+    Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+}
+
 /// Alive and not a zombie waiting to be reaped.
 pub fn is_running(pid: i32) -> bool {
     stat(pid).is_some_and(|s| s.state != 'Z')

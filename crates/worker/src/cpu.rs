@@ -8,7 +8,8 @@
 //! once, and not since the previous request's end: a drover-php worker showed 450% of a
 //! request's duration so, the previous request's close and a new worker's start counted
 //! in. An ASGI worker runs its requests interleaved on one thread: it has only the
-//! process's time, shared by the requests in flight ([`process_cpu`]).
+//! process's time, shared by the requests in flight, without its children's
+//! ([`process_cpu`]).
 
 use std::time::Duration;
 
@@ -34,9 +35,11 @@ impl CpuTime {
     }
 }
 
-/// The CPU time this process and its waited-for children have used so far.
+/// The CPU time this process has used so far (all its threads), in one `getrusage`: an
+/// event loop reads it once or twice per request, where its requests' children are rare
+/// (the children's time would take a second call each time).
 pub fn process_cpu() -> CpuTime {
-    usage(libc::RUSAGE_SELF) + usage(libc::RUSAGE_CHILDREN)
+    usage(libc::RUSAGE_SELF)
 }
 
 /// The CPU time the calling thread and the process's waited-for children have used so far.

@@ -95,8 +95,9 @@ impl Acceptor {
 
     /// The sockets accepted since the last call (and [`CLOSED`] when the listener is gone).
     fn take(&self) -> Vec<RawFd> {
+        // A short read emptied the pipe: no second read() to hear EAGAIN.
         let mut buf = [0u8; 64];
-        while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n > 0) {}
+        while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n == buf.len()) {}
         let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         queue.drain(..).collect()
     }

@@ -28,7 +28,9 @@ pub(super) fn recv_into(fd: i32, data: &mut Vec<u8>, max: usize) -> Result<usize
             unsafe { data.set_len(data.len() + n) };
             return Ok(n);
         }
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         if errno != libc::EINTR {
             return Err(errno);
         }
@@ -55,7 +57,10 @@ pub(super) fn send(fd: i32, data: &Bound<'_, PyAny>) -> PyResult<isize> {
         if n >= 0 {
             return Ok(n);
         }
-        match std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) {
+        match std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+        {
             libc::EINTR => continue,
             libc::EAGAIN => return Ok(0),
             errno => return Ok(-(errno as isize)),

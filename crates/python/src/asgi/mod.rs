@@ -5,12 +5,13 @@
 //!
 //! | file        | side   | owns |
 //! |-------------|--------|------|
-//! | `server.py` | Python | the loop: connections (`asyncio.Protocol`), each request's `receive`/`send` and task, lifespan, the worker's retire and exit |
-//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: bytes in → events (`drover_fastcgi::Decoder`), ASGI messages → records |
+//! | `server.py` | Python | the loop: connections (`Conn`, on a `Link`: the socket driven by the loop through Rust), each request's `receive`/`send` and task, lifespan, the worker's retire and exit |
+//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: the socket read and decoded in one call (`pump`), bytes in → events (`drover_fastcgi::Decoder`), ASGI messages → records |
+//! | `link.rs`   | Rust   | a `Link`'s socket calls: non-blocking `recv()` into Rust buffers, `send()`, `shutdown()`, `close()` |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
 //! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
-//! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals) |
+//! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals), on asyncio's transport |
 //! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
 //!
 //! Each request is begun and ended in the worker's [`Ledger`] (`drover_worker::ledger`, as

@@ -433,12 +433,21 @@ class Link:
         self.open = True
 
     def start(self):
-        """Reads what came with the connect, then watches for more; whether bytes came."""
+        """Reads what came with the connect, then watches for more; whether bytes came.
+        When a request came, the watch begins after its task's first step: a response
+        written there (and, without FCGI_KEEP_CONN, the connection closed) leaves nothing
+        to watch, and the descriptor never enters the loop's epoll."""
         got = self.readable()
+        if self.conn.cycle is not None:
+            self.loop.call_soon(self.watch)
+        else:
+            self.watch()
+        return got
+
+    def watch(self):
         if self.open and not self.closing and not self.paused and not self.watched:
             self.watched = True
             self.loop.add_reader(self.fd, self.readable)
-        return got
 
     def readable(self):
         conn = self.conn
@@ -506,9 +515,7 @@ class Link:
 
     def resume_reading(self):
         self.paused = False
-        if self.open and not self.closing and not self.watched:
-            self.watched = True
-            self.loop.add_reader(self.fd, self.readable)
+        self.watch()
 
     def can_write_eof(self):
         return True
