@@ -437,8 +437,9 @@ class Link:
         When a request came, the watch begins after its task's first step: a response
         written there (and, without FCGI_KEEP_CONN, the connection closed) leaves nothing
         to watch, and the descriptor never enters the loop's epoll."""
+        conn = self.conn
         got = self.readable()
-        if self.conn.cycle is not None:
+        if conn.cycle is not None:
             self.loop.call_soon(self.watch)
         else:
             self.watch()
@@ -451,6 +452,8 @@ class Link:
 
     def readable(self):
         conn = self.conn
+        if conn is None:
+            return False
         if conn.lingering:
             end, got = self.fcgi.drain(self.fd)
         else:
@@ -559,7 +562,10 @@ class Link:
             self.out = None
             self.loop.remove_writer(self.fd)
         _rs.close(self.fd)
-        self.conn.connection_lost(exc)
+        conn, self.conn = self.conn, None
+        # The connection and its link no longer refer to each other: both go when the
+        # last reference does, not at the cycle collector's next pass.
+        conn.connection_lost(exc)
 
 
 class Lifespan:
