@@ -762,3 +762,72 @@ fn fifty_thousand_connections_without_a_request_leave_the_worker_as_it_was() {
     assert!(ok(&stack, "/after").contains("/after"));
     assert!(proc::is_running(worker), "the worker was replaced");
 }
+
+/// nginx's default FastCGI wiring, a new connection per request (no `fastcgi_keep_conn`),
+/// which most setups copy from php-fpm's snippet: requests that answer at once and ones
+/// that wait run side by side on one worker, a 5 MB body arrives whole, a streamed
+/// response arrives as the app writes it, and the worker holds no connection afterwards.
+#[test]
+fn on_nginx_s_default_wiring_each_request_s_connection_is_served_and_closed() {
+    let site = Site::new();
+    python::install_apps(&site);
+    let pool = PythonPool::asgi("api", "app").max_children(1);
+    let drover = Drover::start(&site, &[&pool]);
+    let location = Location::prefix(&pool.location(), &site.socket(&pool.name));
+    let nginx = Nginx::start_locations(&site, &[location]);
+    let stack = Stack {
+        nginx,
+        drover,
+        site,
+    };
+    ok(&stack, "/hello");
+    let worker = python_workers(&stack.drover)[0];
+    let fds = proc::open_fds(worker).unwrap();
+
+    let started = Instant::now();
+    let clients: Vec<_> = (0..40)
+        .map(|i| {
+            let url = stack.url(if i % 4 == 0 { "/sleep?s=1" } else { "/hello" });
+            thread::spawn(move || http::get(&url))
+        })
+        .collect();
+    for client in clients {
+        let reply = client.join().unwrap();
+        assert_eq!(
+            reply.status,
+            200,
+            "{reply:?}; log:\n{}",
+            stack.drover.log.text()
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(3000),
+        "40 requests, 10 sleeping 1 s, took {took:?}"
+    );
+
+    let payload = noise(5 << 20);
+    let reply = http::post(&stack.url("/sha256"), "application/octet-stream", &payload);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(
+        reply.body,
+        format!("{} {}", payload.len(), sha256(&stack.site, &payload))
+    );
+
+    let marker = stack.site.path().join("stream.go");
+    let mut raw = Raw::send(
+        stack.nginx.port,
+        &format!("GET /stream?marker={} HTTP/1.0\r\n", marker.display()),
+    );
+    raw.read_until(b"first\n");
+    fs::write(&marker, "").expect("create the marker");
+    let wire = Wire::parse(&raw.read_to_end());
+    assert_eq!(String::from_utf8_lossy(&wire.body), "first\nlast\n");
+
+    let settled = proc::poll(TIMEOUT, || proc::open_fds(worker) <= Some(fds));
+    assert!(
+        settled,
+        "the worker holds {:?} descriptors, had {fds}",
+        proc::open_fds(worker)
+    );
+}
