@@ -25,8 +25,19 @@ fn open_files_limit(pid: i32) -> (u64, u64) {
     (numbers[0], numbers[1])
 }
 
-/// GET `path` on `addr`, answered within a second: the status, or None.
+/// GET `path` on `addr`, answered within a second: the status, or None. Prints how long
+/// the answer took.
 fn answered(addr: &str, path: &str) -> Option<u16> {
+    let started = Instant::now();
+    let status = answered_quietly(addr, path);
+    eprintln!(
+        "GET {path} on {addr}: {status:?} in {:.2} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    status
+}
+
+fn answered_quietly(addr: &str, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let started = Instant::now();
     let mut stream = TcpStream::connect(addr).ok()?;
@@ -103,6 +114,20 @@ fn two_thousand_idle_connections_on_each_tcp_listener_leave_livez_and_respawns_w
         "{}",
         drover.log.text()
     );
+    // The pool's zygote killed too: the master execs a new one, which forks two workers.
+    let zygote = python::wait_started(&drover.log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    let from = drover.log.len();
+    proc::signal(zygote, Signal::SIGKILL);
+    let new_zygote = python::wait_started(&drover.log, from, "py", "python zygote", 1, TIMEOUT)[0];
+    assert_ne!(new_zygote, zygote);
+    python::wait_started(&drover.log, from, "py", "worker", 2, TIMEOUT);
+    for said in ["EMFILE", "Too many open files"] {
+        assert!(
+            !drover.log.text().contains(said),
+            "{}",
+            drover.log.text()
+        );
+    }
     assert_eq!(answered(&health, "/livez"), Some(200));
     drop(idle);
 }
