@@ -347,7 +347,11 @@ fn links_and_hard_links_at_every_log_path_are_refused_at_the_start_and_at_usr1()
     write_config(&site, &error_log, &[&pool]);
     let pool_file = site.path().join("pools.d/www.toml");
     let paths = [
-        (site.path().join("drover.toml"), "error_log", error_log.clone()),
+        (
+            site.path().join("drover.toml"),
+            "error_log",
+            error_log.clone(),
+        ),
         (pool_file.clone(), "access_log", folder.join("www.access")),
         (pool_file, "slowlog", folder.join("www.slow")),
     ];
@@ -356,7 +360,7 @@ fn links_and_hard_links_at_every_log_path_are_refused_at_the_start_and_at_usr1()
     // Before the start: a link, then a hard link, at each path.
     for (kind, why) in [
         ("link", "is a symbolic link"),
-        ("hard link", "has 2 hard links"),
+        ("hard link", "has 4 hard links"),
     ] {
         for (_, _, path) in &paths {
             let _ = std::fs::remove_file(path);
@@ -397,7 +401,9 @@ fn links_and_hard_links_at_every_log_path_are_refused_at_the_start_and_at_usr1()
     let nginx = Nginx::start(&site, &site.socket("www"));
     assert_eq!(http::get(&nginx.url("/index.php?before=1")).body, "served");
     assert_eq!(http::get(&nginx.url("/slow.php?before=1")).body, "slept");
-    let rotated = |path: &Path| path.with_extension(format!("{}.1", path.extension().unwrap().to_str().unwrap()));
+    let rotated = |path: &Path| {
+        path.with_extension(format!("{}.1", path.extension().unwrap().to_str().unwrap()))
+    };
     once_in(&paths[1].2, "before=1");
     once_in(&paths[2].2, "/slow.php");
     for (_, _, path) in &paths {
@@ -412,11 +418,14 @@ fn links_and_hard_links_at_every_log_path_are_refused_at_the_start_and_at_usr1()
     let said = once_in(&old_error_log, "cannot write the slowlog");
     for needle in [
         "cannot reopen the error log",
-        "drover.log has 2 hard links",
-        "www.access has 2 hard links",
-        "www.slow has 2 hard links",
+        "drover.log has 4 hard links",
+        "www.access has 4 hard links",
+        "www.slow has 4 hard links",
     ] {
-        assert!(said.contains(needle), "no {needle:?} in the error log: {said}");
+        assert!(
+            said.contains(needle),
+            "no {needle:?} in the error log: {said}"
+        );
     }
     once_in(&rotated(&paths[1].2), "after=1");
     untouched();

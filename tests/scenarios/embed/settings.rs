@@ -546,5 +546,8 @@ fn drover_t_runs_a_pool_s_php_start_up_as_the_pool_s_user() {
             "drover -t ran the pool's PHP start-up as another user: {line} ({said})"
         );
     }
-    eprintln!("drover -t, as root: {loaded:?}, exit {:?}", checked.status.code());
+    eprintln!(
+        "drover -t, as root: {loaded:?}, exit {:?}",
+        checked.status.code()
+    );
 }
