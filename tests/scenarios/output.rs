@@ -389,14 +389,16 @@ fn a_uri_with_an_encoded_line_break_cannot_forge_a_log_line() {
         "the kill line does not show the escaped URI: {line}"
     );
     let access_text = std::fs::read_to_string(&access).unwrap_or_default();
+    // No line of any log starts with what the client wrote after a line break.
+    let forgeries = ["pool py: worker 1: FORGED", "FORGED-TOO", "127.0.0.1 admin"];
     for (what, text) in [
         ("error log", drover.log.text()),
         ("slowlog", entry),
         ("access log", access_text),
     ] {
-        for l in text.lines().filter(|l| l.contains("FORGED")) {
+        for l in text.lines() {
             assert!(
-                l.contains("\\x0A"),
+                !forgeries.iter().any(|f| l.starts_with(f)),
                 "a line of the client's in the {what}: {l:?}"
             );
         }
