@@ -140,22 +140,31 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     if trusted {
         return Ok(file);
     }
-    let meta = file.metadata()?;
+    match not_plain(path, &file.metadata()?) {
+        Some(why) => Err(refuse(why)),
+        None => Ok(file),
+    }
+}
+
+/// Why the file at `path`, in a folder users other than root can write, is not one to
+/// append to: not a regular file (a FIFO, a device), or one with a second hard link (it
+/// may be another file's second name). `None` for a plain file. The master's open and
+/// `drover -t` before it say the same.
+pub(crate) fn not_plain(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     if !meta.file_type().is_file() {
-        return Err(refuse(format!(
+        return Some(format!(
             "{} is not a regular file, in a folder that users other than root can write",
             path.display()
-        )));
+        ));
     }
-    if meta.nlink() > 1 {
-        return Err(refuse(format!(
+    (meta.nlink() > 1).then(|| {
+        format!(
             "{} has {} hard links, in a folder that users other than root can write: \
              it may be another file's second name",
             path.display(),
             meta.nlink()
-        )));
-    }
-    Ok(file)
+        )
+    })
 }
 
 /// Why a log path that is a link in a folder others can write is refused (by the master's

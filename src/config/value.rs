@@ -352,11 +352,17 @@ pub(super) fn log_file(base: &Path, written: &str) -> Result<PathBuf, String> {
         }
         Err(e) => return Err(format!("{}: {e}", folder.display())),
     }
-    if let (Ok(link), Ok(parent)) = (std::fs::symlink_metadata(&path), std::fs::metadata(folder))
-        && link.file_type().is_symlink()
+    // What the master's open refuses in a folder others can write (a link, a hard link, a
+    // FIFO, a device): named here with the key, before the start or reload meets it.
+    if let (Ok(found), Ok(parent)) = (std::fs::symlink_metadata(&path), std::fs::metadata(folder))
         && !crate::logging::only_root_writes(&parent)
     {
-        return Err(crate::logging::link_refused(&path));
+        if found.file_type().is_symlink() {
+            return Err(crate::logging::link_refused(&path));
+        }
+        if let Some(why) = crate::logging::not_plain(&path, &found) {
+            return Err(why);
+        }
     }
     let (checked, mode) = match std::fs::metadata(&path) {
         Ok(m) if m.is_dir() => return Err(format!("{} is a folder", path.display())),

@@ -262,7 +262,6 @@ fn a_pool_flooding_its_output_leaves_the_master_bounded_and_other_pools_logged()
         }
         flooding.join().unwrap()
     });
-    let peak = peak_rss_kib(drover.pid());
     // Every marker is logged, and every flood line logged or counted, once the log caught up.
     let tally = |text: &str| {
         let logged = text.matches("flood xxx").count() as u64;
@@ -285,16 +284,22 @@ fn a_pool_flooding_its_output_leaves_the_master_bounded_and_other_pools_logged()
             && (0..20).all(|id| text.contains(&format!("quiet-marker-{id}\n")))
     });
     let (logged, dropped) = tally(&text);
+    // The peak over the flood and the log's catching up.
+    let peak = peak_rss_kib(drover.pid());
+    let markers = (0..20)
+        .filter(|id| text.contains(&format!("quiet-marker-{id}\n")))
+        .count();
+    eprintln!(
+        "flood: {written} lines written, {logged} logged, {dropped} counted dropped; \
+         the quiet pool's markers logged: {markers} of 20; \
+         master peak RSS {before} KiB before, {peak} KiB after"
+    );
     for id in 0..20 {
         assert!(
             text.contains(&format!("quiet-marker-{id}\n")),
             "the quiet pool's line {id} is missing"
         );
     }
-    eprintln!(
-        "flood: {written} lines written, {logged} logged, {dropped} counted dropped; \
-         master peak RSS {before} KiB before, {peak} KiB after"
-    );
     assert!(written > 100_000, "the flood wrote only {written} lines");
     assert!(
         peak < before + 64 * 1024,
@@ -307,34 +312,46 @@ fn a_pool_flooding_its_output_leaves_the_master_bounded_and_other_pools_logged()
     );
 }
 
-/// A WSGI app that sleeps 1.5 s on every path, then answers its `PATH_INFO`.
+/// A WSGI app that sleeps 1.5 s (30 s on a path under `/long`), then answers its
+/// `PATH_INFO`.
 const SLOW_APP: &str = r#"
 import time
 
 def application(environ, start_response):
-    time.sleep(1.5)
+    time.sleep(30 if environ["PATH_INFO"].startswith("/long") else 1.5)
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [environ["PATH_INFO"].encode("latin-1")]
 "#;
 
-/// Issue 34: the slow-request line and the slowlog printed the URI nginx had decoded, so
-/// `/x%0A<a line>` wrote a log line of the client's choosing. What a request brings is
-/// shown with its control characters escaped (`\x0A`): the forged text stays inside the
-/// slow-request line, in the error log and in the slowlog.
+/// Issue 34: the slow-request and kill lines and the slowlog printed the URI nginx had
+/// decoded, so `/x%0A<a line>` wrote a log line of the client's choosing, and the access
+/// log's `%u` the decoded Basic-auth user. What a request brings is shown with its control
+/// characters escaped (`\x0A`): the forged text stays inside the slow-request line and the
+/// kill line in the error log, the slowlog's entry and the access log's line.
 #[test]
 fn a_uri_with_an_encoded_line_break_cannot_forge_a_log_line() {
     let site = Site::new();
     site.write("apps/slow_app.py", SLOW_APP);
     let slowlog = site.path().join("py.slow");
+    let access = site.path().join("py.access");
     let pool = PythonPool::new("py", "slow_app:application")
         .max_children(1)
         .key("request_slowlog_timeout", "\"1s\"")
-        .key("slowlog", &format!("\"{}\"", slowlog.display()));
+        .key("request_terminate_timeout", "\"3s\"")
+        .key("slowlog", &format!("\"{}\"", slowlog.display()))
+        .key("access_log", &format!("\"{}\"", access.display()))
+        .key("access_format", r#""%u \"%m %r%Q%q\" %s""#);
     let drover = Drover::start(&site, &[&pool]);
     let nginx = Nginx::start_locations(&site, &[Location::prefix("/", &site.socket("py"))]);
 
     let forged = "pool%20py:%20worker%201:%20FORGED";
-    let reply = http::get(&nginx.url(&format!("/x%0A{forged}?q=%0D%0AFORGED-TOO")));
+    // A Basic-auth user whose name ends the line and writes an access line of its own:
+    // `x\n127.0.0.1 admin "GET /FORGED-USER" 200` (password `pw`), base64.
+    let user = "eAoxMjcuMC4wLjEgYWRtaW4gIkdFVCAvRk9SR0VELVVTRVIiIDIwMDpwdw==";
+    let reply = http::get_with(
+        &nginx.url(&format!("/x%0A{forged}?q=%0D%0AFORGED-TOO")),
+        &[("Authorization", &format!("Basic {user}"))],
+    );
 
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(
@@ -350,10 +367,38 @@ fn a_uri_with_an_encoded_line_break_cannot_forge_a_log_line() {
         let text = std::fs::read_to_string(&slowlog).ok()?;
         text.contains("request:").then_some(text)
     });
-    for (what, text) in [("error log", drover.log.text()), ("slowlog", entry)] {
-        for l in text.lines().filter(|l| l.contains("FORGED")) {
+    let line = crate::common::wait_until(TIMEOUT, "the access log's line", || {
+        let text = std::fs::read_to_string(&access).ok()?;
+        text.contains("FORGED-USER").then_some(text)
+    });
+    assert_eq!(
+        line,
+        format!(
+            "x\\x0A127.0.0.1 admin \"GET /FORGED-USER\" 200 \
+         \"GET /x%0A{forged}?q=%0D%0AFORGED-TOO\" 200\n"
+        ),
+        "the access log's line (the URI as the client sent it, nginx's $request_uri)"
+    );
+    // A request the master ends (request_terminate_timeout): its kill line too. A Python
+    // worker is asked to abort the request first (a 500), a PHP one may be killed (a 502).
+    let killed = http::get(&nginx.url(&format!("/long%0A{forged}-KILLED")));
+    assert!(matches!(killed.status, 500 | 502 | 504), "{killed:?}");
+    let line = drover.log.wait_for_line("killing worker", TIMEOUT);
+    assert!(
+        line.contains("/long\\x0Apool py: worker 1: FORGED-KILLED"),
+        "the kill line does not show the escaped URI: {line}"
+    );
+    let access_text = std::fs::read_to_string(&access).unwrap_or_default();
+    // No line of any log starts with what the client wrote after a line break.
+    let forgeries = ["pool py: worker 1: FORGED", "FORGED-TOO", "127.0.0.1 admin"];
+    for (what, text) in [
+        ("error log", drover.log.text()),
+        ("slowlog", entry),
+        ("access log", access_text),
+    ] {
+        for l in text.lines() {
             assert!(
-                l.contains("\\x0A"),
+                !forgeries.iter().any(|f| l.starts_with(f)),
                 "a line of the client's in the {what}: {l:?}"
             );
         }

@@ -86,6 +86,12 @@ fn a_scripts_children_start_with_php_cgis_signals_and_stop_on_proc_terminate() {
         site,
         Embed::new("www", 1).php(&format!("worker = {worker:?}\n")),
     );
+    eprintln!(
+        "proc_terminate() until stopped: php-cgi {:.3} s, drover-php {:.3} s, worker mode {:.3} s",
+        took(&cgi),
+        took(&classic),
+        took(&worker)
+    );
     for (mode, answer) in [("classic", &classic), ("worker mode", &worker)] {
         assert!(
             took(answer) < 1.0,

@@ -306,3 +306,129 @@ fn links_a_pool_user_puts_at_its_log_paths_are_not_followed() {
     drop(nginx);
     drop(drover);
 }
+
+/// `file:line:` of `key = ` in `file`, as drover's errors locate a key.
+fn located(file: &Path, key: &str) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with(&format!("{key} =")))
+        .unwrap_or_else(|| panic!("no {key} in {text}"));
+    format!("{}:{line}:", file.display())
+}
+
+/// Issue 34, each log path (`error_log`, `access_log`, `slowlog`) in a folder the pool's
+/// user can write, with a symbolic link or a hard link of a root-only file at it: before
+/// the start, `drover -t` names each key with its file and line and the start refuses;
+/// after logrotate's rename and USR1, hard links in the renamed files' place are refused
+/// as links are (the master and the workers keep writing the renamed files, the slow entry
+/// is not written). The root-only file is never written.
+#[test]
+fn links_and_hard_links_at_every_log_path_are_refused_at_the_start_and_at_usr1() {
+    if !proc::running_as_root() {
+        println!("skipped: needs root, to run a pool as nobody");
+        return;
+    }
+    let site = Site::new();
+    let folder = log_folder(&site);
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    nix::unistd::chown(&folder, Some(nobody.uid), None).unwrap();
+    site.script("index.php", "<?php echo 'served';");
+    site.script("slow.php", "<?php usleep(1500000); echo 'slept';");
+    let secret = site.path().join("root-only");
+    std::fs::write(&secret, "root's\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let error_log = folder.join("drover.log");
+    let pool = AsUser {
+        pool: Embed::new("www", 1).top(&logging("www", &folder)),
+        user: "nobody",
+        group: "nogroup",
+    };
+    write_config(&site, &error_log, &[&pool]);
+    let pool_file = site.path().join("pools.d/www.toml");
+    let paths = [
+        (
+            site.path().join("drover.toml"),
+            "error_log",
+            error_log.clone(),
+        ),
+        (pool_file.clone(), "access_log", folder.join("www.access")),
+        (pool_file, "slowlog", folder.join("www.slow")),
+    ];
+    let untouched = || assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's\n");
+
+    // Before the start: a link, then a hard link, at each path.
+    for (kind, why) in [
+        ("link", "is a symbolic link"),
+        ("hard link", "has 4 hard links"),
+    ] {
+        for (_, _, path) in &paths {
+            let _ = std::fs::remove_file(path);
+            if kind == "link" {
+                std::os::unix::fs::symlink(&secret, path).unwrap();
+            } else {
+                std::fs::hard_link(&secret, path).unwrap();
+            }
+        }
+        let out = check_config(&site);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{kind}: {stderr}");
+        for (file, key, _) in &paths {
+            let at = located(file, key);
+            assert!(
+                stderr
+                    .lines()
+                    .any(|l| l.contains(&at) && l.contains(key) && l.contains(why)),
+                "{kind}: drover -t does not name {at} {key}: {stderr}"
+            );
+        }
+        let mut refused = Drover::spawn_reachable(&site);
+        let status = refused.wait_exit(TIMEOUT);
+        assert!(
+            !status.success() && refused.log.text().contains(why),
+            "{kind}: the start was not refused ({status}): {}",
+            refused.log.text()
+        );
+        untouched();
+    }
+
+    // At USR1: logrotate renames each file, the pool's user puts a hard link in its place.
+    for (_, _, path) in &paths {
+        std::fs::remove_file(path).unwrap();
+    }
+    let drover = Drover::spawn_reachable(&site);
+    once_in(&error_log, "ready:");
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    assert_eq!(http::get(&nginx.url("/index.php?before=1")).body, "served");
+    assert_eq!(http::get(&nginx.url("/slow.php?before=1")).body, "slept");
+    let rotated = |path: &Path| {
+        path.with_extension(format!("{}.1", path.extension().unwrap().to_str().unwrap()))
+    };
+    once_in(&paths[1].2, "before=1");
+    once_in(&paths[2].2, "/slow.php");
+    for (_, _, path) in &paths {
+        std::fs::rename(path, rotated(path)).unwrap();
+        std::fs::hard_link(&secret, path).unwrap();
+    }
+    drover.signal(Signal::SIGUSR1);
+    let old_error_log = rotated(&error_log);
+    once_in(&old_error_log, "its workers keep the old access log");
+    assert_eq!(http::get(&nginx.url("/index.php?after=1")).body, "served");
+    assert_eq!(http::get(&nginx.url("/slow.php?after=1")).body, "slept");
+    let said = once_in(&old_error_log, "cannot write the slowlog");
+    for needle in [
+        "cannot reopen the error log",
+        "drover.log has 4 hard links",
+        "www.access has 4 hard links",
+        "www.slow has 4 hard links",
+    ] {
+        assert!(
+            said.contains(needle),
+            "no {needle:?} in the error log: {said}"
+        );
+    }
+    once_in(&rotated(&paths[1].2), "after=1");
+    untouched();
+    drop(nginx);
+    drop(drover);
+}

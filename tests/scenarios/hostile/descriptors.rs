@@ -25,8 +25,19 @@ fn open_files_limit(pid: i32) -> (u64, u64) {
     (numbers[0], numbers[1])
 }
 
-/// GET `path` on `addr`, answered within a second: the status, or None.
+/// GET `path` on `addr`, answered within a second: the status, or None. Prints how long
+/// the answer took.
 fn answered(addr: &str, path: &str) -> Option<u16> {
+    let started = Instant::now();
+    let status = answered_quietly(addr, path);
+    eprintln!(
+        "GET {path} on {addr}: {status:?} in {:.2} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    status
+}
+
+fn answered_quietly(addr: &str, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let started = Instant::now();
     let mut stream = TcpStream::connect(addr).ok()?;
@@ -59,16 +70,12 @@ fn two_thousand_idle_connections_on_each_tcp_listener_leave_livez_and_respawns_w
     let drover = Drover::spawn_with_nofile(&site, 1024);
     drover.log.wait_for_line("ready:", TIMEOUT);
 
-    // The master raised its own soft limit; what it starts gets the one it was given.
+    // Checked at the end: the master raised its own soft limit; what it starts gets the
+    // one it was given.
     let (soft, hard) = open_files_limit(drover.pid());
-    assert_eq!(
-        soft,
-        hard.min(1 << 20),
-        "the master's soft limit was not raised"
-    );
     let workers = python::wait_started(&drover.log, 0, "py", "worker", 2, TIMEOUT);
     let worker = workers[0];
-    assert_eq!(open_files_limit(worker).0, 1024, "a worker's soft limit");
+    let worker_soft = open_files_limit(worker).0;
 
     let mut idle = Vec::new();
     for addr in [&health, &status] {
@@ -103,6 +110,22 @@ fn two_thousand_idle_connections_on_each_tcp_listener_leave_livez_and_respawns_w
         "{}",
         drover.log.text()
     );
+    // The pool's zygote killed too: the master execs a new one, which forks two workers.
+    let zygote = python::wait_started(&drover.log, 0, "py", "python zygote", 1, TIMEOUT)[0];
+    let from = drover.log.len();
+    proc::signal(zygote, Signal::SIGKILL);
+    let new_zygote = python::wait_started(&drover.log, from, "py", "python zygote", 1, TIMEOUT)[0];
+    assert_ne!(new_zygote, zygote);
+    python::wait_started(&drover.log, from, "py", "worker", 2, TIMEOUT);
+    for said in ["EMFILE", "Too many open files"] {
+        assert!(!drover.log.text().contains(said), "{}", drover.log.text());
+    }
     assert_eq!(answered(&health, "/livez"), Some(200));
     drop(idle);
+    assert_eq!(
+        soft,
+        hard.min(1 << 20),
+        "the master's soft limit was not raised"
+    );
+    assert_eq!(worker_soft, 1024, "a worker's soft limit");
 }

@@ -81,6 +81,11 @@ fn every_process_of_a_sigkilled_masters_pools_is_gone_within_a_second() {
             format!("{pid} ({comm})")
         })
         .collect();
+    eprintln!(
+        "{} processes below the master; all gone {:.0} ms after its SIGKILL: {gone}",
+        below.len(),
+        killed.elapsed().as_secs_f64() * 1000.0
+    );
     assert!(
         gone,
         "{} s after the master's SIGKILL these still run: {}\n{}",
