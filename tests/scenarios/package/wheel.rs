@@ -104,8 +104,8 @@ impl Interpreter {
         }
     }
 
-    /// The wheel's file name must end so: `cp311-cp311-manylinux_2_36_x86_64.whl`, this
-    /// machine's glibc and architecture.
+    /// The wheel's tags: `cp311-cp311-manylinux_2_36_x86_64`, this machine's glibc and
+    /// architecture.
     fn wheel_tags(&self) -> String {
         let glibc = python_says(
             &self.python,
@@ -114,7 +114,7 @@ impl Interpreter {
         let version = glibc.strip_prefix("glibc ").expect("a glibc machine");
         let (major, minor) = version.split_once('.').unwrap();
         let arch = std::env::consts::ARCH;
-        format!("{0}-{0}-manylinux_{major}_{minor}_{arch}.whl", self.tag)
+        format!("{0}-{0}-manylinux_{major}_{minor}_{arch}", self.tag)
     }
 }
 
@@ -135,7 +135,8 @@ fn build_wheel(python: &Interpreter, into: &Path) -> PathBuf {
     let wheel = wheels.into_iter().next().unwrap();
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("drover-"), "{name}");
-    assert!(name.ends_with(&python.wheel_tags()), "{name}: tags");
+    let tags = format!("-{}.whl", python.wheel_tags());
+    assert!(name.ends_with(&tags), "{name}: tags");
     wheel
 }
 
@@ -159,8 +160,8 @@ fn tree(dir: &Path) -> BTreeSet<PathBuf> {
     found
 }
 
-/// The files the installed wheel's RECORD lists, absolute.
-fn recorded(venv: &Path) -> Vec<PathBuf> {
+/// The installed wheel's `Tag:` (its WHEEL file) and the files its RECORD lists, absolute.
+fn installed(venv: &Path) -> (String, Vec<PathBuf>) {
     let site = python_says(
         &venv.join("bin/python"),
         "import sysconfig; print(sysconfig.get_path('platlib'))",
@@ -173,12 +174,18 @@ fn recorded(venv: &Path) -> Vec<PathBuf> {
             name.starts_with("drover-") && name.ends_with(".dist-info")
         })
         .expect("drover's .dist-info in site-packages");
+    let wheel = std::fs::read_to_string(info.join("WHEEL")).unwrap();
+    let tag = wheel
+        .lines()
+        .find_map(|line| line.strip_prefix("Tag: "))
+        .unwrap_or_else(|| panic!("no Tag in WHEEL:\n{wheel}"));
     let record = std::fs::read_to_string(info.join("RECORD")).unwrap();
-    record
+    let files = record
         .lines()
         .map(|line| Path::new(&site).join(line.split(',').next().unwrap()))
         .map(|p| std::path::absolute(p).unwrap())
-        .collect()
+        .collect();
+    (tag.to_owned(), files)
 }
 
 /// A running `drover serve`, stopped with what it started on drop.
@@ -196,11 +203,18 @@ impl Drop for Serving {
     }
 }
 
+/// How the test installs drover into the virtualenv.
+enum Install {
+    /// `pip wheel .` with the interpreter, then `pip install drover-*.whl`.
+    Wheel,
+    /// `pip install .` with the virtualenv's pip, from the checkout.
+    Checkout,
+}
+
 /// The whole round: build, install with FastAPI, serve, stop, uninstall.
-fn install_serve_uninstall(python: &Path) {
+fn install_serve_uninstall(python: &Path, how: Install) {
     let python = Interpreter::new(python);
     let site = Site::new();
-    let wheel = build_wheel(&python, &site.path().join("dist"));
     let venv = site.path().join("venv");
     run(
         Command::new(&python.python).args(["-m", "venv"]).arg(&venv),
@@ -222,7 +236,22 @@ fn install_serve_uninstall(python: &Path) {
     };
     pip(&["install", "--timeout", "60", "fastapi"]);
     let before = tree(&venv);
-    pip(&["install", wheel.to_str().unwrap()]);
+    match how {
+        Install::Wheel => {
+            let wheel = build_wheel(&python, &site.path().join("dist"));
+            pip(&["install", wheel.to_str().unwrap()]);
+        }
+        Install::Checkout => {
+            run(
+                Command::new(venv.join("bin/python"))
+                    .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+                    .arg(repo()),
+                BUILD_TIMEOUT,
+            );
+        }
+    }
+    let (tag, record) = installed(&venv);
+    assert_eq!(tag, python.wheel_tags());
     // What pip put in bin/: the three binaries, the master's runtimes beside it.
     let bin: Vec<PathBuf> = tree(&venv)
         .difference(&before)
@@ -249,62 +278,64 @@ fn install_serve_uninstall(python: &Path) {
         "drover-python loads {}:\n{ldd}",
         libpython.display()
     );
-    let record = recorded(&venv);
 
-    // The app's folder, outside the virtualenv; drover found first on the virtualenv's PATH,
-    // as `source venv/bin/activate` would, but with no $VIRTUAL_ENV to go by.
+    // The app's folder, outside the virtualenv; no $VIRTUAL_ENV to go by. drover as
+    // `source venv/bin/activate` finds it (first on PATH), and by its path as a unit file
+    // or a cron job runs it (the virtualenv not on PATH, so the embedded CPython's own
+    // search from PATH does not find it either).
     let app = site.path().join("app");
     std::fs::create_dir(&app).unwrap();
     std::fs::write(app.join("main.py"), APP).unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let path = format!(
-        "{}:{}",
-        venv.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut command = Command::new("drover");
-    command
-        .args(["serve", "--asgi", "main:app", "--http", &addr])
-        .current_dir(&app)
-        .env("PATH", path)
-        .env_remove("VIRTUAL_ENV")
-        .env_remove("PYTHONPATH")
-        .env_remove("PYTHONHOME")
-        // drover serve's files go into the test's folder.
-        .env("XDG_RUNTIME_DIR", site.path());
-    let (child, log) = Log::spawn(&mut command);
-    let mut serving = Serving { child, log };
-    serving.log.wait_for_line("ready:", TIMEOUT);
-    let reply = http::try_get(&format!("http://{addr}/where"))
-        .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", serving.log.text()));
-    assert_eq!(
-        reply.status,
-        200,
-        "{}\nlog:\n{}",
-        reply.body,
-        serving.log.text()
-    );
-    let answer: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
-    let fastapi = Path::new(answer["fastapi"].as_str().unwrap());
-    assert!(
-        fastapi.starts_with(&venv) || fastapi.starts_with(venv.canonicalize().unwrap()),
-        "FastAPI imported from {}, not from the virtualenv {}",
-        fastapi.display(),
-        venv.display()
-    );
-    let version = answer["version"].as_str().unwrap();
-    let minor = &python.tag[2..];
-    assert!(
-        version.replacen('.', "", 1).starts_with(minor),
-        "the app runs on Python {version}, the wheel was built for {}",
-        python.tag
-    );
-    proc::signal(serving.child.id() as i32, Signal::SIGTERM);
-    let child = &mut serving.child;
-    let status = wait_until(TIMEOUT, "drover serve to exit", || {
-        child.try_wait().unwrap()
-    });
-    assert_eq!(status.code(), Some(0), "log:\n{}", serving.log.text());
+    let inherited = std::env::var("PATH").unwrap_or_default();
+    let on_path = format!("{}:{inherited}", venv.join("bin").display());
+    let without: Vec<&str> = inherited
+        .split(':')
+        .filter(|dir| !Path::new(dir).starts_with(&venv))
+        .collect();
+    let ways = [
+        (PathBuf::from("drover"), on_path),
+        (venv.join("bin/drover"), without.join(":")),
+    ];
+    for (drover, path) in ways {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(&drover);
+        command
+            .args(["serve", "--asgi", "main:app", "--http", &addr])
+            .current_dir(&app)
+            .env("PATH", path)
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("PYTHONPATH")
+            .env_remove("PYTHONHOME")
+            // drover serve's files go into the test's folder.
+            .env("XDG_RUNTIME_DIR", site.path());
+        let (child, log) = Log::spawn(&mut command);
+        let mut serving = Serving { child, log };
+        serving.log.wait_for_line("ready:", TIMEOUT);
+        let reply = http::try_get(&format!("http://{addr}/where"))
+            .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", serving.log.text()));
+        let log = serving.log.text();
+        assert_eq!(reply.status, 200, "{drover:?}: {}\nlog:\n{log}", reply.body);
+        let answer: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        let fastapi = Path::new(answer["fastapi"].as_str().unwrap());
+        assert!(
+            fastapi.starts_with(&venv),
+            "{drover:?}: FastAPI imported from {}, not from the virtualenv {}",
+            fastapi.display(),
+            venv.display()
+        );
+        let version = answer["version"].as_str().unwrap();
+        assert!(
+            version.replacen('.', "", 1).starts_with(&python.tag[2..]),
+            "the app runs on Python {version}, the wheel was built for {}",
+            python.tag
+        );
+        proc::signal(serving.child.id() as i32, Signal::SIGTERM);
+        let child = &mut serving.child;
+        let status = wait_until(TIMEOUT, "drover serve to exit", || {
+            child.try_wait().unwrap()
+        });
+        assert_eq!(status.code(), Some(0), "log:\n{}", serving.log.text());
+    }
 
     pip(&["uninstall", "-y", "drover"]);
     let left: Vec<&PathBuf> = record.iter().filter(|p| p.exists()).collect();
@@ -320,19 +351,20 @@ fn install_serve_uninstall(python: &Path) {
 /// The `python3` on PATH: the interpreter the tests' drover is built against.
 #[test]
 fn pip_installs_the_wheel_into_a_virtualenv_that_serves_fastapi_and_uninstalls_it_all() {
-    install_serve_uninstall(Path::new("python3"));
+    install_serve_uninstall(Path::new("python3"), Install::Wheel);
 }
 
 /// Another CPython minor version than `python3`'s, with a shared libpython (which pyo3
 /// embeds), when this machine has one: the newest of pyenv's versions and `/usr/bin`'s.
+/// Installed from the checkout (`pip install .`), by the virtualenv's pip.
 #[test]
-fn a_wheel_built_by_another_cpython_embeds_that_cpython() {
+fn pip_install_from_the_checkout_embeds_the_cpython_of_the_virtualenv() {
     let first = Interpreter::new(Path::new("python3")).tag;
     let Some(other) = other_cpython(&first) else {
         eprintln!("skipped: no CPython but {first} with a shared libpython here");
         return;
     };
-    install_serve_uninstall(&other);
+    install_serve_uninstall(&other, Install::Checkout);
 }
 
 /// The newest CPython 3.9+ but `tag`, built with `--enable-shared`.
