@@ -14,10 +14,10 @@ download before the build, and it runs on every Python that drover embeds.
 The wheel:
 - `drover-python` is built against the interpreter that runs this backend (pip's, so a
   virtualenv's pip builds for that virtualenv's Python): `PYO3_PYTHON` names its real
-  executable. It links that Python's `libpython3.X.so` (by the absolute rpath
-  crates/python/build.rs writes when the library is outside the loader's paths, as
-  pyenv's is), so it needs that CPython, with those ABI flags: the tags are
-  `cp3X-cp3X<flags>`, never `abi3` (one libpython is embedded) nor `py3-none`.
+  executable. It links that Python's `libpython3.X.so` (found at run time by the rpath
+  to its folder that crates/python/build.rs writes), so it needs that CPython, with those
+  ABI flags: the tags are `cp3X-cp3X<flags>`, never `abi3` (one libpython is embedded)
+  nor `py3-none`.
 - The platform tag is `manylinux_<this glibc>_<arch>`: the binaries need at most the
   glibc they were linked on, and so does the libpython they load, built for this machine.
 - Binaries on pyo3 rebuild whenever `PYO3_PYTHON` changes, so `drover-python` is built in
