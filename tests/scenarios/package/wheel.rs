@@ -52,13 +52,12 @@ fn run(command: &mut Command, timeout: Duration) -> Output {
     let (out, err) = (Log::default(), Log::default());
     out.collect(child.stdout.take().unwrap());
     err.collect(child.stderr.take().unwrap());
-    let status = proc::poll(timeout, || child.try_wait().unwrap().is_some())
-        .then(|| child.wait().unwrap())
-        .unwrap_or_else(|| {
-            proc::kill_tree(child.id() as i32);
-            let _ = child.wait();
-            panic!("{command:?} did not finish in {timeout:?}:\n{}", err.text())
-        });
+    if !proc::poll(timeout, || child.try_wait().unwrap().is_some()) {
+        proc::kill_tree(child.id() as i32);
+        let _ = child.wait();
+        panic!("{command:?} did not finish in {timeout:?}:\n{}", err.text());
+    }
+    let status = child.wait().unwrap();
     out.wait_closed(TIMEOUT);
     err.wait_closed(TIMEOUT);
     assert!(
