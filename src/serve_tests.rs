@@ -246,7 +246,7 @@ fn as_root_the_pool_runs_as_root_or_as_u_and_g() {
 
 fn virtualenv(config: &Config) -> Option<&Path> {
     match &config.pools[0].runtime {
-        crate::config::Runtime::Python(python) => python.virtualenv.as_deref(),
+        config::Runtime::Python(python) => python.virtualenv.as_deref(),
         _ => panic!("not a Python pool"),
     }
 }
