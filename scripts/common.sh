@@ -176,6 +176,17 @@ ensure_celery() {
     python3 -m pip install -q celery || die "pip could not install celery for $(command -v python3)"
 }
 
+# ensure_venv: the wheel's scenario tests (package::wheel) make virtualenvs with `python3 -m
+# venv`, which needs ensurepip; Debian's python3 ships it apart, in python3-venv (a pyenv or
+# python.org build has it). The wheel's build backend needs nothing beyond the standard
+# library and pip (pyproject.toml: no build requirements to download).
+ensure_venv() {
+    local stdlib
+    stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))') ||
+        die "python3 not found: drover's Python runtime and its tests need CPython 3"
+    ensure_packages "$stdlib/ensurepip/__init__.py:python3-venv"
+}
+
 require_cargo() {
     command -v cargo >/dev/null 2>&1 && return 0
     if [[ -n ${SUDO_USER:-} ]]; then

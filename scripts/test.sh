@@ -4,7 +4,8 @@
 # The tests start the real drover binary, nginx, php-cgi and CPython apps, so php-cgi, nginx
 # and curl are installed with apt-get (through sudo when not root) if their commands are
 # absent; a C toolchain too, which cargo needs to link; and Flask, FastAPI, uvloop,
-# Django 5, prometheus_client (which parses /metrics) and Celery, with pip, for the python3 on PATH. Then: cargo test --workspace --release (every crate, the release profile).
+# Django 5, prometheus_client (which parses /metrics) and Celery, with pip, for the python3 on PATH,
+# and Python's venv module (the wheel's test makes virtualenvs). Then: cargo test --workspace --release (every crate, the release profile).
 # Then the scenario tests' PHP pools again on php-cgi (DROVER_TEST_PHP_RUNTIME=cgi; the
 # default is drover-php). Extra arguments go to cargo test, e.g. scripts/test.sh signals,
 # and skip that second pass.
@@ -21,6 +22,7 @@ ensure_django
 ensure_prometheus_client
 ensure_kubernetes_client
 ensure_celery
+ensure_venv
 require_cargo
 cd "$repo"
 echo "==> cargo test --workspace --release${*:+ $*}"

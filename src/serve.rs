@@ -13,9 +13,11 @@
 //!
 //! gunicorn's habit for the app's folder: the current directory is the pool's `chdir` and,
 //! for Python, first on `sys.path`, so `drover serve --python hello:app` run beside
-//! `hello.py` imports it. The environment reaches the workers (`clear_env = false`), and an
-//! active virtualenv (`$VIRTUAL_ENV`) is the pool's `virtualenv`. `--print` writes the
-//! equivalent files instead of running them.
+//! `hello.py` imports it. The environment reaches the workers (`clear_env = false`), and the
+//! pool's `virtualenv` is the active one (`$VIRTUAL_ENV`), else the one drover is installed
+//! in (`pip install drover` into it), as the venv's gunicorn imports from its own venv;
+//! `--set python.virtualenv=DIR` wins over both. `--print` writes the equivalent files
+//! instead of running them.
 //!
 //! And gunicorn's for the user: the app runs as whoever runs `drover serve`, root included
 //! (then the pool says `user = "root"`, with one warning line), or as `-u/--user` and
@@ -100,11 +102,11 @@ pub struct Plan {
     origins: Vec<(String, String)>,
 }
 
-/// What `build` needs from the process: where it runs, and an active virtualenv.
+/// What `build` needs from the process: where it runs, and the virtualenv of its apps.
 #[derive(Debug, Clone)]
 pub struct Context {
     pub cwd: PathBuf,
-    pub virtualenv: Option<PathBuf>,
+    pub virtualenv: Option<Virtualenv>,
     /// Whether this build knows `[php] worker` (PHP worker mode).
     pub php_worker: bool,
     /// Whether drover serve runs as root (only root can switch users).
@@ -117,12 +119,41 @@ impl Context {
             cwd: std::env::current_dir()?,
             virtualenv: std::env::var_os("VIRTUAL_ENV")
                 .map(PathBuf::from)
-                .filter(|p| p.is_absolute()),
+                .filter(|p| p.is_absolute())
+                .map(Virtualenv::Active)
+                .or_else(|| {
+                    crate::runtime::python::installed_virtualenv().map(Virtualenv::Installed)
+                }),
             php_worker: KEYS
                 .iter()
                 .any(|k| k.section == Section::Php && k.name == "worker"),
             root: nix::unistd::Uid::effective().is_root(),
         })
+    }
+}
+
+/// The virtualenv a Python pool of drover serve imports from, when no `--set` names one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Virtualenv {
+    /// `$VIRTUAL_ENV`: the one the shell activated.
+    Active(PathBuf),
+    /// The one drover is installed in (its binaries in the virtualenv's `bin/`).
+    Installed(PathBuf),
+}
+
+impl Virtualenv {
+    fn path(&self) -> &Path {
+        match self {
+            Virtualenv::Active(path) | Virtualenv::Installed(path) => path,
+        }
+    }
+
+    /// What an error about the key names as its origin.
+    fn origin(&self) -> &'static str {
+        match self {
+            Virtualenv::Active(_) => "$VIRTUAL_ENV",
+            Virtualenv::Installed(_) => "the virtualenv drover is installed in",
+        }
     }
 }
 
@@ -346,8 +377,8 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         if let Some(venv) = &context.virtualenv {
             plan.set(
                 "python.virtualenv",
-                string(venv.to_string_lossy()),
-                "$VIRTUAL_ENV",
+                string(venv.path().to_string_lossy()),
+                venv.origin(),
             )?;
         }
     } else if let Some(docroot) = &args.php {

@@ -243,3 +243,69 @@ fn as_root_the_pool_runs_as_root_or_as_u_and_g() {
         "{refused}"
     );
 }
+
+fn virtualenv(config: &Config) -> Option<&Path> {
+    match &config.pools[0].runtime {
+        config::Runtime::Python(python) => python.virtualenv.as_deref(),
+        _ => panic!("not a Python pool"),
+    }
+}
+
+#[test]
+fn the_virtualenv_is_the_active_one_else_drovers_own_and_set_wins() {
+    let python = |a: &mut ServeArgs| a.python = Some("hello:app".into());
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for chosen in [
+        Virtualenv::Active(venv.clone()),
+        Virtualenv::Installed(venv.clone()),
+    ] {
+        let context = Context {
+            virtualenv: Some(chosen),
+            ..context()
+        };
+        let plan = build(&args(python), &context).unwrap();
+        let config = plan.load(&folder()).unwrap();
+        assert_eq!(virtualenv(&config), Some(venv.as_path()));
+        let set = args(|a| {
+            python(a);
+            a.set = vec!["python.virtualenv=/tmp".into()];
+        });
+        let plan = build(&set, &context).unwrap();
+        let config = plan.load(&folder()).unwrap();
+        assert_eq!(virtualenv(&config), Some(Path::new("/tmp")));
+    }
+    // An error about it names where it came from.
+    let missing = PathBuf::from("/nonexistent/venv");
+    for (chosen, origin) in [
+        (Virtualenv::Active(missing.clone()), "$VIRTUAL_ENV: "),
+        (
+            Virtualenv::Installed(missing.clone()),
+            "the virtualenv drover is installed in: ",
+        ),
+    ] {
+        let context = Context {
+            virtualenv: Some(chosen),
+            ..context()
+        };
+        let err = build(&args(python), &context)
+            .unwrap()
+            .load(&folder())
+            .unwrap_err()
+            .join("\n");
+        assert!(err.starts_with(origin), "{err}");
+    }
+}
+
+#[test]
+fn drover_is_in_a_virtualenv_when_its_folder_is_the_bin_of_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let drover = bin.join("drover");
+    assert_eq!(crate::runtime::python::virtualenv_of(&drover), None);
+    std::fs::write(dir.path().join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    assert_eq!(
+        crate::runtime::python::virtualenv_of(&drover).as_deref(),
+        Some(dir.path())
+    );
+}

@@ -11,7 +11,7 @@
 //! exit codes) is `drover_proto::zygote`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{allowed_clients_env, zygote};
 use crate::config::{Interface, Pool, Python};
@@ -22,6 +22,22 @@ pub const PROGRAM: &str = "drover-python";
 /// Where the master finds [`PROGRAM`]: beside the running `drover`.
 pub fn program() -> PathBuf {
     zygote::beside_drover(PROGRAM)
+}
+
+/// The virtualenv drover is installed in: the folder above drover's own when it holds a
+/// `pyvenv.cfg`, as `python -m venv` makes one and `pip install drover` puts the binaries
+/// in its `bin/`. `drover serve` uses it when no virtualenv is active (`$VIRTUAL_ENV`).
+pub fn installed_virtualenv() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    virtualenv_of(&exe)
+}
+
+/// The virtualenv whose `bin/` holds `exe`, if any.
+pub fn virtualenv_of(exe: &Path) -> Option<PathBuf> {
+    let venv = exe.parent()?.parent()?;
+    venv.join("pyvenv.cfg")
+        .is_file()
+        .then(|| venv.to_path_buf())
 }
 
 /// The master's plan for a Python pool: one zygote, with every zygote's flags

@@ -178,7 +178,7 @@ impl Runtime for Zygote<'_> {
 }
 
 /// `python_path` first on sys.path, then the working directory (as gunicorn does), and the
-/// virtualenv's site-packages.
+/// virtualenv's site-packages before the interpreter's own.
 fn prepare_paths(py: Python<'_>, args: &PythonArgs) -> PyResult<()> {
     let sys = py.import("sys")?;
     let path = sys.getattr("path")?.cast_into::<PyList>()?;
@@ -192,9 +192,38 @@ fn prepare_paths(py: Python<'_>, args: &PythonArgs) -> PyResult<()> {
     sys.setattr("argv", vec!["drover"])?;
     if let Some(venv) = &args.virtualenv {
         let site = py.import("site")?;
+        let before = path.len();
         for dir in site_packages(venv) {
             site.call_method1("addsitedir", (dir,))?;
         }
+        virtualenv_first(&site, &path, before)?;
+    }
+    Ok(())
+}
+
+/// `addsitedir` appends, after the embedded interpreter's own site-packages; a virtualenv's
+/// `python` finds the virtualenv's packages first (a version pinned there wins over the
+/// base's). So what it added (`path[before..]`, with what its `.pth` files add) moves in
+/// front of the interpreter's site-packages, user site included.
+fn virtualenv_first(
+    site: &Bound<'_, PyModule>,
+    path: &Bound<'_, PyList>,
+    before: usize,
+) -> PyResult<()> {
+    let added = path.get_slice(before, path.len());
+    let mut own: Vec<String> = site.call_method0("getsitepackages")?.extract()?;
+    own.push(site.call_method0("getusersitepackages")?.extract()?);
+    let first_own = (0..before).find(|&i| {
+        path.get_item(i)
+            .and_then(|entry| entry.extract::<String>())
+            .is_ok_and(|entry| own.contains(&entry))
+    });
+    let Some(at) = first_own.filter(|_| !added.is_empty()) else {
+        return Ok(());
+    };
+    path.del_slice(before, path.len())?;
+    for (offset, entry) in added.iter().enumerate() {
+        path.insert(at + offset, entry)?;
     }
     Ok(())
 }
