@@ -13,12 +13,16 @@
 //!   FrankenPHP runner runs a kernel) and a Slim 3 app, from Debian's packages.
 //! - [`zygote`]: `worker_boot = "zygote"`: one boot, workers forked from it.
 //! - [`hostile`]: a body never read, clients that vanish mid-body or mid-answer.
+//! - [`scope`]: what a request changes in the engine and its modules (handlers, streams,
+//!   umask, strtok, the stat cache, the URL rewriter, mbstring, intl, json, libxml, random)
+//!   is fresh in the next, on php-fpm, classic drover-php, worker mode and zygote boot.
 
 mod faults;
 mod frameworks;
 mod hostile;
 mod isolation;
 mod lifecycle;
+mod scope;
 mod zygote;
 
 pub use faults::AFTER_FLOOD;
