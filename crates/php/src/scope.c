@@ -15,8 +15,11 @@
  *   Symfony's session storage does once): the next requests' (the session module's
  *   request shutdown releases it with the request's session).
  * - The default stream context (fresh), the stream wrappers (the boot's), the umask (the
- *   boot's), and the request state of the modules whose request hooks hold only that
- *   (random: re-seeded; mbstring; libxml), run as php-fpm runs them.
+ *   boot's), and of standard's state strtok()'s string, the stat cache and the URL
+ *   rewriter's variables.
+ * - Every module's request state: its request hooks (shutdown, post-deactivate, startup)
+ *   run between requests as php-fpm runs them, for every module in PHP's registry but the
+ *   few whose hooks also free what the app keeps (kept_modules).
  */
 
 #include "sapi.h"
