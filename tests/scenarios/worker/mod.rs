@@ -43,6 +43,19 @@ pub fn pool(workers: u32) -> Embed {
     Embed::new("www", workers).php(&format!("worker = {:?}\n", worker_script()))
 }
 
+/// Runs `test` on a static pool of one worker running tests/apps/worker.php booted in the
+/// worker, then on one booted in the zygote (`worker_boot = "zygote"`).
+pub fn for_each_boot(test: impl Fn(Embed)) {
+    let zygote = pool(1).php(&format!(
+        "worker = {:?}\nworker_boot = \"zygote\"\n",
+        worker_script()
+    ));
+    for (boot, pool) in [("worker", pool(1)), ("zygote", zygote)] {
+        eprintln!("worker_boot = {boot:?}");
+        test(pool);
+    }
+}
+
 /// The pool's `[env]` lines that name the boot and end logs in `site`.
 pub fn logs_env(site: &Site) -> String {
     format!(
