@@ -12,6 +12,7 @@ this moves less than wrk's throughput (BENCHMARKS.md, 2026-12-02).
     python3 benches/php_cpu.py --rounds 20 --release OTHER/target/release
     python3 benches/php_cpu.py --direct         # and drover-php on the copy bound directly
     python3 benches/php_cpu.py --direct --app wordpress --requests 20   # WordPress's front page
+    python3 benches/php_cpu.py --worker --worker-baseline OLD/target/release   # and PHP worker mode
 
 The backend drover-php runs Debian's libphp (its pool's [env] sets LD_LIBRARY_PATH =
 "/usr/lib", so the master leaves it alone); with --direct, drover-php-direct runs the copy
@@ -46,7 +47,7 @@ DEBIAN_LIBPHP = "/usr/lib"
 DIRECT_LIBPHP = "/var/lib/drover/libphp"
 
 
-def drover(work, name, binary, runtime, libphp=None):
+def drover(work, name, binary, runtime, libphp=None, php=""):
     folder = f"{work}/{name}"
     os.makedirs(f"{folder}/pools.d")
     open(f"{folder}/drover.toml", "w").close()
@@ -60,7 +61,7 @@ def drover(work, name, binary, runtime, libphp=None):
             env += f'PHP_INI_SCAN_DIR = "{libphp}/conf.d"\n'
     with open(f"{folder}/pools.d/bench.toml", "w") as f:
         f.write(f'listen = "{folder}/sock"\nlisten_mode = "0666"\nuser = "www-data"\n[pm]\nmode = "static"\n'
-                f'max_children = 1\n{env}[php]\nruntime = "{runtime}"\n')
+                f'max_children = 1\n{env}[php]\nruntime = "{runtime}"\n{php}')
     return [binary, "-c", f"{folder}/drover.toml"], f"{folder}/sock"
 
 
@@ -98,6 +99,12 @@ def main():
     ap.add_argument("--libphp-release", help="the folder with drover and drover-php for the --libphp backends "
                     "(a drover-php built against that libphp's headers: PHP_CONFIG); default --release")
     ap.add_argument("--no-cgi", action="store_true", help="leave drover-cgi out")
+    ap.add_argument("--worker", action="store_true",
+                    help="and the Symfony app in PHP worker mode (its public/worker.php), booted in the worker and "
+                         "in the zygote (worker_boot = \"zygote\")")
+    ap.add_argument("--worker-baseline", metavar="DIR",
+                    help="with --worker: the same two worker-mode backends on DIR/drover (another build), labelled "
+                         "'(baseline)'")
     ap.add_argument("--app", choices=["symfony", "wordpress"], default="symfony",
                     help="symfony: symfony.py's /hello/bench; wordpress: wordpress.py's front page "
                          "(MariaDB in the work folder; its pages differ, so bodies are not compared)")
@@ -131,6 +138,19 @@ def main():
             sys.exit(f"no {DIRECT_LIBPHP}/libphp8.2.so: run drover-php --bind-direct")
         specs["drover-php-direct"] = drover(work, "drover-php-direct", binary, "embed")
         folders["drover-php-direct"] = DIRECT_LIBPHP
+    if args.worker:
+        if args.app != "symfony":
+            sys.exit("--worker runs the Symfony app")
+        script = f"{work}/www/{symfony.WORKER}"
+        builds = [("", binary)]
+        if args.worker_baseline:
+            builds.append((" (baseline)", os.path.join(args.worker_baseline, "drover")))
+        for label, build in builds:
+            for boot, lines in (("", ""), (", zygote boot", 'worker_boot = "zygote"\n')):
+                name = f"worker mode{boot}{label}"
+                specs[name] = drover(work, f"worker{len(specs)}", build, "embed", DEBIAN_LIBPHP,
+                                     f'worker = "{script}"\n{lines}')
+                folders[name] = DEBIAN_LIBPHP
     for i, spec in enumerate(args.libphp):
         label, _, folder = spec.partition("=")
         folders[f"drover-php ({label})"] = os.path.abspath(folder)

@@ -63,7 +63,8 @@ ZEND_FUNCTION(frankenphp_handle_request);
  * ended, the shutdown functions a request registered run (nonzero: one called exit()). */
 void drover_scope_snapshot(void);
 void drover_scope_keep_session_handler(void);
-void drover_scope_modules_started(void);
+void drover_scope_modules_startup(void);
+void drover_scope_modules_shutdown(void);
 void drover_scope_begin(void);
 void drover_scope_end(void);
 int drover_scope_run_shutdown_functions(void);

@@ -15,8 +15,11 @@
  *   Symfony's session storage does once): the next requests' (the session module's
  *   request shutdown releases it with the request's session).
  * - The default stream context (fresh), the stream wrappers (the boot's), the umask (the
- *   boot's), and the request state of the modules whose request hooks hold only that
- *   (random: re-seeded; mbstring; libxml), run as php-fpm runs them.
+ *   boot's), and of standard's state strtok()'s string, the stat cache and the URL
+ *   rewriter's variables.
+ * - Every module's request state: its request hooks (shutdown, post-deactivate, startup)
+ *   run between requests as php-fpm runs them, for every module in PHP's registry but the
+ *   few whose hooks also free what the app keeps (kept_modules).
  */
 
 #include "sapi.h"
@@ -27,6 +30,12 @@
 #include <ext/session/php_session.h>
 #include <ext/standard/basic_functions.h>
 #include <ext/standard/file.h>
+#include <ext/standard/php_filestat.h>
+#include <zend_smart_str.h>
+#include <ext/standard/url_scanner_ex.h>
+
+#include <stddef.h>
+#include <strings.h>
 
 #include <sys/stat.h>
 
@@ -145,43 +154,147 @@ static void restore_streams(void)
 	FG(stream_wrappers) = copy_wrappers(boot_wrappers);
 }
 
-/* The modules whose request hooks hold only the request's state, whose hooks are run
- * between requests as php_request_shutdown() and php_request_startup() run them (request
- * shutdown, post-deactivate, request startup): random (mt_rand() and lcg_value() seeded
- * again, from the kernel, on their next use) and libxml (libxml_use_internal_errors(),
- * its error list, the external entity loader, its stream context; its startup installs
- * PHP's I/O callbacks again). The other modules' hooks free what the app keeps (SPL's
- * autoloaders, standard's shutdown functions and putenv()), or what it may hold
- * (mbstring's cached encoding list), and are left alone: docs/php-worker-mode.md lists
- * what is kept. */
-static const char *const scoped_modules[] = { "random", "libxml", NULL };
+/* The modules whose request hooks also free what the app keeps from one request to the
+ * next, or what it holds: their hooks are never run between requests, and what they keep
+ * is kept (docs/php-worker-mode.md lists it). Every other module's hooks are run, as
+ * php_request_shutdown() and php_request_startup() run them. */
+static const char *const kept_modules[] = {
+	/* The boot's shutdown functions, putenv(), setlocale(); the request's own parts of
+	 * its state are undone apart (restore_standard()). */
+	"standard",
+	/* spl_autoload_register()'s autoloaders. */
+	"SPL",
+	/* date_default_timezone_set(), which apps call in their boot. */
+	"date",
+	/* pcntl_signal()'s handlers. */
+	"pcntl",
+	/* The archives the app opened, its own code when it ships as a .phar. */
+	"Phar",
+	/* The callbacks the boot's FFI objects hold. */
+	"FFI",
+	/* mysqli_report()'s mode, which apps set once with their connection (its startup
+	 * sets the default back). */
+	"mysqli",
+	/* Its startup may restart the cache, under the app's compiled code. */
+	"Zend OPcache",
+	NULL,
+};
 
-static void modules_run(int startup)
+/* The modules whose request startup works on the request itself: session (its cookie,
+ * session.auto_start) and zlib (zlib.output_compression in the request's output). Their
+ * startup runs in the request's startup, the others' right after the last request's
+ * shutdown, so that the code between two requests finds them started. */
+static const char *const bound_modules[] = { "session", "zlib", NULL };
+
+static int listed(const char *const *list, const char *name)
 {
-	for (const char *const *name = scoped_modules; *name; name++) {
-		zend_module_entry *module =
-			zend_hash_str_find_ptr(&module_registry, *name, strlen(*name));
-		if (!module) {
-			continue;
-		}
-		if (startup) {
-			if (module->request_startup_func) {
-				module->request_startup_func(module->type, module->module_number);
-			}
-			continue;
-		}
-		if (module->request_shutdown_func) {
-			module->request_shutdown_func(module->type, module->module_number);
-		}
-		if (module->post_deactivate_func) {
-			module->post_deactivate_func();
+	for (; *list; list++) {
+		if (strcasecmp(*list, name) == 0) {
+			return 1;
 		}
 	}
+	return 0;
+}
+
+/* The modules whose hooks are run between requests, in the registry's order (startup
+ * runs in it, shutdown in reverse, as zend_activate_modules() and
+ * zend_deactivate_modules() do), and which of them are bound to the request. */
+static zend_module_entry **scoped;
+static bool *scoped_bound;
+static size_t scoped_count;
+
+static void collect_modules(void)
+{
+	if (scoped) {
+		return;
+	}
+	size_t size = zend_hash_num_elements(&module_registry);
+	scoped = pemalloc(size * sizeof(*scoped), 1);
+	scoped_bound = pemalloc(size * sizeof(*scoped_bound), 1);
+	zend_module_entry *module;
+	ZEND_HASH_MAP_FOREACH_PTR(&module_registry, module) {
+		if (listed(kept_modules, module->name) ||
+		    !(module->request_startup_func || module->request_shutdown_func ||
+		      module->post_deactivate_func)) {
+			continue;
+		}
+		scoped_bound[scoped_count] = listed(bound_modules, module->name);
+		scoped[scoped_count++] = module;
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* The request's end (and the boot's), once its output is flushed: the modules' request
+ * shutdown, as php_request_shutdown() runs it. */
+void drover_scope_modules_shutdown(void)
+{
+	collect_modules();
+	for (size_t i = scoped_count; i-- > 0;) {
+		zend_module_entry *module = scoped[i];
+		if (module->request_shutdown_func) {
+			zend_try {
+				module->request_shutdown_func(module->type, module->module_number);
+			} zend_end_try();
+		}
+	}
+}
+
+/* Once SAPI's request is over: the modules' post-deactivation, then the request startup
+ * of those not bound to a request. */
+static void modules_restart(void)
+{
+	for (size_t i = scoped_count; i-- > 0;) {
+		zend_module_entry *module = scoped[i];
+		if (module->post_deactivate_func) {
+			zend_try {
+				module->post_deactivate_func();
+			} zend_end_try();
+		}
+	}
+	for (size_t i = 0; i < scoped_count; i++) {
+		zend_module_entry *module = scoped[i];
+		if (!scoped_bound[i] && module->request_startup_func) {
+			zend_try {
+				module->request_startup_func(module->type, module->module_number);
+			} zend_end_try();
+		}
+	}
+}
+
+/* The URL rewriter's state (output_add_rewrite_var()'s variables, the session id it adds
+ * with session.use_trans_sid, its parser's buffers): as its request startup leaves it. */
+static void url_rewriter_fresh(url_adapt_state_ex_t *ctx)
+{
+	smart_str_free(&ctx->tag);
+	smart_str_free(&ctx->arg);
+	smart_str_free(&ctx->val);
+	smart_str_free(&ctx->buf);
+	smart_str_free(&ctx->result);
+	smart_str_free(&ctx->form_app);
+	smart_str_free(&ctx->url_app);
+	smart_str_free(&ctx->attr_val);
+	memset(ctx, 0, offsetof(url_adapt_state_ex_t, tags));
+}
+
+/* What of standard's state is the request's, freed by its request shutdown (which is not
+ * run: it frees what the app keeps): strtok()'s string, the stat cache (a file another
+ * process changed is stat()ed again), and the URL rewriter's variables. */
+static void restore_standard(void)
+{
+	if (BG(strtok_string)) {
+		zend_string_release(BG(strtok_string));
+		BG(strtok_string) = NULL;
+	}
+	BG(strtok_last) = NULL;
+	BG(strtok_len) = 0;
+	php_clear_stat_cache(0, NULL, 0);
+	url_rewriter_fresh(&BG(url_adapt_output_ex));
+	url_rewriter_fresh(&BG(url_adapt_session_ex));
 }
 
 /* The boot is over: what it set up is what every request starts from. */
 void drover_scope_snapshot(void)
 {
+	modules_restart();
 	boot_umask = umask(022);
 	umask(boot_umask);
 	boot_wrappers = copy_wrappers(FG(stream_wrappers));
@@ -214,9 +327,17 @@ static zend_ulong next_index(const HashTable *functions)
 		? (zend_ulong) functions->nNextFreeElement : 0;
 }
 
-/* The modules' request startup ran: what the boot set up in them is back. */
-void drover_scope_modules_started(void)
+/* In the request's startup, its superglobals built: the request startup of the modules
+ * bound to it, then what the boot set up in them is back. */
+void drover_scope_modules_startup(void)
 {
+	collect_modules();
+	for (size_t i = 0; i < scoped_count; i++) {
+		zend_module_entry *module = scoped[i];
+		if (scoped_bound[i] && module->request_startup_func) {
+			module->request_startup_func(module->type, module->module_number);
+		}
+	}
 	restore_session_handler();
 }
 
@@ -285,10 +406,8 @@ static void pop_to(zend_stack *stack, zend_stack *reporting, int depth)
  * are gone, the current ones are the boot's. */
 void drover_scope_end(void)
 {
-	zend_try {
-		modules_run(0);
-		modules_run(1);
-	} zend_end_try();
+	modules_restart();
+	restore_standard();
 	restore_streams();
 	umask(boot_umask);
 	pop_to(&EG(user_error_handlers), &EG(user_error_handlers_error_reporting),

@@ -16,8 +16,8 @@
  * php_request_shutdown() at its end). Each handled request is a partial request cycle,
  * written from php_request_startup() and php_request_shutdown() (php-src main/main.c):
  * the output layer, SAPI's request (headers, POST data, uploaded files), the superglobals,
- * the session and filter modules' request state, the time limit, and the ini values are
- * this request's own; the executor, the compiled code and every object and static of the
+ * the modules' request state (scope.c runs their request hooks), the time limit, and the
+ * ini values are this request's own; the executor, the compiled code and every object and static of the
  * app are kept. A fatal error, an uncaught exception, or exit() ends the script: the
  * request in flight is completed as classic mode completes it, and the worker exits, so
  * that the zygote forks a fresh one.
@@ -81,28 +81,7 @@ static HashTable boot_ini;
  * .user.ini): undone at its end, with the request's own limits (REQUEST_SCOPED_INI). */
 static HashTable startup_ini;
 
-static const char *const reset_modules[] = { "session", "filter", NULL };
-
 /* ------------------------------------------------------------ the request cycle */
-
-/* The request shutdown or startup of the modules whose per-request state the app expects
- * to be the request's own: session (written and closed at the end, $_SESSION gone) and
- * filter (its copies of the request's input, for filter_input()). */
-static void reset_modules_run(int startup)
-{
-	for (const char *const *name = reset_modules; *name; name++) {
-		zend_module_entry *module =
-			zend_hash_str_find_ptr(&module_registry, *name, strlen(*name));
-		if (!module) {
-			continue;
-		}
-		if (startup && module->request_startup_func) {
-			module->request_startup_func(module->type, module->module_number);
-		} else if (!startup && module->request_shutdown_func) {
-			module->request_shutdown_func(module->type, module->module_number);
-		}
-	}
-}
 
 /* Records `entry`'s current value (a string, or null) as the one requests are undone to. */
 static void keep_as_boot_value(const zend_ini_entry *entry)
@@ -317,8 +296,7 @@ static int request_startup(const struct drover_request *req, double now)
 			php_output_set_implicit_flush(1);
 		}
 		build_superglobals();
-		reset_modules_run(1);
-		drover_scope_modules_started();
+		drover_scope_modules_startup();
 		note_startup_ini();
 		PG(during_request_startup) = 0;
 		/* max_execution_time counts from here, for this request alone. */
@@ -331,7 +309,8 @@ static int request_startup(const struct drover_request *req, double now)
 }
 
 /* The first steps of a request's end (and of the boot's): the output flushed, the time
- * limit off, the session written and closed ($_SESSION gone), the headers sent. */
+ * limit off, the modules' request shutdown (the session written and closed, $_SESSION
+ * gone), the headers sent. */
 static void output_and_modules_end(void)
 {
 	zend_try {
@@ -340,9 +319,7 @@ static void output_and_modules_end(void)
 	zend_try {
 		zend_unset_timeout();
 	} zend_end_try();
-	zend_try {
-		reset_modules_run(0);
-	} zend_end_try();
+	drover_scope_modules_shutdown();
 	zend_hash_str_del(&EG(symbol_table), ZEND_STRL("_SESSION"));
 	zend_try {
 		php_output_deactivate();

@@ -227,7 +227,8 @@ fn a_slim_app_serves_from_one_booted_app() {
 /// Symfony with the bundle's default session configuration (`NativeFileSessionHandler`,
 /// which sets `session.save_path` with `ini_set()` when it is built, on the first request
 /// that uses the session) keeps its sessions in worker mode: one client's counter goes 1,
-/// 2, 3, as under php-fpm (it went 1, 1, 2), and the sessions are in the cache's folder.
+/// 2, 3, as under php-fpm (it went 1, 1, 2), and the sessions are in the cache's folder;
+/// booted in the worker and in the zygote.
 #[test]
 fn symfony_keeps_its_sessions_with_its_default_session_configuration() {
     if missing(
@@ -236,39 +237,42 @@ fn symfony_keeps_its_sessions_with_its_default_session_configuration() {
     ) {
         return;
     }
-    let site = Site::new();
-    let cache = site.path().join("cache");
-    let env = format!("APP_CACHE_DIR = {cache:?}\nAPP_SESSION_DEFAULTS = \"1\"\n");
-    let worker = Embed::new("worker", 1)
-        .php(&format!(
-            "worker = {:?}\n",
-            app("symfony/public/worker.php")
-        ))
-        .env(&env);
-    let drover = Drover::start(&site, &[&worker]);
-    let nginx = Nginx::start_locations(
-        &site,
-        &[front_controller(
-            "/w/",
-            &site.socket("worker"),
-            &app("symfony/public/worker.php"),
-        )],
-    );
-    let mut cookie: Option<String> = None;
-    let mut counts = Vec::new();
-    for _ in 0..3 {
-        let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
-        let reply = http::get_with(&nginx.url("/w/session"), &headers);
-        assert_eq!(reply.status, 200, "{reply:?}\n{}", drover.log.text());
-        if let Some(set) = reply.header_values("Set-Cookie").first() {
-            cookie = Some(set.split(';').next().unwrap().to_owned());
+    for boot in ["", "worker_boot = \"zygote\"\n"] {
+        let site = Site::new();
+        let cache = site.path().join("cache");
+        let env = format!("APP_CACHE_DIR = {cache:?}\nAPP_SESSION_DEFAULTS = \"1\"\n");
+        let worker = Embed::new("worker", 1)
+            .php(&format!(
+                "worker = {:?}\n{boot}",
+                app("symfony/public/worker.php")
+            ))
+            .env(&env);
+        let drover = Drover::start(&site, &[&worker]);
+        let nginx = Nginx::start_locations(
+            &site,
+            &[front_controller(
+                "/w/",
+                &site.socket("worker"),
+                &app("symfony/public/worker.php"),
+            )],
+        );
+        let mut cookie: Option<String> = None;
+        let mut counts = Vec::new();
+        for _ in 0..3 {
+            let headers: Vec<(&str, &str)> =
+                cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
+            let reply = http::get_with(&nginx.url("/w/session"), &headers);
+            assert_eq!(reply.status, 200, "{reply:?}\n{}", drover.log.text());
+            if let Some(set) = reply.header_values("Set-Cookie").first() {
+                cookie = Some(set.split(';').next().unwrap().to_owned());
+            }
+            let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+            counts.push(body["count"].as_u64());
         }
-        let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
-        counts.push(body["count"].as_u64());
+        assert_eq!(counts, [Some(1), Some(2), Some(3)], "{}", drover.log.text());
+        let stored = std::fs::read_dir(cache.join("prod/sessions"))
+            .map(|dir| dir.count())
+            .unwrap_or(0);
+        assert!(stored > 0, "no session under the cache's sessions/");
     }
-    assert_eq!(counts, [Some(1), Some(2), Some(3)], "{}", drover.log.text());
-    let stored = std::fs::read_dir(cache.join("prod/sessions"))
-        .map(|dir| dir.count())
-        .unwrap_or(0);
-    assert!(stored > 0, "no session under the cache's sessions/");
 }

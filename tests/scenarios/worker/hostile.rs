@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::net::TcpStream;
 
-use super::pool;
+use super::{for_each_boot, pool};
 use crate::common::{Site, Stack, TIMEOUT, http};
 
 /// The handled count in a `handled=N pid=P` answer.
@@ -83,55 +83,57 @@ fn form(reply: &http::Reply) -> serde_json::Value {
 /// in the log and in `error_get_last()`), and the one worker answers them all.
 #[test]
 fn request_start_up_warnings_never_end_a_worker() {
-    let pool = pool(1)
-        .env("BOOT_STRICT = \"1\"\n")
-        .ini("post_max_size = \"64K\"\n");
-    let stack = Stack::start(Site::new(), pool);
-    let url = stack.url("/form.php");
-    let pid = form(&http::get(&url))["pid"].clone();
-    let urlencoded = "application/x-www-form-urlencoded";
+    for_each_boot(|pool| {
+        let pool = pool
+            .env("BOOT_STRICT = \"1\"\n")
+            .ini("post_max_size = \"64K\"\n");
+        let stack = Stack::start(Site::new(), pool);
+        let url = stack.url("/form.php");
+        let pid = form(&http::get(&url))["pid"].clone();
+        let urlencoded = "application/x-www-form-urlencoded";
 
-    let fields: Vec<String> = (0..1001).map(|i| format!("v{i}=1")).collect();
-    let many = form(&http::post(&url, urlencoded, fields.join("&").as_bytes()));
-    // PHP registers the variable that passes the limit, then warns (php_variables.c,
-    // add_post_vars), under php-fpm too.
-    assert_eq!(many["post"], 1001, "{many}");
-    assert!(
-        many["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("Input variables exceeded 1000")),
-        "{many}"
-    );
+        let fields: Vec<String> = (0..1001).map(|i| format!("v{i}=1")).collect();
+        let many = form(&http::post(&url, urlencoded, fields.join("&").as_bytes()));
+        // PHP registers the variable that passes the limit, then warns (php_variables.c,
+        // add_post_vars), under php-fpm too.
+        assert_eq!(many["post"], 1001, "{many}");
+        assert!(
+            many["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("Input variables exceeded 1000")),
+            "{many}"
+        );
 
-    let big = format!("a={}", "x".repeat(100 << 10));
-    let over = form(&http::post(&url, urlencoded, big.as_bytes()));
-    assert_eq!(over["post"], 0, "{over}");
-    assert!(
-        over["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("exceeds the limit of 65536 bytes")),
-        "{over}"
-    );
+        let big = format!("a={}", "x".repeat(100 << 10));
+        let over = form(&http::post(&url, urlencoded, big.as_bytes()));
+        assert_eq!(over["post"], 0, "{over}");
+        assert!(
+            over["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("exceeds the limit of 65536 bytes")),
+            "{over}"
+        );
 
-    let unbounded = form(&http::post(&url, "multipart/form-data", b"--x\r\n"));
-    assert_eq!(
-        (&unbounded["post"], &unbounded["files"]),
-        (&0.into(), &0.into())
-    );
-    assert!(
-        unbounded["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("Missing boundary in multipart/form-data POST data")),
-        "{unbounded}"
-    );
+        let unbounded = form(&http::post(&url, "multipart/form-data", b"--x\r\n"));
+        assert_eq!(
+            (&unbounded["post"], &unbounded["files"]),
+            (&0.into(), &0.into())
+        );
+        assert!(
+            unbounded["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("Missing boundary in multipart/form-data POST data")),
+            "{unbounded}"
+        );
 
-    for answer in [&many, &over, &unbounded] {
-        assert_eq!(answer["pid"], pid, "the same worker answered: {answer}");
-    }
-    let log = &stack.drover.log;
-    log.wait_for_line("Input variables exceeded 1000", TIMEOUT);
-    log.wait_for_line("exceeds the limit of 65536 bytes", TIMEOUT);
-    assert!(!log.text().contains("exited with code"), "{}", log.text());
+        for answer in [&many, &over, &unbounded] {
+            assert_eq!(answer["pid"], pid, "the same worker answered: {answer}");
+        }
+        let log = &stack.drover.log;
+        log.wait_for_line("Input variables exceeded 1000", TIMEOUT);
+        log.wait_for_line("exceeds the limit of 65536 bytes", TIMEOUT);
+        assert!(!log.text().contains("exited with code"), "{}", log.text());
+    });
 }
 
 /// A body over `post_max_size` is read and dropped at the speed it arrives, and answered

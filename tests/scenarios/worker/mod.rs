@@ -13,12 +13,16 @@
 //!   FrankenPHP runner runs a kernel) and a Slim 3 app, from Debian's packages.
 //! - [`zygote`]: `worker_boot = "zygote"`: one boot, workers forked from it.
 //! - [`hostile`]: a body never read, clients that vanish mid-body or mid-answer.
+//! - [`scope`]: what a request changes in the engine and its modules (handlers, streams,
+//!   umask, strtok, the stat cache, the URL rewriter, mbstring, intl, json, libxml, random)
+//!   is fresh in the next, on php-fpm, classic drover-php, worker mode and zygote boot.
 
 mod faults;
 mod frameworks;
 mod hostile;
 mod isolation;
 mod lifecycle;
+mod scope;
 mod zygote;
 
 pub use faults::AFTER_FLOOD;
@@ -37,6 +41,19 @@ pub fn worker_script() -> PathBuf {
 /// in the site (one line per boot, per end of the script).
 pub fn pool(workers: u32) -> Embed {
     Embed::new("www", workers).php(&format!("worker = {:?}\n", worker_script()))
+}
+
+/// Runs `test` on a static pool of one worker running tests/apps/worker.php booted in the
+/// worker, then on one booted in the zygote (`worker_boot = "zygote"`).
+pub fn for_each_boot(test: impl Fn(Embed)) {
+    let zygote = pool(1).php(&format!(
+        "worker = {:?}\nworker_boot = \"zygote\"\n",
+        worker_script()
+    ));
+    for (boot, pool) in [("worker", pool(1)), ("zygote", zygote)] {
+        eprintln!("worker_boot = {boot:?}");
+        test(pool);
+    }
 }
 
 /// The pool's `[env]` lines that name the boot and end logs in `site`.
