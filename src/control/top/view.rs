@@ -639,11 +639,12 @@ fn clean_str(text: &str) -> String {
         .collect()
 }
 
-/// A duration in the unit that reads best: `850us`, `12.5ms`, `340ms`, `2.35s`, `4m05s`.
+/// A duration in the unit that reads best: `0`, `850us`, `12.5ms`, `340ms`, `2.35s`, `4m05s`.
 pub fn duration(d: Duration) -> String {
     let us = d.as_micros();
     match us {
-        0..1_000 => format!("{us}us"),
+        0 => "0".to_owned(),
+        1..1_000 => format!("{us}us"),
         1_000..10_000 => format!("{:.1}ms", us as f64 / 1e3),
         10_000..1_000_000 => format!("{}ms", us / 1_000),
         1_000_000..60_000_000 => format!("{:.2}s", us as f64 / 1e6),

@@ -259,6 +259,7 @@ fn a_picked_pool_is_marked_and_its_workers_listed_busy_first() {
 #[test]
 fn durations_and_sizes_read_in_their_unit() {
     let ms = Duration::from_millis;
+    assert_eq!(duration(Duration::ZERO), "0");
     assert_eq!(duration(Duration::from_micros(850)), "850us");
     assert_eq!(duration(Duration::from_micros(12_500)), "12ms");
     assert_eq!(duration(Duration::from_micros(2_500)), "2.5ms");

@@ -259,6 +259,16 @@ fn top_shows_the_pools_live_in_a_terminal_and_leaves_it_as_it_found_it() {
         tmux.alternate(),
         "top is not on the alternate screen:\n{screen}"
     );
+    // Refreshed: a later sample's time in the header.
+    let header = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("drover top - "))
+            .map(str::to_owned)
+    };
+    let first = header(&screen);
+    tmux.wait_screen("the next sample", |s| {
+        header(s).is_some_and(|h| Some(h) != first)
+    });
     assert!(screen.contains("sort: pool"), "{screen}");
     let (api, web) = (
         pool_row(&screen, "api").unwrap().0,
