@@ -228,20 +228,19 @@ fn start_top(tmux: &Tmux, socket: &Path) -> String {
 
 /// top has left: the shell is back on the main screen, with its modes as before.
 fn assert_restored(tmux: &Tmux, before: &str, after: &Path) {
-    let screen = tmux.wait_screen("the shell's screen again", |s| !s.contains("drover top - "));
+    // The main screen comes back first, the shell's new prompt a moment later.
+    let prompt_last = |s: &str| {
+        s.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| l.trim_end() == "operator$")
+    };
+    let screen = tmux.wait_screen("the shell's prompt again, last", |s| {
+        !s.contains("drover top - ") && prompt_last(s)
+    });
     assert!(
         !tmux.alternate(),
         "still on the alternate screen:\n{screen}"
-    );
-    let prompt = screen
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    assert_eq!(
-        prompt.trim_end(),
-        "operator$",
-        "the shell's prompt is not last:\n{screen}"
     );
     let _ = std::fs::remove_file(after);
     assert_eq!(tmux.stty(after), before, "stty -a differs after top");
@@ -390,4 +389,23 @@ fn piped_top_prints_plain_blocks_and_ends_with_its_reader() {
         "{out:?}"
     );
     loaded.finish();
+}
+
+/// top's terminal crate is drover-admin's: the daemon, resident for the master's whole
+/// life, does not carry it (docs/ARCHITECTURE.md, "The master's memory"). Its source
+/// paths, in every panic location, name it.
+#[test]
+fn the_daemon_does_not_carry_the_terminal_code() {
+    let names = |bin: &str| {
+        let bytes = std::fs::read(bin).unwrap_or_else(|e| panic!("{bin}: {e}"));
+        bytes
+            .windows(b"crossterm".len())
+            .filter(|w| w == b"crossterm")
+            .count()
+    };
+    assert!(
+        names(crate::common::ADMIN_BIN) > 0,
+        "drover-admin has no crossterm: the check cannot see it"
+    );
+    assert_eq!(names(BIN), 0, "the daemon {BIN} links crossterm");
 }
