@@ -35,7 +35,7 @@ struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Sub {
     /// Talk to a running drover through its control socket: status, config, set, reload,
-    /// workers.
+    /// workers, top.
     Ctl(drover::control::CtlArgs),
     /// Write drover's files from a php-fpm or gunicorn configuration, and report what has
     /// no equivalent.

@@ -78,6 +78,10 @@ pub enum CtlCommand {
     Ping,
     /// Send one FastCGI request to a pool's socket, as nginx would: exit 0 on 2xx/3xx.
     Probe(super::probe::ProbeArgs),
+    /// Every pool live, refreshed every second: workers, req/s, p50/p99, queue, restarts,
+    /// memory, and the slowest requests in flight (q quits). Plain lines when not on a
+    /// terminal, or with -n COUNT.
+    Top(super::top::TopArgs),
 }
 
 fn parse_change(s: &str) -> Result<(String, String), String> {
@@ -124,6 +128,9 @@ pub fn run(args: CtlArgs) -> u8 {
         }
     };
     let client = Client::new(socket).with_timeout(args.timeout);
+    if let CtlCommand::Top(top) = &args.command {
+        return super::top::run(&client, top);
+    }
     let answer = match &args.command {
         CtlCommand::Status {
             pool,
@@ -143,7 +150,7 @@ pub fn run(args: CtlArgs) -> u8 {
         CtlCommand::Reload { pool, changed } => client.reload(pool.as_deref(), *changed),
         CtlCommand::Workers { pool, delta } => client.workers(pool, *delta),
         CtlCommand::Ping => client.ping(),
-        CtlCommand::Probe(_) => unreachable!("answered above"),
+        CtlCommand::Probe(_) | CtlCommand::Top(_) => unreachable!("answered above"),
     };
     match answer {
         Ok(body) => {

@@ -33,6 +33,7 @@
 //! - [`server`]: binding the sockets and serving them on the master's runtime.
 //! - [`client`]: `drover ctl`.
 //! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.
+//! - [`top`]: `drover ctl top`, every pool live in a terminal, from `/status`.
 
 pub mod client;
 pub mod health;
@@ -43,6 +44,7 @@ pub mod render;
 mod request;
 mod route;
 pub mod server;
+pub mod top;
 
 #[cfg(test)]
 pub(crate) mod fixture;

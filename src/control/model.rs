@@ -142,6 +142,9 @@ pub struct WorkerStatus {
     pub request_uri: Option<String>,
     pub query_string: Option<String>,
     pub script: Option<String>,
+    /// The running request's id (docs/logs.md, "Request ids"); None when idle, or when the
+    /// workers write no scoreboard slot (php-cgi, command).
+    pub request_id: Option<String>,
     /// Resident memory now (bytes).
     pub rss: Option<u64>,
     pub last_request_duration: Option<Duration>,

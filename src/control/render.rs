@@ -183,6 +183,11 @@ fn worker_text(out: &mut String, w: &WorkerStatus) {
     line(out, "rss", OrDash(w.rss));
     line(
         out,
+        "request id",
+        OrDash(w.request_id.as_deref().map(clean)),
+    );
+    line(
+        out,
         "last request duration",
         OrDash(w.last_request_duration.map(micros)),
     );
@@ -232,7 +237,7 @@ fn unix_seconds(t: SystemTime) -> u64 {
 }
 
 /// php-fpm's text time, `%d/%b/%Y:%H:%M:%S %z`, in the local time zone.
-fn local_time(t: SystemTime) -> String {
+pub(crate) fn local_time(t: SystemTime) -> String {
     let unix = unix_seconds(t) as i64;
     clf_time(unix, local_offset(unix))
 }
@@ -472,6 +477,9 @@ struct WorkerJson<'a> {
     #[serde(rename = "request uri")]
     request_uri: Option<String>,
     script: Option<&'a str>,
+    /// drover's: the running request's id.
+    #[serde(rename = "request id")]
+    request_id: Option<&'a str>,
     #[serde(rename = "last request cpu")]
     last_request_cpu: Option<f64>,
     /// Bytes, as php-fpm.
@@ -571,6 +579,7 @@ impl<'a> WorkerJson<'a> {
             request_method: w.request_method.as_deref(),
             request_uri: w.uri_and_query(),
             script: w.script.as_deref(),
+            request_id: w.request_id.as_deref(),
             // php-fpm's two decimals.
             last_request_cpu: w
                 .last_request_cpu_percent()

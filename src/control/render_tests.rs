@@ -54,6 +54,7 @@ fn text_full_adds_a_block_per_worker() {
         "php-fpm's order and column:\n{out}"
     );
     assert_eq!(value_of(&out, "rss"), ["31457280", "20971520"]);
+    assert_eq!(value_of(&out, "request id"), ["4f1c9e0a", "-"]);
     assert_eq!(value_of(&out, "last request duration"), ["200000", "12345"]);
 }
 
@@ -146,6 +147,11 @@ fn json_full_lists_processes_with_escaped_uris() {
     assert!(v["processes"][1]["last request memory"].is_null());
     assert_eq!(busy["rss"], 31_457_280);
     assert_eq!(busy["last request duration"], 200_000);
+    assert_eq!(busy["request id"], "4f1c9e0a");
+    assert!(
+        v["processes"][1]["request id"].is_null(),
+        "an idle worker's"
+    );
     // The raw escapes, as a strict parser sees them.
     assert!(json_pool(&www(), true).contains(r#""request uri":"/a\"b\\c\nd?q=\"x\"""#));
 }
@@ -169,6 +175,7 @@ fn json_of_every_pool_is_an_array_with_nulls_for_unknowns() {
         "request method",
         "request uri",
         "script",
+        "request id",
         "rss",
         "last request cpu",
         "last request memory",

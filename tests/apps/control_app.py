@@ -1,6 +1,6 @@
 """The WSGI app of drover's control-plane scenarios (tests/scenarios/control/): a request
-slow three functions deep for the slowlog, the pool's [env] echoed for reload, and a 500
-for `drover ctl probe`.
+slow three functions deep for the slowlog, the pool's [env] echoed for reload, a 500
+for `drover ctl probe`, and a request held until the test releases it for `drover ctl top`.
 
 Every route answers text/plain.
 """
@@ -43,7 +43,24 @@ def fail(environ, start_response):
     return [b"failed"]
 
 
-ROUTES = {"/slow": slow, "/greeting": greeting, "/fail": fail}
+def hold(environ, start_response):
+    """`/hold?n=N`: records the worker's pid in <site>/held-N, then holds the worker until
+    the test creates <site>/release (at most 30 s, so a failed test leaves nothing
+    running)."""
+    site = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    n = int(environ.get("QUERY_STRING", "n=0").split("=")[-1])
+    with open("%s/held-%d.tmp" % (site, n), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename("%s/held-%d.tmp" % (site, n), "%s/held-%d" % (site, n))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not os.path.exists(site + "/release"):
+        time.sleep(0.02)
+    released = os.path.exists(site + "/release")
+    start_response("200 OK", TEXT)
+    return [("released %d" % n if released else "not released %d" % n).encode()]
+
+
+ROUTES = {"/slow": slow, "/greeting": greeting, "/fail": fail, "/hold": hold}
 
 
 def application(environ, start_response):

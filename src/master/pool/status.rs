@@ -64,6 +64,9 @@ impl PoolRun {
                     request_uri: request.map(|r| r.uri.clone()),
                     query_string: request.map(|r| r.query.clone()),
                     script: request.map(|r| r.script.clone()),
+                    request_id: request
+                        .filter(|r| !r.request_id.is_empty())
+                        .map(|r| r.request_id.clone()),
                     rss: crate::runtime::resident_memory(Some(pid)),
                     last_request_duration: slot.map(|s| s.last_duration),
                     last_request_cpu: slot.map(|s| s.last_cpu),

@@ -18,6 +18,9 @@
 //!   500 and for a socket nobody listens on; a bare-port `listen` answers on 127.0.0.1.
 //! - [`reload`]: HUP every second under 50 concurrent clients drops nothing and the new
 //!   configuration applies; a broken pool file keeps the old configuration running.
+//! - [`top`]: `drover ctl top` in a tmux pane shows a loaded Python pool live and a held
+//!   request's id, sorts and picks a pool by key, and leaves the terminal as it found it on
+//!   q, Ctrl-C and SIGTERM; piped, plain blocks of lines.
 //! - [`renew`]: HUP with no file changed renews every worker, and a deploy's new PHP
 //!   script (past an OPcache that never revalidates) and Python module are served;
 //!   `ctl reload --changed` leaves the workers as they were.
@@ -33,6 +36,7 @@ mod reload;
 mod renew;
 mod slowlog;
 mod status;
+mod top;
 
 use crate::common::{
     Ctl, Location, Nginx, PoolFile, Site, Stack, default_php_runtime, http, php_table, pool_toml,
