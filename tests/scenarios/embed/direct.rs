@@ -3,6 +3,10 @@
 //! arrays, strings, regular expressions, JSON) with the answer Debian's php8.2 gives, its
 //! worker maps the copy, and the master, whose pool names the folder in `[env]`
 //! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own).
+//!
+//! The self-test at bind time: a copy made from a libphp whose `PHP_MD5Final` was broken
+//! (it returns at once, so md5() prints what the stack held; or it traps, so PHP dies) is
+//! not installed, and `--bind-direct` exits 1 saying why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,7 +63,9 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && said.contains("calls bound directly"),
+        out.status.success()
+            && said.contains("calls bound directly")
+            && said.contains("self-test passed"),
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -113,4 +119,86 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         "a pool whose [env] sets LD_LIBRARY_PATH is left alone:\n{}",
         stack.drover.log.text()
     );
+}
+
+/// The offset in the ELF file `lib` of the code of its exported function `symbol`, from
+/// `nm -D` (its address) and `readelf -l` (the segment that maps it).
+fn code_offset(lib: &Path, symbol: &str) -> Option<u64> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .ok()?;
+    let address = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (address, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+            (kind == "T" && name == symbol).then(|| hex(address))?
+        })?;
+    let readelf = Command::new("readelf").arg("-lW").arg(lib).output().ok()?;
+    String::from_utf8_lossy(&readelf.stdout)
+        .lines()
+        .filter(|line| line.trim_start().starts_with("LOAD"))
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (offset, vaddr, filesz) = (hex(fields[1])?, hex(fields[2])?, hex(fields[4])?);
+            (vaddr..vaddr + filesz)
+                .contains(&address)
+                .then_some(address - vaddr + offset)
+        })
+}
+
+#[test]
+fn a_copy_that_does_not_run_php_as_the_source_does_is_not_installed() {
+    let Some(drover_php) = php_runtime() else {
+        eprintln!("skipped: no drover-php in this workspace");
+        return;
+    };
+    let Some(libphp) = linked_libphp(drover_php) else {
+        eprintln!("skipped: drover-php --probe names no libphp (built without PHP)");
+        return;
+    };
+    let Some(at) = code_offset(&libphp, "PHP_MD5Final") else {
+        eprintln!(
+            "skipped: no PHP_MD5Final found in {} (nm, readelf)",
+            libphp.display()
+        );
+        return;
+    };
+    let site = Site::new();
+    let name = libphp.file_name().unwrap();
+    // `ret`: md5() prints what its digest buffer held; `ud2`: PHP dies of SIGILL.
+    for (patch, reason) in [
+        (&[0xc3u8][..], "output differs from"),
+        (&[0x0f, 0x0b][..], "died of signal 4"),
+    ] {
+        let mut broken = std::fs::read(&libphp).unwrap();
+        let at = usize::try_from(at).unwrap();
+        broken[at..at + patch.len()].copy_from_slice(patch);
+        let source = site.path().join("broken").join(name);
+        std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+        std::fs::write(&source, &broken).unwrap();
+        let folder = site.path().join("libphp");
+        let copy = folder.join(name);
+        let out = Command::new(drover_php)
+            .arg("--bind-direct")
+            .arg(&source)
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("the copy is not installed") && said.contains(reason),
+            "{said}"
+        );
+        // Nothing in the folder: no copy, no SONAME link, no scratch folder left behind.
+        let left: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?} left in {}", folder.display());
+    }
 }
