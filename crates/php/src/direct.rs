@@ -25,6 +25,10 @@ use elfbind::mark::{self, Marker};
 
 use crate::selftest;
 
+/// The variable by which the loader finds the copy: the master sets it for a pool's
+/// zygote, which removes it before PHP starts (`zygote::forget_loader_path`).
+pub const LIBRARY_PATH: &str = "LD_LIBRARY_PATH";
+
 /// The objects loaded in this process, in the loader's search order: this program first
 /// (as `/proc/self/exe`), then each library by the path the loader opened.
 pub fn loaded_objects() -> Vec<PathBuf> {

@@ -2,7 +2,9 @@
 //! serves a script that works PHP's engine (classes, closures, generators, exceptions,
 //! arrays, strings, regular expressions, JSON) with the answer Debian's php8.2 gives, its
 //! worker maps the copy, and the master, whose pool names the folder in `[env]`
-//! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own).
+//! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own). The
+//! zygote drops that `LD_LIBRARY_PATH` once the loader used it: `getenv()`, `$_SERVER`,
+//! `$_ENV` and a program the script runs do not see it.
 //!
 //! The self-test at bind time: a copy made from a libphp whose `PHP_MD5Final` was broken
 //! (it returns at once, so md5() prints what the stack held; or it traps, so PHP dies) is
@@ -31,6 +33,12 @@ echo md5(json_encode([$areas, $counts, $caught, strrev(implode(',', array_keys($
     array_sum(range(1, 10000)), ucwords('bound directly'), serialize(new ArrayObject([1, 2]))])), "\n";
 $maps = file_get_contents('/proc/self/maps');
 echo strpos($maps, getenv('DIRECT_COPY')) !== false ? "copy" : "not the copy", "\n";
+$child = shell_exec('env') ?? '';
+echo var_export(getenv('LD_LIBRARY_PATH'), true), ' ',
+    isset($_SERVER['LD_LIBRARY_PATH']) ? '$_SERVER' : '-', ' ',
+    isset($_ENV['LD_LIBRARY_PATH']) ? '$_ENV' : '-', ' ',
+    str_contains($child, 'LD_LIBRARY_PATH') ? 'child' : '-', ' ',
+    str_contains($child, 'DIRECT_COPY=') ? 'the child sees the environment' : 'no environment', "\n";
 "#;
 
 /// The libphp drover-php loads, as its `--probe` names it.
@@ -97,6 +105,14 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
     let mut lines = page.body.lines();
     let (digest, mapped) = (lines.next().unwrap_or_default(), lines.next());
     assert_eq!(mapped, Some("copy"), "{}", page.body);
+    // The loader path that led to the copy is gone from the app's environment and from
+    // the programs it runs, which still inherit the rest of it.
+    assert_eq!(
+        lines.next(),
+        Some("false - - - the child sees the environment"),
+        "{}",
+        page.body
+    );
 
     // Debian's PHP executable, where there is one, computes the same.
     let cli = Command::new("php8.2")
