@@ -77,6 +77,19 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The copy says what it is: drover's marker after its last byte names the source and
+    // its build-id, which the copy keeps (its ELF notes are Debian's).
+    let marker = elfbind::mark::Marker::read(&std::fs::File::open(&copy).unwrap())
+        .unwrap()
+        .expect("no drover-elfbind marker at the end of the copy");
+    let source_id = elfbind::mark::build_id(&libphp).unwrap();
+    assert_eq!(Some(&marker.build_id), source_id.as_ref());
+    assert_eq!(elfbind::mark::build_id(&copy).unwrap(), source_id);
+    assert_eq!(marker.source, libphp);
+    assert!(
+        marker.summary.contains("calls bound directly"),
+        "{marker:?}"
+    );
     // The SONAME drover-php asks for leads to the copy.
     assert!(
         std::fs::read_dir(&folder)
