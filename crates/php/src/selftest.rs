@@ -8,7 +8,7 @@
 //! for, and once without. Each child names the libphp it loaded, then runs every script
 //! twice in one process (the second time from OPcache's shared memory) as a GET request
 //! with no client, headers and body on its stdout. The copy passes when its child loaded
-//! it (not Debian's), exited 0 within [`TIMEOUT`], and wrote what the other child wrote.
+//! it (not Debian's), exited 0 within 120 seconds, and wrote what the other child wrote.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -235,7 +235,7 @@ impl Drop for Scratch {
 }
 
 /// `drover-php --bind-direct-selftest DIR`: the child. Names the libphp it loaded, starts
-/// PHP, then runs DIR's scripts ([`SCRIPTS`]) [`PASSES`] times, each after a `== pass N
+/// PHP, then runs DIR's scripts ([`SCRIPTS`]) twice, each after a `== pass N
 /// NAME` line and followed by a `== status S` line. Exits 0 once all ran (whatever they
 /// printed), 1 when PHP does not start.
 #[cfg(not(no_php))]
