@@ -9,6 +9,10 @@
 //! interposable are those of the objects loaded before libphp in this process, drover-php
 //! itself first: what they define wins over libphp's own definition in the loader's
 //! search order, so a call bound to libphp's would change what runs.
+//!
+//! The copy is installed only once [`selftest::compare`] found that, loaded in a child in
+//! place of the source, it gives the source's output on the self-test's scripts; otherwise
+//! nothing is written, and the exit is 1 with the reason.
 
 use std::ffi::{CStr, OsString};
 use std::io::Write;
@@ -18,6 +22,12 @@ use std::path::{Path, PathBuf};
 
 use drover_proto::zygote::DIRECT_LIBPHP_DIR;
 use elfbind::mark::{self, Marker};
+
+use crate::selftest;
+
+/// The variable by which the loader finds the copy: the master sets it for a pool's
+/// zygote, which removes it before PHP starts (`zygote::forget_loader_path`).
+pub const LIBRARY_PATH: &str = "LD_LIBRARY_PATH";
 
 /// The objects loaded in this process, in the loader's search order: this program first
 /// (as `/proc/self/exe`), then each library by the path the loader opened.
@@ -140,7 +150,8 @@ fn interposers() -> Result<elfbind::Keep, String> {
 
 /// Binds `source` into `dest` (and its SONAME beside it), each written to a temporary
 /// file and renamed over the old one, so that a zygote starting meanwhile loads the old
-/// copy or the new one, never half of one. Returns the analysis' summary.
+/// copy or the new one, never half of one; the self-test first. Returns the analysis'
+/// summary and the self-test's.
 fn write(source: &Path, dest: &Path) -> Result<String, String> {
     let data = std::fs::read(source).map_err(|e| e.to_string())?;
     let build_id = mark::build_id(source)
@@ -166,6 +177,14 @@ fn write(source: &Path, dest: &Path) -> Result<String, String> {
         .mode(0o755)
         .create(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Nothing is installed unless the copy runs PHP as the source does.
+    let needed = if soname.is_empty() {
+        name
+    } else {
+        std::ffi::OsStr::new(&soname)
+    };
+    let tested = selftest::compare(&bound, needed, dir)
+        .map_err(|why| format!("the copy is not installed: {why}"))?;
     let temp = dir.join(format!(
         ".{}.{}",
         name.to_string_lossy(),
@@ -190,5 +209,5 @@ fn write(source: &Path, dest: &Path) -> Result<String, String> {
             .and_then(|()| std::fs::rename(&temp, &link))
             .map_err(|e| format!("{}: {e}", link.display()))?;
     }
-    Ok(analysis.summary())
+    Ok(format!("{}; {tested}", analysis.summary()))
 }

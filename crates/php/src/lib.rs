@@ -11,7 +11,8 @@
 //! - [`request`]: one request: the script, the 404/403 answers, PHP's callbacks; in worker
 //!   mode, the worker script's boot and the hand-over of each request to it.
 //! - [`direct`]: `drover-php --bind-direct`, the copy of libphp whose calls to its own
-//!   functions are direct (`elfbind`).
+//!   functions are direct (`elfbind`), installed once [`selftest`] found that it runs PHP
+//!   as the libphp it was made from does.
 //! - [`script`]: which script a request runs (php-fpm's `cgi.fix_pathinfo`, Apache's
 //!   `proxy:fcgi://`, `security.limit_extensions`): pure policy.
 //! - `ffi` and `sapi.c`: the SAPI module, in C where PHP's macros and longjmps are;
@@ -27,5 +28,6 @@ mod ffi;
 #[cfg(not(no_php))]
 pub mod request;
 pub mod script;
+pub mod selftest;
 #[cfg(not(no_php))]
 pub mod zygote;

@@ -28,6 +28,9 @@ fn main() -> ExitCode {
         Some(PHP_BIND_DIRECT) => {
             drover_php::direct::run(&std::env::args_os().skip(2).collect::<Vec<_>>())
         }
+        Some(drover_php::selftest::SELFTEST_ARG) => {
+            selftest(&std::env::args_os().skip(2).collect::<Vec<_>>())
+        }
         Some(PHP_CHECK) => check(Args::parse_from(
             std::env::args_os()
                 .enumerate()
@@ -56,6 +59,17 @@ fn run(args: Args) -> u8 {
 #[cfg(not(no_php))]
 fn check(args: Args) -> u8 {
     drover_php::zygote::check(&args.php)
+}
+
+/// `drover-php --bind-direct-selftest DIR`: the self-test's child (`--bind-direct` runs it).
+#[cfg(not(no_php))]
+fn selftest(args: &[std::ffi::OsString]) -> u8 {
+    drover_php::selftest::child(args)
+}
+
+#[cfg(no_php)]
+fn selftest(_: &[std::ffi::OsString]) -> u8 {
+    probe()
 }
 
 #[cfg(no_php)]

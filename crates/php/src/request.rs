@@ -39,6 +39,45 @@ thread_local! {
 /// `fastcgi.logging`: PHP's messages also go to the web server (FCGI_STDERR).
 static FCGI_LOGGING: AtomicBool = AtomicBool::new(true);
 
+/// `drover-php --bind-direct`'s self-test ([`run_to_stdout`]): PHP's output (headers and
+/// body) goes to this process's stdout, there being no client.
+static TO_STDOUT: AtomicBool = AtomicBool::new(false);
+
+/// Runs the script `file` as one GET request with no client, its output (headers and body)
+/// on stdout: the child of `drover-php --bind-direct`'s self-test (`crate::selftest`).
+/// PHP is started. The HTTP status, or -1 when PHP could not start the request.
+pub fn run_to_stdout(file: &CStr) -> c_int {
+    TO_STDOUT.store(true, Ordering::Relaxed);
+    let name = c"SCRIPT_FILENAME";
+    let param = ffi::Param {
+        name: name.as_ptr(),
+        name_len: name.count_bytes(),
+        value: file.as_ptr(),
+        value_len: file.count_bytes(),
+    };
+    let req = ffi::Request {
+        params: &raw const param,
+        params_len: 1,
+        method: c"GET".as_ptr(),
+        query: c"".as_ptr(),
+        request_uri: std::ptr::null(),
+        content_type: std::ptr::null(),
+        content_length: 0,
+        cookie: std::ptr::null(),
+        authorization: std::ptr::null(),
+        protocol: c"HTTP/1.1".as_ptr(),
+        script_filename: file.as_ptr(),
+        php_self: file.as_ptr(),
+        php_value: std::ptr::null(),
+        php_admin_value: std::ptr::null(),
+    };
+    // SAFETY: every pointer in `req` is to a NUL-terminated string (or the one param)
+    // that outlives the call; the C side keeps none of them after it returns.
+    let status = unsafe { ffi::drover_php_run(&req, now()) };
+    let _ = std::io::stdout().flush();
+    status
+}
+
 /// The PHP runtime's request handler, one per worker.
 pub struct Php {
     /// `cgi.fix_pathinfo`, `cgi.discard_path`, `doc_root`, `security.limit_extensions`.
@@ -604,6 +643,9 @@ pub extern "C" fn drover_php_rs_write(data: *const c_char, len: usize) -> c_int 
     }
     // SAFETY: PHP passes a buffer of `len` readable bytes, valid for this call.
     let data = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+    if TO_STDOUT.load(Ordering::Relaxed) {
+        return status(Some(std::io::stdout().write_all(data)));
+    }
     status(with_open(|c| {
         c.conn
             .try_borrow_mut()

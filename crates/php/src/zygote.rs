@@ -72,6 +72,7 @@ pub fn run(args: PhpArgs) -> u8 {
     }
     // SAFETY: installs a signal handler; PHP is not started yet.
     unsafe { ffi::drover_php_install_stack_dump() };
+    forget_loader_path();
     if let Err(why) = start(&args) {
         eprintln!("drover-php: {why}");
         return EXIT_APP_LOAD;
@@ -88,6 +89,34 @@ pub fn run(args: PhpArgs) -> u8 {
         }
     }
     zygote::serve(&mut forker, &args.zygote, "php", mask)
+}
+
+/// Removes `LD_LIBRARY_PATH` from this process's environment when all it did was lead the
+/// loader to a bound copy of libphp (`drover-php --bind-direct`): the folder of the libphp
+/// this process loaded, which carries the copy's marker. The loader has read it already;
+/// left in, the app would see it (`getenv()`, `$_SERVER`, `$_ENV`) and every program it
+/// runs (`proc_open`, `exec`) would load its libraries from there. Any other value is the
+/// pool's own (`[env]`) and stays. Called before PHP starts, while no other thread runs.
+fn forget_loader_path() {
+    let Some(path) = std::env::var_os(crate::direct::LIBRARY_PATH) else {
+        return;
+    };
+    let Some(libphp) = crate::direct::linked_libphp() else {
+        return;
+    };
+    let folder = libphp.parent().map(std::path::Path::as_os_str);
+    let canonical = std::fs::canonicalize(&path).ok();
+    if folder != canonical.as_deref().map(std::path::Path::as_os_str) {
+        return;
+    }
+    let bound = std::fs::File::open(&libphp)
+        .ok()
+        .and_then(|file| elfbind::mark::Marker::read(&file).ok().flatten())
+        .is_some();
+    if bound {
+        // SAFETY: the zygote runs no other thread yet (PHP is not started).
+        unsafe { std::env::remove_var(crate::direct::LIBRARY_PATH) };
+    }
 }
 
 /// `worker_boot = "zygote"`: the worker script boots here, once, and every worker is forked

@@ -2,7 +2,13 @@
 //! serves a script that works PHP's engine (classes, closures, generators, exceptions,
 //! arrays, strings, regular expressions, JSON) with the answer Debian's php8.2 gives, its
 //! worker maps the copy, and the master, whose pool names the folder in `[env]`
-//! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own).
+//! `LD_LIBRARY_PATH`, leaves that pool alone (no "bound directly" line of its own). The
+//! zygote drops that `LD_LIBRARY_PATH` once the loader used it: `getenv()`, `$_SERVER`,
+//! `$_ENV` and a program the script runs do not see it.
+//!
+//! The self-test at bind time: a copy made from a libphp whose `PHP_MD5Final` was broken
+//! (it returns at once, so md5() prints what the stack held; or it traps, so PHP dies) is
+//! not installed, and `--bind-direct` exits 1 saying why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,6 +33,12 @@ echo md5(json_encode([$areas, $counts, $caught, strrev(implode(',', array_keys($
     array_sum(range(1, 10000)), ucwords('bound directly'), serialize(new ArrayObject([1, 2]))])), "\n";
 $maps = file_get_contents('/proc/self/maps');
 echo strpos($maps, getenv('DIRECT_COPY')) !== false ? "copy" : "not the copy", "\n";
+$child = shell_exec('env') ?? '';
+echo var_export(getenv('LD_LIBRARY_PATH'), true), ' ',
+    isset($_SERVER['LD_LIBRARY_PATH']) ? '$_SERVER' : '-', ' ',
+    isset($_ENV['LD_LIBRARY_PATH']) ? '$_ENV' : '-', ' ',
+    str_contains($child, 'LD_LIBRARY_PATH') ? 'child' : '-', ' ',
+    str_contains($child, 'DIRECT_COPY=') ? 'the child sees the environment' : 'no environment', "\n";
 "#;
 
 /// The libphp drover-php loads, as its `--probe` names it.
@@ -59,9 +71,24 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && said.contains("calls bound directly"),
+        out.status.success()
+            && said.contains("calls bound directly")
+            && said.contains("self-test passed"),
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // The copy says what it is: drover's marker after its last byte names the source and
+    // its build-id, which the copy keeps (its ELF notes are Debian's).
+    let marker = elfbind::mark::Marker::read(&std::fs::File::open(&copy).unwrap())
+        .unwrap()
+        .expect("no drover-elfbind marker at the end of the copy");
+    let source_id = elfbind::mark::build_id(&libphp).unwrap();
+    assert_eq!(Some(&marker.build_id), source_id.as_ref());
+    assert_eq!(elfbind::mark::build_id(&copy).unwrap(), source_id);
+    assert_eq!(marker.source, libphp);
+    assert!(
+        marker.summary.contains("calls bound directly"),
+        "{marker:?}"
     );
     // The SONAME drover-php asks for leads to the copy.
     assert!(
@@ -91,6 +118,14 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
     let mut lines = page.body.lines();
     let (digest, mapped) = (lines.next().unwrap_or_default(), lines.next());
     assert_eq!(mapped, Some("copy"), "{}", page.body);
+    // The loader path that led to the copy is gone from the app's environment and from
+    // the programs it runs, which still inherit the rest of it.
+    assert_eq!(
+        lines.next(),
+        Some("false - - - the child sees the environment"),
+        "{}",
+        page.body
+    );
 
     // Debian's PHP executable, where there is one, computes the same.
     let cli = Command::new("php8.2")
@@ -113,4 +148,86 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         "a pool whose [env] sets LD_LIBRARY_PATH is left alone:\n{}",
         stack.drover.log.text()
     );
+}
+
+/// The offset in the ELF file `lib` of the code of its exported function `symbol`, from
+/// `nm -D` (its address) and `readelf -l` (the segment that maps it).
+fn code_offset(lib: &Path, symbol: &str) -> Option<u64> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .ok()?;
+    let address = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (address, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+            (kind == "T" && name == symbol).then(|| hex(address))?
+        })?;
+    let readelf = Command::new("readelf").arg("-lW").arg(lib).output().ok()?;
+    String::from_utf8_lossy(&readelf.stdout)
+        .lines()
+        .filter(|line| line.trim_start().starts_with("LOAD"))
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (offset, vaddr, filesz) = (hex(fields[1])?, hex(fields[2])?, hex(fields[4])?);
+            (vaddr..vaddr + filesz)
+                .contains(&address)
+                .then_some(address - vaddr + offset)
+        })
+}
+
+#[test]
+fn a_copy_that_does_not_run_php_as_the_source_does_is_not_installed() {
+    let Some(drover_php) = php_runtime() else {
+        eprintln!("skipped: no drover-php in this workspace");
+        return;
+    };
+    let Some(libphp) = linked_libphp(drover_php) else {
+        eprintln!("skipped: drover-php --probe names no libphp (built without PHP)");
+        return;
+    };
+    let Some(at) = code_offset(&libphp, "PHP_MD5Final") else {
+        eprintln!(
+            "skipped: no PHP_MD5Final found in {} (nm, readelf)",
+            libphp.display()
+        );
+        return;
+    };
+    let site = Site::new();
+    let name = libphp.file_name().unwrap();
+    // `ret`: md5() prints what its digest buffer held; `ud2`: PHP dies of SIGILL.
+    for (patch, reason) in [
+        (&[0xc3u8][..], "output differs from"),
+        (&[0x0f, 0x0b][..], "died of signal 4"),
+    ] {
+        let mut broken = std::fs::read(&libphp).unwrap();
+        let at = usize::try_from(at).unwrap();
+        broken[at..at + patch.len()].copy_from_slice(patch);
+        let source = site.path().join("broken").join(name);
+        std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+        std::fs::write(&source, &broken).unwrap();
+        let folder = site.path().join("libphp");
+        let copy = folder.join(name);
+        let out = Command::new(drover_php)
+            .arg("--bind-direct")
+            .arg(&source)
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("the copy is not installed") && said.contains(reason),
+            "{said}"
+        );
+        // Nothing in the folder: no copy, no SONAME link, no scratch folder left behind.
+        let left: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?} left in {}", folder.display());
+    }
 }
