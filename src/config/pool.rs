@@ -106,7 +106,9 @@ pub(super) fn parse(
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref(), flavour);
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     // What the runtime refuses, by the table (keys/table.rs), once the runtime is known.
-    let over_http = matches!(http, Some(Some(_)));
+    // An HTTP pool whose HTTP keys have errors is still judged as one (an ASGI pool's
+    // unreadable certfile is refused for the runtime too).
+    let over_http = matches!(http, Some(Some(_))) || root.is("protocol", "http");
     keys::refuse_by_runtime(root, Section::Pool, flavour, over_http);
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =

@@ -290,7 +290,14 @@ fn refused(keys: &str) -> String {
 fn at(stderr: &str, key: &str) -> String {
     let file = stderr
         .split_once("web.toml:")
-        .map(|(before, _)| before.rsplit(' ').next().unwrap_or(before).to_owned() + "web.toml")
+        .map(|(before, _)| {
+            before
+                .rsplit(char::is_whitespace)
+                .next()
+                .unwrap_or(before)
+                .to_owned()
+                + "web.toml"
+        })
         .unwrap_or_else(|| panic!("no web.toml in {stderr}"));
     let text = std::fs::read_to_string(&file).unwrap();
     let line = text
