@@ -324,7 +324,7 @@ impl Socket {
 }
 
 impl Read for Socket {
-    /// Plain: [`Socket::raw_read`]. Over TLS: the plaintext rustls holds, else the bytes
+    /// Plain: `Socket::raw_read`. Over TLS: the plaintext rustls holds, else the bytes
     /// that arrived (waiting as a plain read would), decrypted, the handshake's answers
     /// written as they are due. An alert or a broken record ends the connection
     /// (`InvalidData`); the client's close is Ok(0), as on a plain socket.
@@ -407,7 +407,7 @@ impl Write for Raw<'_> {
 }
 
 impl Write for Socket {
-    /// Plain: [`Socket::raw_write`]. Over TLS: encrypted, and written out before this
+    /// Plain: `Socket::raw_write`. Over TLS: encrypted, and written out before this
     /// returns (blocking, within `send_timeout`), as a plain write is.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let Some(tls) = self.tls.as_mut() else {
