@@ -110,7 +110,7 @@ def backends(workload, work, workers, drover, baseline=""):
     if tls:
         ours.scheme = "https"
         port = free_port()
-        out.append(Backend("granian (wsgi, TLS)", ["granian", "--interface", "wsgi", "--workers", w, "--host",
+        out.append(Backend("granian (wsgi+TLS)", ["granian", "--interface", "wsgi", "--workers", w, "--host",
                                                    "127.0.0.1", "--port", str(port), "--no-ws", "--ssl-certificate",
                                                    cert, "--ssl-keyfile", key, spec],
                            "", cwd=apps, kind="direct", port=port))
