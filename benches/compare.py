@@ -37,6 +37,7 @@ The workloads:
 - asgi, http-wsgi, http-asgi: a FastAPI app behind nginx (drover over FastCGI, the peers
   over HTTP), and the WSGI and FastAPI apps with no nginx (wrk straight at each server's
   HTTP listener): drover against uvicorn, gunicorn and granian (python_peers.py).
+- https-wsgi: http-wsgi over TLS, drover against granian's TLS (python_peers.py).
 - php-pss: memory after --pss-requests requests spread evenly over 20 distinct PHP pages
   (each with its own classes and functions, so that OPcache holds 20 scripts), in a
   static pool of --workers and in a dynamic pool of twice that (start_servers =
@@ -187,7 +188,7 @@ def run_point(work, backend, workload, connections, duration, log, site=None):
              "php-wordpress": wordpress.FRONT}.get(workload)
     params = site.params if workload == "php-wordpress" else ""
     with behind_nginx(work, backend, log, front, params) as port:
-        url = f"http://127.0.0.1:{port}{path}"
+        url = f"{backend.scheme}://127.0.0.1:{port}{path}"
         # Start-up is timed from the backend's exec, with nginx already listening.
         started = time.time()
         if backend.argv:

@@ -13,11 +13,15 @@ a Python team runs today, with the same app and the same number of workers.
   (`fastcgi_keep_conn on` for drover, an upstream block with `keepalive` for everyone).
 - asgi-bare, asgi-bare-kept, http-asgi-bare: the same three with a bare ASGI app (no
   framework): what the server itself costs per request.
+- https-wsgi: http-wsgi over TLS (a P-256 certificate made in the work folder): drover's
+  `certfile`/`keyfile` against granian's `--ssl-certificate`/`--ssl-keyfile`. wrk keeps
+  its connections, so this weighs the records' cost more than the handshakes'.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
 
 import os
+import subprocess
 
 from harness import Backend, drover_backend, free_port
 
@@ -42,12 +46,24 @@ async def hello():
 """,
 }
 
-WORKLOADS = ("asgi", "asgi-kept", "asgi-bare", "asgi-bare-kept", "http-wsgi", "http-asgi", "http-asgi-bare")
+WORKLOADS = ("asgi", "asgi-kept", "asgi-bare", "asgi-bare-kept", "http-wsgi", "http-asgi", "http-asgi-bare",
+             "https-wsgi")
 
 # (module, attribute) of each workload's app, in compare.py's apps folder.
 APP = {"asgi": ("fastapp", "app"), "asgi-kept": ("fastapp", "app"), "asgi-bare": ("bare", "app"),
        "asgi-bare-kept": ("bare", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app"),
-       "http-asgi-bare": ("bare", "app")}
+       "http-asgi-bare": ("bare", "app"), "https-wsgi": ("hello", "application")}
+
+
+def certificate(work):
+    """A self-signed P-256 certificate and its PKCS#8 key (granian takes no other) in `work`."""
+    cert, key = f"{work}/tls.pem", f"{work}/tls.key"
+    if not os.path.exists(cert):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                        "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
+                       check=True, capture_output=True)
+    return cert, key
+
 
 PIP = ["fastapi", "uvicorn", "httptools", "uvloop", "granian", "gunicorn"]
 
@@ -100,11 +116,25 @@ def backends(workload, work, workers, drover, baseline=""):
     # No nginx: every backend answers HTTP on its own loopback port.
     interface = "asgi" if workload.startswith("http-asgi") else "wsgi"
     port = free_port()
-    pool = _pool(work, workers, module, attr, f"127.0.0.1:{port}", extra_pool='protocol = "http"\n',
+    tls = workload == "https-wsgi"
+    extra = 'protocol = "http"\n'
+    if tls:
+        cert, key = certificate(work)
+        extra += f'certfile = "{cert}"\nkeyfile = "{key}"\n'
+    pool = _pool(work, workers, module, attr, f"127.0.0.1:{port}", extra_pool=extra,
                  extra_python='interface = "asgi"\n' if interface == "asgi" else "")
     ours = drover_backend(work, drover, pool, "")
     ours.kind, ours.port = "direct", port
     out.append(ours)
+    if tls:
+        ours.scheme = "https"
+        port = free_port()
+        out.append(Backend("granian (wsgi+TLS)", ["granian", "--interface", "wsgi", "--workers", w, "--host",
+                                                   "127.0.0.1", "--port", str(port), "--no-ws", "--ssl-certificate",
+                                                   cert, "--ssl-keyfile", key, spec],
+                           "", cwd=apps, kind="direct", port=port))
+        out[-1].scheme = "https"
+        return out
     if baseline:
         # The same pool on the same port: backends run one at a time.
         base = drover_backend(work, baseline, pool, "", "drover (baseline)")

@@ -172,6 +172,22 @@ pub struct Http {
     /// A response write that makes no progress this long ends the connection (nginx's
     /// `send_timeout`): a client that reads nothing does not hold a worker forever.
     pub send_timeout: Duration,
+    /// `certfile`: the listener speaks TLS; None: plain HTTP.
+    pub tls: Option<Tls>,
+}
+
+/// An HTTP pool's TLS: the files as the master read them at load (a reload reads them
+/// again, so that a renewed certificate changes the pool and its next generation serves
+/// it), and the settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub certfile: PathBuf,
+    /// None: the key is in certfile.
+    pub keyfile: Option<PathBuf>,
+    pub ca_certs: Option<PathBuf>,
+    pub settings: drover_proto::tls::Settings,
+    /// What the files held (the key is not printed by Debug).
+    pub material: drover_proto::tls::Material,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime};
+use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime, Tls};
 use super::value::{Got, Table, log_file, resolve};
 use super::{env, pm, runtime};
 
@@ -101,12 +101,14 @@ pub(super) fn parse(
     enforceable_clients(root, listen.as_ref());
     enforceable_dumpable(root, process_dumpable, runtime.as_ref());
     let access = access(root, base);
-    let http = http(root);
+    let http = http(root, base);
     let (status_path, ping_path, ping_response) = builtin_paths(root, status_listen.as_ref());
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref(), flavour);
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
     // What the runtime refuses, by the table (keys/table.rs), once the runtime is known.
-    let over_http = matches!(http, Some(Some(_)));
+    // An HTTP pool whose HTTP keys have errors is still judged as one (an ASGI pool's
+    // unreadable certfile is refused for the runtime too).
+    let over_http = matches!(http, Some(Some(_))) || root.is("protocol", "http");
     keys::refuse_by_runtime(root, Section::Pool, flavour, over_http);
     let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
@@ -305,7 +307,7 @@ fn threads_speak_fastcgi(
 /// `protocol`, and the keys of an HTTP pool. Only drover-python's workers speak HTTP: a
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
-fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
+fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
     let protocol = root
         .parse("protocol", |s| match s {
             "fastcgi" => Ok(false),
@@ -365,14 +367,133 @@ fn http(root: &Table<'_, '_>) -> Option<Option<Http>> {
             }
         }
     }
+    let tls = tls(root, base);
     let http = Http {
         keepalive_timeout: keepalive_timeout?,
         forwarded_allow_ips,
         max_request_body: max_request_body?,
         ws_max_size: ws_max_size?,
         send_timeout: send_timeout?,
+        tls: tls?,
     };
     valid.then_some(Some(http))
+}
+
+/// `certfile` and the TLS keys: the files are read now (by the master, as root when it
+/// runs as root: the pool's user needs no right on them), and checked by building the
+/// workers' very rustls config, so that an unreadable file, one without PEM, a key that is
+/// not the certificate's, an unknown suite or version is refused at load (and by
+/// `drover -t`, and on a reload, which keeps the running pools).
+fn tls(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
+    use drover_proto::tls::{self, CertReqs, MinVersion, Part, Settings};
+    let certfile = root.path_buf("certfile", base).optional();
+    let keyfile = root.path_buf("keyfile", base).optional();
+    let ca_certs = root.path_buf("ca_certs", base).optional();
+    let cert_reqs = root
+        .parse("cert_reqs", |s| match s {
+            "none" | "CERT_NONE" => Ok(CertReqs::None),
+            "optional" | "CERT_OPTIONAL" => Ok(CertReqs::Optional),
+            "required" | "CERT_REQUIRED" => Ok(CertReqs::Required),
+            _ => Err("must be \"none\", \"optional\" or \"required\"".to_owned()),
+        })
+        .or(CertReqs::None);
+    let min_version = root
+        .parse("ssl_version", MinVersion::parse)
+        .or_else(MinVersion::default);
+    let ciphers = root.strings("ciphers").optional();
+    let (certfile, keyfile, ca_certs, cert_reqs, min_version, ciphers) = (
+        certfile?,
+        keyfile?,
+        ca_certs?,
+        cert_reqs?,
+        min_version?,
+        ciphers?,
+    );
+    let Some(certfile) = certfile else {
+        let mut valid = true;
+        for key in ["keyfile", "ca_certs", "cert_reqs", "ciphers", "ssl_version"] {
+            if root.contains(key) {
+                root.fail(
+                    key,
+                    "only with certfile (the listener speaks TLS only with a certificate)",
+                );
+                valid = false;
+            }
+        }
+        return valid.then_some(None);
+    };
+    if cert_reqs != CertReqs::None && ca_certs.is_none() {
+        root.fail(
+            "cert_reqs",
+            format!(
+                "\"{}\" needs ca_certs: the authorities client certificates are checked against",
+                cert_reqs.name()
+            ),
+        );
+        return None;
+    }
+    let read = |key: &str, path: &Path| match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(err) => {
+            root.fail(key, format!("cannot read {}: {err}", path.display()));
+            None
+        }
+    };
+    let cert = read("certfile", &certfile);
+    let key = match &keyfile {
+        Some(path) => read("keyfile", path),
+        None => cert.clone(),
+    };
+    let ca = match &ca_certs {
+        Some(path) => Some(read("ca_certs", path)?),
+        None => None,
+    };
+    let material = tls::Material {
+        cert: cert?,
+        key: key?,
+        ca,
+    };
+    let settings = Settings {
+        cert_reqs,
+        ciphers: ciphers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+        min_version,
+    };
+    if let Err(problem) = tls::server_config(&material, &settings) {
+        // A part whose key is not written: the key is certfile's (keyfile unset).
+        let key = match problem.part {
+            Part::Keyfile if keyfile.is_none() => "certfile",
+            part => part.key(),
+        };
+        let file = match problem.part {
+            Part::Certfile => Some(&certfile),
+            Part::Keyfile => Some(keyfile.as_ref().unwrap_or(&certfile)),
+            Part::CaCerts => ca_certs.as_ref(),
+            Part::Ciphers => None,
+        };
+        let reason = match (problem.part, file) {
+            (Part::Keyfile, Some(file)) => format!(
+                "{}: {} (certfile {})",
+                file.display(),
+                problem.reason,
+                certfile.display()
+            ),
+            (_, Some(file)) => format!("{}: {}", file.display(), problem.reason),
+            (_, None) => problem.reason,
+        };
+        root.fail(key, reason);
+        return None;
+    }
+    Some(Some(Tls {
+        certfile,
+        keyfile,
+        ca_certs,
+        settings,
+        material,
+    }))
 }
 
 /// uvicorn's `--ws-max-size` default: a WebSocket message larger than this is closed 1009.

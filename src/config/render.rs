@@ -171,6 +171,35 @@ fn pool(out: &mut Out, p: &Pool) {
             out.unset("ws_max_size", "ASGI pools only");
             out.duration("send_timeout", http.send_timeout);
         }
+        match &http.tls {
+            Some(tls) => {
+                out.path("certfile", &tls.certfile);
+                match &tls.keyfile {
+                    Some(path) => out.path("keyfile", path),
+                    None => out.unset("keyfile", "the key in certfile"),
+                }
+                out.optional_path("ca_certs", tls.ca_certs.as_deref());
+                out.string("cert_reqs", tls.settings.cert_reqs.name());
+                if tls.settings.ciphers.is_empty() {
+                    out.unset("ciphers", "rustls's defaults");
+                } else {
+                    out.strings("ciphers", &tls.settings.ciphers);
+                }
+                out.string("ssl_version", tls.settings.min_version.name());
+            }
+            None => {
+                for key in [
+                    "certfile",
+                    "keyfile",
+                    "ca_certs",
+                    "cert_reqs",
+                    "ciphers",
+                    "ssl_version",
+                ] {
+                    out.unset(key, "no TLS: certfile not set");
+                }
+            }
+        }
     }
 
     let pm = &p.pm;

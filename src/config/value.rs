@@ -103,6 +103,11 @@ impl<'a, 'i> Table<'a, 'i> {
         self.table.get_key_value(key)
     }
 
+    /// Whether `key` is the string `value`, reporting nothing (its parser reports).
+    pub fn is(&self, key: &str, value: &str) -> bool {
+        matches!(self.entry(key).map(|(_, v)| v.get_ref()), Some(DeValue::String(s)) if s == value)
+    }
+
     /// Reports every key not in `known`, suggesting the nearest known one.
     pub fn check_keys(&self, known: &[&str]) {
         for (key, _) in self.entries() {

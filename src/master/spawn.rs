@@ -13,14 +13,16 @@ use nix::unistd::Pid;
 
 use crate::runtime::ProcessSpec;
 
-use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD};
+use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD, TLS_FD};
 
-/// The descriptors a zygote inherits beside 0, 1 and 2: the pool's scoreboard and its
-/// access log, each at its number of the zygote protocol.
+/// The descriptors a zygote inherits beside 0, 1 and 2: the pool's scoreboard, its access
+/// log and its TLS memfd, each at its number of the zygote protocol.
 #[derive(Clone, Copy, Default)]
 pub struct Inherited<'a> {
     pub scoreboard: Option<BorrowedFd<'a>>,
     pub access_log: Option<BorrowedFd<'a>>,
+    /// `certfile`: the memfd with the certificate and key the master read.
+    pub tls: Option<BorrowedFd<'a>>,
 }
 
 /// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2, and the pool's
@@ -63,6 +65,7 @@ pub fn spawn(
         inherited
             .access_log
             .map(|fd| (fd.as_raw_fd(), ACCESS_LOG_FD)),
+        inherited.tls.map(|fd| (fd.as_raw_fd(), TLS_FD)),
     ];
     let target = zygote.then(drover_proto::zygote::target_signal);
     let death_signal = spec.death_signal as libc::c_int;
@@ -125,9 +128,9 @@ fn die_with(master: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
 /// Puts each `(from, to)` descriptor at `to`, without close-on-exec there. Each is first
 /// copied above every `to`, so that one whose number is another's `to` is not overwritten
 /// before it is moved. Runs between fork and exec: syscalls only, no allocation.
-fn move_descriptors(moves: [Option<(i32, i32)>; 2]) -> io::Result<()> {
-    let above = ACCESS_LOG_FD.max(SCOREBOARD_FD) + 1;
-    let mut copies = [None; 2];
+fn move_descriptors(moves: [Option<(i32, i32)>; 3]) -> io::Result<()> {
+    let above = ACCESS_LOG_FD.max(SCOREBOARD_FD).max(TLS_FD) + 1;
+    let mut copies = [None; 3];
     for (copy, pair) in copies.iter_mut().zip(moves) {
         if let Some((from, to)) = pair {
             // SAFETY: fcntl on a descriptor the master holds open across the spawn.

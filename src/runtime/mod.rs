@@ -92,6 +92,8 @@ pub enum RuntimeError {
     Scoreboard(String),
     #[error("cannot open access_log {0}")]
     AccessLog(String),
+    #[error("cannot hand the TLS certificate to the zygote: {0}")]
+    Tls(String),
 }
 
 /// What would stop a valid configuration from running here, one line per pool:
@@ -126,6 +128,7 @@ pub fn check(config: &crate::config::Config) -> Vec<String> {
                 Err(e @ RuntimeError::Scoreboard(_)) => ("pm.max_children", e.to_string()),
                 // Opened by the master for each generation, not by a launch plan.
                 Err(e @ RuntimeError::AccessLog(_)) => ("access_log", e.to_string()),
+                Err(e @ RuntimeError::Tls(_)) => ("certfile", e.to_string()),
             };
             Some(format!("{}: {key}: {problem}", pool.file.display()))
         })
@@ -355,6 +358,10 @@ mod tests {
                 send_timeout_ms: 60_000,
                 forwarded_allow_ips: Vec::new(),
                 max_request_body: None,
+                tls_fd: None,
+                cert_reqs: Default::default(),
+                ciphers: Vec::new(),
+                ssl_version: Default::default(),
                 status_path: None,
                 status_from: None,
                 ping_path: None,

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD};
+use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD, TLS_FD};
 
 use crate::config::{ListenAddr, Pool};
 use crate::pm;
@@ -14,7 +14,8 @@ use crate::pm;
 /// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log-fd` (the file
 /// the master opens, [`crate::logging::access`], named by `--access-log`, with
 /// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
-/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`; the
+/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`
+/// (and with `certfile`, `--tls-fd` for the memfd the master writes, and the TLS settings); the
 /// `--status-path` (with `--status-from`, where the master serves the status) and
 /// `--ping-path` (with `--ping-response`) the workers answer themselves; `--dumpable` for
 /// `process_dumpable = true`.
@@ -81,6 +82,19 @@ pub fn args(pool: &Pool) -> Vec<OsString> {
         if let Some(max) = http.max_request_body {
             args.push("--max-request-body".into());
             args.push(max.to_string().into());
+        }
+        if let Some(tls) = &http.tls {
+            // The certificate and key go in the memfd at TLS_FD, never on this line.
+            args.push("--tls-fd".into());
+            args.push(TLS_FD.to_string().into());
+            args.push("--cert-reqs".into());
+            args.push(tls.settings.cert_reqs.name().into());
+            for name in &tls.settings.ciphers {
+                args.push("--cipher".into());
+                args.push(name.into());
+            }
+            args.push("--ssl-version".into());
+            args.push(tls.settings.min_version.name().into());
         }
     }
     args

@@ -6,6 +6,8 @@
 //! - [`zygote`]: the protocol between the master and a zygote (`drover-python`,
 //!   `drover-php`): its command line, the scoreboard's fd number, its report lines, a PHP
 //!   worker's stack lines and its exit codes.
+//! - [`tls`]: TLS on an HTTP pool's listener: the files the master reads, checked by
+//!   building the workers' rustls config, and the memfd that carries them to the zygote.
 //! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn. The
 //!   master applies them to the processes it execs, a zygote to the workers it forks.
 //! - [`max_requests`]: the request limit a worker is given.
@@ -18,6 +20,7 @@
 
 pub mod access;
 mod backoff;
+pub mod tls;
 pub mod zygote;
 
 pub use backoff::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW};

@@ -43,6 +43,12 @@ pub const SCOREBOARD_FD: i32 = 3;
 /// for appending (`--access-log-fd`).
 pub const ACCESS_LOG_FD: i32 = 4;
 
+/// The descriptor number a zygote of an HTTP pool with `certfile` finds its certificate and
+/// key at: a sealed memfd the master wrote ([`crate::tls::Material`]), named by `--tls-fd`.
+/// The master read the files (as root, when it runs as root); the pool's user needs no
+/// right on them.
+pub const TLS_FD: i32 = 5;
+
 /// The zygote's exit code when the app cannot be imported: the master stops the pool
 /// instead of restarting it in a loop (gunicorn's "app failed to load" is 4 too).
 pub const EXIT_APP_LOAD: u8 = 4;
@@ -129,6 +135,19 @@ pub struct ZygoteArgs {
     /// max_request_body in bytes (HTTP): larger bodies are refused with 413.
     #[arg(long)]
     pub max_request_body: Option<u64>,
+    /// certfile (HTTP): the listener speaks TLS; the certificate and key are in the memfd
+    /// at this descriptor ([`TLS_FD`]), never on the command line.
+    #[arg(long)]
+    pub tls_fd: Option<i32>,
+    /// cert_reqs (HTTP over TLS): whether clients present a certificate.
+    #[arg(long, value_enum, default_value_t, requires = "tls_fd")]
+    pub cert_reqs: crate::tls::CertReqs,
+    /// ciphers (HTTP over TLS): a suite offered, by its IANA name (repeated); none: rustls's.
+    #[arg(long = "cipher", requires = "tls_fd")]
+    pub ciphers: Vec<String>,
+    /// ssl_version (HTTP over TLS): the lowest TLS version taken.
+    #[arg(long, value_enum, default_value_t, requires = "tls_fd")]
+    pub ssl_version: crate::tls::MinVersion,
     /// status_path: a request with this `SCRIPT_NAME` gets the pool's status, which the
     /// worker fetches from `--status-from`.
     #[arg(long, requires = "status_from")]

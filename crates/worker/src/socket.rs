@@ -25,6 +25,9 @@ pub struct Socket {
     /// `send_timeout` (HTTP): a write that makes no progress this long fails with
     /// `TimedOut` (the kernel's `SO_SNDTIMEO`, set once at accept). None: writes wait.
     send_timeout: Option<Duration>,
+    /// An HTTP pool with `certfile`: reads and writes go through this TLS session, and the
+    /// handshake happens in the reads (see [`Socket::start_tls`]).
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 impl From<OwnedFd> for Socket {
@@ -36,6 +39,7 @@ impl From<OwnedFd> for Socket {
             timed_out: false,
             received: 0,
             send_timeout: None,
+            tls: None,
         }
     }
 }
@@ -68,6 +72,29 @@ impl Socket {
     /// The descriptor, while open (for epoll and socket options).
     pub fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.fd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Speaks TLS from now on (an accepted connection of a pool with `certfile`): the
+    /// handshake goes on in the reads, which never wait when [`Socket::set_wait`] says so,
+    /// so that a client that stops mid-handshake holds a descriptor, not the worker.
+    pub fn start_tls(&mut self, config: &std::sync::Arc<rustls::ServerConfig>) -> io::Result<()> {
+        let tls = rustls::ServerConnection::new(config.clone()).map_err(io::Error::other)?;
+        self.tls = Some(Box::new(tls));
+        Ok(())
+    }
+
+    /// A TLS connection whose handshake has not completed.
+    pub fn handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| tls.is_handshaking())
+    }
+
+    /// Decrypted bytes the TLS session holds that no read took yet: epoll does not see
+    /// them (they have left the socket), so the reader takes them before it waits.
+    pub fn buffered(&mut self) -> bool {
+        self.tls.as_mut().is_some_and(|tls| {
+            tls.process_new_packets()
+                .is_ok_and(|state| state.plaintext_bytes_to_read() > 0)
+        })
     }
 
     /// A request starts arriving: reads may wait `budget` in all for its params and body.
@@ -139,7 +166,30 @@ impl Socket {
     /// connection to close before it ends the response). Reads and writes after this fail
     /// with `NotConnected`.
     pub fn close(&mut self) {
+        self.close_notify();
         self.fd = None;
+    }
+
+    /// Over TLS, tells the client the stream ends here (a client reading a response to
+    /// the connection's end takes a close without it as a truncation). Never waits: on a
+    /// full send buffer the alert is dropped.
+    fn close_notify(&mut self) {
+        let Some(mut tls) = self.tls.take() else {
+            return;
+        };
+        if !tls.is_handshaking() {
+            tls.send_close_notify();
+            if let Some(fd) = &self.fd {
+                let mut out = Vec::new();
+                while tls.wants_write() && tls.write_tls(&mut out).is_ok_and(|n| n > 0) {}
+                let _ = nix::sys::socket::send(
+                    fd.as_raw_fd(),
+                    &out,
+                    nix::sys::socket::MsgFlags::MSG_DONTWAIT
+                        | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                );
+            }
+        }
     }
 
     /// Closes a connection whose request has ended, after dropping what has already
@@ -154,7 +204,7 @@ impl Socket {
         let mut sink = Sink::new();
         let mut dropped = 0;
         while dropped < SHED_ON_CLOSE_MAX {
-            match self.read(sink.buf()) {
+            match self.raw_read(sink.buf()) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => dropped += sink.took(n),
             }
@@ -172,6 +222,7 @@ impl Socket {
     /// nothing does not hold the worker for the whole bound.
     pub fn linger_close(&mut self, max_bytes: usize, bound: Duration) {
         // Closed already (`fastcgi_finish_request()` lingered when it ended the request).
+        self.close_notify();
         let Ok(fd) = self.fd() else {
             return;
         };
@@ -183,7 +234,7 @@ impl Socket {
         while dropped <= max_bytes {
             let left = deadline.saturating_duration_since(Instant::now());
             self.start_request(Some(left.min(LINGER_QUIET)));
-            match self.read(sink.buf()) {
+            match self.raw_read(sink.buf()) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => dropped += sink.took(n),
             }
@@ -230,8 +281,8 @@ impl Sink {
 /// Reads what is there without blocking, and waits (within the budget) only when nothing
 /// is: under load the request is already in the socket when it is accepted, so this costs
 /// one `recv` where a socket read timeout would cost a `setsockopt` per connection too.
-impl Read for Socket {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl Socket {
+    fn raw_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use nix::errno::Errno;
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         use nix::sys::socket::{MsgFlags, recv};
@@ -272,22 +323,78 @@ impl Read for Socket {
     }
 }
 
-impl Write for Socket {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let fd = self.fd()?;
+impl Read for Socket {
+    /// Plain: `Socket::raw_read`. Over TLS: the plaintext rustls holds, else the bytes
+    /// that arrived (waiting as a plain read would), decrypted, the handshake's answers
+    /// written as they are due. An alert or a broken record ends the connection
+    /// (`InvalidData`); the client's close is Ok(0), as on a plain socket.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.tls.is_none() {
+            return self.raw_read(buf);
+        }
         loop {
-            match nix::unistd::write(fd, buf) {
+            let Some(tls) = self.tls.as_mut() else {
+                return Err(io::ErrorKind::NotConnected.into());
+            };
+            match tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(err) => return Err(err),
+            }
+            let mut tls = self.tls.take().unwrap_or_else(|| unreachable!());
+            let read = tls.read_tls(&mut Raw(self));
+            let result = match read {
+                // The client closed (without close_notify: HTTP/1.1 clients do).
+                Ok(0) => Ok(Some(0)),
+                Ok(_) => match tls.process_new_packets() {
+                    Ok(_) => Ok(None),
+                    Err(err) => {
+                        // The alert that says why (behind what the handshake had queued).
+                        while tls.wants_write()
+                            && tls.write_tls(&mut Raw(self)).is_ok_and(|n| n > 0)
+                        {
+                        }
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("TLS: {err}"),
+                        ))
+                    }
+                },
+                Err(err) => Err(err),
+            };
+            self.tls = Some(tls);
+            match result {
+                Ok(Some(n)) => return Ok(n),
+                Ok(None) => self.flush_tls()?,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// The socket's own bytes, under the TLS session: what rustls reads and writes.
+struct Raw<'s>(&'s mut Socket);
+
+impl Read for Raw<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.raw_read(buf)
+    }
+}
+
+impl Write for Raw<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.raw_write(buf)
+    }
+
+    /// rustls hands its records over as several buffers: one `writev`, not a write each.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let fd = self.0.fd()?;
+        loop {
+            match nix::sys::uio::writev(fd, bufs) {
                 Err(nix::errno::Errno::EINTR) => continue,
-                // The descriptor blocks: EAGAIN is SO_SNDTIMEO's, a client that took
-                // nothing for the whole send_timeout.
-                Err(nix::errno::Errno::EAGAIN) if self.send_timeout.is_some() => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "the client read nothing of the response for {:?} (send_timeout)",
-                            self.send_timeout.unwrap_or_default()
-                        ),
-                    ));
+                Err(nix::errno::Errno::EAGAIN) if self.0.send_timeout.is_some() => {
+                    return Err(self.0.send_timed_out());
                 }
                 other => return other.map_err(io::Error::from),
             }
@@ -296,6 +403,73 @@ impl Write for Socket {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+impl Write for Socket {
+    /// Plain: `Socket::raw_write`. Over TLS: encrypted, and written out before this
+    /// returns (blocking, within `send_timeout`), as a plain write is.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let Some(tls) = self.tls.as_mut() else {
+            return self.raw_write(buf);
+        };
+        let n = tls.writer().write(buf)?;
+        self.flush_tls()?;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Socket {
+    fn raw_write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let fd = self.fd()?;
+        loop {
+            match nix::unistd::write(fd, buf) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                // The descriptor blocks: EAGAIN is SO_SNDTIMEO's, a client that took
+                // nothing for the whole send_timeout.
+                Err(nix::errno::Errno::EAGAIN) if self.send_timeout.is_some() => {
+                    return Err(self.send_timed_out());
+                }
+                other => return other.map_err(io::Error::from),
+            }
+        }
+    }
+
+    fn send_timed_out(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the client read nothing of the response for {:?} (send_timeout)",
+                self.send_timeout.unwrap_or_default()
+            ),
+        )
+    }
+
+    /// Writes out what the TLS session has to send (records, handshake messages, alerts).
+    fn flush_tls(&mut self) -> io::Result<()> {
+        let Some(mut tls) = self.tls.take() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        while tls.wants_write() {
+            match tls.write_tls(&mut Raw(self)) {
+                Ok(0) => {
+                    result = Err(io::ErrorKind::WriteZero.into());
+                    break;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        self.tls = Some(tls);
+        result
     }
 }
 

@@ -175,9 +175,17 @@ pub fn serve<R: Runtime>(runtime: &mut R, args: &ZygoteArgs, label: &str, mask: 
             return 1;
         }
     };
+    let http = match crate::http::config(args) {
+        Ok(http) => http,
+        Err(err) => {
+            eprintln!("{}: {err}", program());
+            return 1;
+        }
+    };
     Zygote {
         runtime,
         access_log,
+        http,
         args,
         label,
         mask,
@@ -209,6 +217,8 @@ struct Zygote<'a, R> {
     runtime: &'a mut R,
     /// The access log, opened once; each worker gets its own handle on the same file.
     access_log: Option<AccessLog>,
+    /// An HTTP pool's settings (its TLS config built once); each worker gets a copy.
+    http: Option<crate::http::HttpConfig>,
     args: &'a ZygoteArgs,
     label: &'a str,
     /// The signal mask workers restore after fork.
@@ -378,7 +388,7 @@ impl<R: Runtime> Zygote<'_, R> {
                 .map_err(|err| {
                     nix::errno::Errno::from_raw(err.raw_os_error().unwrap_or(libc::EIO))
                 })?,
-            http: crate::http::config(self.args),
+            http: self.http.clone(),
             builtin: crate::builtin::Builtin::from_args(self.args),
         };
         let board = self.scoreboard.as_ref().zip(slot).map(|(board, i)| Board {

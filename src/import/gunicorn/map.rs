@@ -404,7 +404,12 @@ impl Mapper {
             | "ciphers"
             | "do_handshake_on_connect"
             | "suppress_ragged_eofs" => {
-                self.note(s, "not carried over: TLS ends at nginx");
+                self.note(
+                    s,
+                    "not carried over: behind nginx, TLS ends at nginx (a pool with protocol = \
+                     \"http\" has certfile, keyfile, ca_certs, cert_reqs, ciphers and \
+                     ssl_version)",
+                );
             }
             "worker_tmp_dir" => self.note(
                 s,

@@ -83,6 +83,9 @@ pub struct PoolRun {
     /// `access_log`, opened by the master for this generation's zygote (see
     /// [`crate::logging::access`]).
     access_log: Option<AccessLogFile>,
+    /// `certfile`: the sealed memfd holding what the master read of the certificate and
+    /// key, passed to this generation's zygotes at `TLS_FD`.
+    tls: Option<OwnedFd>,
     /// Python dynamic and ondemand pools: the worker count the zygote was given.
     desired: u32,
     probes: Probes,
@@ -165,8 +168,18 @@ impl PoolRun {
             })?),
             None => None,
         };
+        // The certificate and key the master read at load, for this generation's zygotes.
+        let tls = match config.http.as_ref().and_then(|http| http.tls.as_ref()) {
+            Some(tls) => Some(
+                tls.material
+                    .memfd()
+                    .map_err(|e| runtime::RuntimeError::Tls(e.to_string()))?,
+            ),
+            None => None,
+        };
         Ok(PoolRun {
             access_log,
+            tls,
             runtime_ready: !launch.kind.parent_reports(),
             memory: memory::MemoryWatch::default(),
             id,
@@ -370,6 +383,7 @@ impl PoolRun {
         let inherited = Inherited {
             scoreboard: self.scoreboard.as_ref().map(|board| board.fd()),
             access_log: self.access_log.as_ref().map(AccessLogFile::fd),
+            tls: self.tls.as_ref().map(AsFd::as_fd),
         };
         let spec = self.launch.spec(limit);
         let result = self

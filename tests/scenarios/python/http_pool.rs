@@ -16,7 +16,7 @@ use crate::common::{
 
 /// A static Python pool on a loopback TCP port with `protocol = "http"`, and `extra` top-
 /// level keys (`{site}` in them: the site's folder).
-struct HttpPool {
+pub(super) struct HttpPool {
     name: &'static str,
     app: &'static str,
     workers: u32,
@@ -25,7 +25,27 @@ struct HttpPool {
     /// More `[pm]` keys.
     pm: String,
     /// More `[python]` keys.
-    python: &'static str,
+    pub(super) python: &'static str,
+}
+
+impl HttpPool {
+    pub(super) fn new(
+        name: &'static str,
+        app: &'static str,
+        workers: u32,
+        port: u16,
+        extra: &str,
+    ) -> HttpPool {
+        HttpPool {
+            name,
+            app,
+            workers,
+            port,
+            extra: extra.to_string(),
+            pm: String::new(),
+            python: "",
+        }
+    }
 }
 
 impl PoolFile for HttpPool {

@@ -9,6 +9,9 @@
 //! - [`pep3333`]: an app wrapped in `wsgiref.validate` behind stock nginx: GET, POST, HEAD.
 //! - [`http_pool`]: `protocol = "http"`, no nginx: keep-alive, pipelining, chunked, 100-continue,
 //!   refused heads, 1,000 idle connections, X-Forwarded-For, a client gone mid-body.
+//! - [`https`]: `certfile` on the HTTP listener: the pool's certificate, ALPN, client
+//!   certificates, bad files refused at load and on reload, a renewed certificate, and the
+//!   hostile clients over TLS (mid-handshake, plain HTTP, a huge ClientHello, trickling).
 //! - [`factory`]: `app = "module:create_app(...)"`, as gunicorn takes it.
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
@@ -39,6 +42,7 @@ mod factory;
 mod hooks;
 mod http_hostile;
 mod http_pool;
+mod https;
 mod lifecycle;
 mod pep3333;
 mod requests;

@@ -76,9 +76,19 @@ impl HttpConn {
 
     /// Reads what has arrived (the socket must not wait: see [`Socket::set_wait`]).
     /// Ok(0): the client closed.
+    /// Over TLS, also what the session decrypted past the first read (epoll would not
+    /// wake for it: it has left the socket).
     pub fn fill(&mut self) -> io::Result<usize> {
         let socket = &mut self.socket;
-        self.input.read_from(16 * 1024, |room| socket.read(room))
+        let mut got = self.input.read_from(16 * 1024, |room| socket.read(room))?;
+        while got > 0 && self.socket.buffered() {
+            let socket = &mut self.socket;
+            match self.input.read_from(16 * 1024, |room| socket.read(room)) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        Ok(got)
     }
 
     /// Whether bytes of a next request are here already (pipelined).

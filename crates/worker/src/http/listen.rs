@@ -203,6 +203,9 @@ impl<'c> Set<'c> {
             EpollEvent::new(EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP, token),
         )?;
         socket.set_wait(false);
+        if let Some(tls) = &self.http.tls {
+            socket.start_tls(tls)?;
+        }
         let conn = Rc::new(RefCell::new(Exchange::http(HttpConn::new(socket))));
         let deadline = Instant::now() + self.head_timeout;
         self.hold(
@@ -296,7 +299,12 @@ impl<'c> Set<'c> {
             trusted: &self.http.trusted,
             max_body: self.http.max_body,
         };
+        let tls = self.http.tls.is_some();
         with_http(&held.conn, |c| match c.next_head(&peer) {
+            Ok(Some(mut head)) if tls => {
+                over_tls(&mut head.params);
+                Ok(Some(head))
+            }
             Ok(head) => Ok(head),
             Err(refusal) => {
                 eprintln!(
@@ -396,6 +404,13 @@ impl<'c> Set<'c> {
             let Some(held) = self.held.remove(&token) else {
                 continue;
             };
+            if held.started.is_none() && with_http(&held.conn, |c| c.get_ref().handshaking()) {
+                eprintln!(
+                    "dropped a connection from {}: its TLS handshake did not complete within {:?}",
+                    from(&held),
+                    self.head_timeout
+                );
+            }
             if let Some((since, _)) = held.started {
                 let received = with_http(&held.conn, |c| c.get_ref().received());
                 let what = if held.waiting.is_some() {
@@ -421,6 +436,21 @@ impl<'c> Set<'c> {
             .map(|held| held.deadline)
             .min()
             .unwrap_or(now + Duration::from_secs(3600));
+    }
+}
+
+/// A request that came over TLS says so as nginx's `fastcgi_params` do (`HTTPS=on`, the
+/// scheme), whatever X-Forwarded-Proto says; a Host without a port means 443.
+fn over_tls(params: &mut drover_fastcgi::Params) {
+    params.set(b"HTTPS", b"on");
+    params.set(b"REQUEST_SCHEME", b"https");
+    let host = params.get("HTTP_HOST").unwrap_or_default();
+    let has_port = host
+        .iter()
+        .rposition(|&b| b == b':')
+        .is_some_and(|i| !host[i..].contains(&b']'));
+    if !host.is_empty() && !has_port {
+        params.set(b"SERVER_PORT", b"443");
     }
 }
 

@@ -30,6 +30,7 @@ pub mod incoming;
 mod listen;
 pub mod response;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use conn::HttpConn;
@@ -48,13 +49,34 @@ pub struct HttpConfig {
     /// `send_timeout`: a response write that makes no progress this long ends the
     /// connection.
     pub send_timeout: Duration,
+    /// `certfile`: the listener speaks TLS with this config (built once, in the zygote,
+    /// from the memfd the master wrote); None: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// The pool's HTTP settings from the zygote's command line; None for a FastCGI pool.
-pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Option<HttpConfig> {
+/// The pool's HTTP settings from the zygote's command line (and, with `--tls-fd`, the
+/// certificate and key in the memfd there, taken: call this once); Ok(None) for a FastCGI
+/// pool. Err: the TLS memfd cannot be read or used (the master checked the same files).
+pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Result<Option<HttpConfig>, String> {
     if args.protocol != drover_proto::zygote::Protocol::Http {
-        return None;
+        return Ok(None);
     }
+    let tls = match args.tls_fd {
+        None => None,
+        Some(fd) => {
+            use drover_proto::tls;
+            let material = tls::Material::from_fd(fd)
+                .map_err(|e| format!("cannot read the TLS memfd: {e}"))?;
+            let settings = tls::Settings {
+                cert_reqs: args.cert_reqs,
+                ciphers: args.ciphers.clone(),
+                min_version: args.ssl_version,
+            };
+            let config = tls::server_config(&material, &settings)
+                .map_err(|p| format!("{}: {}", p.part.key(), p.reason))?;
+            Some(Arc::new(config))
+        }
+    };
     let trusted = if args.forwarded_allow_ips.iter().any(|ip| ip == "*") {
         Trusted::Any
     } else {
@@ -66,12 +88,13 @@ pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Option<HttpConfig> {
                 .collect(),
         )
     };
-    Some(HttpConfig {
+    Ok(Some(HttpConfig {
         keepalive_timeout: Duration::from_millis(args.keepalive_timeout_ms),
         trusted,
         max_body: args.max_request_body,
         send_timeout: Duration::from_millis(args.send_timeout_ms),
-    })
+        tls,
+    }))
 }
 
 /// How long a request head may take to arrive when `request_read_timeout` is off: a
