@@ -774,7 +774,9 @@ fn on_nginx_s_default_wiring_each_request_s_connection_is_served_and_closed() {
     let pool = PythonPool::asgi("api", "app").max_children(1);
     let drover = Drover::start(&site, &[&pool]);
     let location = Location::prefix(&pool.location(), &site.socket(&pool.name));
-    let nginx = Nginx::start_locations(&site, &[location]);
+    // 40 clients at once, each with its own connection to the pool: room for 80 and more
+    // (the default 64 made nginx reset some clients when they all overlapped).
+    let nginx = Nginx::start_sized(&site, &[location], 256);
     let stack = Stack {
         nginx,
         drover,
