@@ -171,11 +171,13 @@ $handler = static function () use (&$handled, &$kept): void {
             return;
         case '/set-handlers.php':
             // Handlers a request sets, and an error it leaves behind: none reaches the next.
+            // The error comes first, so that PHP records it (a handler that returns true
+            // would take it), and the answer says it was recorded.
+            @trigger_error('left behind', E_USER_WARNING);
             set_error_handler(static fn (): bool => true);
             set_error_handler(static fn (): bool => true);
             set_exception_handler(static function (Throwable $e): void {});
-            @trigger_error('left behind', E_USER_WARNING);
-            echo 'set';
+            echo 'set: ', error_get_last()['message'] ?? 'no last error';
             return;
         case '/dirty-engine.php':
             // Engine state a request changes, which php-fpm resets for the next one.

@@ -287,7 +287,7 @@ fn handlers_and_the_last_error_a_request_leaves_are_gone_at_its_end() {
         let before = parse(http::get(&stack.url("/handlers.php")));
         for _ in 0..3 {
             let set = http::get(&stack.url("/set-handlers.php"));
-            assert_eq!(set.body, "set", "{set:?}");
+            assert_eq!(set.body, "set: left behind", "{set:?}");
             let after = parse(http::get(&stack.url("/handlers.php")));
             assert_eq!(after["pid"], before["pid"], "{after}");
             assert_eq!(after["error_handler"], false, "{after}");
