@@ -89,6 +89,7 @@ DEMO_PACKAGES=(
 # `drover import php-fpm` is tested on Debian's stock php-fpm.conf and www.conf, against
 # php-fpm serving the same page.
 # tmux: `drover ctl top` is tested in a real terminal (send-keys, capture-pane).
+# openssl: the HTTPS tests make their certificates and keys with `openssl req`.
 # man-db: a test renders the man pages scripts/man.sh builds with `man -l`.
 # lintian: the packages scripts/package.sh builds are checked with it (package::deb).
 # wordpress (with its default theme, and `php` so that apt takes the PHP already here rather
@@ -107,6 +108,7 @@ DROVER_PACKAGES=(
     "/usr/sbin/php-fpm8.2:php8.2-fpm"
     "man:man-db"
     "tmux:tmux"
+    "openssl:openssl"
     "/usr/share/wordpress/wp-settings.php:php wordpress"
     "/usr/share/wordpress/wp-content/themes/twentytwentythree:wordpress-theme-twentytwentythree"
     "/usr/share/mediawiki/index.php:php mediawiki"
