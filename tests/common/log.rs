@@ -151,3 +151,26 @@ impl Log {
         }
     }
 }
+
+/// A process started with [`Log::spawn`] (a `drover serve`), killed with what it started on
+/// drop unless it has already exited.
+pub struct Spawned {
+    pub child: Child,
+    pub log: Log,
+}
+
+impl Spawned {
+    pub fn new(command: &mut Command) -> Spawned {
+        let (child, log) = Log::spawn(command);
+        Spawned { child, log }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            super::proc::kill_tree(self.child.id() as i32);
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub use drover::{
     php_runtime, php_table, pool_toml, python_runtime, root_user, run_bounded,
 };
 pub use fpm::{FpmPool, PhpFpm, fix_pathinfo_1_and_0};
-pub use log::Log;
+pub use log::{Log, Spawned};
 pub use nginx::{Location, Nginx, free_port};
 pub use proc::wait_until;
 pub use python::PythonPool;

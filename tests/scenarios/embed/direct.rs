@@ -50,14 +50,23 @@ fn linked_libphp(drover_php: &Path) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-#[test]
-fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
+/// This workspace's drover-php and the libphp it links, or None with the reason the test
+/// is skipped printed.
+fn drover_php_and_its_libphp() -> Option<(&'static Path, PathBuf)> {
     let Some(drover_php) = php_runtime() else {
         eprintln!("skipped: no drover-php in this workspace");
-        return;
+        return None;
     };
     let Some(libphp) = linked_libphp(drover_php) else {
         eprintln!("skipped: drover-php --probe names no libphp (built without PHP)");
+        return None;
+    };
+    Some((drover_php, libphp))
+}
+
+#[test]
+fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
+    let Some((drover_php, libphp)) = drover_php_and_its_libphp() else {
         return;
     };
     let site = Site::new();
@@ -181,12 +190,7 @@ fn code_offset(lib: &Path, symbol: &str) -> Option<u64> {
 
 #[test]
 fn a_copy_that_does_not_run_php_as_the_source_does_is_not_installed() {
-    let Some(drover_php) = php_runtime() else {
-        eprintln!("skipped: no drover-php in this workspace");
-        return;
-    };
-    let Some(libphp) = linked_libphp(drover_php) else {
-        eprintln!("skipped: drover-php --probe names no libphp (built without PHP)");
+    let Some((drover_php, libphp)) = drover_php_and_its_libphp() else {
         return;
     };
     let Some(at) = code_offset(&libphp, "PHP_MD5Final") else {

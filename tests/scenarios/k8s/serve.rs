@@ -2,13 +2,13 @@
 //! writes files `drover -t` takes; errors name the flag.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command};
+use std::process::Command;
 
 use nix::sys::signal::Signal;
 
 use super::curl;
 use crate::common::{
-    BIN, Log, Site, TIMEOUT, free_port, proc, python_runtime, run_bounded, wait_until,
+    BIN, Site, Spawned, TIMEOUT, free_port, proc, python_runtime, run_bounded, wait_until,
 };
 
 const APP: &str = r#"
@@ -18,21 +18,6 @@ def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [f"hello from {os.getcwd()} {os.environ.get('GREETING', '-')}".encode()]
 "#;
-
-/// A running `drover serve`, killed with what it started on drop.
-struct Serving {
-    child: Child,
-    log: Log,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            proc::kill_tree(self.child.id() as i32);
-            let _ = self.child.wait();
-        }
-    }
-}
 
 fn serve(site: &Site, args: &[&str]) -> Command {
     python_runtime();
@@ -47,9 +32,8 @@ fn serve(site: &Site, args: &[&str]) -> Command {
     command
 }
 
-fn spawn(mut command: Command) -> Serving {
-    let (child, log) = Log::spawn(&mut command);
-    Serving { child, log }
+fn spawn(mut command: Command) -> Spawned {
+    Spawned::new(&mut command)
 }
 
 #[test]

@@ -12,12 +12,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::common::{Log, Site, TIMEOUT, free_port, http, proc, wait_until};
+use crate::common::{Log, Site, Spawned, TIMEOUT, free_port, http, proc, wait_until};
 
 /// `pip wheel .` compiles drover-python (and drover, when the tests' build is stale).
 const BUILD_TIMEOUT: Duration = Duration::from_secs(45 * 60);
@@ -187,21 +187,6 @@ fn installed(venv: &Path) -> (String, Vec<PathBuf>) {
     (tag.to_owned(), files)
 }
 
-/// A running `drover serve`, stopped with what it started on drop.
-struct Serving {
-    child: Child,
-    log: Log,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            proc::kill_tree(self.child.id() as i32);
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// How the test installs drover into the virtualenv.
 enum Install {
     /// `pip wheel .` with the interpreter, then `pip install drover-*.whl`.
@@ -307,8 +292,7 @@ fn install_serve_uninstall(python: &Path, how: Install) {
             .env_remove("PYTHONHOME")
             // drover serve's files go into the test's folder.
             .env("XDG_RUNTIME_DIR", site.path());
-        let (child, log) = Log::spawn(&mut command);
-        let mut serving = Serving { child, log };
+        let mut serving = Spawned::new(&mut command);
         serving.log.wait_for_line("ready:", TIMEOUT);
         let reply = http::try_get(&format!("http://{addr}/where"))
             .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", serving.log.text()));
