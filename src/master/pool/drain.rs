@@ -19,7 +19,7 @@ impl PoolRun {
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
         self.lifecycle = self.lifecycle.drain();
-        self.stop_watching();
+        self.watch.stop();
         self.kill_parent();
         for (pid, worker) in &mut self.workers {
             worker.retiring.get_or_insert(now);

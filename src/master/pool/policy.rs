@@ -66,7 +66,7 @@ impl PoolRun {
 
     /// Starts `n` more workers, in the way this pool's workers are started.
     fn spawn_workers(&mut self, n: u32, now: Instant) {
-        if self.holding(now) {
+        if self.startup.holding(now) {
             return;
         }
         match self.sizing() {

@@ -13,7 +13,7 @@ impl PoolRun {
     /// Whether this generation's workers count the connections they accept (a scoreboard's
     /// runtimes: drover-php, Python), which `queue_timeout` needs.
     pub fn counts_connections(&self) -> bool {
-        self.scoreboard.is_some()
+        self.handed.scoreboard().is_some()
     }
 
     /// Connections waiting for a worker now; every reading also feeds "max listen queue".
@@ -28,8 +28,8 @@ impl PoolRun {
 
     pub fn status(&self, now: Instant) -> PoolStatus {
         let slots: std::collections::HashMap<i32, scoreboard::SlotView> = self
-            .scoreboard
-            .as_ref()
+            .handed
+            .scoreboard()
             .map(|board| {
                 board
                     .snapshot()
@@ -82,8 +82,8 @@ impl PoolRun {
             start_since: since,
             // Only a scoreboard counts requests: its workers, as each takes one.
             accepted_conn: self
-                .scoreboard
-                .as_ref()
+                .handed
+                .scoreboard()
                 .map(|board| board.pool().view().accepted),
             listen_queue: self.listen_queue(),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
@@ -110,7 +110,7 @@ impl PoolRun {
                 request_slowlog_timeout: self.config.request_slowlog_timeout,
             },
             recycled: self.recycled(),
-            requests: self.scoreboard.as_ref().map(|board| board.pool().view()),
+            requests: self.handed.scoreboard().map(|board| board.pool().view()),
             queue: crate::control::QueueStatus {
                 timeout: self.config.queue_timeout,
                 ..Default::default()
@@ -128,7 +128,7 @@ impl PoolRun {
     /// per-worker reads.
     pub fn totals(&self) -> Totals {
         let counters = &self.policy.counters;
-        let requests = self.scoreboard.as_ref().map(|board| board.pool().view());
+        let requests = self.handed.scoreboard().map(|board| board.pool().view());
         Totals {
             born: Some(self.born),
             accepted_conn: requests.as_ref().map(|view| view.accepted),
