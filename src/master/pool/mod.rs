@@ -91,14 +91,8 @@ pub struct PoolRun {
     kills: kill::PendingKills,
     /// A reload's new generation: the id of the one it replaces, retired once this one is up.
     pub replaces: Option<u64>,
-    /// When this generation started (status: start time, start since).
-    born: Instant,
     /// What the status page counts since the generation started.
     counters: status::Counters,
-    /// The zygote said its runtime is started ([`Report::Ready`]), so that an ondemand pool
-    /// is ready only once a request would find PHP or the app loaded; true from the start
-    /// for runtimes whose parent does not report.
-    runtime_ready: bool,
     /// What sizing by memory measured ([`memory`]).
     memory: memory::MemoryWatch,
 }
@@ -120,13 +114,12 @@ impl PoolRun {
         let launch = runtime::launch(&config, 0)?;
         launch.direct.log(&config.name);
         let handed = handed::Handed::open(&config, launch.kind, output)?;
+        let startup = startup::Startup::new(!launch.kind.parent_reports());
         Ok(PoolRun {
-            runtime_ready: !launch.kind.parent_reports(),
             memory: memory::MemoryWatch::default(),
             id,
             replaces: None,
-            born: Instant::now(),
-            counters: status::Counters::default(),
+            counters: status::Counters::new(Instant::now()),
             limits: limits(&config, process_control_timeout),
             desired: pm::initial_workers(&config.pm),
             config,
@@ -135,7 +128,7 @@ impl PoolRun {
             processes: BTreeMap::new(),
             workers: BTreeMap::new(),
             lifecycle: Lifecycle::Starting,
-            startup: startup::Startup::default(),
+            startup,
             handed,
             recent: recent::Recent::default(),
             linger: stop::Linger::default(),
@@ -185,7 +178,7 @@ impl PoolRun {
     /// none), or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
         self.lifecycle.failed()
-            || (self.runtime_ready
+            || (self.startup.runtime_ready()
                 && self.workers() >= pm::initial_workers(&self.config.pm) as usize)
     }
 
@@ -193,7 +186,7 @@ impl PoolRun {
     pub fn readiness(&self) -> crate::control::health::PoolState {
         crate::control::health::pool_state(
             self.lifecycle.failed(),
-            self.runtime_ready,
+            self.startup.runtime_ready(),
             self.workers(),
             self.config.pm.mode == crate::config::PmMode::Ondemand,
         )

@@ -39,7 +39,7 @@ impl PoolRun {
             return None;
         }
         match Report::parse(line) {
-            Some(Report::Ready) => self.runtime_ready = true,
+            Some(Report::Ready) => self.startup.runtime_started(),
             Some(Report::Started { pid }) => self.on_started(from, pid, now),
             Some(Report::Exited { pid, exit, lived }) => {
                 self.startup

@@ -28,9 +28,30 @@ pub struct Startup {
     failures: StartupFailures,
     /// When the app failed to load: the message waits a moment for the traceback lines.
     failed_at: Option<Instant>,
+    /// The zygote said its runtime is started (`Report::Ready`), so that an ondemand pool
+    /// is ready only once a request would find PHP or the app loaded; true from the start
+    /// for runtimes whose parent does not report.
+    runtime_ready: bool,
 }
 
 impl Startup {
+    /// `runtime_ready`: the runtime's parent does not report it started.
+    pub fn new(runtime_ready: bool) -> Startup {
+        Startup {
+            runtime_ready,
+            ..Startup::default()
+        }
+    }
+
+    pub fn runtime_ready(&self) -> bool {
+        self.runtime_ready
+    }
+
+    /// The zygote reported its runtime started.
+    pub fn runtime_started(&mut self) {
+        self.runtime_ready = true;
+    }
+
     /// A start-up failure holds spawning back until its backoff ends.
     pub fn holding(&mut self, now: Instant) -> bool {
         if self.hold_until.is_some_and(|until| now < until) {

@@ -41,7 +41,7 @@ impl PoolRun {
         let serving: Vec<_> = self.workers.iter().filter(|(_, w)| !w.orphan).collect();
         let active = serving.iter().filter(|(_, w)| w.state.busy).count() as u32;
         let total = serving.len() as u32;
-        let since = now.saturating_duration_since(self.born);
+        let since = now.saturating_duration_since(self.counters.born);
         let pm = &self.config.pm;
         let counters = &self.policy.counters;
         let workers = serving
@@ -130,7 +130,7 @@ impl PoolRun {
         let counters = &self.policy.counters;
         let requests = self.handed.scoreboard().map(|board| board.pool().view());
         Totals {
-            born: Some(self.born),
+            born: Some(self.counters.born),
             accepted_conn: requests.as_ref().map(|view| view.accepted),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
             max_active_processes: self.counters.max_active,
@@ -175,8 +175,10 @@ fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) ->
 /// up its generations': [`crate::master::totals`]). The policy's own
 /// counts (retired for spare or memory, killed past a timeout, max_children reached) are
 /// kept by the policy ([`crate::pm::PolicyState`]), which updates them as it decides.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
+    /// When this generation started (status: start time, start since).
+    pub born: Instant,
     /// The most workers busy at once (max active processes).
     pub max_active: u32,
     /// The longest listen queue seen, on a tick or by a status request (max listen queue);
@@ -190,4 +192,18 @@ pub struct Counters {
     pub crash_exits: u64,
     /// Workers that ended retired by a reload (their generation drained).
     pub reload_exits: u64,
+}
+
+impl Counters {
+    pub fn new(born: Instant) -> Counters {
+        Counters {
+            born,
+            max_active: 0,
+            max_listen_queue: std::cell::Cell::new(0),
+            slow_requests: 0,
+            clean_exits: 0,
+            crash_exits: 0,
+            reload_exits: 0,
+        }
+    }
 }
