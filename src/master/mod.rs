@@ -10,6 +10,9 @@
 //!   generation, and which one of a pool serves, is pending, is newest; `reload`: roll
 //!   generations on HUP, USR2 and `drover ctl`; `sockets`: the control and `status_listen`
 //!   servers and the global keys a reload applies; `control`: answers the control socket;
+//!   `bind`: the listeners and first generations; `reaping`: children's exits handed to
+//!   their pools; `readiness`: READY=1, STATUS=, drained generations let go; `stopping`:
+//!   `shutdown_delay`, the graceful stop, SIGKILL; `logs`: the pools' output lines;
 //!   `signals`, `output`, `spawn`, `exit`, `limits`: the thin shells around the kernel.
 
 mod bind;

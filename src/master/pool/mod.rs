@@ -1,4 +1,5 @@
-//! One pool as the master runs it: its listener, its processes and workers, its backoff.
+//! One pool generation as the master runs it: its listener, its processes and workers, and
+//! the parts that hold the rest of its state.
 //!
 //! What differs between runtimes is asked of the pool's [`Kind`] (the runtime interface).
 //! With a parent (a php-cgi parent or a Python zygote) the master execs one process and
@@ -7,11 +8,22 @@
 //! re-parented to the master (a child subreaper), which reaps and retires them. Without
 //! one, every process the master execs is a worker.
 //!
-//! - [`observe`]: what each worker is doing.
-//! - [`policy`]: the pool's policy applied: spawn, retire, kill.
+//! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, and
+//! carried out here on processes and sockets (the executor). The state that is not the
+//! process table lives in parts that own it, read only through their methods.
+//!
+//! - [`observe`]: what each worker is doing (the facts of a tick).
+//! - [`policy`]: the tick's plan ([`pm::plan`]) carried out: spawn, retire, kill.
+//! - [`reap`]: a reaped process's meaning ([`pm::on_exit`]) carried out; a dead parent's
+//!   workers taken over. [`reports`]: a zygote's reports, checked.
+//! - [`spawning`]: starting processes, held back by the [`startup`] part's backoff.
+//! - [`stop`] and [`drain`]: the pool stopped or its generation retired; [`stop::Linger`]
+//!   decides when a lingering parent is killed.
 //! - [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
 //! - [`memory`]: the pool's memory measured, for `max_children = "auto"` and
 //!   `max_pool_memory`.
+//! - parts: [`startup::Startup`], [`handed::Handed`], [`recent::Recent`], [`watch::Watch`],
+//!   [`slow`], [`status::Counters`], [`Lifecycle`].
 
 mod drain;
 mod handed;
