@@ -11,6 +11,8 @@
 //!   they live in the `drover-proto` crate.
 //! - [`on_exit`]: what a process's exit means for its pool: back off, replace it, say the
 //!   app failed, take over a dead parent's workers.
+//! - [`processes_kept`], [`target_for_spawn`], [`retire_lowers_target`]: the processes the
+//!   master starts itself, and the count a zygote is told to keep.
 //! - here: how many workers a pool starts with, how many replace at once workers that
 //!   exited on their own, and how long a program's copy lives ([`lifetime`]).
 
@@ -18,10 +20,12 @@ mod exit;
 pub mod memory;
 mod plan;
 pub mod queue;
+mod target;
 
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use exit::{Exit, ExitAction, Role, on_exit};
 pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};
+pub use target::{processes_kept, retire_lowers_target, target_for_spawn};
 
 use std::time::Duration;
 

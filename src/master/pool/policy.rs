@@ -74,22 +74,16 @@ impl PoolRun {
             // (see `maintain`).
             Sizing::Parent => {}
             Sizing::Target => {
-                // The policy counts the workers the parent has reported; those it is still
-                // forking are not among them. They are room already on its way (the target
-                // less the reported workers that stay), so `n` is counted from the workers
-                // that stay, not added to the target: two wakes in a row before the first
-                // fork's report (a tick 2 ms after an ondemand pool's first connection) ask
-                // for the same room once. The target never passes max_children.
+                // The workers it is still forking are not among those reported: the
+                // count is computed from the workers that stay ([`pm::target_for_spawn`]).
                 let staying = self
                     .workers
                     .values()
                     .filter(|w| !w.orphan && w.retiring.is_none())
                     .count();
                 let staying = u32::try_from(staying).unwrap_or(u32::MAX);
-                self.desired = self
-                    .desired
-                    .max(staying.saturating_add(n))
-                    .min(self.limits.pm.max_children);
+                self.desired =
+                    pm::target_for_spawn(self.desired, staying, n, self.limits.pm.max_children);
                 self.send_target();
             }
             Sizing::Master => {
@@ -108,14 +102,7 @@ impl PoolRun {
         };
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
-        // A spare worker is not replaced, nor one retired for the pool's memory; one
-        // retired for its own memory is.
-        if self.sizing() == Sizing::Target
-            && matches!(
-                reason,
-                Reason::MaxSpare { .. } | Reason::IdleTimeout { .. } | Reason::PoolMemory(_)
-            )
-        {
+        if self.sizing() == Sizing::Target && pm::retire_lowers_target(reason) {
             self.desired = self.desired.saturating_sub(1);
             self.send_target();
         }

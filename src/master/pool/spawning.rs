@@ -20,11 +20,11 @@ impl PoolRun {
         if !self.lifecycle.spawns() || self.startup.holding(now) {
             return;
         }
-        let wanted = if self.launch.kind.has_parent() {
-            1
-        } else if self.lifecycle == Lifecycle::Starting {
-            pm::initial_workers(&self.config.pm) as usize
-        } else {
+        let Some(wanted) = pm::processes_kept(
+            self.launch.kind.has_parent(),
+            self.lifecycle == Lifecycle::Starting,
+            pm::initial_workers(&self.config.pm),
+        ) else {
             return;
         };
         self.lifecycle = self.lifecycle.spawned();
