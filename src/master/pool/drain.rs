@@ -52,7 +52,14 @@ impl PoolRun {
                 reading: w.state.reading.is_some(),
             })
             .collect();
-        for action in pm::plan(&self.limits, &mut self.policy, &views, None, now, false) {
+        for action in pm::plan(
+            &self.sizing.limits,
+            &mut self.sizing.policy,
+            &views,
+            None,
+            now,
+            false,
+        ) {
             if let Action::Kill { pid, reason } = action {
                 self.kill_worker(pid, &reason, now);
             }

@@ -93,10 +93,8 @@ pub struct PoolRun {
     linger: stop::Linger,
     /// ondemand: the task watching the listener, stopped on drop.
     watch: watch::Watch,
-    limits: PoolLimits,
-    policy: PolicyState,
-    /// Python dynamic and ondemand pools: the worker count the zygote was given.
-    desired: u32,
+    /// What the tick's plan reads and remembers, and the count a zygote was told.
+    sizing: Sizing,
     probes: Probes,
     slow: slow::SlowRequests,
     /// request_terminate_timeout kills waiting for the worker's stack (drover-php).
@@ -107,6 +105,15 @@ pub struct PoolRun {
     counters: status::Counters,
     /// What sizing by memory measured ([`memory`]).
     memory: memory::MemoryWatch,
+}
+
+/// What sizes the pool: the limits [`pm::plan`] reads (`max_children` live, when sized by
+/// memory), what it remembers between ticks, and the count a zygote keeps.
+struct Sizing {
+    limits: PoolLimits,
+    policy: PolicyState,
+    /// Python dynamic and ondemand pools: the worker count the zygote was given.
+    desired: u32,
 }
 
 /// What the master learns from one reaped pid.
@@ -132,8 +139,11 @@ impl PoolRun {
             id,
             replaces: None,
             counters: status::Counters::new(Instant::now()),
-            limits: limits(&config, process_control_timeout),
-            desired: pm::initial_workers(&config.pm),
+            sizing: Sizing {
+                limits: limits(&config, process_control_timeout),
+                policy: PolicyState::default(),
+                desired: pm::initial_workers(&config.pm),
+            },
             config,
             listener,
             launch,
@@ -145,7 +155,6 @@ impl PoolRun {
             recent: recent::Recent::default(),
             linger: stop::Linger::default(),
             watch: watch::Watch::default(),
-            policy: PolicyState::default(),
             probes: Probes::default(),
             slow: slow::SlowRequests::default(),
             kills: kill::PendingKills::default(),

@@ -26,7 +26,7 @@ impl PoolRun {
         if !self.lifecycle.spawns() {
             return;
         }
-        // Sizing by memory sets the live max_children in `self.limits` first.
+        // Sizing by memory sets the live max_children in `self.sizing.limits` first.
         self.watch_memory(maintenance_due);
         let views: Vec<WorkerView> = self
             .workers
@@ -43,8 +43,8 @@ impl PoolRun {
             })
             .collect();
         let actions = pm::plan(
-            &self.limits,
-            &mut self.policy,
+            &self.sizing.limits,
+            &mut self.sizing.policy,
             &views,
             waiting,
             now,
@@ -82,8 +82,12 @@ impl PoolRun {
                     .filter(|w| !w.orphan && w.retiring.is_none())
                     .count();
                 let staying = u32::try_from(staying).unwrap_or(u32::MAX);
-                self.desired =
-                    pm::target_for_spawn(self.desired, staying, n, self.limits.pm.max_children);
+                self.sizing.desired = pm::target_for_spawn(
+                    self.sizing.desired,
+                    staying,
+                    n,
+                    self.sizing.limits.pm.max_children,
+                );
                 self.send_target();
             }
             Sizing::Master => {
@@ -103,7 +107,7 @@ impl PoolRun {
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
         if self.sizing() == Sizing::Target && pm::retire_lowers_target(reason) {
-            self.desired = self.desired.saturating_sub(1);
+            self.sizing.desired = self.sizing.desired.saturating_sub(1);
             self.send_target();
         }
         if let Some(process) = self.processes.get_mut(&pid) {
@@ -132,11 +136,11 @@ impl PoolRun {
 
     fn send_target(&self) {
         for &zygote in self.processes.keys() {
-            if let Err(err) = kind::set_target(zygote, self.desired) {
+            if let Err(err) = kind::set_target(zygote, self.sizing.desired) {
                 tracing::error!(
                     "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",
                     self.config.name,
-                    self.desired
+                    self.sizing.desired
                 );
             }
         }

@@ -25,7 +25,7 @@ impl PoolRun {
             (self.workers.get_mut(&from), zygote::parse_retiring(line))
         {
             worker.retiring.get_or_insert(now);
-            self.policy.counters.retired_max_memory += 1;
+            self.sizing.policy.counters.retired_max_memory += 1;
             tracing::info!(
                 "pool {}: retiring worker {from}: {}",
                 self.config.name,

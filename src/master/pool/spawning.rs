@@ -89,7 +89,7 @@ impl PoolRun {
                 }
                 if self.launch.kind.sizing(self.config.pm.mode) == kind::Sizing::Target {
                     // A new parent starts with the initial count.
-                    self.desired = pm::initial_workers(&self.config.pm);
+                    self.sizing.desired = pm::initial_workers(&self.config.pm);
                 }
                 true
             }
@@ -109,7 +109,7 @@ impl PoolRun {
             return;
         }
         let total = u32::try_from(self.processes.len()).unwrap_or(u32::MAX);
-        for _ in 0..pm::replacements(&self.limits.pm, 1, total) {
+        for _ in 0..pm::replacements(&self.sizing.limits.pm, 1, total) {
             if !self.spawn_one(now) {
                 break;
             }

@@ -43,7 +43,7 @@ impl PoolRun {
         let total = serving.len() as u32;
         let since = now.saturating_duration_since(self.counters.born);
         let pm = &self.config.pm;
-        let counters = &self.policy.counters;
+        let counters = &self.sizing.policy.counters;
         let workers = serving
             .iter()
             .map(|&(&pid, w)| {
@@ -96,7 +96,7 @@ impl PoolRun {
             slow_requests: self.counters.slow_requests,
             limits: Limits {
                 // The live cap: a memory-sized pool's computed count.
-                max_children: self.limits.pm.max_children,
+                max_children: self.sizing.limits.pm.max_children,
                 start_servers: if pm.mode == PmMode::Dynamic {
                     pm.start_servers
                 } else {
@@ -127,7 +127,7 @@ impl PoolRun {
     /// ([`crate::master::totals`]): the counters of [`PoolRun::status`], without its
     /// per-worker reads.
     pub fn totals(&self) -> Totals {
-        let counters = &self.policy.counters;
+        let counters = &self.sizing.policy.counters;
         let requests = self.handed.scoreboard().map(|board| board.pool().view());
         Totals {
             born: Some(self.counters.born),
@@ -142,7 +142,7 @@ impl PoolRun {
     }
 
     fn recycled(&self) -> Recycled {
-        let counters = &self.policy.counters;
+        let counters = &self.sizing.policy.counters;
         Recycled {
             max_requests: self.counters.clean_exits,
             max_memory: counters.retired_max_memory,

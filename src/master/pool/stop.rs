@@ -113,7 +113,10 @@ impl PoolRun {
     /// workers by `process_control_timeout` is killed.
     pub(super) fn kill_lingering_parent(&mut self, now: Instant) {
         let alone = self.workers.is_empty();
-        if !self.linger.due(alone, now, self.limits.retire_timeout) {
+        if !self
+            .linger
+            .due(alone, now, self.sizing.limits.retire_timeout)
+        {
             return;
         }
         for (&pid, process) in &self.processes {
@@ -121,7 +124,7 @@ impl PoolRun {
                 tracing::warn!(
                     "pool {}: zygote {pid} still there {:?} after its last worker; killing it",
                     self.config.name,
-                    self.limits.retire_timeout
+                    self.sizing.limits.retire_timeout
                 );
                 let _ = kill(pid, Signal::SIGKILL);
             }
