@@ -57,42 +57,7 @@ impl Master {
             .iter()
             .filter(|p| only.is_none_or(|name| name == p.name))
         {
-            // Compared with the newest generation, the one a reload a moment ago may still
-            // be starting: the files say what the pool must become, not what it was.
-            let newest = self.pools.newest_of(&pool.name);
-            let serving = self.pools.serving_of(&pool.name);
-            let line = match newest {
-                None => self
-                    .add_pool(pool)
-                    .map(|()| format!("{}: added", pool.name)),
-                // A pool stopped by its app starts again: the app may be fixed.
-                Some(i) if self.pools[i].config == *pool && !renew && !self.pools[i].failed() => {
-                    Ok(format!("{}: unchanged", pool.name))
-                }
-                Some(i)
-                    if i != serving.unwrap_or(i)
-                        && serving.is_some_and(|s| self.pools[s].config == *pool)
-                        && !renew =>
-                {
-                    self.withdraw_pending(&pool.name, now);
-                    Ok(format!(
-                        "{}: back to the running generation (the change still starting is withdrawn)",
-                        pool.name
-                    ))
-                }
-                Some(i) => {
-                    let why = if self.pools[i].config != *pool {
-                        "changed"
-                    } else if self.pools[i].failed() {
-                        "its app had stopped it"
-                    } else {
-                        "renewed"
-                    };
-                    self.roll(i, pool)
-                        .map(|()| format!("{}: new generation ({why})", pool.name))
-                }
-            };
-            summary.push(line.unwrap_or_else(|err| format!("{}: {err}", pool.name)));
+            summary.push(self.reload_pool(pool, renew, now));
         }
         // Each pool's status_listen, by name: those served now and those in the files.
         let mut names: Vec<String> = match only {
@@ -132,6 +97,47 @@ impl Master {
         let summary = summary.join("\n");
         tracing::info!("reload: {}", summary.replace('\n', "; "));
         Ok(summary)
+    }
+
+    /// One pool of the files on a reload: added, unchanged, back to its running generation,
+    /// or a new generation; the summary's line for it.
+    fn reload_pool(&mut self, pool: &Pool, renew: bool, now: Instant) -> String {
+        // Compared with the newest generation, the one a reload a moment ago may still
+        // be starting: the files say what the pool must become, not what it was.
+        let newest = self.pools.newest_of(&pool.name);
+        let serving = self.pools.serving_of(&pool.name);
+        let line = match newest {
+            None => self
+                .add_pool(pool)
+                .map(|()| format!("{}: added", pool.name)),
+            // A pool stopped by its app starts again: the app may be fixed.
+            Some(i) if self.pools[i].config == *pool && !renew && !self.pools[i].failed() => {
+                Ok(format!("{}: unchanged", pool.name))
+            }
+            Some(i)
+                if i != serving.unwrap_or(i)
+                    && serving.is_some_and(|s| self.pools[s].config == *pool)
+                    && !renew =>
+            {
+                self.withdraw_pending(&pool.name, now);
+                Ok(format!(
+                    "{}: back to the running generation (the change still starting is withdrawn)",
+                    pool.name
+                ))
+            }
+            Some(i) => {
+                let why = if self.pools[i].config != *pool {
+                    "changed"
+                } else if self.pools[i].failed() {
+                    "its app had stopped it"
+                } else {
+                    "renewed"
+                };
+                self.roll(i, pool)
+                    .map(|()| format!("{}: new generation ({why})", pool.name))
+            }
+        };
+        line.unwrap_or_else(|err| format!("{}: {err}", pool.name))
     }
 
     /// Retires the generations of `name` still starting: the serving one stays.

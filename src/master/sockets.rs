@@ -147,56 +147,7 @@ impl Master {
     pub(super) fn reload_global(&mut self, new: &mut Global) -> Vec<String> {
         let old = self.config.global.clone();
         let mut changed = Vec::new();
-        if new.error_log != old.error_log {
-            let to = describe(&new.error_log);
-            // Said where the log was, so that whoever reads it knows where it went.
-            tracing::info!("error_log: now {to}");
-            match self.log.file.retarget(&new.error_log) {
-                Ok(()) => changed.push(format!("error_log: {to}")),
-                Err(err) => {
-                    tracing::error!(
-                        "error_log: cannot open {to}: {err}; the log stays where it was"
-                    );
-                    new.error_log = old.error_log.clone();
-                }
-            }
-        }
-        if new.log_level != old.log_level {
-            match self.log.set_level(new.log_level) {
-                Ok(()) => changed.push(format!("log_level: {:?}", new.log_level).to_lowercase()),
-                Err(err) => {
-                    tracing::error!("log_level: {err}");
-                    new.log_level = old.log_level;
-                }
-            }
-        }
-        if new.log_format != old.log_format {
-            self.log.set_format(new.log_format);
-            changed.push(format!("log_format: {}", new.log_format.as_str()));
-        }
-        if new.pid_file != old.pid_file {
-            let written = match &new.pid_file {
-                Some(path) => {
-                    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|err| {
-                        tracing::error!("pid_file: cannot write {}: {err}", path.display())
-                    })
-                }
-                None => Ok(()),
-            };
-            match written {
-                Ok(()) => {
-                    if let Some(path) = &old.pid_file {
-                        let _ = std::fs::remove_file(path);
-                    }
-                    self.pid_file = new.pid_file.clone();
-                    changed.push(match &new.pid_file {
-                        Some(path) => format!("pid_file: {}", path.display()),
-                        None => "pid_file: none".to_string(),
-                    });
-                }
-                Err(()) => new.pid_file = old.pid_file.clone(),
-            }
-        }
+        self.reload_log_keys(new, &old, &mut changed);
         if (
             new.emergency_restart_threshold,
             new.emergency_restart_interval,
@@ -259,6 +210,61 @@ impl Master {
             ));
         }
         changed
+    }
+
+    /// The global keys of the logs a reload applies (`error_log`, `log_level`,
+    /// `log_format`, `pid_file`); one that cannot be applied keeps its old value in `new`.
+    fn reload_log_keys(&mut self, new: &mut Global, old: &Global, changed: &mut Vec<String>) {
+        if new.error_log != old.error_log {
+            let to = describe(&new.error_log);
+            // Said where the log was, so that whoever reads it knows where it went.
+            tracing::info!("error_log: now {to}");
+            match self.log.file.retarget(&new.error_log) {
+                Ok(()) => changed.push(format!("error_log: {to}")),
+                Err(err) => {
+                    tracing::error!(
+                        "error_log: cannot open {to}: {err}; the log stays where it was"
+                    );
+                    new.error_log = old.error_log.clone();
+                }
+            }
+        }
+        if new.log_level != old.log_level {
+            match self.log.set_level(new.log_level) {
+                Ok(()) => changed.push(format!("log_level: {:?}", new.log_level).to_lowercase()),
+                Err(err) => {
+                    tracing::error!("log_level: {err}");
+                    new.log_level = old.log_level;
+                }
+            }
+        }
+        if new.log_format != old.log_format {
+            self.log.set_format(new.log_format);
+            changed.push(format!("log_format: {}", new.log_format.as_str()));
+        }
+        if new.pid_file != old.pid_file {
+            let written = match &new.pid_file {
+                Some(path) => {
+                    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|err| {
+                        tracing::error!("pid_file: cannot write {}: {err}", path.display())
+                    })
+                }
+                None => Ok(()),
+            };
+            match written {
+                Ok(()) => {
+                    if let Some(path) = &old.pid_file {
+                        let _ = std::fs::remove_file(path);
+                    }
+                    self.pid_file = new.pid_file.clone();
+                    changed.push(match &new.pid_file {
+                        Some(path) => format!("pid_file: {}", path.display()),
+                        None => "pid_file: none".to_string(),
+                    });
+                }
+                Err(()) => new.pid_file = old.pid_file.clone(),
+            }
+        }
     }
 }
 

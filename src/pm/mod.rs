@@ -9,15 +9,27 @@
 //! - [`Backoff`], [`EmergencyRestart`], [`max_requests`]: what a worker's exit means for the
 //!   next spawn, and each worker's request limit; the Python zygote applies them too, so
 //!   they live in the `drover-proto` crate.
-//! - here: how many workers a pool starts with, and how many replace at once workers that
-//!   exited on their own.
+//! - [`on_exit`]: what a process's exit means for its pool: back off, replace it, say the
+//!   app failed, take over a dead parent's workers.
+//! - [`processes_kept`], [`target_for_spawn`], [`retire_lowers_target`]: the processes the
+//!   master starts itself, and the count a zygote is told to keep.
+//! - here: how many workers a pool starts with, how many replace at once workers that
+//!   exited on their own, and how long a program's copy lives ([`lifetime`]).
 
+mod exit;
 pub mod memory;
 mod plan;
 pub mod queue;
+mod target;
 
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
+pub use exit::{Exit, ExitAction, Role, on_exit};
 pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};
+pub use target::{processes_kept, retire_lowers_target, target_for_spawn};
+
+use std::time::Duration;
+
+use nix::unistd::Pid;
 
 use crate::config::{Pm, PmMode};
 
@@ -43,10 +55,24 @@ pub fn replacements(pm: &Pm, exited: u32, total: u32) -> u32 {
     }
 }
 
+/// How long the copy `pid` lives: `max_lifetime` plus a part of `jitter` drawn from its
+/// pid, so that it is the same on every tick (nothing to remember per copy) and spread
+/// between copies started together, as `max_requests_jitter` spreads workers' recycling.
+pub fn lifetime(pid: Pid, (max_lifetime, jitter): (Duration, Duration)) -> Duration {
+    if jitter.is_zero() {
+        return max_lifetime;
+    }
+    // splitmix64 of the pid: consecutive pids land far apart.
+    let mut x = (pid.as_raw() as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+    max_lifetime + Duration::from_millis(x % jitter_ms.saturating_add(1))
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn pm(mode: PmMode) -> Pm {
@@ -85,5 +111,24 @@ mod tests {
     fn static_and_ondemand_pools_are_refilled_elsewhere() {
         assert_eq!(replacements(&pm(PmMode::Static), 1, 0), 0);
         assert_eq!(replacements(&pm(PmMode::Ondemand), 1, 0), 0);
+    }
+
+    #[test]
+    fn a_lifetime_is_the_limit_plus_a_jitter_fixed_per_copy() {
+        let limit = Duration::from_secs(60);
+        assert_eq!(lifetime(Pid::from_raw(42), (limit, Duration::ZERO)), limit);
+        let jitter = Duration::from_secs(10);
+        let drawn: Vec<Duration> = (1000..1100)
+            .map(|pid| lifetime(Pid::from_raw(pid), (limit, jitter)))
+            .collect();
+        assert!(drawn.iter().all(|d| *d >= limit && *d <= limit + jitter));
+        // The same copy draws the same lifetime on every tick.
+        assert_eq!(drawn[7], lifetime(Pid::from_raw(1007), (limit, jitter)));
+        // Copies started together (consecutive pids) are spread over the jitter.
+        let early = drawn.iter().filter(|d| **d < limit + jitter / 2).count();
+        assert!(
+            (30..=70).contains(&early),
+            "{early} of 100 in the first half"
+        );
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
-use crate::config::{Pm, PmMode, Pool};
+use crate::config::{Pm, PmMode};
 
 /// One live worker process of the pool, as the master sees it this tick. The master lists
 /// every process it has started and not yet reaped, including those too new to appear in the
@@ -61,23 +61,8 @@ pub struct PoolLimits {
     /// The key [`PoolLimits::retire_timeout`] comes from, named in the kill's log line.
     pub retire_timeout_key: &'static str,
     /// A program's `max_lifetime` and `max_lifetime_jitter`: a copy older than its drawn
-    /// lifetime ([`crate::runtime::program::lifetime`]) is retired.
+    /// lifetime ([`super::lifetime`]) is retired.
     pub max_lifetime: Option<(Duration, Duration)>,
-}
-
-impl PoolLimits {
-    pub fn new(pool: &Pool, process_control_timeout: Duration) -> PoolLimits {
-        let (retire_timeout, retire_timeout_key) =
-            crate::runtime::program::stop_timeout(pool, process_control_timeout);
-        PoolLimits {
-            pm: pool.pm.clone(),
-            request_terminate_timeout: pool.request_terminate_timeout,
-            request_read_timeout: pool.request_read_timeout,
-            retire_timeout,
-            retire_timeout_key,
-            max_lifetime: crate::runtime::program::max_lifetime(pool),
-        }
-    }
 }
 
 /// What the policy remembers between ticks, per pool.
@@ -369,7 +354,7 @@ fn check_worker(
         return false;
     }
     if let Some(max_lifetime) = limits.max_lifetime {
-        let limit = crate::runtime::program::lifetime(worker.pid, max_lifetime);
+        let limit = super::lifetime(worker.pid, max_lifetime);
         let lived = now.saturating_duration_since(worker.started);
         if lived > limit {
             state.retire(actions, worker.pid, Reason::MaxLifetime { lived, limit });

@@ -6,14 +6,14 @@
 //! retirement then SIGKILL, decorated output, status, reload, `drover ctl workers`.
 //!
 //! What is a program's own: the signal that asks a copy to stop ([`stop_signal`]), how
-//! long it may take ([`stop_timeout`]) and its lifetime ([`lifetime`]), all pure.
+//! long it may take ([`stop_timeout`]) and its lifetime ([`max_lifetime`], drawn per copy
+//! by [`crate::pm::lifetime`]), all pure.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 
 use crate::config::{Pool, Program, Runtime};
 
@@ -70,44 +70,9 @@ pub fn max_lifetime(pool: &Pool) -> Option<(Duration, Duration)> {
     }
 }
 
-/// How long the copy `pid` lives: `max_lifetime` plus a part of `jitter` drawn from its
-/// pid, so that it is the same on every tick (nothing to remember per copy) and spread
-/// between copies started together, as `max_requests_jitter` spreads workers' recycling.
-pub fn lifetime(pid: Pid, (max_lifetime, jitter): (Duration, Duration)) -> Duration {
-    if jitter.is_zero() {
-        return max_lifetime;
-    }
-    // splitmix64 of the pid: consecutive pids land far apart.
-    let mut x = (pid.as_raw() as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 31;
-    let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
-    max_lifetime + Duration::from_millis(x % jitter_ms.saturating_add(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_lifetime_is_the_limit_plus_a_jitter_fixed_per_copy() {
-        let limit = Duration::from_secs(60);
-        assert_eq!(lifetime(Pid::from_raw(42), (limit, Duration::ZERO)), limit);
-        let jitter = Duration::from_secs(10);
-        let drawn: Vec<Duration> = (1000..1100)
-            .map(|pid| lifetime(Pid::from_raw(pid), (limit, jitter)))
-            .collect();
-        assert!(drawn.iter().all(|d| *d >= limit && *d <= limit + jitter));
-        // The same copy draws the same lifetime on every tick.
-        assert_eq!(drawn[7], lifetime(Pid::from_raw(1007), (limit, jitter)));
-        // Copies started together (consecutive pids) are spread over the jitter.
-        let early = drawn.iter().filter(|d| **d < limit + jitter / 2).count();
-        assert!(
-            (30..=70).contains(&early),
-            "{early} of 100 in the first half"
-        );
-    }
 
     #[test]
     fn every_stop_signal_name_is_a_signal() {

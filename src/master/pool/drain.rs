@@ -19,7 +19,7 @@ impl PoolRun {
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
         self.lifecycle = self.lifecycle.drain();
-        self.stop_watching();
+        self.watch.stop();
         self.kill_parent();
         for (pid, worker) in &mut self.workers {
             worker.retiring.get_or_insert(now);
@@ -52,7 +52,14 @@ impl PoolRun {
                 reading: w.state.reading.is_some(),
             })
             .collect();
-        for action in pm::plan(&self.limits, &mut self.policy, &views, None, now, false) {
+        for action in pm::plan(
+            &self.sizing.limits,
+            &mut self.sizing.policy,
+            &views,
+            None,
+            now,
+            false,
+        ) {
             if let Action::Kill { pid, reason } = action {
                 self.kill_worker(pid, &reason, now);
             }

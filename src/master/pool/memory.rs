@@ -96,7 +96,7 @@ impl PoolRun {
             if changed {
                 tracing::info!("pool {}: {size}", self.config.name);
             }
-            self.limits.pm.max_children = size.max_children;
+            self.sizing.limits.pm.max_children = size.max_children;
             self.memory.sized = Some(size);
         } else if check
             && let WorkerEstimate::Measured { .. } = worker
@@ -128,7 +128,7 @@ impl PoolRun {
             })
             .collect();
         if let Some((pid, over)) = memory::over_ceiling(&serving, total, limit, auto_cap) {
-            self.policy.counters.retired_pool_memory += 1;
+            self.sizing.policy.counters.retired_pool_memory += 1;
             self.retire(pid, &Reason::PoolMemory(over), Instant::now());
         }
     }
@@ -212,7 +212,7 @@ impl PoolRun {
             measured_workers: self.memory.peak.map_or(0, |(_, n)| n),
             pool_pss: self.memory.total,
             max_pool_memory: pm.memory.max_pool_memory,
-            retired: self.policy.counters.retired_pool_memory,
+            retired: self.sizing.policy.counters.retired_pool_memory,
         })
     }
 }

@@ -24,7 +24,7 @@ impl PoolRun {
     pub fn observe(&mut self, now: Instant, sampler: &mut Sampler) {
         self.find_parent_workers(now);
         self.forget_vanished_orphans(now);
-        let slots: HashMap<Pid, scoreboard::SlotView> = match &self.scoreboard {
+        let slots: HashMap<Pid, scoreboard::SlotView> = match self.handed.scoreboard() {
             Some(board) => board.snapshot().into_iter().map(|v| (v.pid, v)).collect(),
             None => HashMap::new(),
         };
@@ -199,11 +199,9 @@ impl PoolRun {
     fn forget_vanished_orphans(&mut self, now: Instant) {
         const REPORT_GRACE: Duration = Duration::from_secs(1);
         let reports = self.launch.kind.parent_reports();
-        let exited = &self.exited;
+        let recent = &self.recent;
         let parent_just_gone = |parent: Option<Pid>| {
-            exited.iter().any(|(pid, _, at)| {
-                Some(*pid) == parent && now.saturating_duration_since(*at) < REPORT_GRACE
-            })
+            parent.is_some_and(|parent| recent.gone_within(parent, now, REPORT_GRACE))
         };
         let vanished: Vec<Pid> = self
             .workers

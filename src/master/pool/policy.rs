@@ -26,7 +26,7 @@ impl PoolRun {
         if !self.lifecycle.spawns() {
             return;
         }
-        // Sizing by memory sets the live max_children in `self.limits` first.
+        // Sizing by memory sets the live max_children in `self.sizing.limits` first.
         self.watch_memory(maintenance_due);
         let views: Vec<WorkerView> = self
             .workers
@@ -43,8 +43,8 @@ impl PoolRun {
             })
             .collect();
         let actions = pm::plan(
-            &self.limits,
-            &mut self.policy,
+            &self.sizing.limits,
+            &mut self.sizing.policy,
             &views,
             waiting,
             now,
@@ -66,7 +66,7 @@ impl PoolRun {
 
     /// Starts `n` more workers, in the way this pool's workers are started.
     fn spawn_workers(&mut self, n: u32, now: Instant) {
-        if self.holding(now) {
+        if self.startup.holding(now) {
             return;
         }
         match self.sizing() {
@@ -74,22 +74,20 @@ impl PoolRun {
             // (see `maintain`).
             Sizing::Parent => {}
             Sizing::Target => {
-                // The policy counts the workers the parent has reported; those it is still
-                // forking are not among them. They are room already on its way (the target
-                // less the reported workers that stay), so `n` is counted from the workers
-                // that stay, not added to the target: two wakes in a row before the first
-                // fork's report (a tick 2 ms after an ondemand pool's first connection) ask
-                // for the same room once. The target never passes max_children.
+                // The workers it is still forking are not among those reported: the
+                // count is computed from the workers that stay ([`pm::target_for_spawn`]).
                 let staying = self
                     .workers
                     .values()
                     .filter(|w| !w.orphan && w.retiring.is_none())
                     .count();
                 let staying = u32::try_from(staying).unwrap_or(u32::MAX);
-                self.desired = self
-                    .desired
-                    .max(staying.saturating_add(n))
-                    .min(self.limits.pm.max_children);
+                self.sizing.desired = pm::target_for_spawn(
+                    self.sizing.desired,
+                    staying,
+                    n,
+                    self.sizing.limits.pm.max_children,
+                );
                 self.send_target();
             }
             Sizing::Master => {
@@ -108,15 +106,8 @@ impl PoolRun {
         };
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
-        // A spare worker is not replaced, nor one retired for the pool's memory; one
-        // retired for its own memory is.
-        if self.sizing() == Sizing::Target
-            && matches!(
-                reason,
-                Reason::MaxSpare { .. } | Reason::IdleTimeout { .. } | Reason::PoolMemory(_)
-            )
-        {
-            self.desired = self.desired.saturating_sub(1);
+        if self.sizing() == Sizing::Target && pm::retire_lowers_target(reason) {
+            self.sizing.desired = self.sizing.desired.saturating_sub(1);
             self.send_target();
         }
         if let Some(process) = self.processes.get_mut(&pid) {
@@ -145,11 +136,11 @@ impl PoolRun {
 
     fn send_target(&self) {
         for &zygote in self.processes.keys() {
-            if let Err(err) = kind::set_target(zygote, self.desired) {
+            if let Err(err) = kind::set_target(zygote, self.sizing.desired) {
                 tracing::error!(
                     "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",
                     self.config.name,
-                    self.desired
+                    self.sizing.desired
                 );
             }
         }

@@ -12,7 +12,7 @@ impl PoolRun {
     /// `at_us` (CLOCK_MONOTONIC µs); None without a scoreboard (php-cgi, `[command]`), or
     /// when the line cannot be told to be that request's.
     pub fn request_id_of_output(&self, pid: Pid, at_us: u64) -> Option<String> {
-        let view = self.scoreboard.as_ref()?.view_of(pid)?;
+        let view = self.handed.scoreboard()?.view_of(pid)?;
         view.request_id_at(at_us).map(str::to_owned)
     }
 }

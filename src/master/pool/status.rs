@@ -13,7 +13,7 @@ impl PoolRun {
     /// Whether this generation's workers count the connections they accept (a scoreboard's
     /// runtimes: drover-php, Python), which `queue_timeout` needs.
     pub fn counts_connections(&self) -> bool {
-        self.scoreboard.is_some()
+        self.handed.scoreboard().is_some()
     }
 
     /// Connections waiting for a worker now; every reading also feeds "max listen queue".
@@ -28,8 +28,8 @@ impl PoolRun {
 
     pub fn status(&self, now: Instant) -> PoolStatus {
         let slots: std::collections::HashMap<i32, scoreboard::SlotView> = self
-            .scoreboard
-            .as_ref()
+            .handed
+            .scoreboard()
             .map(|board| {
                 board
                     .snapshot()
@@ -41,9 +41,9 @@ impl PoolRun {
         let serving: Vec<_> = self.workers.iter().filter(|(_, w)| !w.orphan).collect();
         let active = serving.iter().filter(|(_, w)| w.state.busy).count() as u32;
         let total = serving.len() as u32;
-        let since = now.saturating_duration_since(self.born);
+        let since = now.saturating_duration_since(self.counters.born);
         let pm = &self.config.pm;
-        let counters = &self.policy.counters;
+        let counters = &self.sizing.policy.counters;
         let workers = serving
             .iter()
             .map(|&(&pid, w)| {
@@ -82,8 +82,8 @@ impl PoolRun {
             start_since: since,
             // Only a scoreboard counts requests: its workers, as each takes one.
             accepted_conn: self
-                .scoreboard
-                .as_ref()
+                .handed
+                .scoreboard()
                 .map(|board| board.pool().view().accepted),
             listen_queue: self.listen_queue(),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
@@ -96,7 +96,7 @@ impl PoolRun {
             slow_requests: self.counters.slow_requests,
             limits: Limits {
                 // The live cap: a memory-sized pool's computed count.
-                max_children: self.limits.pm.max_children,
+                max_children: self.sizing.limits.pm.max_children,
                 start_servers: if pm.mode == PmMode::Dynamic {
                     pm.start_servers
                 } else {
@@ -110,7 +110,7 @@ impl PoolRun {
                 request_slowlog_timeout: self.config.request_slowlog_timeout,
             },
             recycled: self.recycled(),
-            requests: self.scoreboard.as_ref().map(|board| board.pool().view()),
+            requests: self.handed.scoreboard().map(|board| board.pool().view()),
             queue: crate::control::QueueStatus {
                 timeout: self.config.queue_timeout,
                 ..Default::default()
@@ -127,10 +127,10 @@ impl PoolRun {
     /// ([`crate::master::totals`]): the counters of [`PoolRun::status`], without its
     /// per-worker reads.
     pub fn totals(&self) -> Totals {
-        let counters = &self.policy.counters;
-        let requests = self.scoreboard.as_ref().map(|board| board.pool().view());
+        let counters = &self.sizing.policy.counters;
+        let requests = self.handed.scoreboard().map(|board| board.pool().view());
         Totals {
-            born: Some(self.born),
+            born: Some(self.counters.born),
             accepted_conn: requests.as_ref().map(|view| view.accepted),
             max_listen_queue: Some(self.counters.max_listen_queue.get()),
             max_active_processes: self.counters.max_active,
@@ -142,7 +142,7 @@ impl PoolRun {
     }
 
     fn recycled(&self) -> Recycled {
-        let counters = &self.policy.counters;
+        let counters = &self.sizing.policy.counters;
         Recycled {
             max_requests: self.counters.clean_exits,
             max_memory: counters.retired_max_memory,
@@ -175,8 +175,10 @@ fn state_word(slot: Option<&scoreboard::SlotView>, busy: bool, reading: bool) ->
 /// up its generations': [`crate::master::totals`]). The policy's own
 /// counts (retired for spare or memory, killed past a timeout, max_children reached) are
 /// kept by the policy ([`crate::pm::PolicyState`]), which updates them as it decides.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
+    /// When this generation started (status: start time, start since).
+    pub born: Instant,
     /// The most workers busy at once (max active processes).
     pub max_active: u32,
     /// The longest listen queue seen, on a tick or by a status request (max listen queue);
@@ -190,4 +192,18 @@ pub struct Counters {
     pub crash_exits: u64,
     /// Workers that ended retired by a reload (their generation drained).
     pub reload_exits: u64,
+}
+
+impl Counters {
+    pub fn new(born: Instant) -> Counters {
+        Counters {
+            born,
+            max_active: 0,
+            max_listen_queue: std::cell::Cell::new(0),
+            slow_requests: 0,
+            clean_exits: 0,
+            crash_exits: 0,
+            reload_exits: 0,
+        }
+    }
 }

@@ -1,0 +1,170 @@
+//! What a process's exit means for its pool: back off, replace it, say the app failed,
+//! take over a dead parent's workers. Pure: the master states the facts of one reaped
+//! process ([`Exit`]) and applies the [`ExitAction`]s in order, with its log lines.
+//!
+//! A reaction to one kind of exit (a parent that died before its first request, on a
+//! given binary, say) is a fact added to [`Exit`] and an action here, unit-tested below,
+//! and its effect in the master's executor (`master::pool::reap`).
+
+/// What the master's own child was to the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A worker the master exec'd (a php-cgi without a parent, a command, a program).
+    Worker,
+    /// A parent that forks the workers (php-cgi, drover-php or a Python zygote).
+    Parent,
+}
+
+/// The facts of one reaped process of the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub role: Role,
+    /// The master asked it to exit (retired, drained, stopped).
+    pub retiring: bool,
+    /// A worker seen in a request: then its death is that request's fault, not a start-up
+    /// failure.
+    pub served: bool,
+    /// Exited with code 0.
+    pub clean: bool,
+    /// A `[program]` copy: meant to keep running, so one that exits at once, whatever its
+    /// code, is in a crash loop.
+    pub program: bool,
+    /// A parent's exit code says the app failed to load (the runtime's own code).
+    pub app_failed: bool,
+}
+
+/// What the master does about an exit, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitAction {
+    /// Take over the workers the dead parent forked (the master is their subreaper now),
+    /// retiring them (`retire`: after a crash a new parent brings a full set) or letting
+    /// them finish with their generation.
+    AdoptWorkers { retire: bool },
+    /// The app failed to load: the pool is stopped until a reload.
+    AppFailed,
+    /// A start-up failure: hold spawning back as the backoff says.
+    BackOff,
+    /// Replace the worker now if the pool's mode replaces at once ([`super::replacements`]).
+    Replace,
+}
+
+/// What the exit `exit` asks of its pool.
+pub fn on_exit(exit: Exit) -> Vec<ExitAction> {
+    let mut actions = Vec::new();
+    match exit.role {
+        Role::Worker => {
+            // A clean exit (max_requests reached) is no start-up failure, however short, nor
+            // a death after the worker was seen past its start.
+            if !exit.retiring && !exit.served && (!exit.clean || exit.program) {
+                actions.push(ExitAction::BackOff);
+            }
+            if !exit.retiring {
+                actions.push(ExitAction::Replace);
+            }
+        }
+        Role::Parent => {
+            actions.push(ExitAction::AdoptWorkers {
+                retire: !exit.retiring,
+            });
+            if exit.app_failed {
+                actions.push(ExitAction::AppFailed);
+            } else if !exit.retiring {
+                actions.push(ExitAction::BackOff);
+            }
+        }
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(role: Role) -> Exit {
+        Exit {
+            role,
+            retiring: false,
+            served: false,
+            clean: false,
+            program: false,
+            app_failed: false,
+        }
+    }
+
+    #[test]
+    fn a_worker_that_crashes_before_serving_backs_off_and_is_replaced() {
+        let crash = exit(Role::Worker);
+        assert_eq!(on_exit(crash), [ExitAction::BackOff, ExitAction::Replace]);
+    }
+
+    #[test]
+    fn a_worker_that_served_or_ended_cleanly_is_replaced_without_backoff() {
+        let served = Exit {
+            served: true,
+            ..exit(Role::Worker)
+        };
+        assert_eq!(on_exit(served), [ExitAction::Replace]);
+        let recycled = Exit {
+            clean: true,
+            ..exit(Role::Worker)
+        };
+        assert_eq!(on_exit(recycled), [ExitAction::Replace]);
+    }
+
+    #[test]
+    fn a_program_copy_that_exits_at_once_backs_off_whatever_its_code() {
+        let copy = Exit {
+            clean: true,
+            program: true,
+            ..exit(Role::Worker)
+        };
+        assert_eq!(on_exit(copy), [ExitAction::BackOff, ExitAction::Replace]);
+    }
+
+    #[test]
+    fn a_retired_worker_is_neither_replaced_nor_a_failure() {
+        let retired = Exit {
+            retiring: true,
+            ..exit(Role::Worker)
+        };
+        assert_eq!(on_exit(retired), []);
+    }
+
+    #[test]
+    fn a_parent_that_dies_hands_over_its_workers_and_backs_off() {
+        assert_eq!(
+            on_exit(exit(Role::Parent)),
+            [
+                ExitAction::AdoptWorkers { retire: true },
+                ExitAction::BackOff
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stopped_parent_leaves_its_workers_to_finish() {
+        let stopped = Exit {
+            retiring: true,
+            ..exit(Role::Parent)
+        };
+        assert_eq!(
+            on_exit(stopped),
+            [ExitAction::AdoptWorkers { retire: false }]
+        );
+    }
+
+    #[test]
+    fn a_parent_whose_app_failed_stops_the_pool_without_backoff() {
+        let failed = Exit {
+            app_failed: true,
+            ..exit(Role::Parent)
+        };
+        assert_eq!(
+            on_exit(failed),
+            [
+                ExitAction::AdoptWorkers { retire: true },
+                ExitAction::AppFailed
+            ]
+        );
+    }
+}
