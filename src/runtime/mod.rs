@@ -24,6 +24,7 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use drover_proto::terms::Terms;
 use nix::sys::signal::Signal;
 
 use crate::config::{ListenAddr, PhpRuntime, Pool, Runtime};
@@ -40,7 +41,7 @@ pub struct ProcessSpec {
     pub args: Vec<OsString>,
     /// A zygote's terms (`drover_proto::terms`): the spawn writes them into a sealed memfd
     /// at `TERMS_FD`. `None` for every other process.
-    pub terms: Option<drover_proto::terms::Terms>,
+    pub terms: Option<Terms>,
     /// Start from an empty environment (`clear_env`), then apply `env`.
     pub clear_env: bool,
     pub env: Vec<(OsString, OsString)>,
@@ -193,7 +194,6 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
     let kind = Kind::of(pool);
     let mut direct = php::direct::Direct::Absent;
-    use drover_proto::terms::Terms;
     let mut terms = None;
     let (program, args, mut runtime_env) = match &pool.runtime {
         Runtime::Php(php) => match &php.runtime {
@@ -288,7 +288,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    use drover_proto::terms::{CommandLine, Terms};
+    use drover_proto::terms::CommandLine;
 
     use super::*;
 

@@ -187,7 +187,7 @@ pub struct ZygoteArgs {
     /// request_read_timeout in milliseconds; absent: no bound.
     pub request_read_timeout_ms: Option<u64>,
     /// access_log: the descriptor the workers write a line per request to, opened by the
-    /// master ([`ACCESS_LOG_FD`]); absent: no access log.
+    /// master ([`crate::zygote::ACCESS_LOG_FD`]); absent: no access log.
     pub access_log_fd: Option<i32>,
     /// access_log's path, for messages only: the zygote never opens it.
     pub access_log: Option<PathBuf>,
@@ -208,7 +208,7 @@ pub struct ZygoteArgs {
     /// max_request_body in bytes (HTTP): larger bodies are refused with 413.
     pub max_request_body: Option<u64>,
     /// certfile (HTTP): the listener speaks TLS; the certificate and key are in the memfd
-    /// at this descriptor ([`TLS_FD`]), never on the command line.
+    /// at this descriptor ([`crate::zygote::TLS_FD`]), never on the command line.
     pub tls_fd: Option<i32>,
     /// cert_reqs (HTTP over TLS): whether clients present a certificate.
     pub cert_reqs: crate::tls::CertReqs,
