@@ -266,7 +266,7 @@ pub enum Runtime {
 pub struct Php {
     /// Which program runs PHP, with the settings only it can enforce.
     pub runtime: PhpRuntime,
-    /// `ini_file`: the php.ini PHP loads (drover-php's `--ini-file`, php-cgi's `-c`); `None`:
+    /// `ini_file`: the php.ini PHP loads (drover-php's `PhpArgs::ini_file`, php-cgi's `-c`); `None`:
     /// PHP's own search.
     pub ini_file: Option<PathBuf>,
     /// `[php.ini]`, php-fpm's `php_value`: drover-php's `--ini name=value`, php-cgi's

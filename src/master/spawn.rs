@@ -13,10 +13,11 @@ use nix::unistd::Pid;
 
 use crate::runtime::ProcessSpec;
 
-use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD, TLS_FD};
+use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD, TERMS_FD, TLS_FD};
 
 /// The descriptors a zygote inherits beside 0, 1 and 2: the pool's scoreboard, its access
-/// log and its TLS memfd, each at its number of the zygote protocol.
+/// log and its TLS memfd, each at its number of the zygote protocol (and its terms, which
+/// [`spawn`] writes from the spec).
 #[derive(Clone, Copy, Default)]
 pub struct Inherited<'a> {
     pub scoreboard: Option<BorrowedFd<'a>>,
@@ -57,6 +58,8 @@ pub fn spawn(
         command.current_dir(dir);
     }
     let credentials = spec.credentials.clone();
+    // A zygote's terms, in a memfd of this spawn's (closed here once the child has it).
+    let terms = spec.terms.as_ref().map(|terms| terms.memfd()).transpose()?;
     // (from, to) pairs, a fixed array: nothing is allocated after the fork.
     let moves = [
         inherited
@@ -66,6 +69,7 @@ pub fn spawn(
             .access_log
             .map(|fd| (fd.as_raw_fd(), ACCESS_LOG_FD)),
         inherited.tls.map(|fd| (fd.as_raw_fd(), TLS_FD)),
+        terms.as_ref().map(|fd| (fd.as_raw_fd(), TERMS_FD)),
     ];
     let target = zygote.then(drover_proto::zygote::target_signal);
     let death_signal = spec.death_signal as libc::c_int;
@@ -128,9 +132,9 @@ fn die_with(master: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
 /// Puts each `(from, to)` descriptor at `to`, without close-on-exec there. Each is first
 /// copied above every `to`, so that one whose number is another's `to` is not overwritten
 /// before it is moved. Runs between fork and exec: syscalls only, no allocation.
-fn move_descriptors(moves: [Option<(i32, i32)>; 3]) -> io::Result<()> {
-    let above = ACCESS_LOG_FD.max(SCOREBOARD_FD).max(TLS_FD) + 1;
-    let mut copies = [None; 3];
+fn move_descriptors<const N: usize>(moves: [Option<(i32, i32)>; N]) -> io::Result<()> {
+    let above = ACCESS_LOG_FD.max(SCOREBOARD_FD).max(TLS_FD).max(TERMS_FD) + 1;
+    let mut copies = [None; N];
     for (copy, pair) in copies.iter_mut().zip(moves) {
         if let Some((from, to)) = pair {
             // SAFETY: fcntl on a descriptor the master holds open across the spawn.

@@ -24,6 +24,7 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use drover_proto::terms::Terms;
 use nix::sys::signal::Signal;
 
 use crate::config::{ListenAddr, PhpRuntime, Pool, Runtime};
@@ -38,6 +39,9 @@ pub use kind::Kind;
 pub struct ProcessSpec {
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// A zygote's terms (`drover_proto::terms`): the spawn writes them into a sealed memfd
+    /// at `TERMS_FD`. `None` for every other process.
+    pub terms: Option<Terms>,
     /// Start from an empty environment (`clear_env`), then apply `env`.
     pub clear_env: bool,
     pub env: Vec<(OsString, OsString)>,
@@ -190,6 +194,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
     let credentials = Credentials::for_pool(pool)?;
     let kind = Kind::of(pool);
     let mut direct = php::direct::Direct::Absent;
+    let mut terms = None;
     let (program, args, mut runtime_env) = match &pool.runtime {
         Runtime::Php(php) => match &php.runtime {
             PhpRuntime::Embed {
@@ -199,18 +204,24 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
                 boot_in_zygote,
             } => {
                 direct = php::direct::for_pool(pool, php::embed::linked_libphp);
-                php::embed::plan(
+                let (program, args, env) = php::embed::plan(
                     pool,
                     php,
                     admin_ini,
                     limit_extensions,
                     worker.as_deref().map(|file| (file, *boot_in_zygote)),
-                )
+                );
+                terms = Some(Terms::Php(args));
+                (program, zygote::command_line(pool), env)
             }
             PhpRuntime::Cgi { binary, .. } => php::plan(kind, pool, php, binary, max_requests),
         },
         Runtime::Command(command) => command::plan(pool, command),
-        Runtime::Python(python) => python::plan(pool, python),
+        Runtime::Python(python) => {
+            let (program, args, env) = python::plan(pool, python);
+            terms = Some(Terms::Python(args));
+            (program, zygote::command_line(pool), env)
+        }
         Runtime::Program(program) => program::plan(program),
     };
     runtime_env.extend(direct.env());
@@ -238,6 +249,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
         spec: ProcessSpec {
             program,
             args,
+            terms,
             clear_env: pool.clear_env,
             env,
             chdir: pool.chdir.clone(),
@@ -276,6 +288,8 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
+    use drover_proto::terms::CommandLine;
+
     use super::*;
 
     /// Pool `www` from `text`, loaded as drover loads a file.
@@ -309,18 +323,27 @@ mod tests {
         assert_eq!(*planned.spec(42), planned.spec);
     }
 
-    /// A zygote's command line as the zygote reads it (`clap`, as `drover-php` and
-    /// `drover-python` do), with the program name in front.
-    fn parsed<T: clap::Args>(spec: &ProcessSpec) -> T {
-        #[derive(clap::Parser)]
-        struct Cli<T: clap::Args> {
-            #[command(flatten)]
-            args: T,
-        }
-        let argv = std::iter::once(spec.program.clone().into_os_string()).chain(spec.args.clone());
-        <Cli<T> as clap::Parser>::try_parse_from(argv)
-            .unwrap_or_else(|e| panic!("{e}: {:?}", spec.args))
-            .args
+    /// A zygote's terms as the zygote reads them: encoded as the spawn writes them, decoded
+    /// as `drover-php` and `drover-python` do, for the runtime `pick` takes. Its command line
+    /// is the pool's name alone.
+    fn parsed<T>(spec: &ProcessSpec, pick: impl FnOnce(Terms) -> Option<T>) -> T {
+        let terms = spec.terms.as_ref().expect("a zygote has terms");
+        assert_eq!(spec.args, CommandLine::args(terms.pool()));
+        pick(Terms::decode(&terms.encode()).unwrap()).expect("the runtime's terms")
+    }
+
+    fn php_terms(spec: &ProcessSpec) -> drover_proto::zygote::PhpArgs {
+        parsed(spec, |terms| match terms {
+            Terms::Php(php) => Some(php),
+            Terms::Python(_) => None,
+        })
+    }
+
+    fn python_terms(spec: &ProcessSpec) -> drover_proto::zygote::PythonArgs {
+        parsed(spec, |terms| match terms {
+            Terms::Python(python) => Some(python),
+            Terms::Php(_) => None,
+        })
     }
 
     #[test]
@@ -375,10 +398,10 @@ mod tests {
             worker: None,
             boot_in_zygote: false,
         };
-        assert_eq!(parsed::<PhpArgs>(&planned.spec), expected);
+        assert_eq!(php_terms(&planned.spec), expected);
         // process_dumpable = true: the zygote stays dumpable.
         let dumpable = launch(&pool(&format!("process_dumpable = true\n{text}")), 0).unwrap();
-        assert!(parsed::<PhpArgs>(&dumpable.spec).zygote.dumpable);
+        assert!(php_terms(&dumpable.spec).zygote.dumpable);
 
         // Its workers check listen_allowed_clients, as drover-python's do.
         let tcp = text.replace(
@@ -402,7 +425,7 @@ mod tests {
 
         // [] is any file: an empty argument, not the flag's default.
         let any = pool(&format!("{POOL}[php]\nlimit_extensions = []\n"));
-        let args = parsed::<PhpArgs>(&launch(&any, 0).unwrap().spec);
+        let args = php_terms(&launch(&any, 0).unwrap().spec);
         assert_eq!(args.limit_extensions, "");
     }
 
@@ -442,11 +465,10 @@ mod tests {
 
     #[test]
     fn a_python_pool_runs_drover_python_with_its_command_line() {
-        use drover_proto::zygote::PythonArgs;
         let text = format!("{POOL}[python]\napp = \"myapp.wsgi:app\"\nmount = \"/app\"\n");
         let planned = launch(&pool(&text), 0).unwrap();
         assert_eq!(planned.kind, Kind::PythonZygote);
-        let args = parsed::<PythonArgs>(&planned.spec);
+        let args = python_terms(&planned.spec);
         assert_eq!(
             (
                 args.zygote.pool.as_str(),

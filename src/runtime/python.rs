@@ -6,12 +6,14 @@
 //! Only `drover-python` links libpython: the master, and the php-cgi pools it runs, never
 //! map it (it cost a PHP-only drover 2.3 MiB of PSS, 1.2 MiB of it dirty relocations).
 //!
-//! Here: the zygote's command line for a pool ([`plan`]); the signal that sets its worker
+//! Here: the zygote's terms for a pool ([`plan`]); the signal that sets its worker
 //! count is [`super::kind::set_target`]. What both sides read and write (fds, report lines,
 //! exit codes) is `drover_proto::zygote`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use drover_proto::zygote::{Interface as ZygoteInterface, PythonArgs};
 
 use super::{allowed_clients_env, zygote};
 use crate::config::{Interface, Pool, Python};
@@ -40,45 +42,29 @@ pub fn virtualenv_of(exe: &Path) -> Option<PathBuf> {
         .then(|| venv.to_path_buf())
 }
 
-/// The master's plan for a Python pool: one zygote, with every zygote's flags
+/// The master's plan for a Python pool: one zygote, whose terms are every zygote's
 /// ([`zygote::args`]) and `drover_proto::zygote::PythonArgs`' own.
-pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let mut args = zygote::args(pool);
-    args.push("--app".into());
-    args.push(format!("{}:{}", python.module, python.callable).into());
-    args.push("--mount".into());
-    args.push(python.mount.clone().into());
-    for dir in &python.python_path {
-        args.push("--python-path".into());
-        args.push(dir.into());
-    }
-    if let Some(venv) = &python.virtualenv {
-        args.push("--virtualenv".into());
-        args.push(venv.into());
-    }
-    if !python.preload {
-        args.push("--no-preload".into());
-    }
-    if python.interface == Interface::Asgi {
-        args.push("--interface".into());
-        args.push("asgi".into());
-        if let Some(http) = &pool.http {
-            args.push("--ws-max-size".into());
-            args.push(http.ws_max_size.to_string().into());
-        }
-    }
-    if python.threads > 1 {
-        args.push("--threads".into());
-        args.push(python.threads.to_string().into());
-    }
-    for path in &python.warmup {
-        args.push("--warmup".into());
-        args.push(path.into());
-    }
-    if let Some(hooks) = &python.hooks {
-        args.push("--hooks".into());
-        args.push(hooks.into());
-    }
+pub fn plan(pool: &Pool, python: &Python) -> (PathBuf, PythonArgs, Vec<(OsString, OsString)>) {
+    let args = PythonArgs {
+        zygote: zygote::args(pool),
+        app: format!("{}:{}", python.module, python.callable),
+        python_path: python.python_path.clone(),
+        virtualenv: python.virtualenv.clone(),
+        no_preload: !python.preload,
+        mount: python.mount.clone(),
+        warmup: python.warmup.clone(),
+        hooks: python.hooks.clone(),
+        interface: match python.interface {
+            Interface::Wsgi => ZygoteInterface::Wsgi,
+            Interface::Asgi => ZygoteInterface::Asgi,
+        },
+        threads: python.threads.max(1),
+        // The limit applies to an ASGI app on HTTP; the zygote's default otherwise.
+        ws_max_size: match (&pool.http, python.interface) {
+            (Some(http), Interface::Asgi) => http.ws_max_size,
+            _ => 16 << 20,
+        },
+    };
     let env = allowed_clients_env(pool).into_iter().collect();
     (program(), args, env)
 }

@@ -1,103 +1,84 @@
-//! What the master tells every zygote it execs (`drover-python`, `drover-php`) on its
-//! command line: the flags of `drover_proto::zygote::ZygoteArgs`, built here once for both
-//! runtimes' plans ([`super::python`], [`super::php::embed`]), which add their own.
+//! What the master tells every zygote it execs (`drover-python`, `drover-php`): the
+//! [`ZygoteArgs`] part of its terms (`drover_proto::terms`), built here once for both
+//! runtimes' plans ([`super::python`], [`super::php::embed`]), which add their own. The terms
+//! travel in a sealed memfd (`Terms::memfd`) at `drover_proto::terms::TERMS_FD`; the
+//! command line is `--pool NAME` alone ([`command_line`]), what `ps` shows.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use drover_proto::zygote::{ACCESS_LOG_FD, SCOREBOARD_FD, TLS_FD};
+use drover_proto::terms::CommandLine;
+use drover_proto::zygote::{ACCESS_LOG_FD, Protocol, SCOREBOARD_FD, TLS_FD, ZygoteArgs};
 
 use crate::config::{ListenAddr, Pool};
 use crate::pm;
 
-/// `--pool`, `--workers`, `--max-requests`, `--max-requests-jitter`, `--scoreboard-fd`,
-/// and when set `--max-memory`, `--request-read-timeout-ms` and `--access-log-fd` (the file
-/// the master opens, [`crate::logging::access`], named by `--access-log`, with
-/// `--access-format` and each `--access-suppress-path`), and an HTTP pool's `--protocol http`
-/// with its `--keepalive-timeout-ms`, `--forwarded-allow-ip`s and `--max-request-body`
-/// (and with `certfile`, `--tls-fd` for the memfd the master writes, and the TLS settings); the
-/// `--status-path` (with `--status-from`, where the master serves the status) and
-/// `--ping-path` (with `--ping-response`) the workers answer themselves; `--dumpable` for
-/// `process_dumpable = true`.
-pub fn args(pool: &Pool) -> Vec<OsString> {
-    let workers = pm::initial_workers(&pool.pm);
-    let mut args: Vec<OsString> = vec![
-        "--pool".into(),
-        pool.name.clone().into(),
-        "--workers".into(),
-        workers.to_string().into(),
-        "--max-requests".into(),
-        pool.pm.max_requests.to_string().into(),
-        "--max-requests-jitter".into(),
-        pool.pm.max_requests_jitter.to_string().into(),
-        "--scoreboard-fd".into(),
-        SCOREBOARD_FD.to_string().into(),
-    ];
-    if let Some(limit) = pool.pm.max_memory {
-        args.push("--max-memory".into());
-        args.push(limit.to_string().into());
+/// A zygote's command line: the pool's name, for `ps`.
+pub fn command_line(pool: &Pool) -> Vec<OsString> {
+    CommandLine::args(&pool.name)
+}
+
+/// The terms every zygote takes: the pool's name, its initial worker count and request
+/// limits, the scoreboard's descriptor; and when set, `max_memory`,
+/// `request_read_timeout`, the access log (the descriptor of the file the master opens,
+/// [`crate::logging::access`], its path for messages, its format and suppressed paths); an
+/// HTTP pool's protocol, timeouts, `forwarded_allow_ips` and `max_request_body` (and with
+/// `certfile`, the descriptor of the memfd the master writes and the TLS settings); the
+/// `status_path` (with where the master serves the status) and the `ping_path` (with its
+/// response) the workers answer themselves; `process_dumpable`.
+pub fn args(pool: &Pool) -> ZygoteArgs {
+    let access_log = pool.access_log.as_ref();
+    let status = pool.status_path.as_ref().zip(pool.status_listen.as_ref());
+    let http = pool.http.as_ref();
+    let tls = http.and_then(|http| http.tls.as_ref());
+    ZygoteArgs {
+        pool: pool.name.clone(),
+        workers: pm::initial_workers(&pool.pm),
+        max_requests: pool.pm.max_requests,
+        max_requests_jitter: pool.pm.max_requests_jitter,
+        scoreboard_fd: Some(SCOREBOARD_FD),
+        max_memory: pool.pm.max_memory,
+        request_read_timeout_ms: pool.request_read_timeout.map(|t| millis(t.as_millis())),
+        access_log_fd: access_log.map(|_| ACCESS_LOG_FD),
+        access_log: access_log.cloned(),
+        access_format: if access_log.is_some() {
+            pool.access_format.clone()
+        } else {
+            drover_proto::access::DEFAULT_FORMAT.into()
+        },
+        access_suppress_path: access_log
+            .map(|_| pool.access_suppress_path.clone())
+            .unwrap_or_default(),
+        protocol: if http.is_some() {
+            Protocol::Http
+        } else {
+            Protocol::Fastcgi
+        },
+        keepalive_timeout_ms: http.map_or(2000, |h| millis(h.keepalive_timeout.as_millis())),
+        send_timeout_ms: http.map_or(60_000, |h| millis(h.send_timeout.as_millis())),
+        forwarded_allow_ips: http
+            .map(|h| h.forwarded_allow_ips.clone())
+            .unwrap_or_default(),
+        max_request_body: http.and_then(|h| h.max_request_body),
+        tls_fd: tls.map(|_| TLS_FD),
+        cert_reqs: tls.map(|t| t.settings.cert_reqs).unwrap_or_default(),
+        ciphers: tls.map(|t| t.settings.ciphers.clone()).unwrap_or_default(),
+        ssl_version: tls.map(|t| t.settings.min_version).unwrap_or_default(),
+        status_path: status.map(|(path, _)| path.clone()),
+        status_from: status.map(|(_, from)| status_from(from)),
+        ping_path: pool.ping_path.clone(),
+        ping_response: if pool.ping_path.is_some() {
+            pool.ping_response.clone()
+        } else {
+            "pong".into()
+        },
+        dumpable: pool.process_dumpable,
     }
-    if let Some(timeout) = pool.request_read_timeout {
-        args.push("--request-read-timeout-ms".into());
-        args.push(timeout.as_millis().to_string().into());
-    }
-    if let Some(path) = &pool.access_log {
-        args.push("--access-log-fd".into());
-        args.push(ACCESS_LOG_FD.to_string().into());
-        args.push("--access-log".into());
-        args.push(path.clone().into());
-        args.push("--access-format".into());
-        args.push(pool.access_format.clone().into());
-        for uri in &pool.access_suppress_path {
-            args.push("--access-suppress-path".into());
-            args.push(uri.clone().into());
-        }
-    }
-    if let (Some(path), Some(from)) = (&pool.status_path, &pool.status_listen) {
-        args.push("--status-path".into());
-        args.push(path.into());
-        args.push("--status-from".into());
-        args.push(status_from(from).into());
-    }
-    if let Some(path) = &pool.ping_path {
-        args.push("--ping-path".into());
-        args.push(path.into());
-        args.push("--ping-response".into());
-        args.push(pool.ping_response.clone().into());
-    }
-    if pool.process_dumpable {
-        args.push("--dumpable".into());
-    }
-    if let Some(http) = &pool.http {
-        args.push("--protocol".into());
-        args.push("http".into());
-        args.push("--keepalive-timeout-ms".into());
-        args.push(http.keepalive_timeout.as_millis().to_string().into());
-        args.push("--send-timeout-ms".into());
-        args.push(http.send_timeout.as_millis().to_string().into());
-        for ip in &http.forwarded_allow_ips {
-            args.push("--forwarded-allow-ip".into());
-            args.push(ip.into());
-        }
-        if let Some(max) = http.max_request_body {
-            args.push("--max-request-body".into());
-            args.push(max.to_string().into());
-        }
-        if let Some(tls) = &http.tls {
-            // The certificate and key go in the memfd at TLS_FD, never on this line.
-            args.push("--tls-fd".into());
-            args.push(TLS_FD.to_string().into());
-            args.push("--cert-reqs".into());
-            args.push(tls.settings.cert_reqs.name().into());
-            for name in &tls.settings.ciphers {
-                args.push("--cipher".into());
-                args.push(name.into());
-            }
-            args.push("--ssl-version".into());
-            args.push(tls.settings.min_version.name().into());
-        }
-    }
-    args
+}
+
+/// A duration's milliseconds as the terms hold them.
+fn millis(ms: u128) -> u64 {
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
 /// Where a worker reaches the master's `status_listen`: its socket path, or its TCP address

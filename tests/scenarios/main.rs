@@ -28,5 +28,6 @@ mod requests;
 mod scaleout;
 mod shutdown;
 mod systemd;
+mod terms;
 mod worker;
 mod workers;

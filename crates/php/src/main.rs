@@ -6,19 +6,35 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use drover_proto::terms::{CommandLine, Terms};
 use drover_proto::zygote::{PHP_BIND_DIRECT, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP, PhpArgs};
 
-/// The zygote of one PHP pool (started by the drover master, not by hand).
+/// The zygote of one PHP pool (started by the drover master, not by hand): its command line
+/// names the pool, for `ps`; the master passes its terms at fd 6.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
     #[command(flatten)]
-    php: PhpArgs,
+    line: CommandLine,
+}
+
+/// The terms the master passed (`drover_proto::terms`), for the pool `args` names; `Err`
+/// with the exit code once the reason is said.
+fn terms(args: &Args) -> Result<PhpArgs, u8> {
+    args.line
+        .terms("the terms of drover-php", |terms| match terms {
+            Terms::Php(php) => Some(php),
+            Terms::Python(_) => None,
+        })
+        .map_err(|e| {
+            eprintln!("drover-php {}: {e}", drover_proto::terms::VERSION);
+            drover_proto::zygote::EXIT_TERMS
+        })
 }
 
 /// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
 /// run PHP and exits `EXIT_NO_PHP`: the master asks it before it picks a PHP
-/// pool's runtime. `drover-php --check ARGS` is `drover -t`'s: see [`PHP_CHECK`].
+/// pool's runtime. `drover-php --check --pool NAME` is `drover -t`'s: see [`PHP_CHECK`].
 /// `drover-php --bind-direct [SRC DEST]` writes the copy of libphp whose calls are direct
 /// (run by the package's postinst): see [`PHP_BIND_DIRECT`].
 fn main() -> ExitCode {
@@ -31,12 +47,15 @@ fn main() -> ExitCode {
         Some(drover_php::selftest::SELFTEST_ARG) => {
             selftest(&std::env::args_os().skip(2).collect::<Vec<_>>())
         }
-        Some(PHP_CHECK) => check(Args::parse_from(
-            std::env::args_os()
-                .enumerate()
-                .filter_map(|(i, arg)| (i != 1).then_some(arg)),
-        )),
-        _ => run(Args::parse()),
+        Some(PHP_CHECK) => {
+            let args = Args::parse_from(
+                std::env::args_os()
+                    .enumerate()
+                    .filter_map(|(i, arg)| (i != 1).then_some(arg)),
+            );
+            terms(&args).map_or_else(|code| code, |php| check(&php))
+        }
+        _ => terms(&Args::parse()).map_or_else(|code| code, run),
     };
     ExitCode::from(code)
 }
@@ -51,14 +70,15 @@ fn probe() -> u8 {
 }
 
 #[cfg(not(no_php))]
-fn run(args: Args) -> u8 {
-    drover_php::zygote::run(args.php)
+fn run(php: PhpArgs) -> u8 {
+    drover_php::zygote::run(php)
 }
 
-/// `drover-php --check ARGS`: PHP started as the zygote would start it, then the exit.
+/// `drover-php --check --pool NAME`: PHP started as the zygote would start it, then the
+/// exit.
 #[cfg(not(no_php))]
-fn check(args: Args) -> u8 {
-    drover_php::zygote::check(&args.php)
+fn check(php: &PhpArgs) -> u8 {
+    drover_php::zygote::check(php)
 }
 
 /// `drover-php --bind-direct-selftest DIR`: the self-test's child (`--bind-direct` runs it).
@@ -73,12 +93,12 @@ fn selftest(_: &[std::ffi::OsString]) -> u8 {
 }
 
 #[cfg(no_php)]
-fn run(_: Args) -> u8 {
+fn run(_: PhpArgs) -> u8 {
     probe()
 }
 
 #[cfg(no_php)]
-fn check(_: Args) -> u8 {
+fn check(_: &PhpArgs) -> u8 {
     probe()
 }
 

@@ -6,6 +6,10 @@
 //! - [`zygote`]: the protocol between the master and a zygote (`drover-python`,
 //!   `drover-php`): its command line, the scoreboard's fd number, its report lines, a PHP
 //!   worker's stack lines and its exit codes.
+//! - [`terms`]: the terms a zygote is started on ([`terms::Terms`]), one typed and versioned
+//!   structure the master writes into a memfd and the zygote reads back.
+//! - [`sealed_memfd`], [`read_memfd`]: the sealed memfds that carry the terms and the TLS
+//!   material from the master to a zygote.
 //! - [`tls`]: TLS on an HTTP pool's listener: the files the master reads, checked by
 //!   building the workers' rustls config, and the memfd that carries them to the zygote.
 //! - [`Backoff`], [`EmergencyRestart`]: what a worker's exit means for the next spawn. The
@@ -20,6 +24,7 @@
 
 pub mod access;
 mod backoff;
+pub mod terms;
 pub mod tls;
 pub mod zygote;
 
@@ -32,6 +37,46 @@ pub fn max_requests(max_requests: u32, jitter: u32, draw: impl FnOnce(u32) -> u3
         return 0;
     }
     max_requests.saturating_add(draw(jitter).min(jitter))
+}
+
+/// A memfd holding `bytes`, sealed (nothing can write, grow or shrink it after this), which
+/// closes on exec: the spawn moves it to the descriptor number the zygote reads it at.
+pub fn sealed_memfd(name: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, bytes)?;
+    // SAFETY: fcntl on the memfd just written; the seals only restrict it.
+    let sealed = unsafe {
+        libc::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE,
+        )
+    };
+    if sealed < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file.into())
+}
+
+/// The zygote's side of [`sealed_memfd`]: the file at `fd` read whole from its start (the
+/// zygotes of one pool may share one), taken and closed. Call it once per descriptor.
+pub fn read_memfd(fd: i32) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::FileExt;
+    // Refused before it is taken: a descriptor that is not open is not this process's to close.
+    // SAFETY: fcntl F_GETFD only reads the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the master put the memfd at this descriptor for the zygote alone, and it is
+    // open (checked above); it is taken (and closed) here once.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+    let mut bytes = vec![0; len];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(bytes)
 }
 
 /// Appends `value` to `out` as a JSON string literal, quotes included: `"` and `\\`

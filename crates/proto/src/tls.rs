@@ -19,7 +19,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// `cert_reqs`: whether clients present a certificate (gunicorn's, after Python's
 /// `ssl.CERT_NONE`, `CERT_OPTIONAL`, `CERT_REQUIRED`).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum CertReqs {
     /// No certificate is asked for.
     #[default]
@@ -41,12 +42,12 @@ impl CertReqs {
 }
 
 /// `ssl_version`: the lowest TLS version taken (rustls speaks no older one than 1.2).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MinVersion {
     #[default]
-    #[value(name = "TLSv1.2")]
+    #[serde(rename = "TLSv1.2")]
     Tls12,
-    #[value(name = "TLSv1.3")]
+    #[serde(rename = "TLSv1.3")]
     Tls13,
 }
 
@@ -324,39 +325,13 @@ impl Material {
     /// A sealed memfd holding [`Self::encode`]'s bytes, for the zygote: nothing can write it
     /// after this, and it closes on exec (the spawn moves it to [`crate::zygote::TLS_FD`]).
     pub fn memfd(&self) -> io::Result<std::os::fd::OwnedFd> {
-        use nix::sys::memfd::{MFdFlags, memfd_create};
-        let fd = memfd_create(
-            c"drover-tls",
-            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-        )?;
-        let mut file = std::fs::File::from(fd);
-        io::Write::write_all(&mut file, &self.encode())?;
-        // SAFETY: fcntl on the memfd just written; the seals only restrict it.
-        let sealed = unsafe {
-            libc::fcntl(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE,
-            )
-        };
-        if sealed < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(file.into())
+        crate::sealed_memfd(c"drover-tls", &self.encode())
     }
 
     /// The zygote's side: reads the memfd at `fd` whole from its start (each zygote of
     /// the pool gets the same one) and closes it.
     pub fn from_fd(fd: i32) -> io::Result<Material> {
-        use std::os::fd::FromRawFd;
-        use std::os::unix::fs::FileExt;
-        // SAFETY: the master put the memfd at this descriptor for the zygote alone; it is
-        // taken (and closed) here once.
-        let file = unsafe { std::fs::File::from_raw_fd(fd) };
-        let len = file.metadata()?.len() as usize;
-        let mut bytes = vec![0; len];
-        file.read_exact_at(&mut bytes, 0)?;
-        Material::decode(&bytes)
+        Material::decode(&crate::read_memfd(fd)?)
     }
 }
 

@@ -1,12 +1,13 @@
 //! The protocol between the master and a pool's zygote (`drover-python`, `drover-php`),
 //! both sides of it in one place.
 //!
-//! - The master execs the zygote with the command line [`PythonArgs`] or [`PhpArgs`] (both
-//!   hold [`ZygoteArgs`]), the pool's listener
-//!   as fd 0, the pool's output socket as fds 1 and 2, the pool's scoreboard as
-//!   [`SCOREBOARD_FD`] and, when the pool has an `access_log`, the file the master opened
-//!   as [`ACCESS_LOG_FD`] (named by `--access-log-fd`): the zygote never opens it by path,
-//!   so the pool's user needs no right on it.
+//! - The master execs the zygote with `--pool NAME` as its command line (what `ps` shows)
+//!   and its terms ([`crate::terms::Terms`]: [`PythonArgs`] or [`PhpArgs`], both holding
+//!   [`ZygoteArgs`]) in a sealed memfd at [`TERMS_FD`]; the pool's listener as fd 0, the
+//!   pool's output socket as fds 1 and 2, the pool's scoreboard as [`SCOREBOARD_FD`] and,
+//!   when the pool has an `access_log`, the file the master opened as [`ACCESS_LOG_FD`]
+//!   (named by the terms' `access_log_fd`): the zygote never opens it by path, so the
+//!   pool's user needs no right on it.
 //! - The zygote reports its workers' starts and exits on its stderr in [`Report`] lines, and
 //!   a worker says why it retires itself in a [`retiring_line`]; each starts with
 //!   [`REPORT_MARK`]. The master learns each line's writer from the kernel and trusts
@@ -22,7 +23,8 @@
 //!   request in hand: gunicorn's `worker_abort` hook, then an exception raised inside the
 //!   request; it exits once the request is over. The master SIGKILLs it `terminate_grace`
 //!   later if it is still in that request.
-//! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported.
+//! - The zygote exits with [`EXIT_APP_LOAD`] when the app cannot be imported, with
+//!   [`EXIT_TERMS`] when it cannot take its terms.
 //! - `drover-php` [`PHP_PROBE`] says whether it can run PHP here (the master asks once, to
 //!   pick a PHP pool's default runtime): exit 0 and one line naming PHP
 //!   (`PHP 8.2.36 (embed)`), then a [`PROBE_LIBPHP`] line naming the libphp it loaded, or
@@ -31,20 +33,22 @@
 //!   functions are direct into [`DIRECT_LIBPHP_DIR`]; the master points a pool's zygote at
 //!   it (`LD_LIBRARY_PATH`) while its build-id is the linked libphp's.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::unistd::Pid;
+
+pub use crate::terms::{Interface, PhpArgs, Protocol, PythonArgs, TERMS_FD, ZygoteArgs};
 
 /// The descriptor number a zygote finds its pool's scoreboard at.
 pub const SCOREBOARD_FD: i32 = 3;
 
 /// The descriptor number a zygote finds its pool's access log at, opened by the master
-/// for appending (`--access-log-fd`).
+/// for appending (the terms' `access_log_fd`).
 pub const ACCESS_LOG_FD: i32 = 4;
 
 /// The descriptor number a zygote of an HTTP pool with `certfile` finds its certificate and
-/// key at: a sealed memfd the master wrote ([`crate::tls::Material`]), named by `--tls-fd`.
+/// key at: a sealed memfd the master wrote ([`crate::tls::Material`]), named by the terms'
+/// `tls_fd`.
 /// The master read the files (as root, when it runs as root); the pool's user needs no
 /// right on them.
 pub const TLS_FD: i32 = 5;
@@ -52,6 +56,11 @@ pub const TLS_FD: i32 = 5;
 /// The zygote's exit code when the app cannot be imported: the master stops the pool
 /// instead of restarting it in a loop (gunicorn's "app failed to load" is 4 too).
 pub const EXIT_APP_LOAD: u8 = 4;
+
+/// The zygote's exit code when it cannot take its terms ([`crate::terms::TermsError`]):
+/// none at [`TERMS_FD`], another drover version's, or for another pool or runtime. Its
+/// stderr says which, naming both versions on a mismatch.
+pub const EXIT_TERMS: u8 = 5;
 
 /// The argument that asks `drover-php` whether it can run PHP: it starts no zygote, prints
 /// one line on its stdout and exits, 0 when it can.
@@ -70,7 +79,8 @@ pub const PHP_BIND_DIRECT: &str = "--bind-direct";
 /// for it: the folder it puts first in a PHP pool's zygote's `LD_LIBRARY_PATH`.
 pub const DIRECT_LIBPHP_DIR: &str = "/var/lib/drover/libphp";
 
-/// The first argument of `drover-php --check <PhpArgs>` (`drover -t`): starts PHP as the
+/// The first argument of `drover-php --check --pool NAME` (`drover -t`), with the pool's
+/// terms at [`TERMS_FD`]: starts PHP as the
 /// pool's zygote would (php.ini, `[php.ini]`, `[php.admin_ini]`) and exits without forking,
 /// 0 when it could, [`EXIT_APP_LOAD`] with the reason on its stdout when not.
 pub const PHP_CHECK: &str = "--check";
@@ -82,175 +92,6 @@ pub const EXIT_NO_PHP: u8 = 3;
 /// The real-time signal whose value is the number of workers the master wants.
 pub fn target_signal() -> libc::c_int {
     libc::SIGRTMIN() + 1
-}
-
-/// What the master passes to every zygote (`drover-python`, `drover-php`) on its command
-/// line (visible in `ps`): the part of the pool that a worker's life depends on.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct ZygoteArgs {
-    #[arg(long)]
-    pub pool: String,
-    #[arg(long)]
-    pub workers: u32,
-    #[arg(long, default_value_t = 0)]
-    pub max_requests: u32,
-    #[arg(long, default_value_t = 0)]
-    pub max_requests_jitter: u32,
-    /// The pool's scoreboard, inherited from the master.
-    #[arg(long)]
-    pub scoreboard_fd: Option<i32>,
-    /// max_memory in bytes: a worker checks itself after each request.
-    #[arg(long)]
-    pub max_memory: Option<u64>,
-    /// request_read_timeout in milliseconds; absent: no bound.
-    #[arg(long)]
-    pub request_read_timeout_ms: Option<u64>,
-    /// access_log: the descriptor the workers write a line per request to, opened by the
-    /// master ([`ACCESS_LOG_FD`]); absent: no access log.
-    #[arg(long)]
-    pub access_log_fd: Option<i32>,
-    /// access_log's path, for messages only: the zygote never opens it.
-    #[arg(long, requires = "access_log_fd")]
-    pub access_log: Option<PathBuf>,
-    /// access_format: a php-fpm format or "json" ([`crate::access::parse`]).
-    #[arg(long, default_value = crate::access::DEFAULT_FORMAT)]
-    pub access_format: String,
-    /// access_suppress_path: a request URI not logged (repeated).
-    #[arg(long = "access-suppress-path")]
-    pub access_suppress_path: Vec<String>,
-    /// protocol: what the listener speaks, FastCGI (from a web server) or HTTP/1.1.
-    #[arg(long, value_enum, default_value_t = Protocol::Fastcgi)]
-    pub protocol: Protocol,
-    /// keepalive_timeout in milliseconds (HTTP): how long a kept connection may idle.
-    #[arg(long, default_value_t = 2000)]
-    pub keepalive_timeout_ms: u64,
-    /// send_timeout in milliseconds (HTTP): a response write that makes no progress this
-    /// long ends the connection.
-    #[arg(long, default_value_t = 60_000)]
-    pub send_timeout_ms: u64,
-    /// forwarded_allow_ips (HTTP): an address, or "*", whose X-Forwarded-For/-Proto are
-    /// believed (repeated).
-    #[arg(long = "forwarded-allow-ip")]
-    pub forwarded_allow_ips: Vec<String>,
-    /// max_request_body in bytes (HTTP): larger bodies are refused with 413.
-    #[arg(long)]
-    pub max_request_body: Option<u64>,
-    /// certfile (HTTP): the listener speaks TLS; the certificate and key are in the memfd
-    /// at this descriptor ([`TLS_FD`]), never on the command line.
-    #[arg(long)]
-    pub tls_fd: Option<i32>,
-    /// cert_reqs (HTTP over TLS): whether clients present a certificate.
-    #[arg(long, value_enum, default_value_t, requires = "tls_fd")]
-    pub cert_reqs: crate::tls::CertReqs,
-    /// ciphers (HTTP over TLS): a suite offered, by its IANA name (repeated); none: rustls's.
-    #[arg(long = "cipher", requires = "tls_fd")]
-    pub ciphers: Vec<String>,
-    /// ssl_version (HTTP over TLS): the lowest TLS version taken.
-    #[arg(long, value_enum, default_value_t, requires = "tls_fd")]
-    pub ssl_version: crate::tls::MinVersion,
-    /// status_path: a request with this `SCRIPT_NAME` gets the pool's status, which the
-    /// worker fetches from `--status-from`.
-    #[arg(long, requires = "status_from")]
-    pub status_path: Option<String>,
-    /// The master's `status_listen` for this pool: a unix socket path, or `IP:PORT`.
-    #[arg(long)]
-    pub status_from: Option<String>,
-    /// ping_path: a request with this `SCRIPT_NAME` gets `--ping-response`.
-    #[arg(long)]
-    pub ping_path: Option<String>,
-    #[arg(long, default_value = "pong")]
-    pub ping_response: String,
-    /// process_dumpable: the zygote and its workers stay dumpable (ptrace, core dumps);
-    /// absent, the zygote makes itself non-dumpable first thing, and its workers inherit it.
-    #[arg(long)]
-    pub dumpable: bool,
-}
-
-/// A pool's `protocol`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Protocol {
-    /// FastCGI, from a web server in front (nginx's `fastcgi_pass`).
-    #[default]
-    Fastcgi,
-    /// HTTP/1.1, from clients or a proxy (`proxy_pass`, a load balancer).
-    Http,
-}
-
-/// The command line of `drover-python`: a WSGI app's zygote.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct PythonArgs {
-    #[command(flatten)]
-    pub zygote: ZygoteArgs,
-    /// "package.module:callable"
-    #[arg(long)]
-    pub app: String,
-    #[arg(long = "python-path")]
-    pub python_path: Vec<PathBuf>,
-    #[arg(long)]
-    pub virtualenv: Option<PathBuf>,
-    /// Import the app in each worker after fork instead of once in the zygote.
-    #[arg(long)]
-    pub no_preload: bool,
-    #[arg(long, default_value = "")]
-    pub mount: String,
-    /// A `warmup` request path, sent through the app before the first fork (repeated).
-    #[arg(long = "warmup")]
-    pub warmup: Vec<String>,
-    /// `hooks`: the module, or the .py file (a gunicorn.conf.py), whose gunicorn hooks
-    /// (`post_fork`, `child_exit`, ...) the zygote and its workers call.
-    #[arg(long)]
-    pub hooks: Option<String>,
-    /// How the app is called: `wsgi` (the default) or `asgi`.
-    #[arg(long, value_enum, default_value_t)]
-    pub interface: Interface,
-    /// `threads`: each WSGI worker's threads taking requests (1: the worker's own thread).
-    #[arg(long, default_value_t = 1)]
-    pub threads: u32,
-    /// `ws_max_size` in bytes (an ASGI app on HTTP): a larger WebSocket message, or a frame
-    /// that declares more, closes the WebSocket with 1009.
-    #[arg(long, default_value_t = 16 << 20)]
-    pub ws_max_size: u64,
-}
-
-/// `[python] interface`, as the zygote takes it.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Interface {
-    /// PEP 3333: one request at a time per worker.
-    #[default]
-    Wsgi,
-    /// ASGI 3.0: an event loop per worker, many requests at once.
-    Asgi,
-}
-
-/// The command line of `drover-php`: an embedded-PHP pool's zygote.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct PhpArgs {
-    #[command(flatten)]
-    pub zygote: ZygoteArgs,
-    /// The php.ini PHP loads; absent: PHP's own search (PHPRC, then the embed SAPI's
-    /// folder, /etc/php/8.2/embed on Debian).
-    #[arg(long)]
-    pub ini_file: Option<PathBuf>,
-    /// A `[php.ini]` value, `name=value` (repeated): php-fpm's `php_value`, which a script
-    /// may change with `ini_set`.
-    #[arg(long = "ini")]
-    pub ini: Vec<String>,
-    /// A `[php.admin_ini]` value, `name=value` (repeated): php-fpm's `php_admin_value`,
-    /// which a script cannot change.
-    #[arg(long = "admin-ini")]
-    pub admin_ini: Vec<String>,
-    /// `security.limit_extensions`: the script suffixes PHP may run, space-separated, as
-    /// php-fpm writes them; empty: any file.
-    #[arg(long, default_value = ".php")]
-    pub limit_extensions: String,
-    /// `[php] worker`: worker mode's script, which each worker runs once and which handles
-    /// every request through `frankenphp_handle_request()`.
-    #[arg(long)]
-    pub worker: Option<PathBuf>,
-    /// `[php] worker_boot = "zygote"`: the zygote boots the worker script once, and each
-    /// worker is forked from the booted app.
-    #[arg(long, requires = "worker")]
-    pub boot_in_zygote: bool,
 }
 
 /// The start of a report line, a character no app writes to stderr by accident.

@@ -9,15 +9,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover_proto::zygote::PythonArgs;
+use drover_proto::terms::{CommandLine, Terms};
 use drover_python::zygote;
 
-/// The zygote of one Python pool (started by the drover master, not by hand).
+/// The zygote of one Python pool (started by the drover master, not by hand): its command
+/// line names the pool, for `ps`; the master passes its terms at fd 6.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
     #[command(flatten)]
-    zygote: PythonArgs,
+    line: CommandLine,
 }
 
 fn main() -> ExitCode {
@@ -30,5 +31,17 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(gunicorn_config::run(argv.next().as_deref()));
     }
-    ExitCode::from(zygote::run(Args::parse().zygote))
+    let terms = Args::parse()
+        .line
+        .terms("the terms of drover-python", |terms| match terms {
+            Terms::Python(python) => Some(python),
+            Terms::Php(_) => None,
+        });
+    match terms {
+        Ok(python) => ExitCode::from(zygote::run(python)),
+        Err(e) => {
+            eprintln!("drover-python {}: {e}", drover_proto::terms::VERSION);
+            ExitCode::from(drover_proto::zygote::EXIT_TERMS)
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! request, no hop through the master.
 //!
 //! The master opens the file (as root, mode 0600 when it creates it) and passes it to the
-//! zygote at `--access-log-fd`; every worker inherits the descriptor. The pool's user needs
+//! zygote at the terms' `access_log_fd`; every worker inherits the descriptor. The pool's user needs
 //! no right on the file or its folder, and the zygote never opens it by path. A line is
 //! formatted into a reused buffer and written with one `write_all`, so that lines of
 //! concurrent workers never interleave (O_APPEND makes each write land whole at the end).
@@ -55,7 +55,7 @@ pub struct Entry<'a> {
 }
 
 impl AccessLog {
-    /// The zygote's side: takes the descriptor of `--access-log-fd` when given (call this
+    /// The zygote's side: takes the descriptor of the terms' `access_log_fd` when given (call this
     /// once: it owns the descriptor from here). A format that does not parse is an error
     /// (the master checked it), as is a descriptor that is not open.
     pub fn open(args: &ZygoteArgs) -> io::Result<Option<AccessLog>> {

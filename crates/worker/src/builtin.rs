@@ -38,7 +38,7 @@ pub enum Asked {
 }
 
 impl Builtin {
-    /// The zygote's `--status-path`/`--status-from` and `--ping-path`/`--ping-response`;
+    /// The zygote's `status_path`/`status_from` and `ping_path`/`ping_response` terms;
     /// None without either path.
     pub fn from_args(args: &ZygoteArgs) -> Option<Builtin> {
         let status = args.status_path.clone().zip(args.status_from.clone());

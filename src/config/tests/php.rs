@@ -451,9 +451,8 @@ fn worker_mode_takes_an_existing_script_on_drover_php_only() {
         limit_extensions,
         worker.as_deref().map(|w| (w, true)),
     );
-    assert!(args.iter().any(|a| a == "--boot-in-zygote"), "{args:?}");
-    let at = args.iter().position(|a| a == "--worker").expect("--worker");
-    assert_eq!(args[at + 1], script.as_os_str());
+    assert!(args.boot_in_zygote, "{args:?}");
+    assert_eq!(args.worker.as_deref(), Some(script.as_path()), "{args:?}");
 
     let e = only_error(&with_php("[php]\nworker = \"/nonexistent/worker.php\"\n"));
     assert_at(

@@ -3,7 +3,7 @@
 //! one that links libphp) as the pool's zygote, in every pm mode. The zygote starts PHP once,
 //! OPcache's shared memory included, then forks the workers, which share it: one OPcache per
 //! pool in dynamic and ondemand pools too, where php-cgi runs one process per worker. It
-//! speaks drover-python's protocol (`drover_proto::zygote`); its command line is
+//! speaks drover-python's protocol (`drover_proto::zygote`); its terms are
 //! `drover_proto::zygote::PhpArgs`, built here ([`plan`]).
 //!
 //! A `drover-php` built where PHP's headers were missing exists but cannot run PHP. Whether
@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use drover_proto::zygote::{EXIT_NO_PHP, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP};
+use drover_proto::zygote::{EXIT_NO_PHP, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP, PhpArgs, TERMS_FD};
 
 use crate::config::{Php, Pool};
 use crate::runtime::{ProcessSpec, allowed_clients_env, zygote};
@@ -37,10 +37,10 @@ pub fn program() -> PathBuf {
     zygote::beside_drover(PROGRAM)
 }
 
-/// The master's plan for an embedded-PHP pool: one zygote, with every zygote's flags
-/// ([`zygote::args`]) and `PhpArgs`' own: `--ini-file`, `--ini` and `--admin-ini` (one per
-/// value), `--limit-extensions` (space-separated, empty for any file), `--worker FILE` (and
-/// `--boot-in-zygote`) for worker mode: `worker` is the script and whether it boots in the
+/// The master's plan for an embedded-PHP pool: one zygote, whose terms are every zygote's
+/// ([`zygote::args`]) and `PhpArgs`' own: the `ini_file`, the `[php.ini]` and
+/// `[php.admin_ini]` values (`name=value` each), `limit_extensions` (space-separated, empty
+/// for any file), and for worker mode the `worker` script and whether it boots in the
 /// zygote.
 pub fn plan(
     pool: &Pool,
@@ -48,27 +48,21 @@ pub fn plan(
     admin_ini: &BTreeMap<String, String>,
     limit_extensions: &[String],
     worker: Option<(&Path, bool)>,
-) -> (PathBuf, Vec<OsString>, Vec<(OsString, OsString)>) {
-    let mut args = zygote::args(pool);
-    if let Some(path) = &php.ini_file {
-        args.push("--ini-file".into());
-        args.push(path.into());
-    }
-    for (flag, ini) in [("--ini", &php.ini), ("--admin-ini", admin_ini)] {
-        for (name, value) in ini {
-            args.push(flag.into());
-            args.push(format!("{name}={value}").into());
-        }
-    }
-    args.push("--limit-extensions".into());
-    args.push(limit_extensions.join(" ").into());
-    if let Some((file, boot_in_zygote)) = worker {
-        args.push("--worker".into());
-        args.push(file.into());
-        if boot_in_zygote {
-            args.push("--boot-in-zygote".into());
-        }
-    }
+) -> (PathBuf, PhpArgs, Vec<(OsString, OsString)>) {
+    let pairs = |ini: &BTreeMap<String, String>| -> Vec<String> {
+        ini.iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect()
+    };
+    let args = PhpArgs {
+        zygote: zygote::args(pool),
+        ini_file: php.ini_file.clone(),
+        ini: pairs(&php.ini),
+        admin_ini: pairs(admin_ini),
+        limit_extensions: limit_extensions.join(" "),
+        worker: worker.map(|(file, _)| file.to_path_buf()),
+        boot_in_zygote: worker.is_some_and(|(_, boot)| boot),
+    };
     // Checked by drover-php's workers on every accept, as drover-python's.
     let env = allowed_clients_env(pool).into_iter().collect();
     (program(), args, env)
@@ -170,8 +164,9 @@ pub fn probe(program: &Path) -> Result<Probe, String> {
     Ok(Probe { php, libphp })
 }
 
-/// `drover -t`'s check of an embedded-PHP pool: its zygote's command line, environment and
-/// folder, run as `drover-php --check` ([`PHP_CHECK`]), which starts PHP as the zygote
+/// `drover -t`'s check of an embedded-PHP pool: its zygote's command line, terms (at
+/// [`TERMS_FD`], as the master passes them), environment and folder, run as
+/// `drover-php --check` ([`PHP_CHECK`]), which starts PHP as the zygote
 /// would and exits before forking. `Err` with drover-php's reason: a `[php.admin_ini]`
 /// name PHP has no setting for, a value it refuses, a PHP that cannot start.
 ///
@@ -179,14 +174,41 @@ pub fn probe(program: &Path) -> Result<Probe, String> {
 /// (its `ini_file`, an `extension=`, an `LD_PRELOAD` in `[env]`), which that user may
 /// have written, so `drover -t` run as root must not run it as root.
 pub fn check(spec: &ProcessSpec) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let mut command = Command::new(&spec.program);
     command.arg(PHP_CHECK).args(&spec.args);
-    if let Some(credentials) = spec.credentials.clone() {
-        // SAFETY: runs in the forked child before exec; `apply` only makes syscalls
-        // (setgroups, setgid, setuid) on the group list built before the fork.
-        unsafe { command.pre_exec(move || credentials.apply()) };
-    }
+    let terms = match &spec.terms {
+        Some(terms) => Some(
+            terms
+                .memfd()
+                .map_err(|e| format!("cannot write the zygote's terms: {e}"))?,
+        ),
+        None => None,
+    };
+    let terms_fd = terms.as_ref().map(AsRawFd::as_raw_fd);
+    let credentials = spec.credentials.clone();
+    // SAFETY: runs in the forked child before exec; `apply` only makes syscalls
+    // (setgroups, setgid, setuid) on the group list built before the fork, and dup2 (or
+    // fcntl) puts the terms' memfd, open in the parent until the spawn returns, at
+    // TERMS_FD without close-on-exec.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(credentials) = &credentials {
+                credentials.apply()?;
+            }
+            // A memfd that landed at TERMS_FD itself only loses close-on-exec.
+            let placed = match terms_fd {
+                Some(TERMS_FD) => libc::fcntl(TERMS_FD, libc::F_SETFD, 0),
+                Some(fd) => libc::dup2(fd, TERMS_FD),
+                None => 0,
+            };
+            if placed < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
     if spec.clear_env {
         command.env_clear();
     }

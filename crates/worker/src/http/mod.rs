@@ -54,7 +54,7 @@ pub struct HttpConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// The pool's HTTP settings from the zygote's command line (and, with `--tls-fd`, the
+/// The pool's HTTP settings from the zygote's terms (and, with `tls_fd`, the
 /// certificate and key in the memfd there, taken: call this once); Ok(None) for a FastCGI
 /// pool. Err: the TLS memfd cannot be read or used (the master checked the same files).
 pub fn config(args: &drover_proto::zygote::ZygoteArgs) -> Result<Option<HttpConfig>, String> {
