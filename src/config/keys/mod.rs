@@ -17,7 +17,6 @@ mod read;
 mod table;
 
 pub use doc::markdown;
-pub(super) use read::Read;
 pub use table::{KEYS, STOP_SIGNALS};
 
 use super::value::Table;
