@@ -392,6 +392,7 @@ pub const KEYS: &[Key] = &[
         ),
         &[NO_REQUESTS],
     ),
+    // Time for a Python worker's `finally:` blocks and `worker_abort` before SIGKILL.
     refused(
         key(
             "terminate_grace",
@@ -416,6 +417,8 @@ pub const KEYS: &[Key] = &[
             NO_REQUESTS,
         ],
     ),
+    // 30s for a request's headers and body (slowloris): nginx's own client_body_timeout is 60s
+    // between two reads; this follows Apache's RequestReadTimeout body default (20-40s).
     refused(
         key(
             "request_read_timeout",
@@ -538,6 +541,7 @@ pub const KEYS: &[Key] = &[
         ),
         &[NO_SOCKET],
     ),
+    // gunicorn's `keepalive` default.
     http(
         "keepalive_timeout",
         Duration,
@@ -557,6 +561,7 @@ pub const KEYS: &[Key] = &[
         Unset,
         "A larger request body is refused with 413; none: no bound.",
     ),
+    // uvicorn's `--ws-max-size` default.
     refused(
         http(
             "ws_max_size",
@@ -570,6 +575,7 @@ pub const KEYS: &[Key] = &[
             "only for interface = \"asgi\" (WebSockets are served to ASGI apps only)",
         )],
     ),
+    // nginx's `send_timeout` default.
     refused(
         http(
             "send_timeout",
@@ -777,6 +783,8 @@ pub const KEYS: &[Key] = &[
         ),
         1,
     ),
+    // The scoreboard of a zygote pool has twice this many slots; past 128 a pool is better
+    // split or given a number.
     at_least(
         key(
             "auto_max_children",
