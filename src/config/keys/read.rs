@@ -144,12 +144,12 @@ mod tests {
                 continue;
             }
             match key.ty {
-                Type::Bool => drop(default::<bool>(key)),
-                Type::Duration => drop(default::<Duration>(key)),
-                Type::Int => drop(default::<i32>(key)),
-                Type::Size => drop(default::<u64>(key)),
-                Type::Strings => drop(default::<Vec<String>>(key)),
-                Type::String | Type::Choice(_) | Type::Path => drop(default::<String>(key)),
+                Type::Bool => _ = default::<bool>(key),
+                Type::Duration => _ = default::<Duration>(key),
+                Type::Int => _ = default::<i32>(key),
+                Type::Size => _ = default::<u64>(key),
+                Type::Strings => _ = default::<Vec<String>>(key),
+                Type::String | Type::Choice(_) | Type::Path => _ = default::<String>(key),
                 Type::Table | Type::Map => {}
             }
         }
