@@ -22,6 +22,7 @@ const EXIT_INVALID_CONFIG: u8 = 1;
 const EXIT_RUNTIME: u8 = 2;
 
 fn main() -> ExitCode {
+    config::probe_php_with(drover::runtime::php::embed::usable);
     let mut argv = std::env::args_os();
     let argv0 = argv.next().unwrap_or_else(|| "drover".into());
     let rest: Vec<OsString> = argv.collect();

@@ -56,6 +56,7 @@ const EXIT_INVALID_CONFIG: u8 = 1;
 const EXIT_RUNTIME: u8 = 2;
 
 fn main() -> ExitCode {
+    config::probe_php_with(drover::runtime::php::embed::usable);
     let args = Args::parse();
     match args.command {
         Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),

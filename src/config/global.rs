@@ -36,15 +36,9 @@ pub(super) fn parse(
         })
         .or(LogFormat::Text);
     let pid_file = root.path_buf("pid_file", base).optional();
-    let process_control_timeout = root
-        .duration("process_control_timeout")
-        .or(Duration::from_secs(10));
-    let threshold = root
-        .int("emergency_restart_threshold", 0..=u32::MAX.into())
-        .or(0);
-    let interval = root
-        .duration("emergency_restart_interval")
-        .or(Duration::ZERO);
+    let process_control_timeout = root.value("process_control_timeout");
+    let threshold: Option<u32> = root.value("emergency_restart_threshold");
+    let interval: Option<Duration> = root.value("emergency_restart_interval");
     if let (Some(threshold), Some(interval)) = (threshold, interval)
         && threshold > 0
         && interval.is_zero()
@@ -56,8 +50,8 @@ pub(super) fn parse(
         };
         root.fail(key, "emergency_restart_interval must be more than 0s when emergency_restart_threshold is above 0");
     }
-    let shutdown_delay = root.duration("shutdown_delay").or(Duration::ZERO);
-    let exit_on_app_failure = root.bool("exit_on_app_failure").or(false);
+    let shutdown_delay = root.value("shutdown_delay");
+    let exit_on_app_failure = root.value("exit_on_app_failure");
     let health_listen = root
         .parse("health_listen", |s| parse_listen(base, s))
         .optional();

@@ -12,6 +12,7 @@ mod env;
 mod error;
 mod files;
 mod global;
+mod host;
 pub mod keys;
 mod listen;
 mod load;
@@ -29,10 +30,11 @@ mod tests;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
+pub use host::{PhpProbe, probe_php_with};
+pub use keys::STOP_SIGNALS;
 pub use load::{DEFAULT_CONFIG_PATH, POOL_NAME_RULE, load, load_texts, valid_pool_name};
 pub use model::{
     Command, Config, Control, Global, Interface, ListenAddr, LogFormat, LogLevel, LogTarget, Php,
     PhpRuntime, Pm, PmMemory, PmMode, Pool, Program, Python, Runtime,
 };
-pub use program::STOP_SIGNALS;
 pub use read::{MAX_FILE_BYTES, ReadError, read_text};

@@ -11,10 +11,6 @@ const DYNAMIC_ONLY: &[&str] = &["start_servers", "min_spare_servers", "max_spare
 
 const MAX: i64 = u32::MAX as i64;
 
-/// `auto_max_children` when left out: the scoreboard of a zygote pool has twice this many
-/// slots, and past it a pool is better split or given a number.
-const AUTO_CEILING: u32 = 128;
-
 /// The most `auto_max_children` may be: the master maps and reads a slot for every worker
 /// the pool may have (twice over for a zygote pool), about 1 KiB each, whether or not the
 /// worker exists; at 100000 an idle master held 190 MiB. 4096 keeps that under 8 MiB.
@@ -59,15 +55,13 @@ pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
             None
         }
     };
-    let max_spawn_rate = t.int("max_spawn_rate", 1..=MAX).or(32);
-    let process_idle_timeout = t
-        .duration("process_idle_timeout")
-        .or(Duration::from_secs(10));
+    let max_spawn_rate = t.value("max_spawn_rate");
+    let process_idle_timeout = t.value("process_idle_timeout");
     if process_idle_timeout == Some(Duration::ZERO) {
         t.fail("process_idle_timeout", "must be more than 0s");
     }
     let recycling = recycling(t);
-    let max_memory = t.size("max_memory").optional();
+    let max_memory = t.optional("max_memory");
     if max_memory == Some(Some(0)) {
         t.fail(
             "max_memory",
@@ -99,8 +93,8 @@ fn memory(
     written: Option<Option<u32>>,
 ) -> Option<PmMemory> {
     let auto = written == Some(None);
-    let floor = t.int::<u32>("auto_min_children", 1..=MAX).or(1);
-    let ceiling = t.int::<u32>("auto_max_children", 1..=MAX).or(AUTO_CEILING);
+    let floor: Option<u32> = t.value("auto_min_children");
+    let ceiling: Option<u32> = t.value("auto_max_children");
     let ceiling = match ceiling {
         Some(n) if n > AUTO_CEILING_MAX => {
             t.fail(
@@ -122,8 +116,8 @@ fn memory(
             }
         }
     }
-    let reserve = t.size("memory_reserve").optional();
-    let max_pool_memory = t.size("max_pool_memory").optional();
+    let reserve = t.optional("memory_reserve");
+    let max_pool_memory = t.optional("max_pool_memory");
     if max_pool_memory == Some(Some(0)) {
         t.fail(
             "max_pool_memory",
@@ -209,8 +203,8 @@ fn dynamic(t: &Table<'_, '_>, max_children: Option<u32>) -> Option<(u32, u32, u3
 
 /// (max_requests, max_requests_jitter).
 fn recycling(t: &Table<'_, '_>) -> Option<(u32, u32)> {
-    let max_requests: Option<u32> = t.int("max_requests", 0..=MAX).or(0);
-    let jitter: Option<u32> = t.int("max_requests_jitter", 0..=MAX).or(0);
+    let max_requests: Option<u32> = t.value("max_requests");
+    let jitter: Option<u32> = t.value("max_requests_jitter");
     let (max_requests, jitter) = (max_requests?, jitter?);
     if max_requests == 0 && jitter > 0 {
         t.fail(

@@ -63,10 +63,10 @@ pub(super) fn parse(
         root.fail("status_listen", "must differ from listen");
     }
     let socket = socket_options(root, listen.as_ref());
-    let user = root.string("user").optional();
-    let group = root.string("group").optional();
+    let user = root.optional("user");
+    let group = root.optional("group");
     let chdir = root.parse("chdir", |s| directory(base, s)).optional();
-    let clear_env = root.bool("clear_env").or(true);
+    let clear_env = root.value("clear_env");
     let slowlog = slowlog(root, base);
     let slowlog_json = root
         .parse("slowlog_format", |s| match s {
@@ -75,8 +75,8 @@ pub(super) fn parse(
             _ => Err("must be \"text\" or \"json\"".to_owned()),
         })
         .or(false);
-    let decorate_workers_output = root.bool("decorate_workers_output").or(true);
-    let process_dumpable = root.bool("process_dumpable").or(false);
+    let decorate_workers_output = root.value("decorate_workers_output");
+    let process_dumpable = root.value("process_dumpable");
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -85,14 +85,9 @@ pub(super) fn parse(
         Got::Invalid => None,
         Got::Valid(table) => pm::parse(&table),
     };
-    let request_read_timeout = root
-        .duration("request_read_timeout")
-        .or(DEFAULT_REQUEST_READ_TIMEOUT)
-        .map(|d| Some(d).filter(|d| !d.is_zero()));
-    let queue_timeout = root
-        .duration("queue_timeout")
-        .or(Duration::ZERO)
-        .map(|d| Some(d).filter(|d| !d.is_zero()));
+    let nonzero = |d: Option<Duration>| d.map(|d| Some(d).filter(|d| !d.is_zero()));
+    let request_read_timeout = nonzero(root.value("request_read_timeout"));
+    let queue_timeout = nonzero(root.value("queue_timeout"));
     let env = env::env(root);
     let (runtime, flavour) = runtime::parse(root, base);
     if program {
@@ -123,8 +118,8 @@ pub(super) fn parse(
         listen_group,
         listen_mode,
         listen_allowed_clients,
-        user: user?.map(str::to_owned),
-        group: group?.map(str::to_owned),
+        user: user?,
+        group: group?,
         chdir: chdir?,
         clear_env: clear_env?,
         request_slowlog_timeout,
@@ -151,17 +146,11 @@ pub(super) fn parse(
     })
 }
 
-/// How long a client may take to send a request's headers and body (slowloris), unless the
-/// pool file says otherwise. nginx's own `client_body_timeout` is 60 s between two reads;
-/// 30 s for the whole request is php-fpm-free territory, so it follows Apache's
-/// `RequestReadTimeout` body default (20–40 s).
-pub const DEFAULT_REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
 
 /// The keys that shape the listening socket; which of them apply depends on its kind.
 fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<Socket> {
-    let backlog = root.int("listen_backlog", 1..=i32::MAX.into()).or(511);
+    let backlog = root.value("listen_backlog");
     let owner = root.string("listen_owner").optional();
     let group = root.string("listen_group").optional();
     let mode = root.parse("listen_mode", octal_mode).or(0o660);
@@ -239,9 +228,8 @@ fn access(root: &Table<'_, '_>, base: &Path) -> Option<(Option<PathBuf>, String,
             drover_proto::access::parse(s).map(|_| s.to_owned())
         })
         .or_else(|| drover_proto::access::DEFAULT_FORMAT.to_owned());
-    let suppress = root.strings("access_suppress_path").or(Vec::new());
-    let suppress = suppress?.into_iter().map(|(s, _)| s.to_owned()).collect();
-    Some((file?, format?, suppress))
+    let suppress = root.value("access_suppress_path");
+    Some((file?, format?, suppress?))
 }
 
 /// php-fpm's `pm.status_path`, `ping.path` and `ping.response`: answered by drover's own
@@ -267,7 +255,7 @@ fn builtin_paths(
         .optional()
     };
     let (status_path, ping_path) = (path("status_path"), path("ping_path"));
-    let ping_response = root.string("ping_response").or("pong").map(str::to_owned);
+    let ping_response = root.value("ping_response");
     if matches!(status_path, Some(Some(_))) && matches!(status_listen, Some(None)) {
         root.fail(
             "status_path",
@@ -339,12 +327,10 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
             return None;
         }
     }
-    let keepalive_timeout = root
-        .duration("keepalive_timeout")
-        .or(DEFAULT_KEEPALIVE_TIMEOUT);
-    let max_request_body = root.size("max_request_body").optional();
-    let ws_max_size = root.size("ws_max_size").or(DEFAULT_WS_MAX_SIZE);
-    let send_timeout = root.duration("send_timeout").or(DEFAULT_SEND_TIMEOUT);
+    let keepalive_timeout = root.value("keepalive_timeout");
+    let max_request_body = root.optional("max_request_body");
+    let ws_max_size = root.value("ws_max_size");
+    let send_timeout: Option<Duration> = root.value("send_timeout");
     if let Some(timeout) = &send_timeout
         && timeout.is_zero()
     {
@@ -496,15 +482,6 @@ fn tls(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
     }))
 }
 
-/// uvicorn's `--ws-max-size` default: a WebSocket message larger than this is closed 1009.
-pub const DEFAULT_WS_MAX_SIZE: u64 = 16 << 20;
-/// nginx's `send_timeout` default: a response write that makes no progress this long
-/// ends the connection.
-pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// gunicorn's `keepalive` default: a kept connection idle this long is closed.
-pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
-
 fn octal_mode(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(s, 8) {
         Ok(mode) if mode <= 0o777 && (3..=4).contains(&s.len()) => Ok(mode),
@@ -541,19 +518,11 @@ type Slowlog = (Option<Duration>, u32, Option<PathBuf>, Option<Duration>);
 
 /// A zero timeout means off, as in php-fpm.
 fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
-    let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
-    let slow = root
-        .duration("request_slowlog_timeout")
-        .optional()
-        .map(nonzero);
-    let depth = root
-        .int("request_slowlog_trace_depth", 0..=u32::MAX.into())
-        .or(20);
+    let nonzero = |d: Duration| Some(d).filter(|d| !d.is_zero());
+    let slow = root.value("request_slowlog_timeout").map(nonzero);
+    let depth = root.value("request_slowlog_trace_depth");
     let file = root.parse("slowlog", |s| log_file(base, s)).optional();
-    let terminate = root
-        .duration("request_terminate_timeout")
-        .optional()
-        .map(nonzero);
+    let terminate = root.value("request_terminate_timeout").map(nonzero);
     if let (Some(Some(_)), Some(None)) = (slow, &file) {
         root.fail(
             "request_slowlog_timeout",
@@ -572,10 +541,6 @@ fn slowlog(root: &Table<'_, '_>, base: &Path) -> Option<Slowlog> {
     Some((slow?, depth?, file?, terminate?))
 }
 
-/// How long a Python worker asked to abort a request past `request_terminate_timeout` has
-/// to end it (its `finally:` blocks, `worker_abort`) before SIGKILL, unless the pool says.
-pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(1);
-
 /// `terminate_grace`: WSGI pools with a `request_terminate_timeout` only. A PHP or command
 /// worker is killed at once (nothing in it can run a `finally:`), and so is an ASGI worker
 /// (the abort raises inside one request; an ASGI worker runs many at once on one event
@@ -591,7 +556,7 @@ fn terminate_grace(
     // A threaded WSGI worker's main thread runs no request, and CPython runs signal
     // handlers there only: nothing can abort a request from inside.
     let threaded = matches!(runtime, Some(Runtime::Python(py)) if py.threads > 1);
-    let grace = root.duration("terminate_grace").or(DEFAULT_TERMINATE_GRACE);
+    let grace = root.value("terminate_grace");
     if root.contains("terminate_grace") && flavour == Some(Flavour::Wsgi) {
         if threaded {
             root.fail(

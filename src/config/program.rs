@@ -3,60 +3,21 @@
 //! pool's `[env]`, `chdir`, `user` and `group` apply to them as to any pool's workers.
 //!
 //! The keys of a pool file that only make sense for a pool that answers requests are
-//! refused on it ([`refused`]), each with its reason, as the key table's refusals are.
+//! refused on it by their rows in the key table (`keys/table.rs`), each with its reason.
 
-use super::keys::{self, Section};
+use super::keys::{self, Flavour, STOP_SIGNALS, Section};
 use super::model::{Pm, PmMode, Program};
-use super::runtime::find_executable;
-use super::value::{Got, Table};
+use super::value::{Got, Table, find_executable};
 use std::path::Path;
 
-/// The signals `stop_signal` may name (supervisord's `stopsignal` set).
-pub const STOP_SIGNALS: [&str; 7] = ["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "KILL"];
-
-const NO_SOCKET: &str = "a [program] pool has no socket: its copies are long-running \
-                         commands, not servers; leave it out";
-const NO_REQUESTS: &str = "a [program] pool serves no requests, so there is nothing for it \
-                           to time, log or answer; leave it out";
-const ALWAYS_RUNNING: &str = "a [program] pool keeps max_children copies running \
-                              (pm.mode = \"static\"); leave it out";
-const NO_COUNT: &str = "drover cannot count a program's jobs; to restart copies \
-                        regularly use [program] max_lifetime";
-
-/// The keys a `[program]` pool refuses, by their dotted path, with the rule its error
-/// states; `None` for a key it takes.
+/// The rule by which a `[program]` pool refuses the key at `path` (`pm.max_requests`,
+/// `listen`), from the key table's rows; `None` for a key it takes.
 pub fn refused(path: &str) -> Option<&'static str> {
-    Some(match path {
-        "listen"
-        | "listen_backlog"
-        | "listen_owner"
-        | "listen_group"
-        | "listen_mode"
-        | "listen_allowed_clients"
-        | "protocol"
-        | "fastcgi" => NO_SOCKET,
-        "request_slowlog_timeout"
-        | "request_slowlog_trace_depth"
-        | "slowlog"
-        | "slowlog_format"
-        | "request_terminate_timeout"
-        | "terminate_grace"
-        | "request_read_timeout"
-        | "queue_timeout"
-        | "status_path"
-        | "ping_path"
-        | "ping_response"
-        | "access_log"
-        | "access_format"
-        | "access_suppress_path" => NO_REQUESTS,
-        "pm.start_servers"
-        | "pm.min_spare_servers"
-        | "pm.max_spare_servers"
-        | "pm.max_spawn_rate"
-        | "pm.process_idle_timeout" => ALWAYS_RUNNING,
-        "pm.max_requests" | "pm.max_requests_jitter" => NO_COUNT,
-        _ => return None,
-    })
+    let key = keys::KEYS.iter().find(|k| k.path() == path)?;
+    key.refused
+        .iter()
+        .find(|(runtimes, _)| runtimes.has(Flavour::Program))
+        .map(|(_, rule)| *rule)
 }
 
 /// Refuses, in `[pm]`, the keys of a pool whose workers come and go ([`refused`]) and a
@@ -65,13 +26,7 @@ pub(super) fn check_pm(root: &Table<'_, '_>, pm: Option<&Pm>) {
     let Got::Valid(table) = root.table("pm") else {
         return;
     };
-    for key in keys::names(Section::Pm) {
-        if table.contains(key)
-            && let Some(rule) = refused(&format!("pm.{key}"))
-        {
-            table.fail(key, rule);
-        }
-    }
+    keys::refuse_by_runtime(&table, Section::Pm, Some(Flavour::Program), false);
     if pm.is_some_and(|pm| pm.mode != PmMode::Static) {
         table.fail(
             "mode",
@@ -94,17 +49,15 @@ pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
             }
         })
         .or("TERM".to_owned());
-    let stop_timeout = t.duration("stop_timeout").optional();
-    let max_lifetime = t.duration("max_lifetime").optional();
+    let stop_timeout = t.optional("stop_timeout");
+    let max_lifetime = t.optional("max_lifetime");
     if max_lifetime == Some(Some(std::time::Duration::ZERO)) {
         t.fail(
             "max_lifetime",
             "must be more than 0s (leave it out for no limit)",
         );
     }
-    let max_lifetime_jitter = t
-        .duration("max_lifetime_jitter")
-        .or(std::time::Duration::ZERO);
+    let max_lifetime_jitter = t.value("max_lifetime_jitter");
     if t.contains("max_lifetime_jitter") && !t.contains("max_lifetime") {
         t.fail("max_lifetime_jitter", "only with max_lifetime");
     }

@@ -5,7 +5,6 @@
 //! ask drover-php; every other rule here reads only the files (and the programs they name).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
@@ -13,16 +12,12 @@ use toml::de::DeValue;
 use super::env::exec_string_rule;
 use super::keys::{self, Flavour, Section};
 use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
-use super::value::{Got, Table, resolve};
-use crate::runtime::php::embed;
+use super::value::{Got, Table, find_executable, resolve};
 
 const RUNTIMES: &[&str] = &["php", "python", "command", "program"];
 
 /// php-fpm's default `security.limit_extensions`.
 pub const DEFAULT_LIMIT_EXTENSIONS: [&str; 1] = [".php"];
-/// The most threads a WSGI worker may run (`threads`): gunicorn's gthread is used with a
-/// handful; past this the GIL, not the waits, decides, and a slot shows one request.
-pub const MAX_THREADS: u32 = 64;
 
 /// The pool's runtime, and which of the [`Flavour`]s the key rules tell apart it is: known
 /// from the table's `runtime` or `interface` even when another of its keys is wrong, so
@@ -295,7 +290,8 @@ enum Choice {
 
 /// `runtime`: as written, else php-cgi for a pool that names its `binary` (a file written
 /// for php-cgi keeps running it), else drover-php when it can run PHP here, else php-cgi.
-/// drover-php is asked only when it matters ([`embed::usable`], once per process).
+/// drover-php is asked only when it matters, through the probe the loading program gave
+/// ([`super::host`]).
 fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
     let written = t
         .parse("runtime", |s| match s {
@@ -306,7 +302,7 @@ fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
         .optional()?;
     Some(match written {
         Some(true) => {
-            if let Err(why) = embed::usable() {
+            if let Err(why) = super::host::php_usable() {
                 t.fail("runtime", format!("drover-php is not usable here: {why}"));
             }
             Choice::Embed
@@ -315,7 +311,7 @@ fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
         None if t.contains("binary") => {
             Choice::Cgi(" (this pool runs php-cgi because it names a binary)".into())
         }
-        None => match embed::usable() {
+        None => match super::host::php_usable() {
             Ok(_) => Choice::Embed,
             Err(why) => Choice::Cgi(format!(
                 " (this pool runs php-cgi because drover-php is not usable here: {why})"
@@ -468,8 +464,8 @@ fn python_with(t: &Table<'_, '_>, base: &Path, interface: Option<Interface>) -> 
             }
         })
         .optional();
-    let preload = t.bool("preload").or(true);
-    let threads: Option<u32> = t.int("threads", 1..=i64::from(MAX_THREADS)).or(1);
+    let preload = t.value("preload");
+    let threads: Option<u32> = t.value("threads");
     if interface == Some(Interface::Asgi) && threads.is_some_and(|n| n > 1) {
         t.fail(
             "threads",
@@ -619,31 +615,6 @@ fn command(t: &Table<'_, '_>, base: &Path) -> Option<Command> {
     Some(Command {
         argv: argv.collect(),
     })
-}
-
-/// A name with a `/` is a path (relative to drover.toml's folder); a bare name is looked up
-/// on `PATH`, as the shell would. Either way it must be an executable file now, so a typo
-/// fails `drover -t` rather than every spawn.
-pub(super) fn find_executable(base: &Path, name: &str) -> Result<PathBuf, String> {
-    if name.contains('/') {
-        let path = resolve(base, name)?;
-        return match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(path),
-            Ok(_) => Err(format!("{} is not an executable file", path.display())),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        };
-    }
-    if name.is_empty() {
-        return Err("the name is empty".into());
-    }
-    let path_var = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path_var)
-        .map(|dir| dir.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .map(|p| std::path::absolute(&p).unwrap_or(p))
-        .ok_or_else(|| format!("{name} is not on PATH"))
 }
 
 #[cfg(test)]

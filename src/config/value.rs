@@ -3,6 +3,7 @@
 //! first).
 
 use std::ops::Range;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -78,6 +79,11 @@ impl<'a, 'i> Table<'a, 'i> {
             prefix: String::new(),
             at: 0,
         }
+    }
+
+    /// The table's dotted name (`"pm"`, `""` for a file's top level).
+    pub fn name(&self) -> &str {
+        &self.prefix
     }
 
     /// `key` with this table's path in front: `pm.max_children`.
@@ -439,6 +445,31 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// A name with a `/` is a path (relative to drover.toml's folder); a bare name is looked up
+/// on `PATH`, as the shell would. Either way it must be an executable file now, so a typo
+/// fails `drover -t` rather than every spawn.
+pub(super) fn find_executable(base: &Path, name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let path = resolve(base, name)?;
+        return match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(path),
+            Ok(_) => Err(format!("{} is not an executable file", path.display())),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        };
+    }
+    if name.is_empty() {
+        return Err("the name is empty".into());
+    }
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
+        .ok_or_else(|| format!("{name} is not on PATH"))
 }
 
 #[cfg(test)]

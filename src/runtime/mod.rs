@@ -349,6 +349,7 @@ mod tests {
     #[test]
     fn an_embed_pool_runs_drover_php_with_its_command_line() {
         use drover_proto::zygote::{PhpArgs, ZygoteArgs};
+        crate::config::probe_php_with(php::embed::usable);
         php::embed::assume(Ok("PHP 8.2.36 (embed)"));
         let text = format!(
             "request_read_timeout = \"5s\"\naccess_log = \"/var/log/www.access\"\n\

@@ -13,10 +13,11 @@
 //! What a key *does* is still code: its parser (in the file of its table) and its use.
 
 mod doc;
+mod read;
 mod table;
 
 pub use doc::markdown;
-pub use table::KEYS;
+pub use table::{KEYS, STOP_SIGNALS};
 
 use super::value::Table;
 
@@ -255,6 +256,8 @@ pub struct Key {
     /// error states. Refusals that depend on the value (`process_dumpable = false`,
     /// `threads` above 1) are the parser's, and said in [`Key::doc`].
     pub refused: &'static [(Runtimes, &'static str)],
+    /// An integer's bounds, both included (the integer type's own bounds apply too).
+    pub range: (i64, i64),
     /// The reference's line for it.
     pub doc: &'static str,
 }
@@ -267,9 +270,6 @@ impl Key {
             .iter()
             .fold(Runtimes::NONE, |all, (r, _)| all.or(*r));
         let mut runtimes = self.section.runtimes();
-        if super::program::refused(&self.path()).is_some() {
-            runtimes = runtimes.minus(Runtimes::PROGRAM);
-        }
         if self.http_only {
             runtimes = runtimes.and(HTTP_RUNTIMES);
         }
@@ -327,10 +327,6 @@ pub(super) fn refuse_by_runtime(
         }
         if let Some((_, rule)) = key.refused.iter().find(|(r, _)| r.has(flavour)) {
             t.fail(key.name, *rule);
-        } else if flavour == Flavour::Program
-            && let Some(rule) = super::program::refused(&key.path())
-        {
-            t.fail(key.name, rule);
         }
     }
 }

@@ -25,7 +25,24 @@ const fn key(
         default,
         http_only: false,
         refused: &[],
+        range: (0, i64::MAX),
         doc,
+    }
+}
+
+/// An integer `key` of `low` or more.
+const fn at_least(key: Key, low: i64) -> Key {
+    Key {
+        range: (low, i64::MAX),
+        ..key
+    }
+}
+
+/// An integer `key` from `low` to `high`.
+const fn between(key: Key, low: i64, high: i64) -> Key {
+    Key {
+        range: (low, high),
+        ..key
     }
 }
 
@@ -64,11 +81,42 @@ const STRING: super::Type = super::Type::String;
 // `Php` and `String` would shadow the model's and std's names.
 const PHP: Section = Section::Php;
 
-const BUILTIN_PATHS: &[(Runtimes, &str)] = &[(
-    Runtimes::CGI.or(Runtimes::COMMAND).or(Runtimes::ASGI),
-    "drover's own workers answer it, which this pool's do not run (php-cgi, a [command] \
-     program or an ASGI app); use status_listen's /status and /ping",
-)];
+const BUILTIN_PATHS: &[(Runtimes, &str)] = &[
+    (
+        Runtimes::CGI.or(Runtimes::COMMAND).or(Runtimes::ASGI),
+        "drover's own workers answer it, which this pool's do not run (php-cgi, a [command] \
+         program or an ASGI app); use status_listen's /status and /ping",
+    ),
+    NO_REQUESTS,
+];
+
+// What a `[program]` pool (a background pool: config/program.rs) refuses, and why.
+const NO_SOCKET: (Runtimes, &str) = (
+    Runtimes::PROGRAM,
+    "a [program] pool has no socket: its copies are long-running commands, not servers; \
+     leave it out",
+);
+const NO_REQUESTS: (Runtimes, &str) = (
+    Runtimes::PROGRAM,
+    "a [program] pool serves no requests, so there is nothing for it to time, log or \
+     answer; leave it out",
+);
+const ALWAYS_RUNNING: (Runtimes, &str) = (
+    Runtimes::PROGRAM,
+    "a [program] pool keeps max_children copies running (pm.mode = \"static\"); leave it out",
+);
+const NO_COUNT: (Runtimes, &str) = (
+    Runtimes::PROGRAM,
+    "drover cannot count a program's jobs; to restart copies regularly use [program] \
+     max_lifetime",
+);
+
+/// The most threads a WSGI worker may run (`[python] threads`): gunicorn's gthread is used
+/// with a handful; past this the GIL, not the waits, decides, and a slot shows one request.
+const MAX_THREADS: i64 = 64;
+
+/// The signals `[program] stop_signal` may name (supervisord's `stopsignal` set).
+pub const STOP_SIGNALS: [&str; 7] = ["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "KILL"];
 
 pub const KEYS: &[Key] = &[
     // drover.toml
@@ -175,41 +223,59 @@ pub const KEYS: &[Key] = &[
         "The unix socket `drover ctl` talks to (mode 0600); none: no control socket.",
     ),
     // A pool file's top level.
-    key(
-        "listen",
-        Pool,
-        STRING,
-        Required,
-        "Where the workers accept: a unix socket path, `IP:PORT`, `[IPv6]:PORT`, or a bare \
-         port for every address (as php-fpm reads it).",
+    refused(
+        key(
+            "listen",
+            Pool,
+            STRING,
+            Required,
+            "Where the workers accept: a unix socket path, `IP:PORT`, `[IPv6]:PORT`, or a bare \
+             port for every address (as php-fpm reads it).",
+        ),
+        &[NO_SOCKET],
     ),
-    key(
-        "listen_backlog",
-        Pool,
-        Int,
-        Value("511"),
-        "The listen(2) backlog (php-fpm's `listen.backlog`).",
+    at_least(
+        refused(
+            key(
+                "listen_backlog",
+                Pool,
+                Int,
+                Value("511"),
+                "The listen(2) backlog (php-fpm's `listen.backlog`).",
+            ),
+            &[NO_SOCKET],
+        ),
+        1,
     ),
-    key(
-        "listen_owner",
-        Pool,
-        STRING,
-        Unset,
-        "Unix sockets only: the socket's owner, set after bind.",
+    refused(
+        key(
+            "listen_owner",
+            Pool,
+            STRING,
+            Unset,
+            "Unix sockets only: the socket's owner, set after bind.",
+        ),
+        &[NO_SOCKET],
     ),
-    key(
-        "listen_group",
-        Pool,
-        STRING,
-        Unset,
-        "Unix sockets only: the socket's group, set after bind.",
+    refused(
+        key(
+            "listen_group",
+            Pool,
+            STRING,
+            Unset,
+            "Unix sockets only: the socket's group, set after bind.",
+        ),
+        &[NO_SOCKET],
     ),
-    key(
-        "listen_mode",
-        Pool,
-        STRING,
-        Value("\"0660\""),
-        "Unix sockets only: the socket's mode, an octal string.",
+    refused(
+        key(
+            "listen_mode",
+            Pool,
+            STRING,
+            Value("\"0660\""),
+            "Unix sockets only: the socket's mode, an octal string.",
+        ),
+        &[NO_SOCKET],
     ),
     refused(
         key(
@@ -220,13 +286,16 @@ pub const KEYS: &[Key] = &[
             "TCP only: the client addresses allowed to connect (`FCGI_WEB_SERVER_ADDRS`); \
              empty: any. A command pool takes it on an IPv4 address only.",
         ),
-        &[(
-            Runtimes::CGI,
-            "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
+        &[
+            (
+                Runtimes::CGI,
+                "php-cgi does not enforce it: it reads FCGI_WEB_SERVER_ADDRS only for a socket it \
              binds itself, and drover hands it the pool's socket; limit who connects with a \
              unix socket (listen_owner, listen_group, listen_mode) or a firewall rule, or run \
              the pool on drover-php (runtime = \"embed\"), which checks it",
-        )],
+            ),
+            NO_SOCKET,
+        ],
     ),
     key(
         "user",
@@ -257,33 +326,45 @@ pub const KEYS: &[Key] = &[
         Value("true"),
         "Start the workers with an empty environment plus `[env]` and what the runtime needs.",
     ),
-    key(
-        "request_slowlog_timeout",
-        Pool,
-        Duration,
-        Value("\"0s\""),
-        "A request running this long is written to `slowlog` with its stack; 0s is off.",
+    refused(
+        key(
+            "request_slowlog_timeout",
+            Pool,
+            Duration,
+            Value("\"0s\""),
+            "A request running this long is written to `slowlog` with its stack; 0s is off.",
+        ),
+        &[NO_REQUESTS],
     ),
-    key(
-        "request_slowlog_trace_depth",
-        Pool,
-        Int,
-        Value("20"),
-        "The most stack frames of a slowlog entry.",
+    refused(
+        key(
+            "request_slowlog_trace_depth",
+            Pool,
+            Int,
+            Value("20"),
+            "The most stack frames of a slowlog entry.",
+        ),
+        &[NO_REQUESTS],
     ),
-    key(
-        "slowlog",
-        Pool,
-        Path,
-        Unset,
-        "The file slow requests are written to; needed by `request_slowlog_timeout`.",
+    refused(
+        key(
+            "slowlog",
+            Pool,
+            Path,
+            Unset,
+            "The file slow requests are written to; needed by `request_slowlog_timeout`.",
+        ),
+        &[NO_REQUESTS],
     ),
-    key(
-        "slowlog_format",
-        Pool,
-        Choice(&["text", "json"]),
-        Value("\"text\""),
-        "php-fpm's text entries, or one JSON object per entry.",
+    refused(
+        key(
+            "slowlog_format",
+            Pool,
+            Choice(&["text", "json"]),
+            Value("\"text\""),
+            "php-fpm's text entries, or one JSON object per entry.",
+        ),
+        &[NO_REQUESTS],
     ),
     key(
         "decorate_workers_output",
@@ -301,13 +382,17 @@ pub const KEYS: &[Key] = &[
          default, is enforced by drover-php and Python zygotes only, so php-cgi and command \
          pools take only true.",
     ),
-    key(
-        "request_terminate_timeout",
-        Pool,
-        Duration,
-        Value("\"0s\""),
-        "A request running this long has its worker killed; 0s is off.",
+    refused(
+        key(
+            "request_terminate_timeout",
+            Pool,
+            Duration,
+            Value("\"0s\""),
+            "A request running this long has its worker killed; 0s is off.",
+        ),
+        &[NO_REQUESTS],
     ),
+    // Time for a Python worker's `finally:` blocks and `worker_abort` before SIGKILL.
     refused(
         key(
             "terminate_grace",
@@ -329,15 +414,21 @@ pub const KEYS: &[Key] = &[
                  past request_terminate_timeout cannot be aborted alone; the worker is killed \
                  at once",
             ),
+            NO_REQUESTS,
         ],
     ),
-    key(
-        "request_read_timeout",
-        Pool,
-        Duration,
-        Value("\"30s\""),
-        "A request's headers and body must arrive within this time from the accept; 0s: no \
-         bound.",
+    // 30s for a request's headers and body (slowloris): nginx's own client_body_timeout is 60s
+    // between two reads; this follows Apache's RequestReadTimeout body default (20-40s).
+    refused(
+        key(
+            "request_read_timeout",
+            Pool,
+            Duration,
+            Value("\"30s\""),
+            "A request's headers and body must arrive within this time from the accept; 0s: no \
+             bound.",
+        ),
+        &[NO_REQUESTS],
     ),
     refused(
         key(
@@ -348,12 +439,15 @@ pub const KEYS: &[Key] = &[
             "A connection that has waited this long for a worker is answered 503 with \
              `Retry-After` by the master (FastCGI or HTTP, as the pool speaks); 0s is off.",
         ),
-        &[(
-            Runtimes::CGI.or(Runtimes::COMMAND),
-            "drover-php and Python pools only: php-cgi and [command] workers do not count the \
+        &[
+            (
+                Runtimes::CGI.or(Runtimes::COMMAND),
+                "drover-php and Python pools only: php-cgi and [command] workers do not count the \
              connections they accept, which the master needs to tell how long the oldest \
              waiting one has waited",
-        )],
+            ),
+            NO_REQUESTS,
+        ],
     ),
     key(
         "status_listen",
@@ -384,12 +478,15 @@ pub const KEYS: &[Key] = &[
         ),
         BUILTIN_PATHS,
     ),
-    key(
-        "ping_response",
-        Pool,
-        STRING,
-        Value("\"pong\""),
-        "php-fpm's `ping.response`.",
+    refused(
+        key(
+            "ping_response",
+            Pool,
+            STRING,
+            Value("\"pong\""),
+            "php-fpm's `ping.response`.",
+        ),
+        &[NO_REQUESTS],
     ),
     refused(
         key(
@@ -410,30 +507,41 @@ pub const KEYS: &[Key] = &[
                 "a [command] program's responses are not seen by drover, so it cannot write \
                  their access log; log in the program or the web server",
             ),
+            NO_REQUESTS,
         ],
     ),
-    key(
-        "access_format",
-        Pool,
-        STRING,
-        Value("'%R - %u %t \"%m %r\" %s'"),
-        "php-fpm's `access.format` (its %-tokens), or `\"json\"`.",
+    refused(
+        key(
+            "access_format",
+            Pool,
+            STRING,
+            Value("'%R - %u %t \"%m %r\" %s'"),
+            "php-fpm's `access.format` (its %-tokens), or `\"json\"`.",
+        ),
+        &[NO_REQUESTS],
     ),
-    key(
-        "access_suppress_path",
-        Pool,
-        Strings,
-        Value("[]"),
-        "php-fpm's `access.suppress_path`: request URIs not logged (a health check).",
+    refused(
+        key(
+            "access_suppress_path",
+            Pool,
+            Strings,
+            Value("[]"),
+            "php-fpm's `access.suppress_path`: request URIs not logged (a health check).",
+        ),
+        &[NO_REQUESTS],
     ),
-    key(
-        "protocol",
-        Pool,
-        Choice(&["fastcgi", "http"]),
-        Value("\"fastcgi\""),
-        "What the workers speak on `listen`; `\"http\"` (HTTP/1.1, no web server in front) \
-         for Python pools only.",
+    refused(
+        key(
+            "protocol",
+            Pool,
+            Choice(&["fastcgi", "http"]),
+            Value("\"fastcgi\""),
+            "What the workers speak on `listen`; `\"http\"` (HTTP/1.1, no web server in front) \
+             for Python pools only.",
+        ),
+        &[NO_SOCKET],
     ),
+    // gunicorn's `keepalive` default.
     http(
         "keepalive_timeout",
         Duration,
@@ -453,6 +561,7 @@ pub const KEYS: &[Key] = &[
         Unset,
         "A larger request body is refused with 413; none: no bound.",
     ),
+    // uvicorn's `--ws-max-size` default.
     refused(
         http(
             "ws_max_size",
@@ -466,6 +575,7 @@ pub const KEYS: &[Key] = &[
             "only for interface = \"asgi\" (WebSockets are served to ASGI apps only)",
         )],
     ),
+    // nginx's `send_timeout` default.
     refused(
         http(
             "send_timeout",
@@ -581,54 +691,78 @@ pub const KEYS: &[Key] = &[
          ondemand): as many as fit in the memory the pool may use, from its workers' measured \
          PSS (docs/memory.md).",
     ),
-    key(
-        "start_servers",
-        Pm,
-        Int,
-        Note("`min_spare_servers + (max_spare_servers - min_spare_servers) / 2`"),
-        "`mode = \"dynamic\"` only: the workers started first.",
+    refused(
+        key(
+            "start_servers",
+            Pm,
+            Int,
+            Note("`min_spare_servers + (max_spare_servers - min_spare_servers) / 2`"),
+            "`mode = \"dynamic\"` only: the workers started first.",
+        ),
+        &[ALWAYS_RUNNING],
     ),
-    key(
-        "min_spare_servers",
-        Pm,
-        Int,
-        Note("required with `mode = \"dynamic\"`"),
-        "`mode = \"dynamic\"` only: fewer idle workers than this start more.",
+    refused(
+        key(
+            "min_spare_servers",
+            Pm,
+            Int,
+            Note("required with `mode = \"dynamic\"`"),
+            "`mode = \"dynamic\"` only: fewer idle workers than this start more.",
+        ),
+        &[ALWAYS_RUNNING],
     ),
-    key(
-        "max_spare_servers",
-        Pm,
-        Int,
-        Note("required with `mode = \"dynamic\"`"),
-        "`mode = \"dynamic\"` only: more idle workers than this are retired.",
+    refused(
+        key(
+            "max_spare_servers",
+            Pm,
+            Int,
+            Note("required with `mode = \"dynamic\"`"),
+            "`mode = \"dynamic\"` only: more idle workers than this are retired.",
+        ),
+        &[ALWAYS_RUNNING],
     ),
-    key(
-        "max_spawn_rate",
-        Pm,
-        Int,
-        Value("32"),
-        "dynamic: the cap of the doubling batch of workers started at once.",
+    at_least(
+        refused(
+            key(
+                "max_spawn_rate",
+                Pm,
+                Int,
+                Value("32"),
+                "dynamic: the cap of the doubling batch of workers started at once.",
+            ),
+            &[ALWAYS_RUNNING],
+        ),
+        1,
     ),
-    key(
-        "process_idle_timeout",
-        Pm,
-        Duration,
-        Value("\"10s\""),
-        "ondemand: a worker idle this long is retired.",
+    refused(
+        key(
+            "process_idle_timeout",
+            Pm,
+            Duration,
+            Value("\"10s\""),
+            "ondemand: a worker idle this long is retired.",
+        ),
+        &[ALWAYS_RUNNING],
     ),
-    key(
-        "max_requests",
-        Pm,
-        Int,
-        Value("0"),
-        "A worker exits after this many requests; 0: never.",
+    refused(
+        key(
+            "max_requests",
+            Pm,
+            Int,
+            Value("0"),
+            "A worker exits after this many requests; 0: never.",
+        ),
+        &[NO_COUNT],
     ),
-    key(
-        "max_requests_jitter",
-        Pm,
-        Int,
-        Value("0"),
-        "Each worker draws its limit in `max_requests ..= max_requests + jitter`.",
+    refused(
+        key(
+            "max_requests_jitter",
+            Pm,
+            Int,
+            Value("0"),
+            "Each worker draws its limit in `max_requests ..= max_requests + jitter`.",
+        ),
+        &[NO_COUNT],
     ),
     key(
         "max_memory",
@@ -638,21 +772,29 @@ pub const KEYS: &[Key] = &[
         "A worker whose resident memory passes this is retired; none: no limit.",
     ),
     // [pm] sizing by memory (docs/memory.md)
-    key(
-        "auto_min_children",
-        Pm,
-        Int,
-        Value("1"),
-        "`max_children = \"auto\"` only: the fewest workers it allows, whatever the memory \
-         says.",
+    at_least(
+        key(
+            "auto_min_children",
+            Pm,
+            Int,
+            Value("1"),
+            "`max_children = \"auto\"` only: the fewest workers it allows, whatever the memory \
+             says.",
+        ),
+        1,
     ),
-    key(
-        "auto_max_children",
-        Pm,
-        Int,
-        Value("128"),
-        "`max_children = \"auto\"` only: the most workers it allows, at most 4096 (the \
-         master keeps a scoreboard slot for each, existing or not).",
+    // The scoreboard of a zygote pool has twice this many slots; past 128 a pool is better
+    // split or given a number.
+    at_least(
+        key(
+            "auto_max_children",
+            Pm,
+            Int,
+            Value("128"),
+            "`max_children = \"auto\"` only: the most workers it allows, at most 4096 (the \
+             master keeps a scoreboard slot for each, existing or not).",
+        ),
+        1,
     ),
     key(
         "memory_reserve",
@@ -815,13 +957,17 @@ pub const KEYS: &[Key] = &[
         "A WSGI callable, one request at a time per thread, or an ASGI 3.0 app on an event \
          loop.",
     ),
-    key(
-        "threads",
-        Python,
-        Int,
-        Value("1"),
-        "WSGI over FastCGI: the threads of each worker that serve requests (1 to 64), as \
-         gunicorn's gthread.",
+    between(
+        key(
+            "threads",
+            Python,
+            Int,
+            Value("1"),
+            "WSGI over FastCGI: the threads of each worker that serve requests (1 to 64), as \
+             gunicorn's gthread.",
+        ),
+        1,
+        MAX_THREADS,
     ),
     // [command]
     key(
@@ -843,7 +989,7 @@ pub const KEYS: &[Key] = &[
     key(
         "stop_signal",
         Section::Program,
-        Choice(&super::super::program::STOP_SIGNALS),
+        Choice(&STOP_SIGNALS),
         Value("\"TERM\""),
         "The signal that asks a copy to stop (supervisord's `stopsignal`), on a reload, a \
          recycle, a scale-down and drover's stop.",

@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::assume;
 use super::*;
 use crate::config::keys::{self, Flavour, KEYS, Key, Runtimes, Section, Type};
-use crate::runtime::php::embed::assume;
 
 /// A pool of each runtime (and protocol), written with few keys, as (section, lines).
 struct Base {

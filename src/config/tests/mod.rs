@@ -23,6 +23,13 @@ max_children = 4
 binary = "/bin/sh"
 "#;
 
+/// What the tests of this thread assume drover-php answers, given to the loader as the
+/// binaries give it `runtime::php::embed::usable` (which, in unit tests, answers this).
+pub(crate) fn assume(answer: Result<&'static str, &'static str>) {
+    probe_php_with(crate::runtime::php::embed::usable);
+    crate::runtime::php::embed::assume(answer);
+}
+
 /// The errors of pool `name` from `text` (beside an empty drover.toml), loaded from memory
 /// by the files' loader, as `(line, key, rule)`.
 pub(crate) fn located_errors(name: &str, text: &str) -> Vec<(usize, String, String)> {

@@ -1,8 +1,8 @@
 //! PHP pools' two runtimes: which one a pool runs (drover-php where it can run PHP, unless
 //! the pool says otherwise), the keys each reads, and what php-cgi cannot enforce.
 
+use super::assume;
 use super::*;
-use crate::runtime::php::embed::assume;
 
 /// MINIMAL's `[php]` table replaced with `php`.
 fn with_php(php: &str) -> String {
