@@ -37,7 +37,8 @@ The workloads:
 - asgi, http-wsgi, http-asgi: a FastAPI app behind nginx (drover over FastCGI, the peers
   over HTTP), and the WSGI and FastAPI apps with no nginx (wrk straight at each server's
   HTTP listener): drover against uvicorn, gunicorn and granian (python_peers.py).
-- https-wsgi: http-wsgi over TLS, drover against granian's TLS (python_peers.py).
+- https-wsgi: http-wsgi over TLS, drover against granian's TLS (python_peers.py);
+  https-wsgi-handshake: the same with a new connection (a full handshake) per request.
 - php-pss: memory after --pss-requests requests spread evenly over 20 distinct PHP pages
   (each with its own classes and functions, so that OPcache holds 20 scripts), in a
   static pool of --workers and in a dynamic pool of twice that (start_servers =
@@ -200,7 +201,7 @@ def run_point(work, backend, workload, connections, duration, log, site=None):
         # the requests 50 connections leave queued after a 1 s warm-up would take the
         # workers for the first seconds of the load (no answer in a 5 s run), so it warms
         # up on 4 connections.
-        wrk(url, 4 if workload == "php-wordpress" else connections, 1)
+        wrk(url, 4 if workload == "php-wordpress" else connections, 1, backend.close)
         samples = []
         pid = backend.proc.pid if backend.proc else None
 
@@ -212,7 +213,7 @@ def run_point(work, backend, workload, connections, duration, log, site=None):
         sampler = threading.Thread(target=sample)
         sampler.start()
         ticks = cpu_ticks(pid) if pid else 0
-        rps, p50, p99, errors = wrk(url, connections, duration)
+        rps, p50, p99, errors = wrk(url, connections, duration, backend.close)
         # The backend's own CPU per request (nginx and wrk excluded): on 2 cores they take
         # most of the machine, and this is where backends differ.
         used = (cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK") if pid else 0

@@ -86,6 +86,8 @@ class Backend:
         self.port = port
         # "https": the backend's own listener speaks TLS (a "direct" backend).
         self.scheme = "http"
+        # wrk asks for a new connection per request (`Connection: close`).
+        self.close = False
         self.proc = None
 
     def start(self, log):
@@ -213,10 +215,13 @@ def timed_get(port, path, timeout=10):
     return (time.perf_counter() - started) * 1000, status, body
 
 
-def wrk(url, connections, duration):
+def wrk(url, connections, duration, close=False):
     # --timeout: a real app's page behind 2 workers and 50 connections, on a loaded machine,
     # waits longer than wrk's default 2 s in the queue; wrk would count it as no answer.
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "--latency", url],
+    # close: every request on a new connection (wrk reconnects after each answer).
+    header = ["-H", "Connection: close"] if close else []
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s", "--latency"] + header
+                         + [url],
                          capture_output=True, text=True, timeout=duration + 30).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
 

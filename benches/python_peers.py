@@ -16,6 +16,10 @@ a Python team runs today, with the same app and the same number of workers.
 - https-wsgi: http-wsgi over TLS (a P-256 certificate made in the work folder): drover's
   `certfile`/`keyfile` against granian's `--ssl-certificate`/`--ssl-keyfile`. wrk keeps
   its connections, so this weighs the records' cost more than the handshakes'.
+- https-wsgi-handshake: the same servers with every request on a new connection (wrk sends
+  `Connection: close` and reconnects after each answer), so each request costs a full
+  TLS handshake (ECDHE and the P-256 signature; wrk resumes no session): the handshake's
+  cost more than the records'.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
@@ -47,12 +51,13 @@ async def hello():
 }
 
 WORKLOADS = ("asgi", "asgi-kept", "asgi-bare", "asgi-bare-kept", "http-wsgi", "http-asgi", "http-asgi-bare",
-             "https-wsgi")
+             "https-wsgi", "https-wsgi-handshake")
 
 # (module, attribute) of each workload's app, in compare.py's apps folder.
 APP = {"asgi": ("fastapp", "app"), "asgi-kept": ("fastapp", "app"), "asgi-bare": ("bare", "app"),
        "asgi-bare-kept": ("bare", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app"),
-       "http-asgi-bare": ("bare", "app"), "https-wsgi": ("hello", "application")}
+       "http-asgi-bare": ("bare", "app"), "https-wsgi": ("hello", "application"),
+       "https-wsgi-handshake": ("hello", "application")}
 
 
 def certificate(work):
@@ -116,7 +121,7 @@ def backends(workload, work, workers, drover, baseline=""):
     # No nginx: every backend answers HTTP on its own loopback port.
     interface = "asgi" if workload.startswith("http-asgi") else "wsgi"
     port = free_port()
-    tls = workload == "https-wsgi"
+    tls = workload.startswith("https-wsgi")
     extra = 'protocol = "http"\n'
     if tls:
         cert, key = certificate(work)
@@ -134,6 +139,8 @@ def backends(workload, work, workers, drover, baseline=""):
                                                    cert, "--ssl-keyfile", key, spec],
                            "", cwd=apps, kind="direct", port=port))
         out[-1].scheme = "https"
+        for backend in out:
+            backend.close = workload.endswith("-handshake")
         return out
     if baseline:
         # The same pool on the same port: backends run one at a time.

@@ -87,6 +87,22 @@ pub struct ServeArgs {
     /// Run the workers with GROUP (gunicorn's `-g`); default: USER's group.
     #[arg(short = 'g', long = "group", value_name = "GROUP")]
     pub group: Option<String>,
+    /// Serve HTTPS on the `--http` listener with the certificate chain in FILE (PEM;
+    /// gunicorn's `--certfile`).
+    #[arg(long, value_name = "FILE")]
+    pub certfile: Option<PathBuf>,
+    /// The private key of `--certfile` (PEM; gunicorn's `--keyfile`); default: in the
+    /// certificate's file.
+    #[arg(long, value_name = "FILE")]
+    pub keyfile: Option<PathBuf>,
+    /// The CA certificates that client certificates are checked against (gunicorn's
+    /// `--ca-certs`).
+    #[arg(long = "ca-certs", value_name = "FILE")]
+    pub ca_certs: Option<PathBuf>,
+    /// Whether clients must show a certificate: `none`, `optional` or `required`
+    /// (gunicorn's `--cert-reqs`, which also takes 0, 1 and 2).
+    #[arg(long = "cert-reqs", value_name = "WHEN")]
+    pub cert_reqs: Option<String>,
     /// Print the equivalent drover.toml and pool file, and exit.
     #[arg(long)]
     pub print: bool,
@@ -402,6 +418,7 @@ pub fn build(args: &ServeArgs, context: &Context) -> Result<Plan, String> {
         plan.set("php.worker", string(absolute(file, cwd)), "--worker")?;
     }
     user(&mut plan, args, context)?;
+    tls(&mut plan, args, cwd, http)?;
     plan.set("pm.mode", string("static"), "-w")?;
     let workers = args
         .workers
@@ -455,6 +472,46 @@ fn user(plan: &mut Plan, args: &ServeArgs, context: &Context) -> Result<(), Stri
     }
     if let Some(name) = &args.group {
         plan.set("group", string(name.clone()), "-g")?;
+    }
+    Ok(())
+}
+
+/// gunicorn's TLS flags: the pool's keys of the same names, paths made absolute against
+/// the current directory. The loader reads and checks the files, and its errors name the
+/// flag; here only what the loader cannot know: TLS is for the `--http` listener.
+fn tls(plan: &mut Plan, args: &ServeArgs, cwd: &Path, http: bool) -> Result<(), String> {
+    let paths = [
+        ("certfile", "--certfile", &args.certfile),
+        ("keyfile", "--keyfile", &args.keyfile),
+        ("ca_certs", "--ca-certs", &args.ca_certs),
+    ];
+    let given = paths
+        .iter()
+        .find(|(_, _, path)| path.is_some())
+        .map(|(_, flag, _)| *flag)
+        .or(args.cert_reqs.as_ref().map(|_| "--cert-reqs"));
+    if let Some(flag) = given
+        && !http
+    {
+        return Err(format!(
+            "{flag}: TLS is served on the --http listener only (a FastCGI listener's client \
+             is the web server in front, which terminates TLS)"
+        ));
+    }
+    for (key, flag, path) in paths {
+        if let Some(path) = path {
+            plan.set(key, string(absolute(path, cwd)), flag)?;
+        }
+    }
+    if let Some(when) = &args.cert_reqs {
+        // gunicorn's `--cert-reqs 2` is ssl.CERT_REQUIRED's number.
+        let when = match when.as_str() {
+            "0" => "none",
+            "1" => "optional",
+            "2" => "required",
+            other => other,
+        };
+        plan.set("cert_reqs", string(when), "--cert-reqs")?;
     }
     Ok(())
 }

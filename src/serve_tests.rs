@@ -309,3 +309,76 @@ fn drover_is_in_a_virtualenv_when_its_folder_is_the_bin_of_one() {
         Some(dir.path())
     );
 }
+
+#[test]
+fn gunicorns_tls_flags_set_the_tls_keys_and_their_errors_name_the_flag() {
+    let plan = build(
+        &args(|a| {
+            a.python = Some("hello:app".into());
+            a.certfile = Some("tls/cert.pem".into());
+            a.keyfile = Some("/etc/tls/key.pem".into());
+            a.ca_certs = Some("clients.pem".into());
+            a.cert_reqs = Some("2".into());
+        }),
+        &context(),
+    )
+    .unwrap();
+    let cwd = context().cwd;
+    let text = plan.pool_text();
+    for line in [
+        format!("certfile = \"{}\"", cwd.join("tls/cert.pem").display()),
+        "keyfile = \"/etc/tls/key.pem\"".to_owned(),
+        format!("ca_certs = \"{}\"", cwd.join("clients.pem").display()),
+        "cert_reqs = \"required\"".to_owned(),
+    ] {
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    let load = |f: fn(&mut ServeArgs)| {
+        let plan = build(&args(f), &context())?;
+        plan.load(&folder()).map(|_| ()).map_err(|e| e.join("\n"))
+    };
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.certfile = Some("/nonexistent/cert.pem".into());
+    })
+    .unwrap_err();
+    assert!(
+        err.starts_with("--certfile: certfile: cannot read /nonexistent/cert.pem: "),
+        "{err}"
+    );
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.keyfile = Some("/nonexistent/key.pem".into());
+    })
+    .unwrap_err();
+    assert!(
+        err.starts_with("--keyfile: keyfile: only with certfile"),
+        "{err}"
+    );
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.certfile = Some("/nonexistent/cert.pem".into());
+        a.cert_reqs = Some("required".into());
+    })
+    .unwrap_err();
+    assert!(
+        err.starts_with("--cert-reqs: cert_reqs: \"required\" needs ca_certs"),
+        "{err}"
+    );
+    let err = load(|a| {
+        a.python = Some("hello:app".into());
+        a.certfile = Some("/nonexistent/cert.pem".into());
+        a.cert_reqs = Some("sometimes".into());
+    })
+    .unwrap_err();
+    assert!(err.contains("--cert-reqs: cert_reqs: must be"), "{err}");
+    let err = load(|a| {
+        a.php = Some(".".into());
+        a.certfile = Some("/nonexistent/cert.pem".into());
+    })
+    .unwrap_err();
+    assert!(
+        err.starts_with("--certfile: TLS is served on the --http listener only"),
+        "{err}"
+    );
+}

@@ -41,8 +41,9 @@ enum Sub {
     /// no equivalent.
     Import(drover::import::ImportArgs),
     /// Run one pool from flags, without writing files: `drover serve --python hello:app
-    /// -w 4 --http :8000` (`--print` writes the equivalent files).
-    Serve(drover::serve::ServeArgs),
+    /// -w 4 --http :8000` (`--print` writes the equivalent files). Boxed: its flags make it
+    /// the largest by far.
+    Serve(Box<drover::serve::ServeArgs>),
     /// Print a completion script for a shell: `drover completions bash >
     /// /usr/share/bash-completion/completions/drover` (the Debian package installs bash's,
     /// zsh's and fish's).
@@ -74,7 +75,7 @@ fn main() -> ExitCode {
         }
         Some(Sub::Serve(serve)) => {
             let argv: Vec<String> = std::env::args().skip(2).collect();
-            ExitCode::from(drover::serve::run(serve, &argv))
+            ExitCode::from(drover::serve::run(*serve, &argv))
         }
         None if args.test => test(&args.config),
         None => run_daemon(&args.config),

@@ -78,7 +78,7 @@ pub fn run(path: Option<&OsStr>) -> u8 {
         eprintln!("drover-python: {FLAG} needs the path of a gunicorn config file");
         return 2;
     };
-    Python::initialize();
+    drover_python::interpreter::start();
     Python::attach(|py| {
         let read = || -> PyResult<String> {
             let globals = PyDict::new(py);

@@ -8,6 +8,8 @@
 //! It holds only what is Python's; the fork loop and the worker's accept → FastCGI loop,
 //! which `drover-php` shares, are `drover_worker`'s, and Python plugs into them:
 //!
+//! - [`interpreter`]: starts CPython as the Python it was built against, or as the
+//!   virtualenv's it is installed in, whatever `python3` is first on `PATH`.
 //! - [`zygote`]: imports the app, `gc.freeze()`, then runs `drover_worker`'s fork loop,
 //!   forking with CPython's fork hooks.
 //! - [`hooks`]: gunicorn's lifecycle hooks, the app factory (gunicorn's `import_app`, with
@@ -26,6 +28,7 @@
 
 pub mod asgi;
 pub mod hooks;
+pub mod interpreter;
 pub mod warmup;
 pub mod worker;
 pub mod wsgi;

@@ -30,7 +30,7 @@ pub fn run(args: PythonArgs) -> u8 {
             return 1;
         }
     };
-    Python::initialize();
+    super::interpreter::start();
     Python::attach(|py| {
         if let Err(err) = prepare_paths(py, &args) {
             err.print(py);

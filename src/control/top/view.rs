@@ -77,6 +77,10 @@ pub struct Queue {
     pub oldest_wait: Option<f64>,
     #[serde(rename = "timed out", default)]
     pub timed_out: u64,
+    /// The queue-wait histogram, in the form of the request durations'; None where not
+    /// measured.
+    #[serde(default)]
+    pub wait: Option<Histogram>,
 }
 
 /// The request-duration histogram: cumulative counts up to each `le` (seconds, `+Inf`).
@@ -137,6 +141,11 @@ pub struct Row {
     pub p99: Option<Duration>,
     pub queue: Option<u32>,
     pub oldest_wait: Option<Duration>,
+    /// The 99th percentile of the queue waits since the previous sample.
+    pub wait_p99: Option<Duration>,
+    /// The queue-wait histogram's first bound: a wait within it is "about none", to the
+    /// master's tick.
+    pub wait_floor: Option<Duration>,
     pub timed_out: u64,
     /// The workers' resident memory, added up; None when no worker's is known.
     pub memory: Option<u64>,
@@ -176,6 +185,18 @@ fn row(earlier: Option<(&Pool, Duration)>, pool: &Pool) -> Row {
         }
         None => (None, None),
     };
+    let (wait_p99, wait_floor) = match &pool.queue.wait {
+        Some(now) => {
+            let old = earlier.and_then(|(old, _)| old.queue.wait.as_ref());
+            let counts = bucket_deltas(old, now);
+            let floor = counts
+                .first()
+                .filter(|(bound, _)| bound.is_finite())
+                .map(|&(bound, _)| Duration::from_secs_f64(bound));
+            (quantile(&counts, 0.99), floor)
+        }
+        None => (None, None),
+    };
     let rss: Vec<u64> = pool.processes.iter().filter_map(|w| w.rss).collect();
     Row {
         name: pool.pool.clone(),
@@ -190,6 +211,8 @@ fn row(earlier: Option<(&Pool, Duration)>, pool: &Pool) -> Row {
         p99,
         queue: pool.listen_queue,
         oldest_wait: pool.queue.oldest_wait.map(Duration::from_secs_f64),
+        wait_p99,
+        wait_floor,
         timed_out: pool.queue.timed_out,
         memory: (!rss.is_empty()).then(|| rss.iter().sum()),
         recycled: pool.recycled.clone(),
@@ -435,7 +458,7 @@ pub struct Frame<'s> {
 }
 
 /// The pools' columns: heading, width, right-aligned.
-const POOL_COLUMNS: [(&str, usize, bool); 13] = [
+const POOL_COLUMNS: [(&str, usize, bool); 14] = [
     ("POOL", 14, false),
     ("RUNTIME", 7, false),
     ("PM", 8, false),
@@ -447,6 +470,7 @@ const POOL_COLUMNS: [(&str, usize, bool); 13] = [
     ("P99", 7, true),
     ("QUEUE", 5, true),
     ("WAIT", 7, true),
+    ("WAIT99", 7, true),
     ("503", 5, true),
     ("MEMORY", 8, true),
 ];
@@ -522,6 +546,11 @@ fn pool_line(row: &Row) -> String {
         or_dash(row.p99.map(duration)),
         or_dash(row.queue),
         or_dash(row.oldest_wait.map(duration)),
+        or_dash(row.wait_p99.map(|p99| match row.wait_floor {
+            // Within the first bucket is "no wait" to the estimate's resolution.
+            Some(floor) if p99 <= floor => format!("<{}", duration(floor)),
+            _ => duration(p99),
+        })),
         row.timed_out.to_string(),
         or_dash(row.memory.map(bytes)),
     ];

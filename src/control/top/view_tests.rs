@@ -120,7 +120,8 @@ fn the_screen_shows_caps_queue_restarts_memory_and_the_slowest_request_with_its_
     assert!(lines[1].starts_with("keys: "), "{text}");
     let www_line = pool_line(&lines, "www");
     let cells: Vec<&str> = www_line.split_whitespace().collect();
-    // POOL RUNTIME PM BUSY IDLE TOTAL/MAX REQ/S P50 P99 QUEUE WAIT 503 MEMORY RESTARTS...
+    // POOL RUNTIME PM BUSY IDLE TOTAL/MAX REQ/S P50 P99 QUEUE WAIT WAIT99 503 MEMORY
+    // RESTARTS...
     assert_eq!(
         &cells[..6],
         ["www", "php", "dynamic", "1", "1", "2/10"],
@@ -128,12 +129,15 @@ fn the_screen_shows_caps_queue_restarts_memory_and_the_slowest_request_with_its_
     );
     assert_eq!(cells[9], "2", "listen queue: {www_line}");
     assert_eq!(cells[10], "1.50s", "oldest wait: {www_line}");
-    assert_eq!(cells[12], "50.0M", "30 + 20 MiB of RSS: {www_line}");
+    // The 9.9th of 10 waits: 0.9 of the way from 1 s to 2.5 s.
+    assert_eq!(cells[11], "2.35s", "queue-wait p99: {www_line}");
+    assert_eq!(cells[13], "50.0M", "30 + 20 MiB of RSS: {www_line}");
     assert!(www_line.ends_with("crash 2, max_requests 5"), "{www_line}");
     // A pool whose workers count nothing: dashes, never zeros.
     let blind_line = pool_line(&lines, "leg\"acy");
     let cells: Vec<&str> = blind_line.split_whitespace().collect();
     assert_eq!(&cells[6..9], ["-", "-", "-"], "{blind_line}");
+    assert_eq!(cells[11], "-", "no queue-wait histogram: {blind_line}");
     assert!(blind_line.ends_with(" -"), "no restarts: {blind_line}");
     let slowest = lines
         .iter()
@@ -269,4 +273,42 @@ fn durations_and_sizes_read_in_their_unit() {
     assert_eq!(bytes(812 * 1024), "812K");
     assert_eq!(bytes(37_853_594), "36.1M");
     assert_eq!(bytes(3 << 30), "3.0G");
+}
+
+#[test]
+fn the_queue_wait_p99_comes_from_the_deltas_and_reads_below_the_first_bound() {
+    let mut before = www();
+    let waits = before.queue.waits.as_mut().unwrap();
+    waits.buckets = [0; 10];
+    waits.count = 0;
+    let mut after = before.clone();
+    // 200 more connections, all taken within a tick: no wait, to the estimate's 0.1 s.
+    let waits = after.queue.waits.as_mut().unwrap();
+    waits.buckets[0] = 200;
+    waits.count = 200;
+    let mut later = after.clone();
+    // Then 100 more, 98 at once and 2 after 0.5 to 1 s.
+    let waits = later.queue.waits.as_mut().unwrap();
+    waits.buckets[0] += 98;
+    waits.buckets[3] = 2;
+    waits.count += 100;
+    let (before, after, later) = (sample(&[before]), sample(&[after]), sample(&[later]));
+    let second = Duration::from_secs(1);
+    let quiet = &rows(Some((&before, second)), &after)[0];
+    assert!(quiet.wait_p99.unwrap() <= Duration::from_millis(100));
+    let lines = screen(
+        &frame(&after, std::slice::from_ref(quiet), false),
+        &View::default(),
+        200,
+        None,
+    );
+    let line = pool_line(&lines, "www");
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[11], "<100ms", "{line}");
+    // The 99th of the 100 new ones is the first of the 2: half way from 0.5 s to 1 s.
+    let busy = &rows(Some((&after, second)), &later)[0];
+    let p99 = busy.wait_p99.unwrap().as_secs_f64();
+    assert!((p99 - 0.75).abs() < 1e-9, "{p99}");
+    // Nothing left the queue since: no figure.
+    assert_eq!(rows(Some((&later, second)), &later)[0].wait_p99, None);
 }

@@ -7,7 +7,8 @@
 //! sorts by busy workers (`web` above `api`), `p` picks `web` and lists its workers; `q`,
 //! Ctrl-C and SIGTERM each leave the alternate screen, show the shell again and put the
 //! terminal's modes back as `stty -a` had them. Piped: `-n 2` prints two blocks of plain
-//! lines without an escape sequence, and top ends when its reader (`head`) does.
+//! lines without an escape sequence (the second with web's queue-wait p99), and top ends
+//! when its reader (`head`) does.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -354,6 +355,21 @@ fn piped_top_prints_plain_blocks_and_ends_with_its_reader() {
         "web's row in the second block:\n{text}"
     );
     assert!(pool_row(second, "api").is_some(), "{text}");
+    // The queue-wait p99 of the connections the load sent since the first sample: a
+    // figure (`<100ms` unsaturated), not a dash.
+    let (_, row) = pool_row(second, "web").unwrap();
+    let heading: Vec<&str> = second
+        .lines()
+        .find(|l| l.trim_start().starts_with("POOL "))
+        .expect("the heading")
+        .split_whitespace()
+        .collect();
+    let column = heading.iter().position(|&h| h == "WAIT99").expect("WAIT99");
+    let wait99 = row.split_whitespace().nth(column).unwrap_or("");
+    assert!(
+        wait99 == "<100ms" || wait99.ends_with("ms") || wait99.ends_with('s'),
+        "web's WAIT99 {wait99:?}:\n{text}"
+    );
     assert!(
         second
             .lines()

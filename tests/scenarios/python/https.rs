@@ -4,7 +4,10 @@
 //! http/1.1, a kept connection, `wsgi.url_scheme`), client certificates, what `drover -t`
 //! and a reload say of bad files, a renewed certificate served after a reload, and the
 //! hostile clients: one that stops mid-handshake, one that speaks plain HTTP to the TLS
-//! port, a ClientHello far larger than any real one, a head or a body that trickles in.
+//! port, a ClientHello far larger than any real one, a head or a body that trickles in,
+//! and the plain listener's other hostile tests (http_hostile.rs, http_pool.rs) over TLS:
+//! the smuggling shapes and refused heads, clients that never read their responses. And
+//! `drover serve --certfile --keyfile`, gunicorn's flags.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -14,7 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::http_pool::{HttpPool, Server};
-use crate::common::{Drover, Site, TIMEOUT, check_config, free_port, python};
+use crate::common::{
+    BIN, Drover, Site, Spawned, TIMEOUT, check_config, free_port, proc, python, python_runtime,
+    run_bounded,
+};
 
 /// A CA, server certificates `1` and `2` (CN `drover-test-1`, `drover-test-2`, for
 /// 127.0.0.1 and localhost), a client certificate of the CA (`client`) and one of no CA
@@ -424,12 +430,22 @@ fn a_reload_serves_a_renewed_certificate_and_keeps_the_old_one_when_the_new_is_b
     assert!(seen.ok(), "{seen:?}");
 }
 
-/// The pool's one worker answers a TLS client within a second while `hold` holds its
-/// connection open: a stalled client costs a descriptor, not the worker.
+/// The pool's one worker answers a TLS client (rustls, in this process: no interpreter's
+/// start-up in the figure) within 2 s while a stalled client holds its connection open:
+/// a stalled client costs a descriptor, not the worker (which it would hold for the whole
+/// `request_read_timeout`).
 fn answered_at_once(certs: &Certs, server: &Server) {
     let asked = Instant::now();
-    let seen = certs.client(server.port, &[]);
-    assert!(seen.ok(), "{seen:?}\n{}", server.drover.log.text());
+    let answer = until_close_over_tls(
+        certs,
+        server,
+        b"GET /pid HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 200 "),
+        "{answer:?}\n{}",
+        server.drover.log.text()
+    );
     assert!(
         asked.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -579,4 +595,150 @@ fn a_body_trickling_in_over_tls_holds_no_worker_and_a_whole_one_is_served() {
         "dropped a connection: its request body did not arrive within 3s",
         TIMEOUT,
     );
+}
+
+/// Sends `request` on a new TLS connection; the answer, read to the connection's end (a
+/// refusal or `Connection: close` ends it; a read error after bytes came is the end too).
+fn until_close_over_tls(certs: &Certs, server: &Server, request: &[u8]) -> String {
+    let mut tls = certs.connect(server.port);
+    tls.write_all(request).unwrap();
+    tls.flush().unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// http_hostile.rs's smuggling shapes and http_pool.rs's refused heads, over TLS: the same
+/// status, the same log line, and the worker serves on.
+#[test]
+fn smuggling_shapes_and_hostile_heads_over_tls_get_their_status_and_a_log_line() {
+    let certs = Certs::new();
+    let server = start(&certs, 1, "max_request_body = \"1MiB\"\n");
+    let smuggling =
+        super::http_hostile::smuggling_cases().map(|(request, line)| ("400", request, line));
+    let heads = super::http_pool::hostile_heads();
+    for (status, request, line) in smuggling.iter().chain(heads.iter()) {
+        let answer = until_close_over_tls(&certs, &server, request.as_bytes());
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{request:?}: expected {status}, got {answer:?}\n{}",
+            server.drover.log.text()
+        );
+        server.drover.log.wait_for_line(line, TIMEOUT);
+    }
+    answered_at_once(&certs, &server);
+}
+
+/// http_hostile.rs's clients that never read their responses, over TLS: as many as
+/// workers ask for 64 MiB and read only the first bytes; `send_timeout` frees the workers
+/// (a third client is answered within it and a margin), with the plain listener's line.
+#[test]
+fn tls_clients_that_never_read_their_responses_free_the_workers_after_send_timeout() {
+    let certs = Certs::new();
+    let server = start(&certs, 2, "send_timeout = \"2s\"\n");
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut tls = certs.connect(server.port);
+        tls.write_all(b"GET /big?size=67108864 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        // The head has come: a worker is writing this response.
+        let mut first = [0u8; 16];
+        tls.read_exact(&mut first).unwrap();
+        assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+        stalled.push(tls);
+    }
+    let asked = Instant::now();
+    let seen = certs.client(server.port, &[]);
+    let waited = asked.elapsed();
+    assert!(
+        seen.ok(),
+        "{seen:?} after {waited:?}; the log:\n{}",
+        server.drover.log.text()
+    );
+    assert!(
+        waited < Duration::from_secs(2 + 4),
+        "answered after {waited:?}"
+    );
+    server.drover.log.wait_for_line(
+        "dropped a connection: the client read nothing of the response for 2s (send_timeout)",
+        TIMEOUT,
+    );
+    drop(stalled);
+}
+
+/// `drover serve` with gunicorn's flags, the files named relative to the current
+/// directory: an HTTPS client (Python's `ssl`, and curl) gets the certificate; a key that
+/// is not the certificate's is refused naming the flag.
+#[test]
+fn drover_serve_takes_gunicorns_certfile_and_keyfile_flags() {
+    python_runtime();
+    let certs = Certs::new();
+    let site = Site::new();
+    python::install_apps(&site);
+    let apps = site.path().join("apps");
+    let serve = |args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .arg("serve")
+            .args(["--python", "wsgi_app:application"])
+            .args(args)
+            .arg("--set")
+            .arg(format!("python.python_path=[\"{}\"]", apps.display()))
+            .current_dir(certs.path(""))
+            .env("XDG_RUNTIME_DIR", site.path())
+            .env_remove("VIRTUAL_ENV");
+        command
+    };
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let out = run_bounded(&mut serve(&[
+        "--http",
+        &addr,
+        "--certfile",
+        "1.pem",
+        "--keyfile",
+        "2.key",
+    ]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("drover serve: --keyfile: keyfile: ")
+            && stderr.contains(&certs.path("2.key").display().to_string()),
+        "{stderr}"
+    );
+    let mut serving = Spawned::new(&mut serve(&[
+        "--http",
+        &addr,
+        "-w",
+        "2",
+        "--certfile",
+        "1.pem",
+        "--keyfile",
+        "1.key",
+    ]));
+    serving.log.wait_for_line("ready:", TIMEOUT);
+    let seen = certs.client(port, &[]);
+    assert!(seen.ok(), "{seen:?}\n{}", serving.log.text());
+    assert_eq!(seen.get("subject"), Some("drover-test-1"), "{seen:?}");
+    assert_eq!(seen.get("0.url_scheme"), Some("https"), "{seen:?}");
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(certs.path("ca.pem"))
+        .arg(format!("https://localhost:{port}/remote"))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(body.contains("url_scheme=https"), "{out:?}");
+    proc::signal(serving.child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    let child = &mut serving.child;
+    let status = crate::common::wait_until(TIMEOUT, "drover serve to exit", || {
+        child.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status:?}\n{}", serving.log.text());
 }

@@ -11,7 +11,10 @@
 //!   refused heads, 1,000 idle connections, X-Forwarded-For, a client gone mid-body.
 //! - [`https`]: `certfile` on the HTTP listener: the pool's certificate, ALPN, client
 //!   certificates, bad files refused at load and on reload, a renewed certificate, and the
-//!   hostile clients over TLS (mid-handshake, plain HTTP, a huge ClientHello, trickling).
+//!   hostile clients over TLS (mid-handshake, plain HTTP, a huge ClientHello, trickling,
+//!   the smuggling shapes, clients that never read), and `drover serve --certfile`.
+//! - [`interpreter`]: the app's `sys.prefix` is drover's Python, or the virtualenv drover is
+//!   installed in, whatever `python3` is first on `PATH`.
 //! - [`factory`]: `app = "module:create_app(...)"`, as gunicorn takes it.
 //! - [`hooks`]: a gunicorn.conf.py as the hooks file: each hook at its moment.
 //! - [`abort`]: a request past `request_terminate_timeout` is aborted from inside first.
@@ -43,6 +46,7 @@ mod hooks;
 mod http_hostile;
 mod http_pool;
 mod https;
+mod interpreter;
 mod lifecycle;
 mod pep3333;
 mod requests;
