@@ -58,7 +58,7 @@ const EXIT_RUNTIME: u8 = 2;
 fn main() -> ExitCode {
     let args = Args::parse();
     match args.command {
-        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),
+        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::ctl::run(ctl)),
         Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
         Some(Sub::Completions { shell }) => {
             use clap::CommandFactory as _;
