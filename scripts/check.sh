@@ -6,7 +6,9 @@
 #      (the lints are the workspace's, in Cargo.toml: [workspace.lints]), tests and benches
 #      included;
 #   3. cargo doc --workspace --no-deps with RUSTDOCFLAGS="-D warnings": the docs build,
-#      with every intra-doc link resolved.
+#      with every intra-doc link resolved;
+#   4. scripts/imports.py: no import circle among the modules of src/ and no arrow from a
+#      lower layer up to a higher one (the layers and the allow-list are in the script).
 #
 # It installs what the build needs when missing, as scripts/test.sh does (clippy and rustdoc
 # compile the build scripts, pyo3's among them), and the rustfmt and clippy components.
@@ -26,3 +28,5 @@ echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "==> cargo doc --workspace --no-deps (RUSTDOCFLAGS=\"-D warnings\")"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+echo "==> scripts/imports.py (no import circle, no arrow up)"
+python3 scripts/imports.py

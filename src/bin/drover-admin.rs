@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     config::probe_php_with(drover::runtime::php::embed::usable);
     let args = Args::parse();
     match args.command {
-        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::client::run(ctl)),
+        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::ctl::run(ctl)),
         Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
         Some(Sub::Completions { shell }) => {
             use clap::CommandFactory as _;

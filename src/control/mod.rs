@@ -31,11 +31,13 @@
 //! - [`render`]: text (php-fpm's layout), JSON (php-fpm's keys), OpenMetrics and
 //!   Prometheus text.
 //! - [`server`]: binding the sockets and serving them on the master's runtime.
-//! - [`client`]: `drover ctl`.
+//! - [`ctl`]: `drover ctl`, its arguments and subcommands.
+//! - [`client`]: the control socket's client that `drover ctl` and `top` send with.
 //! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.
 //! - [`top`]: `drover ctl top`, every pool live in a terminal, from `/status`.
 
 pub mod client;
+pub mod ctl;
 pub mod health;
 pub mod model;
 mod openmetrics;
@@ -51,7 +53,7 @@ pub(crate) mod fixture;
 #[cfg(test)]
 mod tests;
 
-pub use client::CtlArgs;
+pub use ctl::CtlArgs;
 pub use model::{
     BackoffStatus, Limits, MemoryStatus, PoolStatus, QueueStatus, Recycled, WorkerStatus,
 };

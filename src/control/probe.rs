@@ -64,8 +64,12 @@ pub struct Answer {
 pub enum Source<'a> {
     /// The configuration files (`-c FILE`).
     Config(&'a Path),
-    /// The master, over its control socket (`--socket PATH`).
-    Master(&'a super::client::Client),
+    /// The master, over its control socket (`--socket PATH`): the socket's path and what
+    /// it answered to `/config?pool=NAME` (the caller asks, so this module needs no client).
+    Master {
+        socket: &'a Path,
+        rendered: Result<String, String>,
+    },
 }
 
 /// Runs the probe against the pool `source` describes; returns the exit code.
@@ -118,12 +122,11 @@ fn find_pool(source: Source<'_>, name: &str) -> Result<Pool, String> {
                 .find(|p| p.name == name)
                 .ok_or_else(|| format!("{shown} has no pool {name:?}"))
         }
-        Source::Master(client) => {
-            let rendered = client.config(Some(name)).map_err(|e| e.to_string())?;
-            pool_from_rendered(name, &rendered).map_err(|why| {
+        Source::Master { socket, rendered } => {
+            pool_from_rendered(name, &rendered?).map_err(|why| {
                 format!(
                     "the master's configuration of pool {name:?} (at {}): {why}",
-                    client.socket().display()
+                    socket.display()
                 )
             })
         }

@@ -13,7 +13,7 @@ mod stdin;
 use std::io::{self, Read, Write};
 
 use pull::Step;
-pub use stdin::Stdin;
+pub use stdin::{Stdin, discard_body};
 
 use super::decoder::{Decoder, Limits, Request};
 use super::error::ProtocolError;

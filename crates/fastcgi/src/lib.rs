@@ -76,7 +76,7 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use connection::{Buffers, Connection, Stdin};
+pub use connection::{Buffers, Connection, Stdin, discard_body};
 pub use decoder::{Decoder, Event, Limits, Reply, Request};
 pub use error::{NameValueError, Phase, ProtocolError};
 pub use management::get_values_result;

@@ -192,21 +192,11 @@ impl Php {
             a.params.push(pair);
         }
         let script = a.keep(Some(&file));
-        let base = a.bytes.as_ptr().cast::<c_char>();
-        let params: Vec<ffi::Param> = a
-            .params
-            .iter()
-            .map(|[(name, name_len), (value, value_len)]| ffi::Param {
-                name: base.wrapping_add(*name),
-                name_len: *name_len,
-                value: base.wrapping_add(*value),
-                value_len: *value_len,
-            })
-            .collect();
+        a.point();
         let null = std::ptr::null();
         let boot = ffi::Request {
-            params: params.as_ptr(),
-            params_len: params.len(),
+            params: a.ffi.as_ptr(),
+            params_len: a.ffi.len(),
             method: null,
             query: null,
             request_uri: null,
@@ -475,6 +465,24 @@ impl Arena {
         value.map(|value| self.push(value))
     }
 
+    /// Points `ffi` at the params, as PHP reads them, once every string is in: the
+    /// pointers stay valid until the arena changes.
+    fn point(&mut self) {
+        let base = self.bytes.as_ptr().cast::<c_char>();
+        self.ffi.clear();
+        self.ffi.extend(
+            self.params
+                .iter()
+                .map(|[(name, name_len), (value, value_len)]| ffi::Param {
+                    // In bounds: offsets into `bytes`, whose allocation no longer changes.
+                    name: base.wrapping_add(*name),
+                    name_len: *name_len,
+                    value: base.wrapping_add(*value),
+                    value_len: *value_len,
+                }),
+        );
+    }
+
     /// Valid until the arena changes.
     fn ptr(&self, span: Span) -> *const c_char {
         span.map_or(std::ptr::null(), |(at, _)| {
@@ -522,23 +530,7 @@ impl Php {
             a.keep(get("PHP_ADMIN_VALUE")),
         ];
         // Every string is in: the pointers below stay valid until the next request.
-        let Arena {
-            bytes,
-            params: pairs,
-            ffi,
-        } = &mut self.arena;
-        let base = bytes.as_ptr().cast::<c_char>();
-        ffi.extend(
-            pairs
-                .iter()
-                .map(|[(name, name_len), (value, value_len)]| ffi::Param {
-                    // In bounds: offsets into `bytes`, whose allocation no longer changes.
-                    name: base.wrapping_add(*name),
-                    name_len: *name_len,
-                    value: base.wrapping_add(*value),
-                    value_len: *value_len,
-                }),
-        );
+        self.arena.point();
         let a = &self.arena;
         let p = |i: usize| a.ptr(spans[i]);
         let content_length = get("CONTENT_LENGTH")

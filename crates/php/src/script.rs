@@ -160,254 +160,45 @@ pub fn resolve<'a>(
     kind: impl Fn(&[u8]) -> Kind,
 ) -> Target {
     let p = |name: &str| param(name).map(c_str);
-    let mut changes = Changes::default();
     let env_path_translated = p("PATH_TRANSLATED");
-    let mut env_script_filename: Option<Cow<'a, [u8]>> = p("SCRIPT_FILENAME").map(Cow::Borrowed);
+    let env_script_filename = p("SCRIPT_FILENAME");
     if env_script_filename.is_none() && env_path_translated.is_none() {
         return Target::NotFound { filename: None };
     }
-    let env_script_name = p("SCRIPT_NAME");
-    let mut env_path_info: Option<Cow<'a, [u8]>> = p("PATH_INFO").map(Cow::Borrowed);
-
-    // IIS sends SCRIPT_NAME again at the start of PATH_INFO.
-    if let (Some(software), Some(name), Some(info)) =
-        (p("SERVER_SOFTWARE"), env_script_name, env_path_info.clone())
-        && software.starts_with(b"Microsoft-IIS")
-        && info.starts_with(name)
-    {
-        changes.set("ORIG_PATH_INFO", Some(&info));
-        let rest = &info[name.len()..];
-        let rest = (!rest.is_empty()).then_some(rest);
-        changes.set("PATH_INFO", rest);
-        env_path_info = rest.map(|r| Cow::Owned(r.to_vec()));
-    }
-
-    // Apache's proxy:fcgi://HOST/path?query: the path, in SCRIPT_FILENAME itself.
-    let mut apache = false;
-    for prefix in PROXY_PREFIXES {
-        let Some(filename) = env_script_filename.as_deref() else {
-            break;
-        };
-        let matches = filename
-            .get(..prefix.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(prefix));
-        if !matches {
-            continue;
-        }
-        let rest = &filename[prefix.len()..];
-        let mut path = match rest.iter().position(|&b| b == b'/') {
-            Some(at) => {
-                apache = true;
-                &rest[at..]
-            }
-            None => filename,
-        };
-        if let Some(query) = path.iter().position(|&b| b == b'?') {
-            path = &path[..query];
-        }
-        if path != filename {
-            let path = path.to_vec();
-            changes.set("SCRIPT_FILENAME", Some(&path));
-            env_script_filename = Some(Cow::Owned(path));
-        }
-    }
-
-    let mut script_path: Option<Cow<'a, [u8]>> = env_script_filename
+    let mut st = Resolving {
+        changes: Changes::default(),
+        apache: false,
+        env_path_translated,
+        env_script_name: p("SCRIPT_NAME"),
+        env_script_filename: env_script_filename.map(Cow::Borrowed),
+        env_path_info: p("PATH_INFO").map(Cow::Borrowed),
+        script_path: None,
+        verified: None,
+    };
+    st.iis_path_info(p("SERVER_SOFTWARE"));
+    st.proxy_filename();
+    st.script_path = st
+        .env_script_filename
         .clone()
-        .or(env_path_translated.map(Cow::Borrowed));
+        .or(st.env_path_translated.map(Cow::Borrowed));
     // SCRIPT_NAME before PATH_INFO (PHP_SELF's head): php-fpm's request_uri.
-    let request_uri: Option<Vec<u8>>;
-    // `script_path` is known to be a regular file: one stat per request in the usual case.
-    // The kind of the script's path, once a stat has told it.
-    let mut verified: Option<Kind> = None;
-
-    if settings.fix_pathinfo {
-        let redirect_url = p("REDIRECT_URL");
-        let mut document_root: Option<Cow<'a, [u8]>> = p("DOCUMENT_ROOT").map(Cow::Borrowed);
-        let orig_path_translated = env_path_translated;
-        let orig_path_info = env_path_info.clone();
-        let orig_script_name = env_script_name;
-        let orig_script_filename = env_script_filename.clone();
-        let mut script_name: Option<Cow<'a, [u8]>> = env_script_name.map(Cow::Borrowed);
-        let mut name_from_redirect = false;
-        let mut uri: Option<Option<Vec<u8>>> = None;
-
-        if document_root.is_none()
-            && let Some(root) = &settings.doc_root
-        {
-            changes.set("DOCUMENT_ROOT", Some(root));
-            document_root = Some(Cow::Owned(root.clone()));
-        }
-        // Apache's mod_fastcgi (not mod_proxy_fcgi): SCRIPT_FILENAME names PHP itself,
-        // PATH_TRANSLATED the script and REDIRECT_URL its URL.
-        if !apache
-            && let (Some(translated), Some(redirect)) = (env_path_translated, redirect_url)
-            && script_path.as_deref() != Some(translated)
-        {
-            script_path = Some(Cow::Borrowed(translated));
-            script_name = Some(Cow::Borrowed(redirect));
-            name_from_redirect = true;
-        }
-
-        let path = script_path.clone().unwrap_or_default();
-        let found_kind = (!path.is_empty()).then(|| kind(&path));
-        let split = !path.is_empty() && (path.ends_with(b"/") || found_kind == Some(Kind::Missing));
-        verified = found_kind.filter(|k| !split && k.is_file());
-        if split {
-            let len = path.len();
-            let mut end = len;
-            let mut found = None;
-            loop {
-                let head = &path[..end];
-                let Some(cut) = head
-                    .iter()
-                    .rposition(|&b| b == b'/')
-                    .or_else(|| head.iter().rposition(|&b| b == b'\\'))
-                else {
-                    break;
-                };
-                end = cut;
-                let found_kind = kind(&path[..end]);
-                if found_kind.is_file() {
-                    found = Some((end, found_kind));
-                    break;
-                }
-            }
-            match found {
-                Some((script_len, script_kind)) => {
-                    let script = &path[..script_len];
-                    let tail_len = len - script_len;
-                    let (path_info, replace) = if apache {
-                        let tail = &path[script_len..];
-                        let differs = orig_path_info.as_deref() != Some(tail);
-                        (Some(tail.to_vec()), tail_len != 0 && differs)
-                    } else {
-                        match env_path_info.as_deref() {
-                            Some(info) if info.len() > tail_len => {
-                                (Some(info[info.len() - tail_len..].to_vec()), true)
-                            }
-                            _ => (None, false),
-                        }
-                    };
-                    if replace && let Some(path_info) = path_info {
-                        if let Some(orig_info) = orig_path_info.as_deref() {
-                            changes.set("ORIG_PATH_INFO", Some(orig_info));
-                            // The sent PATH_INFO minus its tail (Apache: all of it).
-                            let head = if apache {
-                                orig_info
-                            } else {
-                                &orig_info[..orig_info.len() - tail_len]
-                            };
-                            if orig_script_name != Some(head) {
-                                if let Some(name) = orig_script_name {
-                                    changes.set("ORIG_SCRIPT_NAME", Some(name));
-                                }
-                                changes.set("SCRIPT_NAME", Some(head));
-                                uri = Some(Some(head.to_vec()));
-                            } else {
-                                uri = Some(orig_script_name.map(<[u8]>::to_vec));
-                            }
-                        } else if apache && let Some(name) = script_name.clone() {
-                            // mod_proxy_fcgi with ProxyPass sends the path info in
-                            // SCRIPT_NAME too, and no PATH_INFO.
-                            if name.len() > tail_len && name[name.len() - tail_len..] == path_info {
-                                changes.set("ORIG_SCRIPT_NAME", orig_script_name);
-                                let head = name[..name.len() - tail_len].to_vec();
-                                changes.set("SCRIPT_NAME", Some(&head));
-                                uri = Some(Some(head.clone()));
-                                script_name = Some(Cow::Owned(head));
-                            }
-                        }
-                        changes.set("PATH_INFO", Some(&path_info));
-                        env_path_info = Some(Cow::Owned(path_info));
-                    }
-                    if orig_script_filename.as_deref() != Some(script) {
-                        if let Some(orig) = orig_script_filename.as_deref() {
-                            changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
-                        }
-                        changes.set("SCRIPT_FILENAME", Some(script));
-                        script_path = Some(Cow::Owned(script.to_vec()));
-                        verified = Some(script_kind);
-                    }
-                    let info = env_path_info.as_deref().unwrap_or_default();
-                    let translated = if let Some(root) = document_root.as_deref() {
-                        let root = root.strip_suffix(b"/").unwrap_or(root);
-                        Some(concat(root, info))
-                    } else if let Some(name) = script_name.as_deref()
-                        && contains(script, name)
-                    {
-                        Some(concat(&script[..script.len() - name.len()], info))
-                    } else {
-                        None
-                    };
-                    if let Some(translated) = translated {
-                        if let Some(orig) = orig_path_translated {
-                            changes.set("ORIG_PATH_TRANSLATED", Some(orig));
-                        }
-                        changes.set("PATH_TRANSLATED", Some(&translated));
-                    }
-                }
-                None => {
-                    if let Some(orig) = orig_script_filename.as_deref() {
-                        changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
-                    }
-                    changes.set("SCRIPT_FILENAME", None);
-                    script_path = None;
-                }
-            }
-            request_uri = match uri {
-                Some(uri) => uri,
-                None if orig_script_name.is_none()
-                    || orig_script_name != script_name.as_deref() =>
-                {
-                    if let Some(name) = orig_script_name {
-                        changes.set("ORIG_SCRIPT_NAME", Some(name));
-                    }
-                    changes.set("SCRIPT_NAME", script_name.as_deref());
-                    script_name.map(Cow::into_owned)
-                }
-                None => orig_script_name.map(<[u8]>::to_vec),
-            };
-        } else {
-            if orig_script_filename.is_none() || orig_script_filename != script_path {
-                if let Some(orig) = orig_script_filename.as_deref() {
-                    changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
-                }
-                changes.set("SCRIPT_FILENAME", script_path.as_deref());
-            }
-            if !apache && redirect_url.is_some() {
-                if let Some(orig) = orig_path_info.as_deref() {
-                    changes.set("ORIG_PATH_INFO", Some(orig));
-                    changes.set("PATH_INFO", None);
-                }
-                if let Some(orig) = orig_path_translated {
-                    changes.set("ORIG_PATH_TRANSLATED", Some(orig));
-                    changes.set("PATH_TRANSLATED", None);
-                }
-            }
-            if name_from_redirect {
-                if let Some(name) = orig_script_name {
-                    changes.set("ORIG_SCRIPT_NAME", Some(name));
-                }
-                changes.set("SCRIPT_NAME", script_name.as_deref());
-            }
-            request_uri = script_name.map(Cow::into_owned);
-        }
+    let request_uri = if settings.fix_pathinfo {
+        st.fix_pathinfo(p("REDIRECT_URL"), p("DOCUMENT_ROOT"), settings, &kind)
     } else {
         // php-fpm's "pre 4.3 behaviour".
-        request_uri = env_path_info
-            .as_deref()
-            .or(env_script_name)
-            .map(<[u8]>::to_vec);
         if !settings.discard_path
-            && let Some(translated) = env_path_translated
+            && let Some(translated) = st.env_path_translated
         {
-            script_path = Some(Cow::Borrowed(translated));
+            st.script_path = Some(Cow::Borrowed(translated));
         }
-    }
+        st.env_path_info
+            .as_deref()
+            .or(st.env_script_name)
+            .map(<[u8]>::to_vec)
+    };
 
     let php_self = if settings.fix_pathinfo {
-        let info = match changes.get("PATH_INFO") {
+        let info = match st.changes.get("PATH_INFO") {
             Some(changed) => changed,
             None => p("PATH_INFO"),
         };
@@ -418,29 +209,307 @@ pub fn resolve<'a>(
     } else {
         request_uri.unwrap_or_default()
     };
+    st.target(settings, php_self, &kind)
+}
 
-    let Some(filename) = script_path.filter(|path| is_valid_path(path)) else {
-        let filename = changes
-            .get("ORIG_SCRIPT_FILENAME")
-            .flatten()
-            .map(<[u8]>::to_vec)
-            .or_else(|| env_script_filename.map(Cow::into_owned));
-        return Target::NotFound { filename };
-    };
-    let filename = filename.into_owned();
-    if !allowed(&filename, &settings.limit_extensions) {
-        return Target::Denied { filename };
+/// What [`resolve`] has read and changed so far, shared by its steps (named as php-fpm's
+/// `init_request_info` names them).
+struct Resolving<'a> {
+    changes: Changes,
+    /// Apache's mod_proxy_fcgi sent SCRIPT_FILENAME (`proxy:fcgi://HOST/path`).
+    apache: bool,
+    env_path_translated: Option<&'a [u8]>,
+    env_script_name: Option<&'a [u8]>,
+    env_script_filename: Option<Cow<'a, [u8]>>,
+    env_path_info: Option<Cow<'a, [u8]>>,
+    script_path: Option<Cow<'a, [u8]>>,
+    /// The kind of the script's path, once a stat has told it: `script_path` is known to
+    /// be a regular file, with one stat per request in the usual case.
+    verified: Option<Kind>,
+}
+
+impl<'a> Resolving<'a> {
+    /// IIS sends SCRIPT_NAME again at the start of PATH_INFO.
+    fn iis_path_info(&mut self, software: Option<&[u8]>) {
+        if let (Some(software), Some(name), Some(info)) =
+            (software, self.env_script_name, self.env_path_info.clone())
+            && software.starts_with(b"Microsoft-IIS")
+            && info.starts_with(name)
+        {
+            self.changes.set("ORIG_PATH_INFO", Some(&info));
+            let rest = &info[name.len()..];
+            let rest = (!rest.is_empty()).then_some(rest);
+            self.changes.set("PATH_INFO", rest);
+            self.env_path_info = rest.map(|r| Cow::Owned(r.to_vec()));
+        }
     }
-    match verified.unwrap_or_else(|| kind(&filename)) {
-        Kind::File => {}
-        Kind::Unreadable => return Target::Unreadable { filename },
-        Kind::Missing | Kind::Other => return Target::NoInput { filename },
+
+    /// Apache's proxy:fcgi://HOST/path?query: the path, in SCRIPT_FILENAME itself.
+    fn proxy_filename(&mut self) {
+        for prefix in PROXY_PREFIXES {
+            let Some(filename) = self.env_script_filename.as_deref() else {
+                break;
+            };
+            let matches = filename
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix));
+            if !matches {
+                continue;
+            }
+            let rest = &filename[prefix.len()..];
+            let mut path = match rest.iter().position(|&b| b == b'/') {
+                Some(at) => {
+                    self.apache = true;
+                    &rest[at..]
+                }
+                None => filename,
+            };
+            if let Some(query) = path.iter().position(|&b| b == b'?') {
+                path = &path[..query];
+            }
+            if path != filename {
+                let path = path.to_vec();
+                self.changes.set("SCRIPT_FILENAME", Some(&path));
+                self.env_script_filename = Some(Cow::Owned(path));
+            }
+        }
     }
-    Target::Script(Script {
-        filename,
-        changes,
-        php_self,
-    })
+
+    /// `cgi.fix_pathinfo = 1`: the script is the longest leading part of its path that is
+    /// a file. Returns the request_uri.
+    fn fix_pathinfo(
+        &mut self,
+        redirect_url: Option<&'a [u8]>,
+        document_root: Option<&'a [u8]>,
+        settings: &Settings,
+        kind: &impl Fn(&[u8]) -> Kind,
+    ) -> Option<Vec<u8>> {
+        let mut document_root: Option<Cow<'a, [u8]>> = document_root.map(Cow::Borrowed);
+        let mut script_name: Option<Cow<'a, [u8]>> = self.env_script_name.map(Cow::Borrowed);
+        let mut name_from_redirect = false;
+        if document_root.is_none()
+            && let Some(root) = &settings.doc_root
+        {
+            self.changes.set("DOCUMENT_ROOT", Some(root));
+            document_root = Some(Cow::Owned(root.clone()));
+        }
+        // Apache's mod_fastcgi (not mod_proxy_fcgi): SCRIPT_FILENAME names PHP itself,
+        // PATH_TRANSLATED the script and REDIRECT_URL its URL.
+        if !self.apache
+            && let (Some(translated), Some(redirect)) = (self.env_path_translated, redirect_url)
+            && self.script_path.as_deref() != Some(translated)
+        {
+            self.script_path = Some(Cow::Borrowed(translated));
+            script_name = Some(Cow::Borrowed(redirect));
+            name_from_redirect = true;
+        }
+
+        let path = self.script_path.clone().unwrap_or_default();
+        let found_kind = (!path.is_empty()).then(|| kind(&path));
+        let split = !path.is_empty() && (path.ends_with(b"/") || found_kind == Some(Kind::Missing));
+        self.verified = found_kind.filter(|k| !split && k.is_file());
+        if split {
+            return self.split(&path, document_root.as_deref(), script_name, kind);
+        }
+        let orig_script_filename = self.env_script_filename.clone();
+        if orig_script_filename.is_none() || orig_script_filename != self.script_path {
+            if let Some(orig) = orig_script_filename.as_deref() {
+                self.changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+            }
+            self.changes
+                .set("SCRIPT_FILENAME", self.script_path.as_deref());
+        }
+        if !self.apache && redirect_url.is_some() {
+            if let Some(orig) = self.env_path_info.as_deref() {
+                self.changes.set("ORIG_PATH_INFO", Some(orig));
+                self.changes.set("PATH_INFO", None);
+            }
+            if let Some(orig) = self.env_path_translated {
+                self.changes.set("ORIG_PATH_TRANSLATED", Some(orig));
+                self.changes.set("PATH_TRANSLATED", None);
+            }
+        }
+        if name_from_redirect {
+            if let Some(name) = self.env_script_name {
+                self.changes.set("ORIG_SCRIPT_NAME", Some(name));
+            }
+            self.changes.set("SCRIPT_NAME", script_name.as_deref());
+        }
+        script_name.map(Cow::into_owned)
+    }
+
+    /// The script's path is no file: it is cut at the last file found in it, the rest is
+    /// path info. Returns the request_uri.
+    fn split(
+        &mut self,
+        path: &[u8],
+        document_root: Option<&[u8]>,
+        mut script_name: Option<Cow<'a, [u8]>>,
+        kind: &impl Fn(&[u8]) -> Kind,
+    ) -> Option<Vec<u8>> {
+        let orig_script_name = self.env_script_name;
+        let uri = match leading_file(path, kind) {
+            Some((script_len, script_kind)) => {
+                let uri = self.path_info(path, script_len, &mut script_name);
+                let script = &path[..script_len];
+                if self.env_script_filename.as_deref() != Some(script) {
+                    if let Some(orig) = self.env_script_filename.as_deref() {
+                        self.changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+                    }
+                    self.changes.set("SCRIPT_FILENAME", Some(script));
+                    self.script_path = Some(Cow::Owned(script.to_vec()));
+                    self.verified = Some(script_kind);
+                }
+                let info = self.env_path_info.as_deref().unwrap_or_default();
+                let translated = if let Some(root) = document_root {
+                    let root = root.strip_suffix(b"/").unwrap_or(root);
+                    Some(concat(root, info))
+                } else if let Some(name) = script_name.as_deref()
+                    && contains(script, name)
+                {
+                    Some(concat(&script[..script.len() - name.len()], info))
+                } else {
+                    None
+                };
+                if let Some(translated) = translated {
+                    if let Some(orig) = self.env_path_translated {
+                        self.changes.set("ORIG_PATH_TRANSLATED", Some(orig));
+                    }
+                    self.changes.set("PATH_TRANSLATED", Some(&translated));
+                }
+                uri
+            }
+            None => {
+                if let Some(orig) = self.env_script_filename.as_deref() {
+                    self.changes.set("ORIG_SCRIPT_FILENAME", Some(orig));
+                }
+                self.changes.set("SCRIPT_FILENAME", None);
+                self.script_path = None;
+                None
+            }
+        };
+        match uri {
+            Some(uri) => uri,
+            None if orig_script_name.is_none() || orig_script_name != script_name.as_deref() => {
+                if let Some(name) = orig_script_name {
+                    self.changes.set("ORIG_SCRIPT_NAME", Some(name));
+                }
+                self.changes.set("SCRIPT_NAME", script_name.as_deref());
+                script_name.map(Cow::into_owned)
+            }
+            None => orig_script_name.map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The path info of a script found at `path[..script_len]`: the web server's
+    /// PATH_INFO when it sent a longer one (its tail), Apache's the whole tail; SCRIPT_NAME
+    /// loses it. Returns the request_uri when this decided it.
+    fn path_info(
+        &mut self,
+        path: &[u8],
+        script_len: usize,
+        script_name: &mut Option<Cow<'a, [u8]>>,
+    ) -> Option<Option<Vec<u8>>> {
+        let apache = self.apache;
+        let orig_script_name = self.env_script_name;
+        let tail_len = path.len() - script_len;
+        let (path_info, replace) = if apache {
+            let tail = &path[script_len..];
+            let differs = self.env_path_info.as_deref() != Some(tail);
+            (Some(tail.to_vec()), tail_len != 0 && differs)
+        } else {
+            match self.env_path_info.as_deref() {
+                Some(info) if info.len() > tail_len => {
+                    (Some(info[info.len() - tail_len..].to_vec()), true)
+                }
+                _ => (None, false),
+            }
+        };
+        let mut uri = None;
+        if replace && let Some(path_info) = path_info {
+            if let Some(orig_info) = self.env_path_info.clone().as_deref() {
+                self.changes.set("ORIG_PATH_INFO", Some(orig_info));
+                // The sent PATH_INFO minus its tail (Apache: all of it).
+                let head = if apache {
+                    orig_info
+                } else {
+                    &orig_info[..orig_info.len() - tail_len]
+                };
+                if orig_script_name != Some(head) {
+                    if let Some(name) = orig_script_name {
+                        self.changes.set("ORIG_SCRIPT_NAME", Some(name));
+                    }
+                    self.changes.set("SCRIPT_NAME", Some(head));
+                    uri = Some(Some(head.to_vec()));
+                } else {
+                    uri = Some(orig_script_name.map(<[u8]>::to_vec));
+                }
+            } else if apache && let Some(name) = script_name.clone() {
+                // mod_proxy_fcgi with ProxyPass sends the path info in SCRIPT_NAME too,
+                // and no PATH_INFO.
+                if name.len() > tail_len && name[name.len() - tail_len..] == path_info {
+                    self.changes.set("ORIG_SCRIPT_NAME", orig_script_name);
+                    let head = name[..name.len() - tail_len].to_vec();
+                    self.changes.set("SCRIPT_NAME", Some(&head));
+                    uri = Some(Some(head.clone()));
+                    *script_name = Some(Cow::Owned(head));
+                }
+            }
+            self.changes.set("PATH_INFO", Some(&path_info));
+            self.env_path_info = Some(Cow::Owned(path_info));
+        }
+        uri
+    }
+
+    /// What the request runs, once the script's path is known.
+    fn target(
+        self,
+        settings: &Settings,
+        php_self: Vec<u8>,
+        kind: &impl Fn(&[u8]) -> Kind,
+    ) -> Target {
+        let Some(filename) = self.script_path.filter(|path| is_valid_path(path)) else {
+            let filename = self
+                .changes
+                .get("ORIG_SCRIPT_FILENAME")
+                .flatten()
+                .map(<[u8]>::to_vec)
+                .or_else(|| self.env_script_filename.map(Cow::into_owned));
+            return Target::NotFound { filename };
+        };
+        let filename = filename.into_owned();
+        if !allowed(&filename, &settings.limit_extensions) {
+            return Target::Denied { filename };
+        }
+        match self.verified.unwrap_or_else(|| kind(&filename)) {
+            Kind::File => {}
+            Kind::Unreadable => return Target::Unreadable { filename },
+            Kind::Missing | Kind::Other => return Target::NoInput { filename },
+        }
+        Target::Script(Script {
+            filename,
+            changes: self.changes,
+            php_self,
+        })
+    }
+}
+
+/// The longest leading part of `path`, cut at a `/` (or else a `\`), that is a regular
+/// file: its length and kind.
+fn leading_file(path: &[u8], kind: &impl Fn(&[u8]) -> Kind) -> Option<(usize, Kind)> {
+    let mut end = path.len();
+    loop {
+        let head = &path[..end];
+        let cut = head
+            .iter()
+            .rposition(|&b| b == b'/')
+            .or_else(|| head.iter().rposition(|&b| b == b'\\'))?;
+        end = cut;
+        let found_kind = kind(&path[..end]);
+        if found_kind.is_file() {
+            return Some((end, found_kind));
+        }
+    }
 }
 
 /// php-fpm refuses a script path with a `..` component.

@@ -211,8 +211,8 @@ static void build_superglobals(void)
 	zend_is_auto_global_str(ZEND_STRL("_REQUEST"));
 }
 
-/* The output layer between requests: what the script writes goes to drover's log. */
-static void output_between_requests(void)
+/* Ends the script's output buffers and the output layer, each step past a bailout. */
+static void output_end(void)
 {
 	zend_try {
 		php_output_end_all();
@@ -220,6 +220,12 @@ static void output_between_requests(void)
 	zend_try {
 		php_output_deactivate();
 	} zend_end_try();
+}
+
+/* The output layer between requests: what the script writes goes to drover's log. */
+static void output_between_requests(void)
+{
+	output_end();
 	php_output_activate();
 	drover_sapi_output_to_log(1);
 }
@@ -267,12 +273,7 @@ static int request_startup(const struct drover_request *req, double now)
 	ZVAL_UNDEF(&EG(user_error_handler));
 	drover_scope_begin();
 	zend_try {
-		zend_try {
-			php_output_end_all();
-		} zend_end_try();
-		zend_try {
-			php_output_deactivate();
-		} zend_end_try();
+		output_end();
 		drover_sapi_begin(req, now);
 		zend_memory_reset_peak_usage();
 		PG(in_error_log) = 0;

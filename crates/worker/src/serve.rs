@@ -22,7 +22,7 @@ use crate::exchange::Protocol;
 use crate::http::HttpConfig;
 pub use crate::ledger::Board;
 use crate::ledger::{Concurrency, Ledger, Terms, retire};
-use crate::socket::{NextRequest, Socket, accept};
+use crate::socket::{AcceptFailed, NextRequest, Socket, accept, accept_failed};
 
 /// What the zygote decided for this worker before forking it.
 pub struct WorkerConfig {
@@ -182,12 +182,6 @@ pub(crate) fn accept_loop<H: Handler>(worker: &mut Worker<'_, H>, allowed: &[IpA
     while !worker.done() {
         let socket = match worker.handler.blocking(accept) {
             Ok(socket) => socket,
-            Err(err)
-                if err.raw_os_error() == Some(libc::EINTR)
-                    || err.raw_os_error() == Some(libc::ECONNABORTED) =>
-            {
-                continue;
-            }
             // An HTTP pool made the shared listener non-blocking before a reload turned
             // it to FastCGI: this loop blocks in accept, so it makes it blocking again.
             Err(err) if err.raw_os_error() == Some(libc::EAGAIN) => {
@@ -197,19 +191,11 @@ pub(crate) fn accept_loop<H: Handler>(worker: &mut Worker<'_, H>, allowed: &[IpA
                 let _ = nix::fcntl::fcntl(listener, blocking);
                 continue;
             }
-            // The master shut the listener down: the pool is stopping.
-            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => break,
-            Err(err) => {
-                eprintln!("accept failed: {err}");
-                if matches!(
-                    err.raw_os_error(),
-                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-                ) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-                return 1;
-            }
+            Err(err) => match accept_failed(&err) {
+                AcceptFailed::Again | AcceptFailed::Starved => continue,
+                AcceptFailed::Closed => break,
+                AcceptFailed::Failed => return 1,
+            },
         };
         worker.ledger.connection();
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {

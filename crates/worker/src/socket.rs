@@ -494,6 +494,42 @@ pub fn accept() -> io::Result<Socket> {
     Ok(Socket::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// What a failed [`accept`] means, the same for every worker loop (the blocking one in
+/// [`crate::serve`] and the evented one of HTTP pools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptFailed {
+    /// Nothing to take, or nothing lost (`EINTR`, `EAGAIN`, `ECONNABORTED`: a signal,
+    /// another worker took the connection, the client left first): accept again.
+    Again,
+    /// The master shut the listener down (`EINVAL`): the pool is stopping.
+    Closed,
+    /// Out of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`): logged, and
+    /// waited for 100 ms so that idle connections time out first; then accept again.
+    Starved,
+    /// Anything else: logged; the loop decides whether it goes on.
+    Failed,
+}
+
+/// Classifies (and logs, and waits on, as [`AcceptFailed`] says) a failed [`accept`].
+pub fn accept_failed(err: &io::Error) -> AcceptFailed {
+    match err.raw_os_error() {
+        Some(libc::EINTR | libc::EAGAIN | libc::ECONNABORTED) => AcceptFailed::Again,
+        Some(libc::EINVAL) => AcceptFailed::Closed,
+        code => {
+            eprintln!("accept failed: {err}");
+            if matches!(
+                code,
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+            ) {
+                std::thread::sleep(Duration::from_millis(100));
+                AcceptFailed::Starved
+            } else {
+                AcceptFailed::Failed
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -35,14 +35,8 @@ impl<S: Read + Write> Connection<S> {
     /// read that would wait is one); the connection then serves no further request, and
     /// [`Self::body_unread`] will tell the caller to linger when it closes.
     pub fn discard_stdin(&mut self, max_bytes: usize) -> bool {
-        let mut buf = [0u8; 4096];
-        let mut dropped = 0;
-        while dropped <= max_bytes {
-            match self.read_body(&mut buf) {
-                Ok(0) => return true,
-                Ok(n) => dropped += n,
-                Err(_) => break,
-            }
+        if discard_body(max_bytes, |buf| self.read_body(buf)) {
+            return true;
         }
         self.closed = true;
         false
@@ -96,4 +90,24 @@ impl<S: Read + Write> Read for Stdin<'_, S> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.connection.read_stdin(buf)
     }
+}
+
+/// Reads and drops a request body with `read` (a chunk a call, 0 at its end): true once it
+/// has ended; false after `max_bytes` were dropped with more to come, or at the first
+/// error. [`Connection::discard_stdin`] and the HTTP worker's connection both drain a body
+/// the app left unread with it.
+pub fn discard_body<E>(
+    max_bytes: usize,
+    mut read: impl FnMut(&mut [u8]) -> Result<usize, E>,
+) -> bool {
+    let mut buf = [0u8; 4096];
+    let mut dropped = 0;
+    while dropped <= max_bytes {
+        match read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => dropped += n,
+            Err(_) => return false,
+        }
+    }
+    false
 }

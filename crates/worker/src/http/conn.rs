@@ -237,16 +237,7 @@ impl HttpConn {
         if self.current.as_ref().is_some_and(|c| c.continue_due) {
             return false;
         }
-        let mut buf = [0u8; 4096];
-        let mut dropped = 0;
-        while dropped <= max_bytes {
-            match self.read_body(&mut buf) {
-                Ok(0) => return true,
-                Ok(n) => dropped += n,
-                Err(_) => break,
-            }
-        }
-        false
+        drover_fastcgi::discard_body(max_bytes, |buf| self.read_body(buf))
     }
 
     /// Sends response data: first the CGI head, then body. Output is held until a flush,

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use super::head::{Head, Peer, Refusal};
 use super::{DEFAULT_HEAD_TIMEOUT, HttpConfig, HttpConn};
 use crate::exchange::{Exchange, Protocol};
 use crate::serve::{Conn, Handler, Worker, peer_allowed};
-use crate::socket::Socket;
+use crate::socket::{AcceptFailed, accept, accept_failed};
 
 /// The listener's token in the epoll set; connections count up from 0.
 const LISTENER: u64 = u64::MAX;
@@ -97,18 +97,12 @@ pub(crate) fn serve<H: Handler>(
                 match set.accept(allowed, worker.ledger) {
                     Ok(Some(token)) => set.readable(worker, token),
                     Ok(None) => {}
-                    // The master shut the listener down: the pool is stopping.
-                    Err(err) if err.raw_os_error() == Some(libc::EINVAL) => return 0,
-                    Err(err) => {
-                        eprintln!("accept failed: {err}");
-                        if matches!(
-                            err.raw_os_error(),
-                            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-                        ) {
-                            // Out of descriptors: let idle connections time out first.
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                    }
+                    // Unlike the blocking loop, an unknown error does not end the worker:
+                    // its held connections are still served.
+                    Err(err) => match accept_failed(&err) {
+                        AcceptFailed::Closed => return 0,
+                        AcceptFailed::Again | AcceptFailed::Starved | AcceptFailed::Failed => {}
+                    },
                 }
             } else {
                 set.readable(worker, event.data());
@@ -161,30 +155,13 @@ impl<'c> Set<'c> {
     }
 
     /// Accepts one connection (one per wake-up: the others are left to the other workers)
-    /// and adds it to the set. Ok(None): another worker took it, or it was refused.
+    /// and adds it to the set. Ok(None): it was refused; an error is [`accept`]'s (`EAGAIN`
+    /// when another worker took it), for [`accept_failed`].
     fn accept(&mut self, allowed: &[IpAddr], ledger: &Ledger<'_>) -> io::Result<Option<u64>> {
-        // SAFETY: accept4 on fd 0, the pool's listener; null address pointers are allowed.
         // Not SOCK_NONBLOCK: reads never wait anyway (MSG_DONTWAIT), and a response is
         // written with blocking writes.
-        let fd = unsafe {
-            libc::accept4(
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            let err = io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(libc::EAGAIN | libc::EINTR | libc::ECONNABORTED) => Ok(None),
-                _ => Err(err),
-            };
-        }
+        let mut socket = accept()?;
         ledger.connection();
-        // SAFETY: accept4 succeeded: a new descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut socket = Socket::from(fd);
         if !allowed.is_empty() && !peer_allowed(&socket, allowed) {
             return Ok(None);
         }

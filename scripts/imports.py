@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""scripts/imports.py: the import graph of the drover crate's modules (src/), checked.
+
+Run by scripts/check.sh. It fails (exit 1) on:
+
+1. an import circle: two or more modules of src/ that reach each other through their
+   `use` items and paths (`crate::a::b`, `super::x`, `self::x`, or a child module's name);
+2. an arrow up: a module of a lower layer (see LAYERS) that names a module of a higher one.
+
+A module is a file: src/control/client.rs is `control::client`, src/control/mod.rs (or
+src/control.rs) is `control`. A path names the longest module it starts with, so
+`crate::config::load` names `config` and `crate::config::keys::KeyInfo` names `config::keys`.
+What tests use does not count: files included under `#[cfg(test)]` and inline
+`#[cfg(test)] mod NAME { ... }` blocks are left out. Nor does a module naming its own
+ancestor (`super::Thing` from a child): a parent and the children it declares are one unit,
+and the parent re-exporting a child (`pub use child::Thing`) is not a dependency of it.
+
+`--graph` prints every arrow (module -> module), for reading.
+"""
+
+import os
+import re
+import sys
+
+# Allowed while other branches remove them; each entry names what removes it. The lead
+# empties this list at merge: then any circle or arrow up fails the check.
+ALLOWED_CIRCLES = [
+    # issue 32 item 4, branch keys32: the config key schema and the program/runtime files.
+    {"config::keys", "config::program", "config::runtime"},
+]
+ALLOWED_UP = [
+    # issue 32 item 4, branch plan32: the pure planner reaches into the runtime.
+    ("pm::plan", "runtime::program"),
+    # issue 32 item 4, branch keys32: loading the configuration probes drover-php.
+    ("config::runtime", "runtime::php::embed"),
+    # Found by this check on main, and no branch removes it yet: `runtime::check` reads the
+    # cgroup's memory limit with `master::memory_limit` (src/master/pool/memory.rs, a /proc
+    # reader the master also uses). The fix moves that reader below `runtime` (into
+    # `pm::memory` beside `MemoryLimit`, say); it lies in plan32's files.
+    ("runtime", "master::pool::memory"),
+]
+
+# Layers of the top-level modules, lowest first: a module may name its own layer or a
+# lower one, never a higher one. `config` is what the files say and `logging` how drover
+# writes; `pm` decides purely from facts and `listener` holds sockets; `runtime` starts
+# processes and `control` speaks the control protocol; `master` runs them all; the admin
+# tools (`serve`, `import`) sit on top. Modules not named here (`resident`, `slowlog`,
+# `systemd`) may be named by anyone and may name only the lowest layer.
+LAYERS = [
+    {"config", "logging", "slowlog", "systemd", "resident"},
+    {"pm", "listener"},
+    {"runtime", "control"},
+    {"master"},
+    {"serve", "import"},
+]
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def strip_literals(text):
+    """The code without comments, string and char literals (kept as empty quotes)."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif re.match(r'b?r#*"', text[i : i + 8]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            m = re.match(r'b?r(#*)"', text[i:])
+            end = text.find('"' + m.group(1), i + m.end())
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(m.group(1))
+        elif c == '"' or (c == "b" and text.startswith('b"', i) and (i == 0 or not text[i - 1].isalnum())):
+            i += 2 if c == "b" else 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            out.append('""')
+            i += 1
+        elif c == "'":
+            # A char literal ('a', '\n', '\u{..}'), or a lifetime ('a) left as it is.
+            m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", text[i:])
+            if m:
+                out.append("' '")
+                i += m.end()
+            else:
+                out.append(c)
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def block_end(code, start):
+    """The index just past the `}` that closes the `{` at `start`."""
+    depth = 0
+    for i in range(start, len(code)):
+        if code[i] == "{":
+            depth += 1
+        elif code[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(code)
+
+
+TEST_ATTR = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*([;{])")
+PATH_ATTR = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(' + IDENT + r")\s*;")
+
+
+def module_of(rel):
+    """`control::client` for src/control/client.rs; `control` for src/control/mod.rs."""
+    parts = rel[: -len(".rs")].split("/")
+    if parts[-1] in ("mod", "lib"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def expand_use(tree):
+    """The paths of one `use` tree (`a::{b, c::{d as e}}` -> a::b, a::c::d)."""
+    tree = re.sub(r"\s+", "", re.sub(r"\s+as\s+" + IDENT, "", tree))
+    m = re.match(r"^(.*?)\{(.*)\}$", tree)
+    if not m:
+        return [tree.rstrip(":")]
+    prefix, inner = m.group(1), m.group(2)
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    parts.append(cur)
+    paths = []
+    for part in parts:
+        if part:
+            paths += [prefix + p if p != "self" else prefix.rstrip(":") for p in expand_use(part)]
+    return paths
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(repo, "src")
+    files, raw = {}, {}
+    for root, _, names in os.walk(src):
+        for name in names:
+            if name.endswith(".rs"):
+                rel = os.path.relpath(os.path.join(root, name), src)
+                if rel == "main.rs" or rel.startswith("bin/"):
+                    continue  # binaries: they name the library as `drover::`, from outside
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    raw[rel] = f.read()
+                files[rel] = strip_literals(raw[rel])
+
+    # Which files only tests compile: declared under #[cfg(test)] by their parent.
+    test_files = set()
+    for rel, code in files.items():
+        here = os.path.dirname(rel)
+        base = os.path.basename(rel)[: -len(".rs")]
+        child_dir = here if base in ("mod", "lib") else os.path.join(here, base)
+        paths = {m.group(2): m.group(1) for m in PATH_ATTR.finditer(raw[rel])}
+        for m in TEST_ATTR.finditer(code):
+            if m.group(2) == ";":
+                name = m.group(1)
+                if name in paths:
+                    # A path attribute is relative to the declaring file's folder.
+                    test_files.add(os.path.normpath(os.path.join(here, paths[name])))
+                else:
+                    test_files.add(os.path.join(child_dir, name + ".rs"))
+                    test_files.add(os.path.join(child_dir, name, "mod.rs"))
+    # And what lies below them.
+    for rel in list(files):
+        mod = module_of(rel)
+        for t in list(test_files):
+            tm = module_of(t)
+            if mod[: len(tm)] == tm and rel not in test_files:
+                test_files.add(rel)
+
+    modules = {module_of(rel) for rel in files if rel not in test_files}
+
+    def longest(path):
+        for k in range(len(path), 0, -1):
+            if tuple(path[:k]) in modules:
+                return tuple(path[:k])
+        return None
+
+    def absolute(here, children, path):
+        """The path from the crate's root, or None when it leaves the crate."""
+        segs = [s for s in path.split("::") if s]
+        if not segs:
+            return None
+        if segs[0] == "crate":
+            return segs[1:]
+        if segs[0] in ("super", "self"):
+            base = list(here)
+            while segs and segs[0] in ("super", "self"):
+                if segs.pop(0) == "super":
+                    base = base[:-1]
+            return base + segs
+        if segs[0] in children:
+            return list(here) + segs
+        return None  # another crate, std, or a name in scope
+
+    # First pass: what each module uses, and what it re-exports (`pub use a::B` in
+    # config/mod.rs makes `crate::config::B` name `config::a`, not `config`).
+    used, reexports = {}, {}
+    for rel, code in sorted(files.items()):
+        if rel in test_files:
+            continue
+        # Inline test modules: cut them out.
+        while True:
+            m = TEST_ATTR.search(code)
+            if not m or m.group(2) != "{":
+                break
+            code = code[: m.start()] + code[block_end(code, m.end() - 1) :]
+        here = module_of(rel)
+        children = {m[len(here)] for m in modules if len(m) == len(here) + 1 and m[: len(here)] == here}
+        paths = []
+        for m in re.finditer(r"\b(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", code):
+            for path in expand_use(m.group(2)):
+                target = absolute(here, children, path)
+                if target is None:
+                    continue
+                if m.group(1):
+                    # Re-exported under its last name (an `as` name is not followed).
+                    reexports.setdefault(here, {})[target[-1]] = target
+                else:
+                    paths.append(target)
+        code_no_use = re.sub(r"\buse\s+[^;]+;", "", code)
+        found = re.findall(r"\b((?:crate|super|self)(?:::(?:super|" + IDENT + r"))+)", code_no_use)
+        if children:
+            found += re.findall(r"(?<![:\w])((?:" + "|".join(sorted(children)) + r")::" + IDENT + r")", code_no_use)
+        paths += [t for t in (absolute(here, children, p) for p in found) if t is not None]
+        used[here] = paths
+
+    def resolve(target, depth=0):
+        """The module a path names, following re-exports."""
+        for k in range(len(target), 0, -1):
+            mod = tuple(target[:k])
+            if mod in modules:
+                rest = target[k:]
+                if rest and depth < 16 and rest[0] in reexports.get(mod, {}):
+                    return resolve(reexports[mod][rest[0]] + rest[1:], depth + 1)
+                return mod
+        return None
+
+    edges = {}
+    for here, paths in used.items():
+        for target in paths:
+            to = resolve(target)
+            if to is None or to == here or here[: len(to)] == to:
+                continue  # the crate root, itself, or its own ancestor
+            edges.setdefault(here, set()).add(to)
+
+    if "--graph" in sys.argv:
+        for a in sorted(edges):
+            for b in sorted(edges[a]):
+                print("::".join(a), "->", "::".join(b))
+
+    failed = False
+    # Circles: the strongly connected components of more than one module (Tarjan).
+    index, low, stack, on, sccs = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                sccs.append(scc)
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    allowed_circles = [{tuple(m.split("::")) for m in c} for c in ALLOWED_CIRCLES]
+    for scc in sccs:
+        names = sorted("::".join(m) for m in scc)
+        if set(scc) in allowed_circles:
+            print("imports: allowed circle (ALLOWED_CIRCLES):", " <-> ".join(names))
+            continue
+        failed = True
+        print("imports: circle among", ", ".join(names), file=sys.stderr)
+        for a in sorted(scc):
+            for b in sorted(edges.get(a, ())):
+                if b in scc:
+                    print("    ", "::".join(a), "->", "::".join(b), file=sys.stderr)
+
+    layer = {}
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            layer[name] = i
+    allowed_up = {(tuple(a.split("::")), tuple(b.split("::"))) for a, b in ALLOWED_UP}
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            la, lb = layer.get(a[0]), layer.get(b[0])
+            if la is None or lb is None:
+                print(f"imports: {a[0] if la is None else b[0]} has no layer in scripts/imports.py", file=sys.stderr)
+                failed = True
+                continue
+            if lb > la:
+                if (a, b) in allowed_up:
+                    print("imports: allowed arrow up (ALLOWED_UP):", "::".join(a), "->", "::".join(b))
+                    continue
+                failed = True
+                print(
+                    f"imports: arrow up: {'::'.join(a)} (layer {la}) -> {'::'.join(b)} (layer {lb})",
+                    file=sys.stderr,
+                )
+    # An allowance that nothing uses any more: say so, so that the list gets emptied.
+    found_circles = [set(scc) for scc in sccs]
+    for circle in allowed_circles:
+        if circle not in found_circles:
+            print("imports: ALLOWED_CIRCLES lists a circle that is gone:", ", ".join(sorted("::".join(m) for m in circle)))
+    for a, b in sorted(allowed_up):
+        if b not in edges.get(a, ()):
+            print("imports: ALLOWED_UP lists an arrow that is gone:", "::".join(a), "->", "::".join(b))
+    count = sum(len(v) for v in edges.values())
+    print(f"imports: {len(modules)} modules, {count} arrows, {len(sccs)} circles")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
