@@ -72,6 +72,8 @@
 //!   one systemd passed.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
 //!   generations and their lifecycle.
+//! - [`meminfo`]: the machine's memory as Linux reports it (a process's PSS, the cgroup's
+//!   limit, else MemAvailable), read by `drover -t` and the master alike.
 //! - [`pm`]: pure process-management policy (what to spawn, backoff, emergency restart,
 //!   `max_children = "auto"` from memory, `queue_timeout`'s waits).
 //! - [`resident`]: once the master is ready (and after each reload), its own code and
@@ -96,6 +98,7 @@ pub mod import;
 pub mod listener;
 pub mod logging;
 pub mod master;
+pub mod meminfo;
 pub mod pm;
 pub mod resident;
 pub mod runtime;

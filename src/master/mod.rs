@@ -35,7 +35,6 @@ mod spawn;
 mod stopping;
 mod totals;
 
-pub use pool::memory_limit;
 pub use pool::memory_notes;
 
 use std::path::PathBuf;

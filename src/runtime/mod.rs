@@ -151,7 +151,7 @@ fn reserve_problems(config: &crate::config::Config) -> Vec<String> {
     if reserved.is_empty() {
         return Vec::new();
     }
-    let Some(limit) = crate::master::memory_limit() else {
+    let Some(limit) = crate::meminfo::memory_limit() else {
         return Vec::new();
     };
     reserved

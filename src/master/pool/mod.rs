@@ -59,7 +59,6 @@ use crate::listener::Listener;
 use crate::pm::{self, PolicyState, PoolLimits};
 use crate::runtime::{self, Launch, kind};
 pub use lifecycle::Lifecycle;
-pub use memory::memory_limit;
 pub use memory::start_notes as memory_notes;
 pub(super) use reap::own_children;
 use worker::{Probes, Process, Worker};
