@@ -518,6 +518,18 @@ impl PoolRun {
                 };
             }
             let what = self.launch.kind.process_role();
+            // A zygote on the copy of libphp bound directly that died before any request:
+            // the next one runs the linked libphp, at once (the launch says it once).
+            let exit = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
+            let served = self.workers.values().any(|worker| worker.served);
+            if !process.retiring && self.launch.fall_back(&self.config.name, served, &exit) {
+                self.adopt_workers_of(pid, now, orphans);
+                self.orphan_workers_of(pid, true);
+                self.exited.push((pid, what, now));
+                return Reaped::Exit {
+                    crash: cause.is_crash(),
+                };
+            }
             if process.retiring {
                 tracing::info!(
                     "pool {}: {what} {pid} exited {cause} after {}",
