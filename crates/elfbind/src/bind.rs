@@ -705,7 +705,8 @@ mod tests {
             definition: 0x3000,
         };
         let mut sites = BTreeMap::from([(0x2000, site(0x2000)), (0x2010, site(0x2010))]);
-        assert_eq!(drop_inside(&mut sites, &[0x2000..0x2007]), 1);
+        let ranges = vec![0x2000..0x2007, 0x3000..0x3010];
+        assert_eq!(drop_inside(&mut sites, &ranges), 1);
         assert_eq!(sites.keys().copied().collect::<Vec<_>>(), vec![0x2010]);
         let analysis = Analysis {
             undecodable: 1,

@@ -210,6 +210,7 @@ pub fn own_build_id(data: &mut [u8]) -> Option<String> {
 /// Where the descriptor of `data`'s build-id note is, in the file (read from its
 /// `PT_NOTE` segments, as [`build_id_of`] reads them).
 fn build_id_at(data: &[u8]) -> Option<std::ops::Range<usize>> {
+    const PT_NOTE: u32 = 4;
     let u16_at = |at: usize| Some(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?));
     let u32_at = |at: usize| Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| {
@@ -225,7 +226,6 @@ fn build_id_at(data: &[u8]) -> Option<std::ops::Range<usize>> {
     }
     for i in 0..usize::from(phnum) {
         let phdr = phoff.checked_add(i * phentsize)?;
-        const PT_NOTE: u32 = 4;
         if u32_at(phdr)? != PT_NOTE {
             continue;
         }
