@@ -31,6 +31,10 @@ pub struct Exit {
     pub program: bool,
     /// A parent's exit code says the app failed to load (the runtime's own code).
     pub app_failed: bool,
+    /// A parent on the copy of libphp bound directly that died before the pool served a
+    /// request, whose launch now runs the linked libphp (the runtime decided and said so:
+    /// `runtime::Launch::fall_back`): the next parent starts at once, without backoff.
+    pub fell_back: bool,
 }
 
 /// What the master does about an exit, in this order.
@@ -66,7 +70,9 @@ pub fn on_exit(exit: Exit) -> Vec<ExitAction> {
             actions.push(ExitAction::AdoptWorkers {
                 retire: !exit.retiring,
             });
-            if exit.app_failed {
+            if exit.fell_back {
+                // Not the app's failure nor a crash loop yet: the copy's.
+            } else if exit.app_failed {
                 actions.push(ExitAction::AppFailed);
             } else if !exit.retiring {
                 actions.push(ExitAction::BackOff);
@@ -88,7 +94,28 @@ mod tests {
             clean: false,
             program: false,
             app_failed: false,
+            fell_back: false,
         }
+    }
+
+    #[test]
+    fn a_parent_that_fell_back_from_the_bound_libphp_is_replaced_without_backoff() {
+        let fell_back = Exit {
+            fell_back: true,
+            ..exit(Role::Parent)
+        };
+        assert_eq!(
+            on_exit(fell_back),
+            [ExitAction::AdoptWorkers { retire: true }]
+        );
+        let crashed = exit(Role::Parent);
+        assert_eq!(
+            on_exit(crashed),
+            [
+                ExitAction::AdoptWorkers { retire: true },
+                ExitAction::BackOff
+            ]
+        );
     }
 
     #[test]

@@ -86,6 +86,34 @@ impl Launch {
         spec.env[index].1 = max_requests.to_string().into();
         Cow::Owned(spec)
     }
+
+    /// A zygote of this launch exited unasked (`exit`: how, as the log says it); `served`:
+    /// whether the pool served a request since it started. When that zygote ran the copy
+    /// of libphp bound directly and nothing was served
+    /// ([`php::direct::Direct::after_zygote_exit`]), the next zygotes run the libphp
+    /// drover-php is linked to: the copy's `LD_LIBRARY_PATH` leaves the spec, one warning
+    /// says why, and the answer is true. Otherwise nothing changes and the answer is false.
+    pub fn fall_back(&mut self, pool: &str, served: bool, exit: &str) -> bool {
+        let Some(next) = self.direct.after_zygote_exit(served) else {
+            return false;
+        };
+        // The pool's environment names no library path when the copy is used (else the
+        // pool is left alone): the only entry is the copy's. A zygote has no
+        // `max_requests_env` whose index this could move.
+        if let Some((name, _)) = self.direct.env() {
+            self.spec.env.retain(|(key, _)| *key != name);
+        }
+        if let php::direct::Direct::FellBack { copy } = &next {
+            tracing::warn!(
+                "pool {pool}: drover-php: {exit} on {} (PHP's calls bound directly) before \
+                 any request; its zygotes run the libphp drover-php is linked to from now \
+                 on (until a reload or restart tries the copy again)",
+                copy.display()
+            );
+        }
+        self.direct = next;
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -321,6 +349,46 @@ mod tests {
         let command = pool(&format!("{POOL}[command]\nargv = [\"/bin/sh\"]\n"));
         let planned = launch(&command, 0).unwrap();
         assert_eq!(*planned.spec(42), planned.spec);
+    }
+
+    #[test]
+    fn a_zygote_on_the_bound_copy_that_dies_before_serving_makes_the_next_run_the_linked_libphp() {
+        use php::direct::Direct;
+        php::embed::assume(Ok("PHP 8.2.36 (embed)"));
+        let embed = pool(&format!(
+            "{POOL}[env]\nAPP = \"1\"\n[php]\nruntime = \"embed\"\n"
+        ));
+        let mut planned = launch(&embed, 0).unwrap();
+        // As `launch` plans it when the copy is good.
+        let copy = PathBuf::from("/var/lib/drover/libphp/libphp8.2.so");
+        planned.direct = Direct::Bound {
+            copy: copy.clone(),
+            build_id: "d02f".into(),
+        };
+        planned.spec.env.extend(planned.direct.env());
+        let path = |launch: &Launch| {
+            launch
+                .spec
+                .env
+                .iter()
+                .find(|(key, _)| key == "LD_LIBRARY_PATH")
+                .map(|(_, value)| value.clone())
+        };
+        assert_eq!(path(&planned), Some("/var/lib/drover/libphp".into()));
+
+        // A pool that served on the copy keeps it: the exit is not the copy's doing.
+        let mut served = planned.clone();
+        assert!(!served.fall_back("www", true, "php zygote 7 exited on SIGSEGV"));
+        assert_eq!(served, planned);
+
+        assert!(planned.fall_back("www", false, "php zygote 7 exited on SIGILL"));
+        assert_eq!(planned.direct, Direct::FellBack { copy });
+        assert_eq!(path(&planned), None);
+        assert!(planned.spec.env.iter().any(|(key, _)| key == "APP"));
+        // Once: the next exit is the linked libphp's, and changes nothing.
+        let fallen = planned.clone();
+        assert!(!planned.fall_back("www", false, "php zygote 8 exited on SIGILL"));
+        assert_eq!(planned, fallen);
     }
 
     /// A zygote's terms as the zygote reads them: encoded as the spawn writes them, decoded

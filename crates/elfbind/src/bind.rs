@@ -12,6 +12,8 @@
 //! Instructions are found by decoding each function linearly from its start over its size:
 //! the functions of `.symtab` (else `.dynsym`) and every FDE of `.eh_frame`, which covers the
 //! static functions a stripped library no longer names. Nothing is found by scanning bytes.
+//! A function in which the decoder meets bytes it cannot read binds nothing: no site in its
+//! range is rewritten, and [`Analysis::undecodable`] and [`Analysis::dropped`] count them.
 //!
 //! Which symbols: defined in a section of the library, global or weak, default visibility,
 //! `STT_FUNC` (calls) or `STT_FUNC`/`STT_OBJECT` (loads); never TLS, never an IFUNC, never
@@ -85,6 +87,12 @@ pub struct Analysis {
     pub kept: BTreeSet<String>,
     /// The functions (address ranges) decoded.
     pub functions: usize,
+    /// Functions with an instruction the decoder cannot read (data in code, an
+    /// instruction newer than the decoder): what follows it cannot be trusted to be in
+    /// step, so no site inside such a function's range is bound. How many functions, and
+    /// how many sites found elsewhere fell inside them and were dropped.
+    pub undecodable: usize,
+    pub dropped: usize,
 }
 
 impl Analysis {
@@ -108,7 +116,14 @@ impl Analysis {
             self.branches_left,
             self.loads_left,
             self.kept.len(),
-        )
+        ) + &if self.undecodable == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} functions not decodable to their end, {} sites in them left",
+                self.undecodable, self.dropped
+            )
+        }
     }
 }
 
@@ -282,42 +297,96 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
     let mut sites = BTreeMap::new();
     let ranges = function_ranges(endian, data, &sections)?;
     analysis.functions = ranges.len();
-    let mut instruction = Instruction::default();
+    let scan = Scan {
+        symbols: &symbols,
+        plt: &plt,
+        plt_bound: &plt_bound,
+        glob_dat: &glob_dat,
+        got_bound: &got_bound,
+    };
+    let mut undecodable = Vec::new();
     for Function { start, code } in ranges {
+        match scan.function(start, code) {
+            Some(found) => {
+                analysis.branches_left += found.branches_left;
+                analysis.loads_left += found.loads_left;
+                sites.extend(found.sites.into_iter().map(|site| (site.address, site)));
+            }
+            None => undecodable.push(start..start + code.len() as u64),
+        }
+    }
+    // A function's range may be scanned twice (its symbol and its FDE) or overlap
+    // another's: a site inside an undecodable one is dropped whoever found it.
+    analysis.undecodable = undecodable.len();
+    analysis.dropped = drop_inside(&mut sites, &undecodable);
+    analysis.sites = sites.into_values().collect();
+    Ok(analysis)
+}
+
+/// Removes the sites inside any of `ranges`; how many.
+fn drop_inside(sites: &mut BTreeMap<u64, Site>, ranges: &[std::ops::Range<u64>]) -> usize {
+    let before = sites.len();
+    sites.retain(|address, _| !ranges.iter().any(|range| range.contains(address)));
+    before - sites.len()
+}
+
+/// What [`analyze`] knows when it decodes a function: the symbols, the PLT entries and
+/// GOT slots, and which of them are bound.
+struct Scan<'a> {
+    symbols: &'a [Dynamic],
+    plt: &'a BTreeMap<u64, usize>,
+    plt_bound: &'a BTreeMap<u64, usize>,
+    glob_dat: &'a HashMap<u64, usize>,
+    got_bound: &'a HashMap<u64, usize>,
+}
+
+/// What one function holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Found {
+    sites: Vec<Site>,
+    branches_left: usize,
+    loads_left: usize,
+}
+
+impl Scan<'_> {
+    /// The sites of the function at `start` whose bytes are `code`, decoded to its end;
+    /// `None` when an instruction cannot be decoded (bytes it does not know, or one cut by
+    /// the function's end).
+    fn function(&self, start: u64, code: &[u8]) -> Option<Found> {
+        let mut found = Found::default();
+        let mut instruction = Instruction::default();
         let mut decoder = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
         while decoder.can_decode() {
             decoder.decode_out(&mut instruction);
             if instruction.is_invalid() {
-                break;
+                return None;
             }
             let at = (instruction.ip() - start) as usize;
             let bytes = &code[at..at + instruction.len()];
             if let Some(target) = rel32_branch_target(&instruction, bytes) {
-                if let Some(sym) = plt_bound.get(&target) {
-                    let sym = &symbols[*sym];
-                    sites.insert(instruction.ip(), site(&instruction, SiteKind::Branch, sym));
-                } else if plt.contains_key(&target) {
-                    analysis.branches_left += 1;
+                if let Some(sym) = self.plt_bound.get(&target) {
+                    let sym = &self.symbols[*sym];
+                    found.sites.push(site(&instruction, SiteKind::Branch, sym));
+                } else if self.plt.contains_key(&target) {
+                    found.branches_left += 1;
                 }
             } else if instruction.code() == Code::Mov_r64_rm64
                 && instruction.is_ip_rel_memory_operand()
                 && let Some(slot) = Some(instruction.ip_rel_memory_address())
-                && glob_dat.contains_key(&slot)
+                && self.glob_dat.contains_key(&slot)
             {
-                match got_bound.get(&slot) {
+                match self.got_bound.get(&slot) {
                     Some(sym) if is_plain_rip_load(bytes) => {
-                        sites.insert(
-                            instruction.ip(),
-                            site(&instruction, SiteKind::Load, &symbols[*sym]),
-                        );
+                        found
+                            .sites
+                            .push(site(&instruction, SiteKind::Load, &self.symbols[*sym]));
                     }
-                    _ => analysis.loads_left += 1,
+                    _ => found.loads_left += 1,
                 }
             }
         }
+        Some(found)
     }
-    analysis.sites = sites.into_values().collect();
-    Ok(analysis)
 }
 
 fn site(instruction: &Instruction, kind: SiteKind, sym: &Dynamic) -> Site {
@@ -560,4 +629,96 @@ pub fn soname(library: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library with one bound symbol, `add` at 0x3000, whose PLT entry is at 0x1000,
+    /// and a PLT entry at 0x1010 for a symbol not bound.
+    fn scan_with(test: impl FnOnce(&Scan<'_>)) {
+        let symbols = vec![Dynamic {
+            name: "add".into(),
+            value: 0x3000,
+            interposable_definition: true,
+            kind: elf::STT_FUNC,
+        }];
+        let plt = BTreeMap::from([(0x1000, 0), (0x1010, 0)]);
+        let plt_bound = BTreeMap::from([(0x1000, 0)]);
+        let (glob_dat, got_bound) = (HashMap::new(), HashMap::new());
+        test(&Scan {
+            symbols: &symbols,
+            plt: &plt,
+            plt_bound: &plt_bound,
+            glob_dat: &glob_dat,
+            got_bound: &got_bound,
+        });
+    }
+
+    /// `call rel32` at `at` to `target`.
+    fn call(at: u64, target: u64) -> Vec<u8> {
+        let rel = i32::try_from(target as i64 - (at as i64 + 5)).unwrap();
+        let mut bytes = vec![0xE8];
+        bytes.extend(rel.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_function_decoded_to_its_end_gives_its_sites() {
+        scan_with(|scan| {
+            // call add@plt; call other@plt; ret
+            let mut code = call(0x2000, 0x1000);
+            code.extend(call(0x2005, 0x1010));
+            code.push(0xC3);
+            let found = scan.function(0x2000, &code).unwrap();
+            assert_eq!(found.branches_left, 1);
+            assert_eq!(
+                found.sites,
+                vec![Site {
+                    address: 0x2000,
+                    len: 5,
+                    kind: SiteKind::Branch,
+                    symbol: "add".into(),
+                    definition: 0x3000,
+                }]
+            );
+        });
+    }
+
+    #[test]
+    fn an_undecodable_instruction_drops_the_functions_sites_and_is_counted() {
+        scan_with(|scan| {
+            // call add@plt; then 06 (push es: no such instruction in 64-bit mode); ret
+            let mut code = call(0x2000, 0x1000);
+            code.extend([0x06, 0xC3]);
+            assert_eq!(scan.function(0x2000, &code), None);
+            // An instruction cut by the function's end is no better.
+            assert_eq!(scan.function(0x2000, &call(0x2000, 0x1000)[..3]), None);
+        });
+        // Another scan of the same bytes (its FDE, say) found the site: dropped, counted.
+        let site = |address| Site {
+            address,
+            len: 5,
+            kind: SiteKind::Branch,
+            symbol: "add".into(),
+            definition: 0x3000,
+        };
+        let mut sites = BTreeMap::from([(0x2000, site(0x2000)), (0x2010, site(0x2010))]);
+        let ranges = vec![0x2000..0x2007, 0x3000..0x3010];
+        assert_eq!(drop_inside(&mut sites, &ranges), 1);
+        assert_eq!(sites.keys().copied().collect::<Vec<_>>(), vec![0x2010]);
+        let analysis = Analysis {
+            undecodable: 1,
+            dropped: 1,
+            ..Analysis::default()
+        };
+        assert!(
+            analysis
+                .summary()
+                .ends_with("; 1 functions not decodable to their end, 1 sites in them left"),
+            "{}",
+            analysis.summary()
+        );
+    }
 }

@@ -3,9 +3,11 @@
 //! its `PT_NOTE` segments, and the marker the caller of `bind` appends after the last
 //! byte of the copy, which names the library it was made from.
 //!
-//! The marker is a trailer past everything the ELF headers point at, so that the copy is the
-//! source byte for byte up to there: the loader never maps it, and the copy keeps the
-//! source's `.note.gnu.build-id` (which is how the master tells a copy that is stale).
+//! The marker is a trailer past everything the ELF headers point at: the loader never maps
+//! it. It records the source's build-id (which is how the master tells a copy that is
+//! stale) and the copy's own: `drover-php --bind-direct` gives the copy a build-id of its
+//! own ([`own_build_id`]), so that a core dump of a process on the copy, or debuginfod, does
+//! not take its rewritten code for the source's.
 //! Its layout: [`MAGIC`], `key=value` lines, their length as a little-endian u32, [`MAGIC`].
 
 use std::fs::File;
@@ -28,8 +30,11 @@ const MAX_NOTES: u64 = 64 * 1024;
 pub struct Marker {
     /// The library the copy was made from, as the program that loaded it found it.
     pub source: PathBuf,
-    /// The source's build-id in hex (the copy has the same `.note.gnu.build-id`).
+    /// The source's build-id in hex.
     pub build_id: String,
+    /// The copy's own build-id in hex ([`own_build_id`]); `None` in a copy made before
+    /// copies had their own, whose `.note.gnu.build-id` is then the source's.
+    pub copy_build_id: Option<String>,
     /// The source's SONAME (empty if none): the name the copy is also found by in its
     /// folder (a symlink), since it is the name programs linked to the source ask for.
     pub soname: String,
@@ -42,12 +47,16 @@ impl Marker {
     /// line format cannot carry.
     pub fn encode(&self) -> Option<Vec<u8>> {
         let mut text = Vec::new();
+        let copy_build_id = self.copy_build_id.as_ref().map(|id| ("copy-build-id", id));
         for (key, value) in [
             ("source", self.source.as_os_str().as_bytes()),
             ("build-id", self.build_id.as_bytes()),
             ("soname", self.soname.as_bytes()),
             ("summary", self.summary.as_bytes()),
-        ] {
+        ]
+        .into_iter()
+        .chain(copy_build_id.map(|(key, id)| (key, id.as_bytes())))
+        {
             if value.contains(&b'\n') {
                 return None;
             }
@@ -94,7 +103,7 @@ impl Marker {
     }
 
     fn parse(text: &[u8]) -> Option<Marker> {
-        let (mut source, mut build_id) = (None, None);
+        let (mut source, mut build_id, mut copy_build_id) = (None, None, None);
         let (mut soname, mut summary) = (String::new(), String::new());
         for line in text.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
             let at = line.iter().position(|b| *b == b'=')?;
@@ -104,6 +113,7 @@ impl Marker {
                     source = Some(PathBuf::from(std::ffi::OsString::from_vec(value.to_vec())))
                 }
                 b"build-id" => build_id = Some(String::from_utf8(value.to_vec()).ok()?),
+                b"copy-build-id" => copy_build_id = Some(String::from_utf8(value.to_vec()).ok()?),
                 b"soname" => soname = String::from_utf8_lossy(value).into_owned(),
                 b"summary" => summary = String::from_utf8_lossy(value).into_owned(),
                 _ => {}
@@ -112,6 +122,7 @@ impl Marker {
         Some(Marker {
             source: source?,
             build_id: build_id?,
+            copy_build_id,
             soname,
             summary,
         })
@@ -169,6 +180,66 @@ pub fn build_id_of(file: &File) -> io::Result<Option<String>> {
     Ok(None)
 }
 
+/// Gives the ELF file `data` (a bound copy, its marker not appended yet) a build-id of
+/// its own, in place: its `NT_GNU_BUILD_ID` note's descriptor (same length, where its
+/// `PT_NOTE` segment and its `.note.gnu.build-id` section both read it) becomes a digest of
+/// the whole file as it is, so that the same source bound the same way gets the same id
+/// and a copy never has its source's. Returns the new id in hex, `None` when the file has
+/// no build-id note (nothing changed).
+pub fn own_build_id(data: &mut [u8]) -> Option<String> {
+    let at = build_id_at(data)?;
+    // Three 64-bit FNV-1a digests from different starting points, folded over the old id:
+    // an identifier, not a checksum anyone must trust.
+    let mut digests = [
+        0xcbf2_9ce4_8422_2325_u64,
+        0x8422_2325_cbf2_9ce4,
+        0x9e37_79b9_7f4a_7c15,
+    ];
+    for byte in data.iter() {
+        for digest in &mut digests {
+            *digest = (*digest ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let stream: Vec<u8> = digests.iter().flat_map(|d| d.to_le_bytes()).collect();
+    for (i, byte) in data[at.clone()].iter_mut().enumerate() {
+        *byte ^= stream[i % stream.len()] ^ 0x5a;
+    }
+    Some(hex(&data[at]))
+}
+
+/// Where the descriptor of `data`'s build-id note is, in the file (read from its
+/// `PT_NOTE` segments, as [`build_id_of`] reads them).
+fn build_id_at(data: &[u8]) -> Option<std::ops::Range<usize>> {
+    const PT_NOTE: u32 = 4;
+    let u16_at = |at: usize| Some(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| {
+        let bytes = data.get(at..at.checked_add(8)?)?;
+        usize::try_from(u64::from_le_bytes(bytes.try_into().ok()?)).ok()
+    };
+    if data.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (phoff, phentsize, phnum) = (u64_at(32)?, usize::from(u16_at(54)?), u16_at(56)?);
+    if phentsize < 56 {
+        return None;
+    }
+    for i in 0..usize::from(phnum) {
+        let phdr = phoff.checked_add(i * phentsize)?;
+        if u32_at(phdr)? != PT_NOTE {
+            continue;
+        }
+        let (offset, size) = (u64_at(phdr + 8)?, u64_at(phdr + 32)?);
+        let notes = data.get(offset..offset.checked_add(size)?)?;
+        if let Some(id) = gnu_build_id(notes) {
+            // The descriptor's place within `notes`, from the slice `gnu_build_id` gave.
+            let start = offset + (id.as_ptr() as usize - notes.as_ptr() as usize);
+            return Some(start..start + id.len());
+        }
+    }
+    None
+}
+
 /// The descriptor of the `NT_GNU_BUILD_ID` note among `notes` (a note segment's bytes).
 fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
     const NT_GNU_BUILD_ID: u32 = 3;
@@ -205,6 +276,7 @@ mod tests {
         let marker = Marker {
             source: "/usr/lib/libphp8.2.so".into(),
             build_id: "d02f1005".into(),
+            copy_build_id: Some("5a5a".into()),
             soname: "libphp.so".into(),
             summary: "29858 calls".into(),
         };
@@ -232,10 +304,50 @@ mod tests {
         let marker = Marker {
             source: "/tmp/a\nb".into(),
             build_id: String::new(),
+            copy_build_id: None,
             soname: String::new(),
             summary: String::new(),
         };
         assert_eq!(marker.encode(), None);
+    }
+
+    #[test]
+    fn a_marker_of_a_copy_without_its_own_build_id_reads_back() {
+        let marker = Marker {
+            source: "/usr/lib/libphp8.2.so".into(),
+            build_id: "d02f1005".into(),
+            copy_build_id: None,
+            soname: String::new(),
+            summary: String::new(),
+        };
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&marker.encode().unwrap()).unwrap();
+        assert_eq!(Marker::read(&file).unwrap(), Some(marker));
+    }
+
+    #[test]
+    fn a_copy_gets_a_build_id_of_its_own_that_its_notes_say() {
+        let exe = std::env::current_exe().unwrap();
+        let Some(id) = build_id(&exe).unwrap() else {
+            println!("skipped: {} has no build-id", exe.display());
+            return;
+        };
+        let mut data = std::fs::read(&exe).unwrap();
+        let original = data.clone();
+        let own = own_build_id(&mut data).expect("a build-id note");
+        assert_ne!(own, id);
+        assert_eq!(own.len(), id.len());
+        // Only the id's bytes changed, and the note reads the new one.
+        let changed = data.iter().zip(&original).filter(|(a, b)| a != b).count();
+        assert!(changed > 0 && changed <= id.len() / 2, "{changed}");
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(&data).unwrap();
+        assert_eq!(build_id(file.path()).unwrap(), Some(own.clone()));
+        // The same bytes get the same id.
+        let mut again = original.clone();
+        assert_eq!(own_build_id(&mut again), Some(own));
+        // No ELF, no id.
+        assert_eq!(own_build_id(&mut b"not an ELF file".to_vec()), None);
     }
 
     #[test]

@@ -198,6 +198,7 @@ fn a_library_keeps_its_build_id_and_says_what_it_was_made_from() {
     let marker = elfbind::mark::Marker {
         source: built.library.clone(),
         build_id: id.clone().unwrap_or_default(),
+        copy_build_id: None,
         soname: String::new(),
         summary: analysis.summary(),
     };

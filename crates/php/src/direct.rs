@@ -4,11 +4,12 @@
 //! directly"). Run by drover-php's postinst and by its dpkg trigger when libphp changes.
 //!
 //! With no more arguments the source is the libphp this process loaded, and the copy goes
-//! to [`DIRECT_LIBPHP_DIR`] under the source's file name, with the source's SONAME as a
-//! symlink to it (the name drover-php's `DT_NEEDED` asks for). The symbols kept
-//! interposable are those of the objects loaded before libphp in this process, drover-php
-//! itself first: what they define wins over libphp's own definition in the loader's
-//! search order, so a call bound to libphp's would change what runs.
+//! to [`direct_libphp_dir`] (`/var/lib/drover/libphp`, or `DROVER_LIBPHP_DIR`) under the
+//! source's file name, with the source's SONAME as a symlink to it (the name drover-php's
+//! `DT_NEEDED` asks for). The symbols kept interposable are those of the objects loaded
+//! before libphp in this process, drover-php itself first: what they define wins over
+//! libphp's own definition in the loader's search order, so a call bound to libphp's would
+//! change what runs.
 //!
 //! The copy is installed only once [`selftest::compare`] found that, loaded in a child in
 //! place of the source, it gives the source's output on the self-test's scripts; otherwise
@@ -20,7 +21,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use drover_proto::zygote::DIRECT_LIBPHP_DIR;
+use drover_proto::zygote::direct_libphp_dir;
 use elfbind::mark::{self, Marker};
 
 use crate::selftest;
@@ -87,7 +88,14 @@ pub fn run(args: &[OsString]) -> u8 {
         [] => match linked_libphp() {
             Some(source) => {
                 let name = source.file_name().unwrap_or_default().to_owned();
-                let dir = Path::new(DIRECT_LIBPHP_DIR);
+                let dir = match direct_libphp_dir() {
+                    Ok(dir) => dir,
+                    Err(why) => {
+                        eprintln!("drover-php: --bind-direct: {why}");
+                        return 1;
+                    }
+                };
+                let dir = dir.as_path();
                 // The master uses the copy only from a folder no one else may write.
                 let made = std::fs::DirBuilder::new()
                     .recursive(true)
@@ -162,9 +170,14 @@ fn write(source: &Path, dest: &Path) -> Result<String, String> {
         .map_err(|e| e.to_string())?
         .map(|name| String::from_utf8_lossy(&name).into_owned())
         .unwrap_or_default();
+    // Its own build-id: a core dump or debuginfod does not take the rewritten code for
+    // the source's. The marker keeps both (the master matches the source's to the libphp
+    // drover-php loads, and the copy's to the copy).
+    let copy_build_id = mark::own_build_id(&mut bound);
     let marker = Marker {
         source: source.to_owned(),
         build_id,
+        copy_build_id,
         soname: soname.clone(),
         summary: analysis.summary(),
     };

@@ -30,9 +30,10 @@
 //!   (`PHP 8.2.36 (embed)`), then a [`PROBE_LIBPHP`] line naming the libphp it loaded, or
 //!   [`EXIT_NO_PHP`] and one line saying why.
 //! - `drover-php` [`PHP_BIND_DIRECT`] writes the copy of that libphp whose calls to its own
-//!   functions are direct into [`DIRECT_LIBPHP_DIR`]; the master points a pool's zygote at
+//!   functions are direct into [`direct_libphp_dir`]; the master points a pool's zygote at
 //!   it (`LD_LIBRARY_PATH`) while its build-id is the linked libphp's.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::unistd::Pid;
@@ -76,8 +77,34 @@ pub const PROBE_LIBPHP: &str = "PROBE_LIBPHP ";
 pub const PHP_BIND_DIRECT: &str = "--bind-direct";
 
 /// Where `drover-php --bind-direct` writes the bound copy of libphp, and the master looks
-/// for it: the folder it puts first in a PHP pool's zygote's `LD_LIBRARY_PATH`.
+/// for it: the folder it puts first in a PHP pool's zygote's `LD_LIBRARY_PATH`. The
+/// default of [`direct_libphp_dir`], which [`DIRECT_LIBPHP_DIR_ENV`] overrides.
 pub const DIRECT_LIBPHP_DIR: &str = "/var/lib/drover/libphp";
+
+/// The variable that names another folder than [`DIRECT_LIBPHP_DIR`], read by the master
+/// and by `drover-php --bind-direct` alike (an install outside `/var/lib`, a test's own
+/// folder). An absolute path; empty is as unset.
+pub const DIRECT_LIBPHP_DIR_ENV: &str = "DROVER_LIBPHP_DIR";
+
+/// The folder of the bound copy: [`DIRECT_LIBPHP_DIR_ENV`] when set and not empty, else
+/// [`DIRECT_LIBPHP_DIR`]; `Err` names a value that is not an absolute path (the copy is
+/// then not used, nor written).
+pub fn direct_libphp_dir() -> Result<PathBuf, String> {
+    match std::env::var_os(DIRECT_LIBPHP_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                Ok(dir)
+            } else {
+                Err(format!(
+                    "{DIRECT_LIBPHP_DIR_ENV}={} is not an absolute path",
+                    dir.display()
+                ))
+            }
+        }
+        _ => Ok(PathBuf::from(DIRECT_LIBPHP_DIR)),
+    }
+}
 
 /// The first argument of `drover-php --check --pool NAME` (`drover -t`), with the pool's
 /// terms at [`TERMS_FD`]: starts PHP as the

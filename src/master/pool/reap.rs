@@ -28,6 +28,7 @@ impl PoolRun {
         if let Some(process) = self.processes.remove(&pid) {
             let lived = now.duration_since(process.started);
             let worker = self.workers.remove(&pid);
+            let mut fell_back = false;
             let role = match &worker {
                 // An exec'd worker.
                 Some(worker) => {
@@ -35,7 +36,17 @@ impl PoolRun {
                     pm::Role::Worker
                 }
                 None => {
-                    self.log_parent_exit(pid, process.retiring, cause, lived);
+                    // A zygote on the copy of libphp bound directly that died before any
+                    // request: the next one runs the linked libphp (the launch says so, once,
+                    // with this exit in its warning).
+                    let what = self.launch.kind.process_role();
+                    let exit = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
+                    let served = self.workers.values().any(|worker| worker.served);
+                    fell_back = !process.retiring
+                        && self.launch.fall_back(&self.config.name, served, &exit);
+                    if !fell_back {
+                        self.log_parent_exit(pid, process.retiring, cause, lived);
+                    }
                     pm::Role::Parent
                 }
             };
@@ -50,6 +61,7 @@ impl PoolRun {
                 clean: cause == ExitCause::Code(0),
                 program: self.launch.kind == kind::Kind::Program,
                 app_failed: matches!(cause, ExitCause::Code(code) if self.launch.kind.app_failed(code)),
+                fell_back,
             };
             if role == pm::Role::Parent {
                 self.recent.exited(pid, what, now);

@@ -11,19 +11,35 @@
 //! header and notes, the copy's trailer); [`decide`] is the pure rule, unit-tested on its
 //! inputs; [`Direct::log`] says it once per pool start. A pool whose `[env]` sets
 //! `LD_LIBRARY_PATH` (or inherits one, `clear_env = false`) is left alone.
+//!
+//! Two nets under the copy:
+//! - A library the loader puts before libphp ([`preloaded`]: `LD_PRELOAD` or `LD_AUDIT` in
+//!   the zygote's environment, a library in `/etc/ld.so.preload`) may interpose a
+//!   function the copy now calls directly: such a pool runs the linked libphp
+//!   ([`Direct::Preloaded`]).
+//! - A zygote on the copy that dies before any request was served makes the pool's later
+//!   zygotes run the linked libphp ([`Direct::after_zygote_exit`], [`Direct::FellBack`]).
 
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use drover_proto::zygote::DIRECT_LIBPHP_DIR;
+use drover_proto::zygote::{DIRECT_LIBPHP_DIR, DIRECT_LIBPHP_DIR_ENV, direct_libphp_dir};
 use elfbind::mark::{self, Marker};
 
 use crate::config::Pool;
 
 /// The variable the loader reads, and the zygote is given.
 pub const LIBRARY_PATH: &str = "LD_LIBRARY_PATH";
+
+/// The variables by which the loader runs other code before libphp's: libraries loaded
+/// first (their symbols interpose libphp's), audit modules (`la_symbind64` may redirect a
+/// binding).
+pub const PRELOAD_VARS: [&str; 2] = ["LD_PRELOAD", "LD_AUDIT"];
+
+/// The file of libraries the loader preloads into every process.
+pub const PRELOAD_FILE: &str = "/etc/ld.so.preload";
 
 /// Owner and mode of a file or folder, as [`decide`] checks them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +87,12 @@ pub enum Direct {
     },
     /// Not used, and why: ownership, mode, not a copy --bind-direct made, unreadable.
     Refused { copy: PathBuf, why: String },
+    /// A good copy not used: the loader runs other code first ([`preloaded`] says which),
+    /// which may interpose a function the copy calls directly.
+    Preloaded { copy: PathBuf, why: String },
+    /// The copy was used, and a zygote on it died before the pool served a request: this
+    /// generation's later zygotes run the linked libphp ([`Direct::after_zygote_exit`]).
+    FellBack { copy: PathBuf },
 }
 
 impl Direct {
@@ -112,27 +134,111 @@ impl Direct {
                  drover-php is linked to",
                 copy.display()
             ),
+            Direct::Preloaded { copy, why } => tracing::info!(
+                "pool {pool}: drover-php: {} is not used: {why}, which could interpose \
+                 functions the copy calls directly; PHP runs the libphp drover-php is \
+                 linked to",
+                copy.display()
+            ),
+            // Said when it happened (`Launch::fall_back`).
+            Direct::FellBack { .. } => {}
         }
     }
+
+    /// What the pool runs after one of its zygotes exited when the master did not ask it
+    /// to: on the copy, before any request was `served`, [`Direct::FellBack`] (the copy is
+    /// the first suspect, and the linked libphp is what every other install runs); `None`:
+    /// nothing changes (not on the copy, or the copy served, so the exit is PHP's or the
+    /// app's, which the linked libphp would not cure).
+    pub fn after_zygote_exit(&self, served: bool) -> Option<Direct> {
+        match self {
+            Direct::Bound { copy, .. } if !served => Some(Direct::FellBack { copy: copy.clone() }),
+            _ => None,
+        }
+    }
+}
+
+/// Why the loader would run other code before the copy's, if it would: the first
+/// [`PRELOAD_VARS`] set (not empty) in the zygote's environment (`env`: the pool's `[env]`
+/// and what it inherits), else the first library named in [`PRELOAD_FILE`]'s contents
+/// (`preload_file`; whitespace or colons separate names, as the loader reads it).
+pub fn preloaded<'a>(
+    env: impl Fn(&str) -> Option<&'a str>,
+    preload_file: Option<&str>,
+) -> Option<String> {
+    for var in PRELOAD_VARS {
+        if let Some(value) = env(var).filter(|value| !value.trim().is_empty()) {
+            return Some(format!("the zygote's environment sets {var}={value}"));
+        }
+    }
+    let first = preload_file?
+        .split(|c: char| c.is_ascii_whitespace() || c == ':')
+        .find(|name| !name.is_empty())?;
+    Some(format!("{PRELOAD_FILE} preloads {first}"))
 }
 
 /// The decision for one pool: [`Direct::LeftAlone`] when its environment names a library
 /// path, [`Direct::Absent`] when there is no [`DIRECT_LIBPHP_DIR`] (where no package made
 /// one: nothing is read, nothing asked), else [`decide`] on what [`look`] finds for the
 /// libphp drover-php loads (`linked`, asked only then: it may run `drover-php --probe`).
+/// A copy [`decide`] would use becomes [`Direct::Preloaded`] when [`preloaded`] finds a
+/// preload in the pool's `[env]`, in the master's environment when the pool inherits it
+/// (`clear_env = false`), or in [`PRELOAD_FILE`].
 pub fn for_pool<'a>(pool: &Pool, linked: impl FnOnce() -> Option<&'a Path>) -> Direct {
     let inherited = !pool.clear_env && std::env::var_os(LIBRARY_PATH).is_some();
     if pool.env.contains_key(LIBRARY_PATH) || inherited {
         return Direct::LeftAlone;
     }
-    let dir = Path::new(DIRECT_LIBPHP_DIR);
-    if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+    let dir = match direct_libphp_dir() {
+        Ok(dir) => dir,
+        Err(why) => {
+            return Direct::Refused {
+                copy: std::env::var_os(DIRECT_LIBPHP_DIR_ENV)
+                    .unwrap_or_default()
+                    .into(),
+                why,
+            };
+        }
+    };
+    if std::fs::symlink_metadata(&dir).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
         return Direct::Absent;
     }
     let Some(linked) = linked() else {
         return Direct::Absent;
     };
-    decide(&look(dir, linked), nix::unistd::geteuid().as_raw())
+    let direct = decide(&look(&dir, linked), nix::unistd::geteuid().as_raw());
+    let Direct::Bound { copy, .. } = &direct else {
+        return direct;
+    };
+    let master: Vec<(&str, String)> = if pool.clear_env {
+        Vec::new()
+    } else {
+        PRELOAD_VARS
+            .iter()
+            .filter_map(|var| Some((*var, std::env::var(var).ok()?)))
+            .collect()
+    };
+    let env = |var: &str| {
+        pool.env.get(var).map(String::as_str).or_else(|| {
+            master
+                .iter()
+                .find(|(name, _)| *name == var)
+                .map(|(_, value)| value.as_str())
+        })
+    };
+    // Read only up to a page: the loader's list is a few names.
+    let file = std::fs::File::open(PRELOAD_FILE).ok().and_then(|file| {
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::Read::take(file, 4096), &mut text).ok()?;
+        Some(text)
+    });
+    match preloaded(env, file.as_deref()) {
+        Some(why) => Direct::Preloaded {
+            copy: copy.clone(),
+            why,
+        },
+        None => direct,
+    }
 }
 
 /// The rule. `uid` is the master's: the folder and the copy must be its or root's.
@@ -176,11 +282,12 @@ pub fn decide(facts: &Facts, uid: u32) -> Direct {
     let Some(marker) = &facts.marker else {
         return refused("it is not a copy `drover-php --bind-direct` made (no marker)".into());
     };
-    if facts.copy_build_id.as_deref() != Some(marker.build_id.as_str()) {
+    // The copy's own build-id, or the source's in a copy made before copies had their own.
+    let own = marker.copy_build_id.as_deref().unwrap_or(&marker.build_id);
+    if facts.copy_build_id.as_deref() != Some(own) {
         return refused(format!(
-            "its build-id ({}) is not the one its marker records ({})",
+            "its build-id ({}) is not the one its marker records ({own})",
             facts.copy_build_id.as_deref().unwrap_or("none"),
-            marker.build_id
         ));
     }
     let linked_build_id = match &facts.linked_build_id {
@@ -318,6 +425,7 @@ mod tests {
             marker: Some(Marker {
                 source: "/usr/lib/libphp8.2.so".into(),
                 build_id: ID.into(),
+                copy_build_id: None,
                 soname: "libphp.so".into(),
                 summary: String::new(),
             }),
@@ -427,6 +535,91 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_with_its_own_build_id_is_matched_by_its_marker() {
+        // As `--bind-direct` writes it now: the marker names the source's id (matched to
+        // the linked libphp) and the copy's own (matched to the copy's note).
+        let mut facts = good();
+        facts.copy_build_id = Some("c0c0".into());
+        assert!(
+            refusal(&facts, 0)
+                .contains("its build-id (c0c0) is not the one its marker records (d02f")
+        );
+        if let Some(marker) = &mut facts.marker {
+            marker.copy_build_id = Some("c0c0".into());
+        }
+        assert!(matches!(decide(&facts, 0), Direct::Bound { build_id, .. } if build_id == ID));
+        // The copy's id is no longer the source's: a copy left with the source's id, and a
+        // marker that says it has its own, is refused.
+        facts.copy_build_id = Some(ID.into());
+        assert!(refusal(&facts, 0).contains("is not the one its marker records (c0c0)"));
+        // Stale is still told by the source's id.
+        facts.copy_build_id = Some("c0c0".into());
+        facts.linked_build_id = Ok("ffff".into());
+        assert!(matches!(decide(&facts, 0), Direct::Stale { .. }));
+    }
+
+    #[test]
+    fn only_a_zygote_on_the_copy_that_served_nothing_falls_back() {
+        let bound = decide(&good(), 0);
+        let copy = PathBuf::from("/var/lib/drover/libphp/libphp8.2.so");
+        let fell = bound.after_zygote_exit(false);
+        assert_eq!(fell, Some(Direct::FellBack { copy: copy.clone() }));
+        assert_eq!(
+            fell.unwrap().env(),
+            None,
+            "no library path: the linked libphp"
+        );
+        assert_eq!(bound.after_zygote_exit(true), None);
+        for other in [
+            Direct::Absent,
+            Direct::LeftAlone,
+            Direct::FellBack { copy: copy.clone() },
+            Direct::Preloaded {
+                copy: copy.clone(),
+                why: String::new(),
+            },
+            Direct::Refused {
+                copy,
+                why: String::new(),
+            },
+        ] {
+            assert_eq!(other.after_zygote_exit(false), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_preload_or_an_audit_module_is_named() {
+        let none = |_: &str| None;
+        assert_eq!(preloaded(none, None), None);
+        assert_eq!(preloaded(none, Some("")), None);
+        assert_eq!(preloaded(none, Some(" \n\t\n")), None);
+        assert_eq!(
+            preloaded(
+                none,
+                Some("\n/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /lib/b.so\n")
+            ),
+            Some("/etc/ld.so.preload preloads /usr/lib/x86_64-linux-gnu/libjemalloc.so.2".into())
+        );
+        assert_eq!(
+            preloaded(none, Some(":libc_malloc_debug.so.0")),
+            Some("/etc/ld.so.preload preloads libc_malloc_debug.so.0".into())
+        );
+        let env = |var: &str| (var == "LD_PRELOAD").then_some("libfaketime.so.1");
+        assert_eq!(
+            preloaded(env, Some("/lib/b.so")),
+            Some("the zygote's environment sets LD_PRELOAD=libfaketime.so.1".into())
+        );
+        let audit = |var: &str| (var == "LD_AUDIT").then_some("libaudit.so");
+        assert_eq!(
+            preloaded(audit, None),
+            Some("the zygote's environment sets LD_AUDIT=libaudit.so".into())
+        );
+        // Set empty, as `LD_PRELOAD=` unsets it for the loader.
+        let empty = |var: &str| (var == "LD_PRELOAD").then_some(" ");
+        assert_eq!(preloaded(empty, None), None);
+    }
+
+    #[test]
     fn look_reads_a_copy_from_a_folder() {
         let dir = tempfile::tempdir().unwrap();
         let exe = std::env::current_exe().unwrap();
@@ -440,6 +633,7 @@ mod tests {
         let marker = Marker {
             source: exe.clone(),
             build_id: id.clone(),
+            copy_build_id: None,
             soname: "libt.so".into(),
             summary: String::new(),
         };

@@ -9,12 +9,18 @@
 //! The self-test at bind time: a copy made from a libphp whose `PHP_MD5Final` was broken
 //! (it returns at once, so md5() prints what the stack held; or it traps, so PHP dies) is
 //! not installed, and `--bind-direct` exits 1 saying why.
+//!
+//! The master's own choice, from a folder the test names (`DROVER_LIBPHP_DIR`): a copy
+//! that dies at PHP's start (its `php_module_startup` made to trap after the self-test
+//! passed) leaves the pool serving on the linked libphp after one warning; a pool whose
+//! `[env]` preloads a library (`LD_PRELOAD`, libc's own) runs the linked libphp and says
+//! why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::Embed;
-use crate::common::{Site, Stack, http, php_runtime};
+use crate::common::{Drover, Nginx, Site, Stack, TIMEOUT, http, php_runtime};
 
 const SCRIPT: &str = r#"<?php
 interface Shape { public function area(): float; }
@@ -87,13 +93,23 @@ fn a_pool_on_a_copy_bound_directly_runs_php_as_debians_php_does() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The copy says what it is: drover's marker after its last byte names the source and
-    // its build-id, which the copy keeps (its ELF notes are Debian's).
+    // its build-id, and the copy's own build-id, which its ELF note carries (a core dump
+    // or debuginfod does not take the rewritten code for Debian's).
     let marker = elfbind::mark::Marker::read(&std::fs::File::open(&copy).unwrap())
         .unwrap()
         .expect("no drover-elfbind marker at the end of the copy");
     let source_id = elfbind::mark::build_id(&libphp).unwrap();
     assert_eq!(Some(&marker.build_id), source_id.as_ref());
-    assert_eq!(elfbind::mark::build_id(&copy).unwrap(), source_id);
+    let copy_id = elfbind::mark::build_id(&copy).unwrap();
+    assert!(copy_id.is_some() && copy_id != source_id, "{copy_id:?}");
+    assert_eq!(marker.copy_build_id, copy_id);
+    if let Ok(out) = Command::new("readelf").arg("-n").arg(&copy).output() {
+        let notes = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            notes.contains(&format!("Build ID: {}", copy_id.as_deref().unwrap())),
+            "{notes}"
+        );
+    }
     assert_eq!(marker.source, libphp);
     assert!(
         marker.summary.contains("calls bound directly"),
@@ -234,4 +250,125 @@ fn a_copy_that_does_not_run_php_as_the_source_does_is_not_installed() {
             .collect();
         assert!(left.is_empty(), "{left:?} left in {}", folder.display());
     }
+}
+
+/// `drover-php --bind-direct` of the linked libphp into `<site>/libphp`: the copy's path.
+fn bind_into_site(drover_php: &Path, libphp: &Path, site: &Site) -> PathBuf {
+    let copy = site.path().join("libphp").join(libphp.file_name().unwrap());
+    let out = Command::new(drover_php)
+        .arg("--bind-direct")
+        .arg(libphp)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    copy
+}
+
+/// drover, told to look for the bound copy in `<site>/libphp`, serving `pool` behind nginx.
+fn stack_on_the_sites_copy(site: Site, pool: Embed) -> Stack {
+    Drover::write_files(&site, &[&pool]);
+    let folder = site.path().join("libphp");
+    let drover = Drover::spawn_with_env(&site, &[("DROVER_LIBPHP_DIR", folder.as_os_str())]);
+    drover.log.wait_for_line("ready:", TIMEOUT);
+    let nginx = Nginx::start(&site, &site.socket("www"));
+    Stack {
+        nginx,
+        drover,
+        site,
+    }
+}
+
+/// Whether the page's PHP runs on the copy, and what it prints of `md5`.
+const WHERE: &str = r#"<?php
+echo strpos(file_get_contents('/proc/self/maps'), getenv('DIRECT_COPY')) !== false
+    ? "copy" : "not the copy", " ", md5('drover'), "\n";
+"#;
+
+#[test]
+fn a_pool_whose_zygote_dies_on_the_copy_serves_on_the_linked_libphp() {
+    let Some((drover_php, libphp)) = drover_php_and_its_libphp() else {
+        return;
+    };
+    let site = Site::new();
+    let copy = bind_into_site(drover_php, &libphp, &site);
+    // After the self-test passed: PHP's start traps on the installed copy (its build-id and
+    // marker unchanged, so the master takes it).
+    let Some(at) = code_offset(&copy, "php_module_startup") else {
+        eprintln!("skipped: no php_module_startup found in {}", copy.display());
+        return;
+    };
+    let mut bytes = std::fs::read(&copy).unwrap();
+    let at = usize::try_from(at).unwrap();
+    bytes[at..at + 2].copy_from_slice(&[0x0f, 0x0b]);
+    std::fs::write(&copy, bytes).unwrap();
+
+    site.script("where.php", WHERE);
+    let pool = Embed::new("www", 1).env(&format!("DIRECT_COPY = \"{}\"\n", copy.display()));
+    let stack = stack_on_the_sites_copy(site, pool);
+    stack.drover.log.wait_for_line(
+        &format!(
+            "pool www: drover-php: PHP's calls bound directly ({}",
+            copy.display()
+        ),
+        TIMEOUT,
+    );
+    let warning = stack.drover.log.wait_for_line(
+        "(PHP's calls bound directly) before any request; its zygotes run the libphp",
+        TIMEOUT,
+    );
+    assert!(
+        warning.contains("php zygote") && warning.contains("exited on SIGILL"),
+        "{warning}"
+    );
+    let page = http::get(&stack.url("/where.php"));
+    assert_eq!(
+        (page.status, page.body.as_str()),
+        (200, "not the copy a3c2f6df0119df050a37f7e61691a19d\n"),
+        "{}",
+        stack.drover.log.text()
+    );
+    let log = stack.drover.log.text();
+    assert_eq!(
+        log.matches("before any request; its zygotes run").count(),
+        1,
+        "one warning:\n{log}"
+    );
+    assert!(!log.contains("failed to start"), "no backoff:\n{log}");
+}
+
+#[test]
+fn a_pool_that_preloads_a_library_runs_the_linked_libphp() {
+    let Some((drover_php, libphp)) = drover_php_and_its_libphp() else {
+        return;
+    };
+    let site = Site::new();
+    let copy = bind_into_site(drover_php, &libphp, &site);
+    site.script("where.php", WHERE);
+    let pool = Embed::new("www", 1).env(&format!(
+        "DIRECT_COPY = \"{}\"\nLD_PRELOAD = \"libc.so.6\"\n",
+        copy.display()
+    ));
+    let stack = stack_on_the_sites_copy(site, pool);
+    stack.drover.log.wait_for_line(
+        &format!(
+            "pool www: drover-php: {} is not used: the zygote's environment sets \
+             LD_PRELOAD=libc.so.6, which could interpose functions the copy calls directly",
+            copy.display()
+        ),
+        TIMEOUT,
+    );
+    let page = http::get(&stack.url("/where.php"));
+    assert_eq!(
+        (page.status, page.body.as_str()),
+        (200, "not the copy a3c2f6df0119df050a37f7e61691a19d\n"),
+        "{}",
+        stack.drover.log.text()
+    );
+    assert!(!stack.drover.log.text().contains("bound directly ("));
 }
