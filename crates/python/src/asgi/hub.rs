@@ -212,6 +212,7 @@ impl Hub {
     #[pyo3(signature = (id, status, headers, body, more))]
     fn respond(
         &mut self,
+        py: Python<'_>,
         id: u64,
         status: Option<u16>,
         headers: Option<Bound<'_, PyAny>>,
@@ -243,14 +244,14 @@ impl Hub {
             }
             return Ok(SENT);
         }
-        Ok(self.ended(id, verdict))
+        Ok(self.ended(py, id, verdict))
     }
 
     /// The app failed on request `id` (raised, or returned without finishing its
     /// response): a 500, or the response cut short ([`FastCgi::fail`]); `gone`: the client
     /// is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
-    fn fail(&mut self, id: u64, gone: bool) -> u8 {
+    fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
         let retiring = self.retiring;
         let Some(slot) = self.slots.get_mut(&id) else {
             return LOST;
@@ -269,7 +270,7 @@ impl Hub {
         if !self.write(id, &data) {
             return LOST;
         }
-        self.ended(id, verdict)
+        self.ended(py, id, verdict)
     }
 
     /// The app has not taken the body that came: the connection is not read until
@@ -545,7 +546,15 @@ impl Hub {
 
     /// The request on `id` ended (`verdict` from [`FastCgi::done`]): the connection goes
     /// on or closes.
-    fn ended(&mut self, id: u64, verdict: u8) -> u8 {
+    fn ended(&mut self, py: Python<'_>, id: u64, verdict: u8) -> u8 {
+        if verdict == RETIRE
+            && let Some(accepting) = &mut self.accepting
+        {
+            // The accepts stop before the connection closes: nginx, seeing its kept
+            // connection close, connects again at once, and that connection must wait in
+            // the listener's backlog for the next worker, not reach this one's accept.
+            accepting.stop(py);
+        }
         let Some(slot) = self.slots.get_mut(&id) else {
             return LOST;
         };
