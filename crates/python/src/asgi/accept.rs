@@ -8,7 +8,9 @@
 //! where an epoll on a shared listener wakes every worker for each connection.
 //!
 //! The thread hands each new socket to the loop through a queue and a pipe, whose read end
-//! the loop watches (`add_reader`). It never touches Python. To stop it (the worker
+//! the loop watches (`add_reader`); or, for the FastCGI hub (`hub.rs`), through the queue
+//! and the hub's epoll set, which the socket joins from this thread: the loop wakes when
+//! the socket has bytes, not for the accept. It never touches Python. To stop it (the worker
 //! retires), the loop sets a flag and interrupts `accept()` with [`WAKE`], repeated until
 //! the thread has left: a signal sent just before the thread enters `accept()` would be
 //! lost.
@@ -17,7 +19,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::thread::JoinHandleExt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -37,27 +39,33 @@ extern "C" fn on_wake(_: libc::c_int) {}
 
 /// What the thread and the loop share.
 struct Shared {
-    queue: Mutex<VecDeque<RawFd>>,
+    /// The sockets accepted, each with its connection's id (in [`Accepting::with_epoll`]'s
+    /// mode; else 0), not yet taken by the loop.
+    queue: Mutex<VecDeque<(u64, RawFd)>>,
     stop: AtomicBool,
     /// Connections accepted and not yet closed by the loop ([`Acceptor::released`]).
     open: AtomicUsize,
-    /// The pipe's write end: one byte when the queue stops being empty.
+    /// The pipe's write end: one byte when the queue stops being empty (with an epoll,
+    /// only for [`CLOSED`]).
     notify: OwnedFd,
+    /// The epoll set (the hub's) each accepted socket joins, its id as the event's data.
+    epoll: Option<RawFd>,
+    /// The last id given to a connection (ids are never reused; 0 is the pipe's).
+    ids: AtomicU64,
 }
 
-#[pyclass(unsendable, module = "_drover_asgi")]
-pub struct Acceptor {
+/// The accept thread and its queue: the HTTP listener's [`Acceptor`], or the FastCGI
+/// hub's (`hub.rs`), whose epoll set each new socket joins straight from this thread.
+pub(super) struct Accepting {
     shared: Arc<Shared>,
     /// The pipe's read end, which the loop watches.
     ready: OwnedFd,
     thread: Option<JoinHandle<()>>,
 }
 
-#[pymethods]
-impl Acceptor {
-    /// Starts the thread. `allowed`: `listen_allowed_clients` (empty: any client).
-    #[new]
-    fn new() -> PyResult<Acceptor> {
+impl Accepting {
+    /// Starts the thread; each socket accepted joins `epoll` (when given) for reading.
+    pub(super) fn start(epoll: Option<RawFd>) -> PyResult<Accepting> {
         let (ready, notify) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .map_err(|err| pyo3::exceptions::PyOSError::new_err(err.to_string()))?;
@@ -74,6 +82,8 @@ impl Acceptor {
             stop: AtomicBool::new(false),
             open: AtomicUsize::new(0),
             notify,
+            epoll,
+            ids: AtomicU64::new(0),
         });
         let allowed = drover_worker::serve::allowed_clients();
         let theirs = shared.clone();
@@ -81,29 +91,37 @@ impl Acceptor {
             .name("accept".into())
             .spawn(move || accept_loop(&theirs, &allowed))
             .map_err(|err| pyo3::exceptions::PyOSError::new_err(err.to_string()))?;
-        Ok(Acceptor {
+        Ok(Accepting {
             shared,
             ready,
             thread: Some(thread),
         })
     }
 
-    /// The descriptor the loop watches for new sockets.
-    fn fileno(&self) -> RawFd {
+    /// The pipe's read end.
+    pub(super) fn fileno(&self) -> RawFd {
         self.ready.as_raw_fd()
     }
 
-    /// The sockets accepted since the last call (and [`CLOSED`] when the listener is gone).
-    fn take(&self) -> Vec<RawFd> {
-        // A short read emptied the pipe: no second read() to hear EAGAIN.
-        let mut buf = [0u8; 64];
-        while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n == buf.len()) {}
+    /// The sockets accepted since the last call, with their ids (and [`CLOSED`] when the
+    /// listener is gone).
+    pub(super) fn take(&self) -> Vec<(u64, RawFd)> {
         let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_empty() {
+            return Vec::new();
+        }
         queue.drain(..).collect()
     }
 
-    /// The loop closed one of the connections this acceptor handed over.
-    fn released(&self) {
+    /// Empties the pipe.
+    pub(super) fn clear(&self) {
+        // A short read emptied the pipe: no second read() to hear EAGAIN.
+        let mut buf = [0u8; 64];
+        while matches!(nix::unistd::read(&self.ready, &mut buf), Ok(n) if n == buf.len()) {}
+    }
+
+    /// The loop closed one of the connections this thread handed over.
+    pub(super) fn released(&self) {
         let _ = self
             .shared
             .open
@@ -112,7 +130,7 @@ impl Acceptor {
 
     /// Stops accepting; returns once the thread has left. Sockets it accepted meanwhile
     /// are still in `take()`.
-    fn stop(&mut self, py: Python<'_>) {
+    pub(super) fn stop(&mut self, py: Python<'_>) {
         let Some(thread) = self.thread.take() else {
             return;
         };
@@ -126,6 +144,48 @@ impl Acceptor {
             }
             let _ = thread.join();
         });
+    }
+}
+
+/// The HTTP listener's accepts (`protocol = "http"`), handed to asyncio's transports.
+#[pyclass(unsendable, module = "_drover_asgi")]
+pub struct Acceptor {
+    accepting: Accepting,
+}
+
+#[pymethods]
+impl Acceptor {
+    /// Starts the thread.
+    #[new]
+    fn new() -> PyResult<Acceptor> {
+        Ok(Acceptor {
+            accepting: Accepting::start(None)?,
+        })
+    }
+
+    /// The descriptor the loop watches for new sockets.
+    fn fileno(&self) -> RawFd {
+        self.accepting.fileno()
+    }
+
+    /// The sockets accepted since the last call (and [`CLOSED`] when the listener is gone).
+    fn take(&self) -> Vec<RawFd> {
+        self.accepting.clear();
+        self.accepting
+            .take()
+            .into_iter()
+            .map(|(_, fd)| fd)
+            .collect()
+    }
+
+    /// The loop closed one of the connections this acceptor handed over.
+    fn released(&self) {
+        self.accepting.released();
+    }
+
+    /// Stops accepting; returns once the thread has left.
+    fn stop(&mut self, py: Python<'_>) {
+        self.accepting.stop(py);
     }
 }
 
@@ -199,12 +259,30 @@ const SPREAD_STEP_US: u64 = 50;
 const SPREAD_MAX_US: u64 = 2_000;
 
 fn hand_over(shared: &Shared, fd: RawFd) {
+    if let (Some(epoll), true) = (shared.epoll, fd != CLOSED) {
+        // Queued before it joins the set: the loop, which reads the set and then the
+        // queue, knows every id an event names.
+        let id = shared.ids.fetch_add(1, Ordering::Relaxed) + 1;
+        shared
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((id, fd));
+        let mut event = libc::epoll_event {
+            events: super::hub::READ,
+            u64: id,
+        };
+        // SAFETY: adds an open descriptor to an epoll set the hub keeps open while this
+        // thread runs (it stops the thread before it closes the set).
+        unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut event) };
+        return;
+    }
     let was_empty = {
         let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        queue.push_back(fd);
+        queue.push_back((0, fd));
         queue.len() == 1
     };
-    if was_empty {
+    if was_empty || fd == CLOSED {
         let _ = nix::unistd::write(&shared.notify, b"!");
     }
 }

@@ -1,8 +1,9 @@
-//! `FastCgi`, the Rust half of one ASGI connection, which the Python protocol object calls:
-//! `feed()` decodes the bytes `data_received` got into events (a request comes with its
-//! scope already built), `respond()` frames the app's response, `done()` ends the request
-//! (END_REQUEST is in the last `respond()`), books it and says whether the connection
-//! goes on. One request at a time: nginx does not multiplex FastCGI connections.
+//! `FastCgi`, one ASGI connection's protocol, which the hub (`hub.rs`) drives:
+//! [`FastCgi::events`] decodes the bytes read into events (a request comes with its scope
+//! already built), [`FastCgi::frame`] frames the app's response, `done()` ends the request
+//! (END_REQUEST is in the last frame), books it and says whether the connection goes on.
+//! One request at a time: nginx does not multiplex FastCGI connections. (Its Python
+//! methods, `feed()` and `respond()`, are the same calls on bytes objects.)
 //!
 //! The records are decoded by [`drover_fastcgi::Decoder`], the core the blocking workers'
 //! `Connection` drives too; this is its event-loop driver: it keeps the bytes of a header
@@ -28,7 +29,7 @@ pub(super) const KEEP: u8 = 0;
 pub(super) const CLOSE: u8 = 1;
 pub(super) const RETIRE: u8 = 2;
 
-/// One `recv()` of [`FastCgi::pump`], and what one call reads at most (as asyncio's
+/// One `recv()` of [`read_all`], and what one call reads at most (as asyncio's
 /// transports, so that a flood of body on one connection leaves the loop to the others).
 const PUMP_READ: usize = 64 << 10;
 const PUMP_MAX: usize = 256 << 10;
@@ -68,7 +69,7 @@ pub struct FastCgi {
 #[pymethods]
 impl FastCgi {
     #[new]
-    fn new(mount: Py<PyString>, asgi: Py<PyDict>) -> FastCgi {
+    pub(super) fn new(mount: Py<PyString>, asgi: Py<PyDict>) -> FastCgi {
         FastCgi {
             decoder: Decoder::new(Limits::default()),
             pending: Vec::new(),
@@ -85,13 +86,119 @@ impl FastCgi {
     /// when nginx aborts the request, `(3, records)` for records to write at once. A
     /// protocol error raises ValueError: the connection must close.
     fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for event in self.events(py, data)? {
+            match event {
+                Decoded::Request(scope, body, complete) => {
+                    out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?
+                }
+                Decoded::Body(body, complete) => {
+                    out.append((BODY, PyBytes::new(py, &body), complete))?
+                }
+                Decoded::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
+                Decoded::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The records of an `http.response.body` message: the head first when `status` is
+    /// given (the `http.response.start` held until now, so that a small response is one
+    /// write), the body (none for HEAD), and the request's end when `more` is false.
+    #[pyo3(signature = (status, headers, body, more))]
+    fn respond<'py>(
+        &mut self,
+        py: Python<'py>,
+        status: Option<u16>,
+        headers: Option<Bound<'py, PyAny>>,
+        body: &[u8],
+        more: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::new();
+        self.frame(&mut out, status, headers, body, more)?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The app failed (raised, or returned without finishing its response): a 500 when no
+    /// head went out, else the request ends with app status 1 and the connection closes
+    /// (all nginx can do then is cut the response short).
+    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::new();
+        self.fail_into(&mut out);
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// The connection is gone with the request in hand: it is booked with the status sent,
+    /// if any. Nothing is written.
+    pub(super) fn gone(&mut self) {
+        if let Some(mut request) = self.request.take() {
+            request.cut = true;
+            let _ = super::ledger().end(request.ticket, request.status, None);
+        }
+    }
+
+    /// Why the web server's end of the connection (EOF) cuts a record or a request short,
+    /// for the log; None when it came between requests.
+    pub(super) fn closed(&self) -> Option<String> {
+        let leftover = self.pending.len();
+        self.decoder.at_eof(leftover).map(|err| err.to_string())
+    }
+
+    /// After the request's last records: books it and says what the connection does next:
+    /// 0 keep it for the next request, 1 close it, 2 close it and retire the worker.
+    pub(super) fn done(&mut self) -> u8 {
+        let Some(request) = self.ended.take() else {
+            return CLOSE;
+        };
+        let retire = super::ledger().end(request.ticket, request.status, None);
+        match (retire, request.keep && !request.cut) {
+            (true, _) => RETIRE,
+            (false, true) => KEEP,
+            (false, false) => CLOSE,
+        }
+    }
+
+    /// Whether a request is being read (`request_read_timeout` runs).
+    pub(super) fn reading(&self) -> bool {
+        // Between requests, a record begun (its header, or part of it) is being read too.
+        let between = !self.decoder.running() && !self.decoder.body_unread();
+        let begun = !self.pending.is_empty() || self.decoder.in_record();
+        self.decoder.reading() || (between && begun)
+    }
+
+    /// What the connection waits for (for a `request_read_timeout` line): the text and the
+    /// bytes received so far.
+    pub(super) fn waiting(&self) -> (String, u64) {
+        let what = match self.decoder.phase() {
+            Phase::Idle => "its first record (BEGIN_REQUEST)".to_string(),
+            Phase::Params(id) => format!("the params of request {id}"),
+            Phase::Stdin(id) => format!("the body of request {id}"),
+        };
+        (what, self.received)
+    }
+
+    /// Whether body of the last request is still arriving (the app answered without
+    /// reading it all): the connection must linger before it closes.
+    pub(super) fn body_unread(&self) -> bool {
+        self.decoder.body_open() || self.decoder.body_unread()
+    }
+}
+
+impl FastCgi {
+    /// Decodes `data` into events, each request's scope built and its ticket taken. A
+    /// protocol error: the connection must close.
+    pub(super) fn events<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> PyResult<Vec<Decoded<'py>>> {
         let events = self
             .decode(data)
             .map_err(|err: ProtocolError| PyValueError::new_err(err.to_string()))?;
-        let out = PyList::empty(py);
+        let mut out = Vec::with_capacity(events.len());
         let mut events = events.into_iter().peekable();
         while let Some(event) = events.next() {
-            match event {
+            out.push(match event {
                 Got::Request(Request {
                     id,
                     keep_conn: keep,
@@ -111,56 +218,30 @@ impl FastCgi {
                         status: None,
                         cut: false,
                     });
-                    out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
+                    Decoded::Request(scope, body, complete)
                 }
                 Got::Body(mut body) => {
                     let (more, complete) = body_after(&mut events);
                     body.extend_from_slice(&more);
-                    out.append((BODY, PyBytes::new(py, &body), complete))?;
+                    Decoded::Body(body, complete)
                 }
-                Got::BodyEnd => out.append((BODY, PyBytes::new(py, b""), true))?,
-                Got::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
-                Got::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
-            }
+                Got::BodyEnd => Decoded::Body(Vec::new(), true),
+                Got::Abort => Decoded::Abort,
+                Got::Reply(records) => Decoded::Reply(records),
+            });
         }
         Ok(out)
     }
 
-    /// Reads what the socket `fd` holds (non-blocking, up to [`PUMP_MAX`] bytes a call) and
-    /// decodes it as [`FastCgi::feed`] does: returns the events, how the socket stands (0
-    /// open, nothing more to read now; -1 at its end, EOF; else the errno of the failed
-    /// read) and the bytes read. The bytes never become a Python object.
-    fn pump<'py>(
+    /// [`FastCgi::respond`]'s records, appended to `out`.
+    pub(super) fn frame(
         &mut self,
-        py: Python<'py>,
-        fd: i32,
-    ) -> PyResult<(Bound<'py, PyList>, i32, usize)> {
-        let (data, end) = read_all(fd);
-        if data.is_empty() {
-            return Ok((PyList::empty(py), end, 0));
-        }
-        Ok((self.feed(py, &data)?, end, data.len()))
-    }
-
-    /// Reads what the socket `fd` holds and drops it (a closing connection's body still
-    /// arriving): how the socket stands and the bytes read, as [`FastCgi::pump`].
-    fn drain(&mut self, fd: i32) -> (i32, usize) {
-        let (data, end) = read_all(fd);
-        (end, data.len())
-    }
-
-    /// The records of an `http.response.body` message: the head first when `status` is
-    /// given (the `http.response.start` held until now, so that a small response is one
-    /// write), the body (none for HEAD), and the request's end when `more` is false.
-    #[pyo3(signature = (status, headers, body, more))]
-    fn respond<'py>(
-        &mut self,
-        py: Python<'py>,
+        out: &mut Vec<u8>,
         status: Option<u16>,
-        headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'_, PyAny>>,
         body: &[u8],
         more: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<()> {
         let Some(request) = &mut self.request else {
             return Err(PyRuntimeError::new_err("no request in hand"));
         };
@@ -182,96 +263,39 @@ impl FastCgi {
             (None, None) => return Err(PyRuntimeError::new_err("no response head")),
         }
         let body = if request.head_only { &b""[..] } else { body };
-        let mut out = Vec::new();
-        encode::stdout(&mut out, request.id, &head, body);
+        encode::stdout(out, request.id, &head, body);
         if !more {
-            encode::end(&mut out, request.id, 0);
+            encode::end(out, request.id, 0);
             self.end();
         }
-        Ok(PyBytes::new(py, &out))
+        Ok(())
     }
 
-    /// The app failed (raised, or returned without finishing its response): a 500 when no
-    /// head went out, else the request ends with app status 1 and the connection closes
-    /// (all nginx can do then is cut the response short).
-    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// [`FastCgi::fail`]'s records, appended to `out`.
+    pub(super) fn fail_into(&mut self, out: &mut Vec<u8>) {
         let Some(request) = &mut self.request else {
-            return Ok(PyBytes::new(py, b""));
+            return;
         };
-        let mut out = Vec::new();
         if request.status.is_none() {
             let mut head = Vec::new();
             let headers: [(&[u8], &[u8]); 1] = [(b"content-type", b"text/plain; charset=utf-8")];
             let _ = encode::head(&mut head, 500, headers);
             request.ticket.keep_head(&head);
-            encode::stdout(&mut out, request.id, &head, b"Internal Server Error\n");
+            encode::stdout(out, request.id, &head, b"Internal Server Error\n");
             request.status = Some(500);
-            encode::end(&mut out, request.id, 0);
+            encode::end(out, request.id, 0);
         } else {
             request.cut = true;
-            encode::end(&mut out, request.id, 1);
+            encode::end(out, request.id, 1);
         }
         self.end();
-        Ok(PyBytes::new(py, &out))
     }
 
-    /// The connection is gone with the request in hand: it is booked with the status sent,
-    /// if any. Nothing is written.
-    fn gone(&mut self) {
-        if let Some(mut request) = self.request.take() {
-            request.cut = true;
-            let _ = super::ledger().end(request.ticket, request.status, None);
-        }
+    /// Whether a request is in hand (begun, not yet answered).
+    pub(super) fn in_hand(&self) -> bool {
+        self.request.is_some()
     }
 
-    /// Why the web server's end of the connection (EOF) cuts a record or a request short,
-    /// for the log; None when it came between requests.
-    fn closed(&self) -> Option<String> {
-        let leftover = self.pending.len();
-        self.decoder.at_eof(leftover).map(|err| err.to_string())
-    }
-
-    /// After the request's last records: books it and says what the connection does next:
-    /// 0 keep it for the next request, 1 close it, 2 close it and retire the worker.
-    fn done(&mut self) -> u8 {
-        let Some(request) = self.ended.take() else {
-            return CLOSE;
-        };
-        let retire = super::ledger().end(request.ticket, request.status, None);
-        match (retire, request.keep && !request.cut) {
-            (true, _) => RETIRE,
-            (false, true) => KEEP,
-            (false, false) => CLOSE,
-        }
-    }
-
-    /// Whether a request is being read (`request_read_timeout` runs).
-    fn reading(&self) -> bool {
-        // Between requests, a record begun (its header, or part of it) is being read too.
-        let between = !self.decoder.running() && !self.decoder.body_unread();
-        let begun = !self.pending.is_empty() || self.decoder.in_record();
-        self.decoder.reading() || (between && begun)
-    }
-
-    /// What the connection waits for (for a `request_read_timeout` line): the text and the
-    /// bytes received so far.
-    fn waiting(&self) -> (String, u64) {
-        let what = match self.decoder.phase() {
-            Phase::Idle => "its first record (BEGIN_REQUEST)".to_string(),
-            Phase::Params(id) => format!("the params of request {id}"),
-            Phase::Stdin(id) => format!("the body of request {id}"),
-        };
-        (what, self.received)
-    }
-
-    /// Whether body of the last request is still arriving (the app answered without
-    /// reading it all): the connection must linger before it closes.
-    fn body_unread(&self) -> bool {
-        self.decoder.body_open() || self.decoder.body_unread()
-    }
-}
-
-impl FastCgi {
     /// The request in hand is answered: the decoder takes the next one.
     fn end(&mut self) {
         self.ended = self.request.take();
@@ -300,7 +324,7 @@ impl FastCgi {
 
 /// What `fd` holds, read without blocking (at most [`PUMP_MAX`] bytes), and how the
 /// socket stands: 0 open, -1 at its end, else the errno of the failed read.
-fn read_all(fd: i32) -> (Vec<u8>, i32) {
+pub(super) fn read_all(fd: i32) -> (Vec<u8>, i32) {
     let mut data = Vec::new();
     let end = loop {
         match super::link::recv_into(fd, &mut data, PUMP_READ) {
@@ -313,6 +337,15 @@ fn read_all(fd: i32) -> (Vec<u8>, i32) {
         }
     };
     (data, end)
+}
+
+/// An event for the loop: a request (its scope, the body that came with it, whether that
+/// is all), more body, nginx's abort, records to write at once.
+pub(super) enum Decoded<'py> {
+    Request(Bound<'py, PyDict>, Vec<u8>, bool),
+    Body(Vec<u8>, bool),
+    Abort,
+    Reply(Vec<u8>),
 }
 
 /// An event, its bytes owned: consecutive body slices joined, and so are replies.

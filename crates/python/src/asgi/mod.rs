@@ -5,12 +5,13 @@
 //!
 //! | file        | side   | owns |
 //! |-------------|--------|------|
-//! | `server.py` | Python | the loop: connections (`Conn`, on a `Link`: the socket driven by the loop through Rust), each request's `receive`/`send` and task, lifespan, the worker's retire and exit |
-//! | `conn.rs`   | Rust   | `FastCgi`, called by each connection: the socket read and decoded in one call (`pump`), bytes in → events (`drover_fastcgi::Decoder`), ASGI messages → records |
-//! | `link.rs`   | Rust   | a `Link`'s socket calls: non-blocking `recv()` into Rust buffers, `send()`, `shutdown()`, `close()` |
+//! | `server.py` | Python | the loop: each request's `receive`/`send` and task (`Exchange`), lifespan, the worker's retire and exit; `Conn`, the HTTP listener's connection on asyncio's transport |
+//! | `hub.rs`    | Rust   | `Hub`: every FastCGI connection of the worker in one epoll set the loop watches; reads, writes, timeouts, lingering close |
+//! | `conn.rs`   | Rust   | `FastCgi`, one connection's protocol: bytes in → events (`drover_fastcgi::Decoder`, the scope built), ASGI messages → records, the ledger |
+//! | `link.rs`   | Rust   | non-blocking `recv()` into Rust buffers |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
-//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the loop |
+//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the hub's set (or, for HTTP, to the loop) |
 //! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals), on asyncio's transport |
 //! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
 //!
@@ -29,6 +30,7 @@ mod accept;
 mod conn;
 pub mod encode;
 mod http;
+mod hub;
 mod link;
 pub mod scope;
 
@@ -96,13 +98,11 @@ fn serve(
     let module = PyModule::new(py, "_drover_asgi")?;
     module.add_class::<conn::FastCgi>()?;
     module.add_class::<accept::Acceptor>()?;
+    module.add_class::<hub::Hub>()?;
     module.add_class::<http::Http>()?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;
-    module.add_function(pyo3::wrap_pyfunction!(link::send, &module)?)?;
-    module.add_function(pyo3::wrap_pyfunction!(link::shut, &module)?)?;
-    module.add_function(pyo3::wrap_pyfunction!(link::close, &module)?)?;
     py.import("sys")?
         .getattr("modules")?
         .set_item("_drover_asgi", &module)?;
@@ -118,7 +118,7 @@ fn serve(
         http.setattr("KEEPALIVE", keepalive)?;
         http.setattr("WS_MAX_SIZE", WS_MAX_SIZE.load(Ordering::Relaxed))?;
         server.setattr("Conn", http.getattr("HttpConn")?)?;
-        // The HTTP connection is asyncio's transport and protocol; FastCGI's is `Link`.
+        // The HTTP connection is asyncio's transport and protocol; FastCGI's are the hub's.
         server.setattr("LINKED", false)?;
     }
     server

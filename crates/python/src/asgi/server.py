@@ -1,10 +1,12 @@
 """drover's ASGI worker: one event loop serving FastCGI connections from nginx.
 
-The FastCGI records are decoded and encoded in Rust (`_drover_asgi.FastCgi`, which also
-builds each request's scope and keeps the worker's books); this module is the loop's side:
-connections, the ASGI request cycle, lifespan, and the worker's life (retire on SIGTERM,
-max_requests, max_memory or the master's flag: stop accepting, finish what is in flight,
-run lifespan shutdown, exit).
+The connections live in Rust (`_drover_asgi.Hub`: one epoll set the loop watches, the
+sockets read and written, the FastCGI records decoded and encoded, each request's scope
+built, the worker's books kept, the timeouts); this module is the loop's side: each
+request's ASGI cycle (`Exchange`) and task, lifespan, and the worker's life (retire on
+SIGTERM, max_requests, max_memory or the master's flag: stop accepting, finish what is in
+flight, run lifespan shutdown, exit). `Conn` is the HTTP listener's connection (http.py),
+on asyncio's transport.
 """
 
 import asyncio
@@ -30,11 +32,13 @@ ASGI = {"version": "3.0", "spec_version": "2.4"}
 BODY_HIGH = 1 << 20
 # How long a closing connection with request body still arriving is read and dropped.
 LINGER = 5.0
-# A `Link`'s unsent bytes past which the app's send() waits (asyncio's transport marks).
-WRITE_HIGH = 64 << 10
-WRITE_LOW = 16 << 10
-# FastCGI connections are `Link`s; http.py's are asyncio's (it sets this False).
+# FastCGI connections are the hub's (`_rs.Hub`); http.py's are asyncio's (it sets this
+# False).
 LINKED = True
+# What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT.
+GONE, DRAINED, SHUT = 4, 5, 6
+# What the hub's respond() and fail() say.
+SENT, PRESSED, LOST, RETIRED = 0, 1, 2, 3
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
 # How long a retiring worker keeps a kept connection open while it idles between
@@ -171,8 +175,134 @@ class Cycle:
             worker.task_done(self.task)
 
 
+class Exchange:
+    """One request on the hub: the app's receive and send. The connection is the hub's,
+    named by `cid`."""
+
+    __slots__ = (
+        "worker", "hub", "cid", "body", "buffered", "body_done", "delivered", "waiter",
+        "started", "status", "headers", "complete", "gone", "task", "drain",
+    )
+
+    def __init__(self, worker, cid, body, body_done):
+        self.worker = worker
+        self.hub = worker.hub
+        self.cid = cid
+        self.body = [body] if body else []
+        self.buffered = len(body)
+        self.body_done = body_done
+        self.delivered = False
+        self.waiter = None
+        self.started = False
+        self.status = None
+        self.headers = None
+        self.complete = False
+        self.gone = False
+        self.task = None
+        self.drain = None
+
+    def wake(self):
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def drained(self):
+        drain, self.drain = self.drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def lost(self):
+        """The client is gone (nginx aborted the request, or the connection closed)."""
+        self.gone = True
+        self.wake()
+        self.drained()
+
+    def feed(self, body, done):
+        if body:
+            self.body.append(body)
+            self.buffered += len(body)
+            if self.buffered > BODY_HIGH:
+                self.hub.pause(self.cid)
+        if done:
+            self.body_done = True
+        self.wake()
+
+    async def receive(self):
+        while True:
+            if self.gone:
+                return {"type": "http.disconnect"}
+            if not self.delivered:
+                if self.body or self.body_done:
+                    chunks = self.body
+                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                    self.body = []
+                    if self.buffered > BODY_HIGH:
+                        self.hub.resume(self.cid)
+                    self.buffered = 0
+                    self.delivered = self.body_done
+                    return {"type": "http.request", "body": body, "more_body": not self.body_done}
+            elif self.complete:
+                return {"type": "http.disconnect"}
+            self.waiter = waiter = self.worker.loop.create_future()
+            await waiter
+
+    async def send(self, message):
+        kind = message["type"]
+        if kind == "http.response.body":
+            if not self.started or self.complete:
+                raise RuntimeError(
+                    "http.response.body before http.response.start"
+                    if not self.started else "http.response.body after the response ended")
+            if self.gone:
+                raise ClientDisconnected("the client went away")
+            more = message.get("more_body", False)
+            said = self.hub.respond(self.cid, self.status, self.headers,
+                                    message.get("body", b""), more)
+            self.status = None
+            if more:
+                if said == PRESSED:
+                    self.drain = self.worker.loop.create_future()
+                    await self.drain
+                elif said == LOST:
+                    self.gone = True
+            else:
+                self.complete = True
+                self.worker.ended(self, said)
+        elif kind == "http.response.start":
+            if self.started:
+                raise RuntimeError("http.response.start sent twice")
+            if self.gone:
+                raise ClientDisconnected("the client went away")
+            self.started = True
+            self.status = message["status"]
+            self.headers = message.get("headers")
+        else:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
+
+    async def run(self, worker, scope):
+        try:
+            await worker.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.gone:
+                log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
+                    + "".join(traceback.format_exception(exc)).rstrip())
+            worker.failed(self)
+        else:
+            if not self.complete:
+                if not self.gone:
+                    what = "finishing" if self.started else "starting"
+                    log(f"ASGI app returned without {what} its response "
+                        f"({scope['method']} {scope['path']})")
+                worker.failed(self)
+        finally:
+            worker.task_done(self.task)
+
+
 class Conn(asyncio.Protocol):
-    """One FastCGI connection from nginx; one request at a time."""
+    """One HTTP connection (http.py's `HttpConn`, on asyncio's transport); one request at
+    a time."""
 
     # How long the connection stays open idle once the worker retires (0: closed at once).
     retire_idle = RETIRE_IDLE
@@ -232,18 +362,6 @@ class Conn(asyncio.Protocol):
             cycle.gone = True
             cycle.wake()
         self.transport.abort()
-
-    def attach(self, fd):
-        """The connection is the accepted socket `fd`, which `Link` reads and writes on the
-        loop's thread (in place of `connection_made`). nginx writes a request as it
-        connects: it is read at once, and the clock runs only when it is not all there."""
-        self.transport = link = Link(self, fd)
-        self.worker.conns.add(self)
-        if self.worker.retiring:
-            self.retire(at_once=self.worker.stopping)
-        if not self.closed:
-            if not link.start() and not self.closed:
-                self.arm()
 
     def data_received(self, data):
         if self.lingering:
@@ -408,166 +526,6 @@ class Conn(asyncio.Protocol):
         self.worker.check_done()
 
 
-class Link:
-    """A FastCGI connection's socket, read and written on the loop's thread by Rust
-    (`_rs.FastCgi.pump`, `_rs.send`): what `Conn` uses of an asyncio transport, without a
-    socket object, a transport or a task per connection. The loop watches the descriptor
-    only while a response is awaited (`add_reader`), and for writing only when the socket
-    took less than was written (`add_writer`)."""
-
-    __slots__ = ("conn", "loop", "fd", "fcgi", "watched", "paused", "out", "closing",
-                 "eof", "open")
-
-    def __init__(self, conn, fd):
-        self.conn = conn
-        self.loop = conn.loop
-        self.fd = fd
-        self.fcgi = conn.fcgi
-        self.watched = False
-        self.paused = False
-        # What the socket has not taken yet (a bytearray), or None.
-        self.out = None
-        self.closing = False
-        # write_eof() waits for `out` to drain.
-        self.eof = False
-        self.open = True
-
-    def start(self):
-        """Reads what came with the connect, then watches for more; whether bytes came.
-        When a request came, the watch begins after its task's first step: a response
-        written there (and, without FCGI_KEEP_CONN, the connection closed) leaves nothing
-        to watch, and the descriptor never enters the loop's epoll."""
-        conn = self.conn
-        got = self.readable()
-        if conn.cycle is not None:
-            self.loop.call_soon(self.watch)
-        else:
-            self.watch()
-        return got
-
-    def watch(self):
-        if self.open and not self.closing and not self.paused and not self.watched:
-            self.watched = True
-            self.loop.add_reader(self.fd, self.readable)
-
-    def readable(self):
-        conn = self.conn
-        if conn is None:
-            return False
-        if conn.lingering:
-            end, got = self.fcgi.drain(self.fd)
-        else:
-            try:
-                events, end, got = self.fcgi.pump(self.fd)
-            except ValueError as err:
-                conn.refuse(err)
-                return True
-            if got:
-                conn.handle(events)
-        if end and self.open:
-            if end < 0:
-                if not conn.lingering:
-                    conn.eof_received()
-                self.close()
-            else:
-                self.lose(OSError(end, os.strerror(end)))
-        return got > 0
-
-    def write(self, data):
-        if not self.open or self.closing:
-            return
-        if self.out is None:
-            sent = _rs.send(self.fd, data)
-            if sent == len(data):
-                return
-            if sent < 0:
-                self.lose(OSError(-sent, os.strerror(-sent)))
-                return
-            self.out = bytearray(memoryview(data)[sent:])
-            self.loop.add_writer(self.fd, self.writable)
-        else:
-            self.out += data
-        if len(self.out) > WRITE_HIGH and not self.conn.write_paused:
-            self.conn.pause_writing()
-
-    def writable(self):
-        out = self.out
-        sent = _rs.send(self.fd, out)
-        if sent < 0:
-            self.lose(OSError(-sent, os.strerror(-sent)))
-            return
-        del out[:sent]
-        if out:
-            if len(out) <= WRITE_LOW and self.conn.write_paused:
-                self.conn.resume_writing()
-            return
-        self.out = None
-        self.loop.remove_writer(self.fd)
-        if self.conn.write_paused:
-            self.conn.resume_writing()
-        if self.closing:
-            self.finish(None)
-        elif self.eof:
-            _rs.shut(self.fd)
-
-    def pause_reading(self):
-        self.paused = True
-        if self.watched:
-            self.watched = False
-            self.loop.remove_reader(self.fd)
-
-    def resume_reading(self):
-        self.paused = False
-        self.watch()
-
-    def can_write_eof(self):
-        return True
-
-    def write_eof(self):
-        if self.out is None:
-            _rs.shut(self.fd)
-        else:
-            self.eof = True
-
-    def close(self):
-        """Closes once what was written has gone out."""
-        if not self.open or self.closing:
-            return
-        self.closing = True
-        if self.watched:
-            self.watched = False
-            self.loop.remove_reader(self.fd)
-        if self.out is None:
-            self.finish(None)
-
-    def abort(self):
-        if self.open:
-            self.finish(None)
-
-    def lose(self, exc):
-        """A read or write failed: the connection is gone, told on the next turn of the
-        loop as an asyncio transport tells it (the caller may be the app's send())."""
-        if self.open and not self.closing:
-            self.closing = True
-            self.loop.call_soon(self.finish, exc)
-
-    def finish(self, exc):
-        if not self.open:
-            return
-        self.open = False
-        if self.watched:
-            self.watched = False
-            self.loop.remove_reader(self.fd)
-        if self.out is not None:
-            self.out = None
-            self.loop.remove_writer(self.fd)
-        _rs.close(self.fd)
-        conn, self.conn = self.conn, None
-        # The connection and its link no longer refer to each other: both go when the
-        # last reference does, not at the cycle collector's next pass.
-        conn.connection_lost(exc)
-
-
 class Lifespan:
     """The lifespan protocol, in this worker, around its serving."""
 
@@ -643,6 +601,11 @@ class Worker:
         self.tasks = {}
         self.connecting = 0
         self.acceptor = None
+        # FastCGI: the connections, in Rust; the requests in hand by connection id; the
+        # loop timer behind the hub's deadlines.
+        self.hub = None
+        self.exchanges = {}
+        self.timer = None
         self.retiring = False
         # The master shut the listener down: the pool stops, no other worker takes what
         # nginx would send on a kept connection.
@@ -654,6 +617,76 @@ class Worker:
         if self.retiring and not self.tasks:
             self.check_done()
 
+    def on_ready(self):
+        """The hub's set is readable: one call serves it."""
+        self.dispatch(self.hub.poll())
+        self.settle()
+
+    def on_timer(self):
+        self.timer = None
+        self.dispatch(self.hub.expire())
+        self.settle()
+
+    def dispatch(self, events):
+        exchanges = self.exchanges
+        for event in events:
+            kind = event[0]
+            if kind == REQUEST:
+                self.begin(event[1], event[2], event[3], event[4])
+            elif kind == BODY:
+                exchange = exchanges.get(event[1])
+                if exchange is not None:
+                    exchange.feed(event[2], event[3])
+            elif kind == DRAINED:
+                exchange = exchanges.get(event[1])
+                if exchange is not None:
+                    exchange.drained()
+            elif kind == SHUT:
+                self.stopping = True
+                self.retire()
+            else:  # ABORT, GONE
+                exchange = exchanges.get(event[1])
+                if exchange is not None:
+                    exchange.lost()
+
+    def settle(self):
+        """After the hub acted: its earliest deadline gets the loop's timer."""
+        delay = self.hub.timer()
+        if delay >= 0:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = self.loop.call_later(delay, self.on_timer)
+        if self.retiring:
+            self.check_done()
+
+    def begin(self, cid, scope, body, done):
+        if self.state:
+            scope["state"] = self.state.copy()
+        self.exchanges[cid] = exchange = Exchange(self, cid, body, done)
+        # The loop keeps only a weak reference to a task: this dict keeps it to its end.
+        exchange.task = task = self.loop.create_task(exchange.run(self, scope))
+        self.tasks[task] = None
+
+    def ended(self, exchange, said):
+        """The response is complete (its END_REQUEST is written)."""
+        self.exchanges.pop(exchange.cid, None)
+        exchange.wake()
+        if said == RETIRED:
+            self.retire()
+        self.settle()
+
+    def failed(self, exchange):
+        """The app raised or returned without finishing its response."""
+        if exchange.complete:
+            return
+        exchange.complete = True
+        self.exchanges.pop(exchange.cid, None)
+        said = self.hub.fail(exchange.cid, exchange.gone)
+        exchange.wake()
+        if said == RETIRED:
+            self.retire()
+        self.settle()
+
     def on_accept(self):
         for fd in self.acceptor.take():
             if fd < 0:
@@ -663,9 +696,6 @@ class Worker:
             self.connect(fd)
 
     def connect(self, fd):
-        if LINKED:
-            Conn(self).attach(fd)
-            return
         sock = socket.socket(fileno=fd)
         self.connecting += 1
         task = self.loop.create_task(
@@ -699,6 +729,12 @@ class Worker:
         if self.retiring:
             return
         self.retiring = True
+        if self.hub is not None:
+            # The accepts stop; what is still in the set (requests in hand, kept
+            # connections idling out) is served.
+            self.stopping = self.hub.retire(self.stopping)
+            self.settle()
+            return
         if self.acceptor is not None:
             self.loop.remove_reader(self.acceptor.fileno())
             self.acceptor.stop()
@@ -712,6 +748,8 @@ class Worker:
         self.check_done()
 
     def check_done(self):
+        if self.hub is not None and self.hub.open():
+            return
         if self.retiring and not self.tasks and not self.conns and not self.connecting:
             if not self.done.done():
                 self.done.set_result(None)
@@ -749,8 +787,12 @@ class Worker:
             log(f"lifespan startup failed: {failure}")
             return EXIT_APP_LOAD
         if not self.retiring:
-            self.acceptor = _rs.Acceptor()
-            self.loop.add_reader(self.acceptor.fileno(), self.on_accept)
+            if LINKED:
+                self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout)
+                self.loop.add_reader(self.hub.fileno(), self.on_ready)
+            else:
+                self.acceptor = _rs.Acceptor()
+                self.loop.add_reader(self.acceptor.fileno(), self.on_accept)
             self.tick()
         await self.done
         await lifespan.shutdown()

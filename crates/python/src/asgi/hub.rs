@@ -1,0 +1,749 @@
+//! The FastCGI connections of an ASGI worker, all in Rust: one `Hub` per worker owns an
+//! epoll set holding every connection, and the loop watches only that set's descriptor
+//! (`add_reader`, with uvloop or plain asyncio). When it is readable, one call
+//! ([`Hub::poll`]) reads every connection that has bytes, decodes the records
+//! (`drover_fastcgi::Decoder`, through [`FastCgi`]) and returns what the loop must act on:
+//! the requests that came (id, scope, the body so far), more body, aborts, connections
+//! lost. The app's `send` writes through [`Hub::respond`] at once (non-blocking); what the
+//! socket does not take is kept here and flushed when the set says the socket is writable,
+//! and the app waits only when that exceeds [`WRITE_HIGH`]. The timeouts
+//! (`request_read_timeout`, the lingering close, a retiring worker's idle connections) are
+//! deadlines here, behind one loop timer ([`Hub::timer`], [`Hub::expire`]).
+//!
+//! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
+//! and its task).
+//!
+//! The accepts stay on their thread (`accept.rs`: the listener is shared with every worker
+//! of the pool and of the next generation, and must stay blocking), which adds each new
+//! socket to the set itself: the loop wakes when nginx's request is there, not for the
+//! accept.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use super::accept::{Accepting, CLOSED};
+use super::conn::{self, Decoded, FastCgi, KEEP, RETIRE};
+
+/// The epoll events a connection is watched for while its bytes are wanted.
+pub(super) const READ: u32 = libc::EPOLLIN as u32;
+const WRITE: u32 = libc::EPOLLOUT as u32;
+
+/// What [`Hub::poll`] and [`Hub::expire`] return, as the first item of each tuple.
+const REQUEST: u8 = 0;
+const BODY: u8 = 1;
+const ABORT: u8 = 2;
+const GONE: u8 = 4;
+const DRAINED: u8 = 5;
+const SHUT: u8 = 6;
+
+/// What [`Hub::respond`] and [`Hub::fail`] say: sent; sent, and the app must wait for
+/// [`DRAINED`]; the connection is gone; the request ended and the worker must retire.
+const SENT: u8 = 0;
+const PRESSED: u8 = 1;
+const LOST: u8 = 2;
+const RETIRED: u8 = 3;
+
+/// Unsent bytes past which the app's `send()` waits, and below which it goes on (asyncio's
+/// transport marks).
+const WRITE_HIGH: usize = 64 << 10;
+const WRITE_LOW: usize = 16 << 10;
+/// How long a closing connection with request body still arriving is read and dropped.
+const LINGER: Duration = Duration::from_secs(5);
+/// How long a retiring worker keeps a kept connection open while it idles between
+/// requests (`server.py`'s `RETIRE_IDLE` says why).
+const RETIRE_IDLE: Duration = Duration::from_secs(1);
+/// Sent after a retiring worker's last END_REQUEST on a kept connection (`server.py`'s
+/// `NOT_KEPT` says why).
+const NOT_KEPT: &[u8] = b"\x01\x0a\x00\x00\x00\x00\x00\x00";
+/// The events one `epoll_wait` takes.
+const BATCH: usize = 64;
+
+/// One connection.
+struct Slot {
+    fd: OwnedFd,
+    fcgi: FastCgi,
+    /// Bytes written that the socket has not taken, from `sent` on.
+    out: Vec<u8>,
+    sent: usize,
+    /// The events the set watches the socket for now.
+    watching: u32,
+    /// The app has not taken the body that came (over `server.py`'s `BODY_HIGH`).
+    paused: bool,
+    /// Closing with body still arriving: what comes is read and dropped.
+    lingering: bool,
+    /// Closes once `out` has gone.
+    closing: bool,
+    /// `shutdown(SHUT_WR)` once `out` has gone (lingering).
+    shut_after: bool,
+    /// The app waits for `out` to drain.
+    pressed: bool,
+    /// Bytes came since the accept.
+    got_any: bool,
+    read_by: Option<Instant>,
+    idle_by: Option<Instant>,
+    linger_by: Option<Instant>,
+}
+
+impl Slot {
+    fn pending(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    fn wanted(&self) -> u32 {
+        let read = if self.lingering || !(self.paused || self.closing) {
+            READ
+        } else {
+            0
+        };
+        let write = if self.pending() > 0 { WRITE } else { 0 };
+        read | write
+    }
+}
+
+#[pyclass(module = "_drover_asgi")]
+pub struct Hub {
+    epoll: OwnedFd,
+    accepting: Option<Accepting>,
+    slots: HashMap<u64, Slot>,
+    /// Connections adopted in this call, whose `request_read_timeout` starts unless their
+    /// request came whole.
+    fresh: Vec<u64>,
+    /// Connections that closed with a request in hand, for the loop.
+    gone: Vec<u64>,
+    mount: Py<PyString>,
+    asgi: Py<PyDict>,
+    read_timeout: Option<Duration>,
+    retiring: bool,
+    stopping: bool,
+    timers: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// When the loop's timer is due, if it is armed.
+    armed: Option<Instant>,
+}
+
+#[pymethods]
+impl Hub {
+    /// Makes the set and starts the accept thread. `read_timeout`: the pool's
+    /// `request_read_timeout` in seconds.
+    #[new]
+    fn new(mount: Py<PyString>, asgi: Py<PyDict>, read_timeout: Option<f64>) -> PyResult<Hub> {
+        // SAFETY: epoll_create1 makes a new descriptor, which the OwnedFd then owns.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        // SAFETY: `raw` is a new descriptor nothing else owns.
+        let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
+        let accepting = Accepting::start(Some(epoll.as_raw_fd()))?;
+        ctl(&epoll, libc::EPOLL_CTL_ADD, accepting.fileno(), READ, 0);
+        Ok(Hub {
+            epoll,
+            accepting: Some(accepting),
+            slots: HashMap::new(),
+            fresh: Vec::new(),
+            gone: Vec::new(),
+            mount,
+            asgi,
+            read_timeout: read_timeout.map(Duration::from_secs_f64),
+            retiring: false,
+            stopping: false,
+            timers: BinaryHeap::new(),
+            armed: None,
+        })
+    }
+
+    /// The set's descriptor, which the loop watches.
+    fn fileno(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+
+    /// The connections open.
+    fn open(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
+    /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
+    /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
+    /// is gone, `(5, id)` its unsent bytes drained, `(6, 0)` the listener is shut.
+    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        // SAFETY: epoll_wait writes at most BATCH events into the array; timeout 0.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                BATCH as libc::c_int,
+                0,
+            )
+        };
+        let out = PyList::empty(py);
+        // After the wait: every id an event names was queued before it joined the set.
+        self.adopt_queued(py, &out)?;
+        for event in &events[..n.max(0) as usize] {
+            let (id, flags) = (event.u64, event.events);
+            if id == 0 {
+                if let Some(accepting) = &self.accepting {
+                    accepting.clear();
+                }
+                continue;
+            }
+            if flags & WRITE != 0 {
+                self.flush(id, &out)?;
+            }
+            let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            if flags & (READ | hangup) != 0 {
+                self.readable(py, id, &out)?;
+            }
+        }
+        self.settle_fresh();
+        self.report_gone(&out)?;
+        Ok(out)
+    }
+
+    /// The app's `http.response.body` for request `id` (its head held from
+    /// `http.response.start` given as `status` and `headers`): framed and written at once.
+    /// Returns 0 sent, 1 sent but the app must wait for `(5, id)`, 2 the connection is
+    /// gone, 3 the request ended and the worker must retire.
+    #[pyo3(signature = (id, status, headers, body, more))]
+    fn respond(
+        &mut self,
+        py: Python<'_>,
+        id: u64,
+        status: Option<u16>,
+        headers: Option<Bound<'_, PyAny>>,
+        body: &[u8],
+        more: bool,
+    ) -> PyResult<u8> {
+        let retiring = self.retiring;
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Ok(LOST);
+        };
+        let mut data = Vec::new();
+        slot.fcgi.frame(&mut data, status, headers, body, more)?;
+        let verdict = if more {
+            KEEP
+        } else {
+            if retiring {
+                data.extend_from_slice(NOT_KEPT);
+            }
+            slot.fcgi.done()
+        };
+        if !self.write(id, &data) {
+            return Ok(LOST);
+        }
+        if more {
+            let slot = self.slots.get_mut(&id).expect("written to");
+            if slot.pending() > WRITE_HIGH {
+                slot.pressed = true;
+                return Ok(PRESSED);
+            }
+            return Ok(SENT);
+        }
+        Ok(self.ended(py, id, verdict))
+    }
+
+    /// The app failed on request `id` (raised, or returned without finishing its
+    /// response): a 500, or the response cut short ([`FastCgi::fail`]); `gone`: the client
+    /// is gone, nothing is written and the connection closes. Returns as
+    /// [`Hub::respond`].
+    fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
+        let retiring = self.retiring;
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return LOST;
+        };
+        if gone || !slot.fcgi.in_hand() {
+            slot.fcgi.gone();
+            self.close(id, true);
+            return LOST;
+        }
+        let mut data = Vec::new();
+        slot.fcgi.fail_into(&mut data);
+        if retiring {
+            data.extend_from_slice(NOT_KEPT);
+        }
+        let verdict = slot.fcgi.done();
+        if !self.write(id, &data) {
+            return LOST;
+        }
+        self.ended(py, id, verdict)
+    }
+
+    /// The app has not taken the body that came: the connection is not read until
+    /// [`Hub::resume`].
+    fn pause(&mut self, id: u64) {
+        if let Some(slot) = self.slots.get_mut(&id) {
+            slot.paused = true;
+            watch(&self.epoll, id, slot);
+        }
+    }
+
+    fn resume(&mut self, id: u64) {
+        if let Some(slot) = self.slots.get_mut(&id) {
+            slot.paused = false;
+            watch(&self.epoll, id, slot);
+        }
+    }
+
+    /// The worker retires: accepts stop; a connection with a request in hand closes after
+    /// its response, one between requests at once (`stopping`: the pool stops, and
+    /// nothing would serve what nginx sends on it) or once it has idled [`RETIRE_IDLE`].
+    /// Returns whether the listener was found shut meanwhile.
+    fn retire(&mut self, py: Python<'_>, stopping: bool) -> PyResult<bool> {
+        self.retiring = true;
+        self.stopping |= stopping;
+        if let Some(accepting) = &mut self.accepting {
+            accepting.stop(py);
+        }
+        let out = PyList::empty(py);
+        self.adopt_queued(py, &out)?;
+        self.settle_fresh();
+        let ids: Vec<u64> = self.slots.keys().copied().collect();
+        for id in ids {
+            self.retire_one(id);
+        }
+        Ok(self.stopping)
+    }
+
+    /// How long until the loop's timer must fire, when it must be armed anew (an earlier
+    /// deadline came); else -1.
+    fn timer(&mut self) -> f64 {
+        if self.timers.len() > 64 + 4 * self.slots.len() {
+            self.rebuild_timers();
+        }
+        let Some(Reverse((at, _))) = self.timers.peek() else {
+            return -1.0;
+        };
+        let at = *at;
+        if self.armed.is_some_and(|armed| armed <= at) {
+            return -1.0;
+        }
+        self.armed = Some(at);
+        at.saturating_duration_since(Instant::now()).as_secs_f64()
+    }
+
+    /// The loop's timer fired: the deadlines due are acted on. Returns as [`Hub::poll`].
+    fn expire<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.armed = None;
+        let now = Instant::now();
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            self.due(id, now);
+        }
+        let out = PyList::empty(py);
+        self.report_gone(&out)?;
+        Ok(out)
+    }
+}
+
+impl Hub {
+    /// Takes the accept thread's new sockets.
+    fn adopt_queued(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let Some(accepting) = &self.accepting else {
+            return Ok(());
+        };
+        for (id, fd) in accepting.take() {
+            if fd == CLOSED {
+                out.append((SHUT, 0))?;
+                self.stopping = true;
+                continue;
+            }
+            // SAFETY: the accept thread handed the new descriptor over; the slot owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let fcgi = FastCgi::new(self.mount.clone_ref(py), self.asgi.clone_ref(py));
+            self.slots.insert(
+                id,
+                Slot {
+                    fd,
+                    fcgi,
+                    out: Vec::new(),
+                    sent: 0,
+                    watching: READ,
+                    paused: false,
+                    lingering: false,
+                    closing: false,
+                    shut_after: false,
+                    pressed: false,
+                    got_any: false,
+                    read_by: None,
+                    idle_by: None,
+                    linger_by: None,
+                },
+            );
+            self.fresh.push(id);
+        }
+        Ok(())
+    }
+
+    /// The connections adopted in this call: the clock runs for one whose request is not
+    /// all there (nginx writes it as it connects: usually it is); a retiring worker's
+    /// closes or idles out.
+    fn settle_fresh(&mut self) {
+        for id in std::mem::take(&mut self.fresh) {
+            let Some(slot) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            if let Some(timeout) = self.read_timeout
+                && slot.read_by.is_none()
+                && (!slot.got_any || slot.fcgi.reading())
+            {
+                let at = Instant::now() + timeout;
+                slot.read_by = Some(at);
+                self.timers.push(Reverse((at, id)));
+            }
+            if self.retiring {
+                self.retire_one(id);
+            }
+        }
+    }
+
+    /// Reads what connection `id` holds and decodes it.
+    fn readable(&mut self, py: Python<'_>, id: u64, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Ok(());
+        };
+        if slot.lingering {
+            let (_, end) = conn::read_all(slot.fd.as_raw_fd());
+            if end != 0 {
+                self.finish(id);
+            }
+            return Ok(());
+        }
+        let (data, end) = conn::read_all(slot.fd.as_raw_fd());
+        if !data.is_empty() {
+            slot.got_any = true;
+            slot.idle_by = None;
+            let events = match slot.fcgi.events(py, &data) {
+                Ok(events) => events,
+                Err(err) => {
+                    eprintln!("closing a FastCGI connection: {}", err.value(py));
+                    self.finish(id);
+                    return Ok(());
+                }
+            };
+            for event in events {
+                match event {
+                    Decoded::Request(scope, body, complete) => {
+                        out.append((REQUEST, id, scope, PyBytes::new(py, &body), complete))?
+                    }
+                    Decoded::Body(body, complete) => {
+                        out.append((BODY, id, PyBytes::new(py, &body), complete))?
+                    }
+                    Decoded::Abort => out.append((ABORT, id))?,
+                    Decoded::Reply(records) => {
+                        if !self.write(id, &records) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            let Some(slot) = self.slots.get_mut(&id) else {
+                return Ok(());
+            };
+            // The clock runs while a request's records are awaited (not while a kept
+            // connection idles between requests, which costs a descriptor, not a worker).
+            if slot.fcgi.reading() {
+                if let Some(timeout) = self.read_timeout
+                    && slot.read_by.is_none()
+                {
+                    let at = Instant::now() + timeout;
+                    slot.read_by = Some(at);
+                    self.timers.push(Reverse((at, id)));
+                }
+            } else {
+                slot.read_by = None;
+                if self.retiring && !slot.fcgi.in_hand() {
+                    // Records that were no request (a management record, an abort).
+                    self.retire_one(id);
+                }
+            }
+        }
+        if end < 0 {
+            if let Some(slot) = self.slots.get(&id)
+                && !slot.lingering
+            {
+                if let Some(reason) = slot.fcgi.closed() {
+                    eprintln!("closing a FastCGI connection: {reason}");
+                }
+                self.close(id, false);
+            }
+        } else if end > 0 {
+            self.finish(id);
+        }
+        Ok(())
+    }
+
+    /// Writes `data` on connection `id`, keeping what the socket does not take; false when
+    /// the connection is gone (it is then closed).
+    fn write(&mut self, id: u64, data: &[u8]) -> bool {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return false;
+        };
+        if data.is_empty() {
+            return true;
+        }
+        if slot.pending() > 0 {
+            slot.out.extend_from_slice(data);
+            return true;
+        }
+        match send(slot.fd.as_raw_fd(), data) {
+            Ok(n) if n == data.len() => true,
+            Ok(n) => {
+                slot.out.clear();
+                slot.sent = 0;
+                slot.out.extend_from_slice(&data[n..]);
+                watch(&self.epoll, id, slot);
+                true
+            }
+            Err(_) => {
+                self.finish(id);
+                false
+            }
+        }
+    }
+
+    /// Connection `id` is writable: what it kept goes out.
+    fn flush(&mut self, id: u64, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Ok(());
+        };
+        if slot.pending() == 0 {
+            return Ok(());
+        }
+        match send(slot.fd.as_raw_fd(), &slot.out[slot.sent..]) {
+            Ok(n) => slot.sent += n,
+            Err(_) => {
+                self.finish(id);
+                return Ok(());
+            }
+        }
+        if slot.pending() == 0 {
+            slot.out.clear();
+            slot.sent = 0;
+            if slot.closing {
+                self.finish(id);
+                return Ok(());
+            }
+            if slot.shut_after {
+                slot.shut_after = false;
+                shut(&slot.fd);
+            }
+            watch(&self.epoll, id, slot);
+        }
+        if slot.pressed && slot.pending() <= WRITE_LOW {
+            slot.pressed = false;
+            out.append((DRAINED, id))?;
+        }
+        Ok(())
+    }
+
+    /// The request on `id` ended (`verdict` from [`FastCgi::done`]): the connection goes
+    /// on or closes.
+    fn ended(&mut self, py: Python<'_>, id: u64, verdict: u8) -> u8 {
+        if verdict == RETIRE
+            && let Some(accepting) = &mut self.accepting
+        {
+            // The accepts stop before the connection closes: nginx, seeing its kept
+            // connection close, connects again at once, and that connection must wait in
+            // the listener's backlog for the next worker, not reach this one's accept.
+            accepting.stop(py);
+        }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return LOST;
+        };
+        if verdict != KEEP || self.retiring {
+            self.close(id, true);
+        } else if slot.paused {
+            // A body the app left unread paused reading: what is left of it is dropped
+            // now, and the next request must be read.
+            slot.paused = false;
+            watch(&self.epoll, id, slot);
+        }
+        if verdict == RETIRE { RETIRED } else { SENT }
+    }
+
+    /// Closes `id` once what was written has gone; `linger`: when body is still arriving,
+    /// say we are done (`shutdown(SHUT_WR)`) and drop what still comes until nginx closes
+    /// (bounded by [`LINGER`]): a close with body unread would reset the connection under
+    /// the response.
+    fn close(&mut self, id: u64, linger: bool) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if slot.closing || slot.lingering {
+            return;
+        }
+        if linger && slot.fcgi.body_unread() {
+            slot.lingering = true;
+            slot.paused = false;
+            if slot.pending() == 0 {
+                shut(&slot.fd);
+            } else {
+                slot.shut_after = true;
+            }
+            let at = Instant::now() + LINGER;
+            slot.linger_by = Some(at);
+            self.timers.push(Reverse((at, id)));
+            watch(&self.epoll, id, slot);
+        } else if slot.pending() > 0 {
+            slot.closing = true;
+            watch(&self.epoll, id, slot);
+        } else {
+            self.finish(id);
+        }
+    }
+
+    /// Closes `id` now. A request in hand is booked as cut short and the loop told.
+    fn finish(&mut self, id: u64) {
+        let Some(mut slot) = self.slots.remove(&id) else {
+            return;
+        };
+        ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
+        if slot.fcgi.in_hand() || slot.pressed {
+            slot.fcgi.gone();
+            self.gone.push(id);
+        }
+        if let Some(accepting) = &self.accepting {
+            accepting.released();
+        }
+    }
+
+    fn retire_one(&mut self, id: u64) {
+        let stopping = self.stopping;
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if slot.closing || slot.lingering || slot.fcgi.in_hand() {
+            return;
+        }
+        if stopping {
+            self.close(id, true);
+        } else if slot.idle_by.is_none() && !slot.fcgi.reading() {
+            let at = Instant::now() + RETIRE_IDLE;
+            slot.idle_by = Some(at);
+            self.timers.push(Reverse((at, id)));
+        }
+    }
+
+    /// A deadline of `id` may be due.
+    fn due(&mut self, id: u64, now: Instant) {
+        let read_timeout = self.read_timeout;
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if slot.linger_by.is_some_and(|at| at <= now) {
+            self.finish(id);
+            return;
+        }
+        if slot.read_by.is_some_and(|at| at <= now) {
+            slot.read_by = None;
+            if !(slot.lingering || slot.closing) {
+                if slot.paused {
+                    // The app has not taken the body that came: the wait is the app's,
+                    // not the client's.
+                    if let Some(timeout) = read_timeout {
+                        let at = now + timeout;
+                        slot.read_by = Some(at);
+                        self.timers.push(Reverse((at, id)));
+                    }
+                } else if slot.fcgi.reading() || !slot.got_any {
+                    let (what, received) = slot.fcgi.waiting();
+                    let secs = read_timeout.map_or(0.0, |t| t.as_secs_f64());
+                    eprintln!(
+                        "dropped a connection: {what} did not arrive within request_read_timeout ({secs}s); {received} bytes received"
+                    );
+                    self.finish(id);
+                    return;
+                }
+            }
+        }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if slot.idle_by.is_some_and(|at| at <= now) {
+            slot.idle_by = None;
+            if !slot.fcgi.in_hand() && !slot.fcgi.reading() {
+                self.close(id, true);
+            }
+        }
+    }
+
+    fn rebuild_timers(&mut self) {
+        self.timers = self
+            .slots
+            .iter()
+            .flat_map(|(id, slot)| {
+                [slot.read_by, slot.idle_by, slot.linger_by]
+                    .into_iter()
+                    .flatten()
+                    .map(move |at| Reverse((at, *id)))
+            })
+            .collect();
+        self.armed = None;
+    }
+
+    fn report_gone(&mut self, out: &Bound<'_, PyList>) -> PyResult<()> {
+        for id in self.gone.drain(..) {
+            out.append((GONE, id))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sets what the set watches `id`'s socket for, when that changed.
+fn watch(epoll: &OwnedFd, id: u64, slot: &mut Slot) {
+    let wanted = slot.wanted();
+    if wanted != slot.watching {
+        slot.watching = wanted;
+        ctl(epoll, libc::EPOLL_CTL_MOD, slot.fd.as_raw_fd(), wanted, id);
+    }
+}
+
+fn ctl(epoll: &OwnedFd, op: libc::c_int, fd: RawFd, events: u32, id: u64) {
+    let mut event = libc::epoll_event { events, u64: id };
+    // SAFETY: an epoll_ctl on the hub's set and a descriptor it owns; the event is read
+    // only during the call.
+    unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut event) };
+}
+
+/// Sends what it can of `data` without blocking: the bytes sent (0 when the socket's
+/// buffer is full), or the errno. A peer that is gone is an error (EPIPE), not a SIGPIPE.
+fn send(fd: RawFd, data: &[u8]) -> Result<usize, i32> {
+    loop {
+        // SAFETY: send reads `data.len()` bytes of a live slice.
+        let n = unsafe {
+            libc::send(
+                fd,
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        match std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+        {
+            libc::EINTR => continue,
+            libc::EAGAIN => return Ok(0),
+            errno => return Err(errno),
+        }
+    }
+}
+
+/// Our end says it will send nothing more: nginx reads the response to its end while
+/// what it still sends is read and dropped.
+fn shut(fd: &OwnedFd) {
+    // SAFETY: shutdown on a descriptor the slot owns; an error (already gone) is of no
+    // consequence.
+    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) };
+}
