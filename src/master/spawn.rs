@@ -26,8 +26,9 @@ pub struct Inherited<'a> {
     pub tls: Option<BorrowedFd<'a>>,
 }
 
-/// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2, and the pool's
-/// scoreboard as fd 3 and its access log as fd 4, if it has them. Returns its pid; the
+/// Starts `spec` with `listener` as fd 0, `output` as fds 1 and 2, and, if it has them, the
+/// pool's scoreboard as fd 3, its access log as fd 4, the TLS memfd as fd 5 and a zygote's
+/// terms (a sealed memfd the spawn writes) as fd 6. Returns its pid; the
 /// master reaps it with `waitpid`, not through `std::process::Child`.
 ///
 /// `zygote`: a zygote, which the master tells its worker count with `target_signal`,

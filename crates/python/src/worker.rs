@@ -21,7 +21,7 @@ use super::hooks::{self, Hooks};
 use super::wsgi::App;
 
 /// Runs the worker to its end; returns its exit code. `app` is the preloaded app (None
-/// with `--no-preload`: the worker imports `spec` itself). An ASGI app runs on an event
+/// with `no_preload`: the worker imports `spec` itself). An ASGI app runs on an event
 /// loop ([`crate::asgi`]), a WSGI app in the blocking worker loop, on `threads` threads
 /// when more than 1 ([`drover_worker::threads`]).
 #[expect(
@@ -133,7 +133,7 @@ struct Wsgi<'a> {
     hooks: Hooks,
     /// The zygote's fork count when it forked this worker: gunicorn's `worker.age`.
     age: u32,
-    /// "package.module:callable", for `--no-preload`.
+    /// "package.module:callable", for `no_preload`.
     spec: &'a str,
     mount: &'a str,
     /// Set by [`Handler::start`], before the first request; shared with the worker's

@@ -2,7 +2,7 @@
 //! no tokio and no threads of its own, so that it may fork (the [`warmup`](super::warmup)
 //! reader thread ends before the first fork): it blocks its signals, initializes CPython,
 //! loads the hooks and calls `on_starting` ([`super::hooks`]), imports the app (unless
-//! `--no-preload`; a factory is called here), sends it the `--warmup` requests, freezes the
+//! `no_preload` in its terms; a factory is called here), sends it the `warmup` requests, freezes the
 //! heap for copy-on-write (`gc.freeze()`), then hands over to `drover_worker`'s fork loop
 //! ([`drover_worker::zygote::serve`]), forking each worker while holding the GIL
 //! (`PyOS_BeforeFork` / `PyOS_AfterFork_*`).
@@ -100,7 +100,7 @@ fn start_hooks(py: Python<'_>, args: &PythonArgs) -> PyResult<Hooks> {
 struct Zygote<'a> {
     py: Python<'a>,
     args: &'a PythonArgs,
-    /// The preloaded app (None with `--no-preload`: each worker imports it).
+    /// The preloaded app (None with `no_preload`: each worker imports it).
     app: Option<Py<PyAny>>,
     hooks: Hooks,
     /// Each live worker's `age` (the fork count when it was forked), for `child_exit`.
