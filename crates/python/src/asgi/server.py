@@ -65,16 +65,18 @@ class ClientDisconnected(OSError):
     """send() after the client went away (ASGI 2.4)."""
 
 
-class Cycle:
-    """One request: the app's receive and send."""
+class Request:
+    """One request's ASGI cycle: the app's `receive`, its task, and the state both sides
+    read. What differs by transport (`Exchange` on the hub, `Cycle` on asyncio's transport
+    for the HTTP listener) is `send`, `pause`, `resume` and `failed`."""
 
     __slots__ = (
-        "conn", "body", "buffered", "body_done", "delivered", "waiter",
+        "loop", "body", "buffered", "body_done", "delivered", "waiter",
         "started", "status", "headers", "complete", "gone", "task",
     )
 
-    def __init__(self, conn, body, body_done):
-        self.conn = conn
+    def __init__(self, loop, body, body_done):
+        self.loop = loop
         self.body = [body] if body else []
         self.buffered = len(body)
         self.body_done = body_done
@@ -99,7 +101,7 @@ class Cycle:
             self.body.append(body)
             self.buffered += len(body)
             if self.buffered > BODY_HIGH:
-                self.conn.pause_reading()
+                self.pause()
         if done:
             self.body_done = True
         self.wake()
@@ -114,14 +116,51 @@ class Cycle:
                     body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
                     self.body = []
                     if self.buffered > BODY_HIGH:
-                        self.conn.resume_reading()
+                        self.resume()
                     self.buffered = 0
                     self.delivered = self.body_done
                     return {"type": "http.request", "body": body, "more_body": not self.body_done}
             elif self.complete:
                 return {"type": "http.disconnect"}
-            self.waiter = waiter = self.conn.loop.create_future()
+            self.waiter = waiter = self.loop.create_future()
             await waiter
+
+    async def run(self, worker, scope):
+        try:
+            await worker.app(scope, self.receive, self.send)
+        except BaseException as exc:
+            if not self.gone:
+                log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
+                    + "".join(traceback.format_exception(exc)).rstrip())
+            self.failed()
+        else:
+            if not self.complete:
+                if not self.gone:
+                    what = "finishing" if self.started else "starting"
+                    log(f"ASGI app returned without {what} its response "
+                        f"({scope['method']} {scope['path']})")
+                self.failed()
+        finally:
+            worker.task_done(self.task)
+
+
+class Cycle(Request):
+    """One request on the HTTP listener's connection (`Conn`, asyncio's transport)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn, body, body_done):
+        super().__init__(conn.loop, body, body_done)
+        self.conn = conn
+
+    def pause(self):
+        self.conn.pause_reading()
+
+    def resume(self):
+        self.conn.resume_reading()
+
+    def failed(self):
+        self.conn.failed(self)
 
     async def send(self, message):
         kind = message["type"]
@@ -156,57 +195,19 @@ class Cycle:
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
 
-    async def run(self, worker, scope):
-        try:
-            await worker.app(scope, self.receive, self.send)
-        except BaseException as exc:
-            if not self.gone:
-                log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
-                    + "".join(traceback.format_exception(exc)).rstrip())
-            self.conn.failed(self)
-        else:
-            if not self.complete:
-                if not self.gone:
-                    what = "finishing" if self.started else "starting"
-                    log(f"ASGI app returned without {what} its response "
-                        f"({scope['method']} {scope['path']})")
-                self.conn.failed(self)
-        finally:
-            worker.task_done(self.task)
 
-
-class Exchange:
+class Exchange(Request):
     """One request on the hub: the app's receive and send. The connection is the hub's,
     named by `cid`."""
 
-    __slots__ = (
-        "worker", "hub", "cid", "body", "buffered", "body_done", "delivered", "waiter",
-        "started", "status", "headers", "complete", "gone", "task", "drain",
-    )
+    __slots__ = ("worker", "hub", "cid", "drain")
 
     def __init__(self, worker, cid, body, body_done):
+        super().__init__(worker.loop, body, body_done)
         self.worker = worker
         self.hub = worker.hub
         self.cid = cid
-        self.body = [body] if body else []
-        self.buffered = len(body)
-        self.body_done = body_done
-        self.delivered = False
-        self.waiter = None
-        self.started = False
-        self.status = None
-        self.headers = None
-        self.complete = False
-        self.gone = False
-        self.task = None
         self.drain = None
-
-    def wake(self):
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
 
     def drained(self):
         drain, self.drain = self.drain, None
@@ -219,34 +220,14 @@ class Exchange:
         self.wake()
         self.drained()
 
-    def feed(self, body, done):
-        if body:
-            self.body.append(body)
-            self.buffered += len(body)
-            if self.buffered > BODY_HIGH:
-                self.hub.pause(self.cid)
-        if done:
-            self.body_done = True
-        self.wake()
+    def pause(self):
+        self.hub.pause(self.cid)
 
-    async def receive(self):
-        while True:
-            if self.gone:
-                return {"type": "http.disconnect"}
-            if not self.delivered:
-                if self.body or self.body_done:
-                    chunks = self.body
-                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-                    self.body = []
-                    if self.buffered > BODY_HIGH:
-                        self.hub.resume(self.cid)
-                    self.buffered = 0
-                    self.delivered = self.body_done
-                    return {"type": "http.request", "body": body, "more_body": not self.body_done}
-            elif self.complete:
-                return {"type": "http.disconnect"}
-            self.waiter = waiter = self.worker.loop.create_future()
-            await waiter
+    def resume(self):
+        self.hub.resume(self.cid)
+
+    def failed(self):
+        self.worker.failed(self)
 
     async def send(self, message):
         kind = message["type"]
@@ -280,24 +261,6 @@ class Exchange:
             self.headers = message.get("headers")
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
-
-    async def run(self, worker, scope):
-        try:
-            await worker.app(scope, self.receive, self.send)
-        except BaseException as exc:
-            if not self.gone:
-                log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
-                    + "".join(traceback.format_exception(exc)).rstrip())
-            worker.failed(self)
-        else:
-            if not self.complete:
-                if not self.gone:
-                    what = "finishing" if self.started else "starting"
-                    log(f"ASGI app returned without {what} its response "
-                        f"({scope['method']} {scope['path']})")
-                worker.failed(self)
-        finally:
-            worker.task_done(self.task)
 
 
 class Conn(asyncio.Protocol):
