@@ -63,7 +63,7 @@ impl Master {
         let sockets = sockets::Sockets::start(&config.global, &config.pools, to_master)?;
         let pid_file = config.global.pid_file.clone();
         if let Some(path) = &pid_file {
-            std::fs::write(path, format!("{}\n", std::process::id()))
+            write_pid_file(path)
                 .with_context(|| format!("cannot write pid_file {}", path.display()))?;
         }
         let emergency = EmergencyRestart::new(
@@ -172,4 +172,17 @@ pub(super) fn new_generation(
     let output = output::capture(id, lines.clone()).context("creating the output socket")?;
     PoolRun::new(id, pool.clone(), listener, output, process_control_timeout)
         .map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))
+}
+
+/// Writes the master's pid to `path` whole: to a temporary file beside it, then renamed
+/// over it, so a reader (systemd's `PIDFile=`, a monitor, a reload's check) never sees the
+/// file empty or half written.
+pub(super) fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, format!("{}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
 }

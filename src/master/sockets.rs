@@ -244,11 +244,9 @@ impl Master {
         }
         if new.pid_file != old.pid_file {
             let written = match &new.pid_file {
-                Some(path) => {
-                    std::fs::write(path, format!("{}\n", std::process::id())).map_err(|err| {
-                        tracing::error!("pid_file: cannot write {}: {err}", path.display())
-                    })
-                }
+                Some(path) => super::bind::write_pid_file(path).map_err(|err| {
+                    tracing::error!("pid_file: cannot write {}: {err}", path.display())
+                }),
                 None => Ok(()),
             };
             match written {
