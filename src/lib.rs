@@ -45,7 +45,11 @@
 //! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
 //!   written by the workers; re-exported as [`scoreboard`].
 //! - `crates/proto` (`drover-proto`): the zygote ⇄ master protocol (fds, report lines, exit
-//!   codes, the zygote's command line) and the respawn rules both sides apply.
+//!   codes, the zygote's command line, its terms) and the respawn rules both sides apply.
+//! - `crates/elfbind` (`elfbind`): a copy of libphp whose calls to its own functions are
+//!   direct (`drover-php --bind-direct`, feature `bind`), and the copy's build-id and
+//!   trailer, which the master reads (without that feature) to decide whether a pool runs
+//!   it.
 //!
 //! # Signals to the master
 //!
