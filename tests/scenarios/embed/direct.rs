@@ -14,7 +14,8 @@
 //! that dies at PHP's start (its `php_module_startup` made to trap after the self-test
 //! passed) leaves the pool serving on the linked libphp after one warning; a pool whose
 //! `[env]` preloads a library (`LD_PRELOAD`, libc's own) runs the linked libphp and says
-//! why.
+//! why; a folder named by a relative path is refused with a warning, and the pool runs the
+//! linked libphp.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -272,8 +273,13 @@ fn bind_into_site(drover_php: &Path, libphp: &Path, site: &Site) -> PathBuf {
 
 /// drover, told to look for the bound copy in `<site>/libphp`, serving `pool` behind nginx.
 fn stack_on_the_sites_copy(site: Site, pool: Embed) -> Stack {
-    Drover::write_files(&site, &[&pool]);
     let folder = site.path().join("libphp");
+    stack_with_libphp_dir(site, pool, &folder)
+}
+
+/// drover, with `DROVER_LIBPHP_DIR` set to `folder`, serving `pool` behind nginx.
+fn stack_with_libphp_dir(site: Site, pool: Embed, folder: &Path) -> Stack {
+    Drover::write_files(&site, &[&pool]);
     let drover = Drover::spawn_with_env(&site, &[("DROVER_LIBPHP_DIR", folder.as_os_str())]);
     drover.log.wait_for_line("ready:", TIMEOUT);
     let nginx = Nginx::start(&site, &site.socket("www"));
@@ -360,6 +366,47 @@ fn a_pool_that_preloads_a_library_runs_the_linked_libphp() {
             "pool www: drover-php: {} is not used: the zygote's environment sets \
              LD_PRELOAD=libc.so.6, which could interpose functions the copy calls directly",
             copy.display()
+        ),
+        TIMEOUT,
+    );
+    let page = http::get(&stack.url("/where.php"));
+    assert_eq!(
+        (page.status, page.body.as_str()),
+        (200, "not the copy a3c2f6df0119df050a37f7e61691a19d\n"),
+        "{}",
+        stack.drover.log.text()
+    );
+    assert!(!stack.drover.log.text().contains("bound directly ("));
+}
+
+/// `path` written relative to this process's working directory (which drover inherits).
+fn relative_to_cwd(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let mut relative = PathBuf::new();
+    for _ in cwd.components().skip(1) {
+        relative.push("..");
+    }
+    relative.join(path.strip_prefix("/").unwrap())
+}
+
+#[test]
+fn a_relative_libphp_folder_is_refused_and_the_pool_runs_the_linked_libphp() {
+    let Some((drover_php, libphp)) = drover_php_and_its_libphp() else {
+        return;
+    };
+    let site = Site::new();
+    let copy = bind_into_site(drover_php, &libphp, &site);
+    // A good copy, in a folder named relative to drover's working directory: the master
+    // does not take a path whose meaning depends on where it was started.
+    let folder = relative_to_cwd(&site.path().join("libphp"));
+    site.script("where.php", WHERE);
+    let pool = Embed::new("www", 1).env(&format!("DIRECT_COPY = \"{}\"\n", copy.display()));
+    let stack = stack_with_libphp_dir(site, pool, &folder);
+    stack.drover.log.wait_for_line(
+        &format!(
+            "pool www: drover-php: {0} is not used: DROVER_LIBPHP_DIR={0} is not an absolute \
+             path; PHP runs the libphp drover-php is linked to",
+            folder.display()
         ),
         TIMEOUT,
     );
