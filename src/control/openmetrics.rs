@@ -88,123 +88,8 @@ pub fn metrics(pools: &[PoolStatus], full: bool, exposition: Exposition) -> Stri
         exposition,
     };
     m.up();
-    m.pool(
-        Kind::Gauge,
-        "start_time_seconds",
-        "When the pool started, in seconds since the epoch.",
-        |p| {
-            Some(
-                p.start_time
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_secs()
-                    .to_string(),
-            )
-        },
-    );
-    m.pool(
-        Kind::Gauge,
-        "start_since_seconds",
-        "How long the pool has been running.",
-        |p| Some(int(p.start_since.as_secs())),
-    );
-    m.pool(
-        Kind::Counter,
-        "accepted_connections",
-        "Requests accepted by the pool.",
-        |p| p.accepted_conn.map(int),
-    );
-    m.pool(
-        Kind::Gauge,
-        "listen_queue",
-        "Connections waiting in the listen queue.",
-        |p| p.listen_queue.map(int),
-    );
-    m.pool(
-        Kind::Gauge,
-        "max_listen_queue",
-        "The longest listen queue since the pool started.",
-        |p| p.max_listen_queue.map(int),
-    );
-    m.pool(
-        Kind::Gauge,
-        "listen_queue_length",
-        "The listen backlog: how many connections may wait.",
-        |p| Some(int(p.listen_queue_len)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "idle_processes",
-        "Workers waiting for a request.",
-        |p| Some(int(p.idle_processes)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "active_processes",
-        "Workers in a request.",
-        |p| Some(int(p.active_processes)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "total_processes",
-        "Idle and active workers.",
-        |p| Some(int(p.total_processes)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "max_active_processes",
-        "The most workers in a request at once since the pool started.",
-        |p| Some(int(p.max_active_processes)),
-    );
-    m.pool(
-        Kind::Counter,
-        "max_children_reached",
-        "Times max_children stopped the pool from spawning a worker.",
-        |p| Some(int(p.max_children_reached)),
-    );
-    m.pool(
-        Kind::Counter,
-        "slow_requests",
-        "Requests that ran past request_slowlog_timeout.",
-        |p| Some(int(p.slow_requests)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "busy_ratio",
-        "Active workers over max_children: 1 when the pool can grow no more.",
-        |p| {
-            (p.limits.max_children > 0).then(|| {
-                format!(
-                    "{}",
-                    f64::from(p.active_processes) / f64::from(p.limits.max_children)
-                )
-            })
-        },
-    );
-    m.pool(
-        Kind::Gauge,
-        "queue_oldest_wait_seconds",
-        "How long the oldest connection in the listen queue has waited, at least (to 0.1 s).",
-        |p| p.queue.oldest_wait.map(seconds),
-    );
-    m.pool(
-        Kind::Counter,
-        "queue_timeouts",
-        "Connections answered 503 after waiting queue_timeout for a worker.",
-        |p| p.queue.timeout.map(|_| int(p.queue.timed_out)),
-    );
-    m.pool(
-        Kind::Counter,
-        "startup_failures",
-        "Workers that died before their first request, each holding the next start back.",
-        |p| Some(int(p.backoff.startup_failures)),
-    );
-    m.pool(
-        Kind::Gauge,
-        "startup_backoff_seconds",
-        "How long starts are held back still after a start-up failure (0: not held).",
-        |p| Some(seconds(p.backoff.holding.unwrap_or_default())),
-    );
+    m.pool_counts();
+    m.saturation();
     m.queue_wait();
     m.limits();
     m.recycled();
@@ -227,6 +112,133 @@ struct Metrics<'a> {
 }
 
 impl Metrics<'_> {
+    /// php-fpm's pool fields: its start, the accepted connections, the listen queue and
+    /// the worker counts.
+    fn pool_counts(&mut self) {
+        self.pool(
+            Kind::Gauge,
+            "start_time_seconds",
+            "When the pool started, in seconds since the epoch.",
+            |p| {
+                Some(
+                    p.start_time
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_secs()
+                        .to_string(),
+                )
+            },
+        );
+        self.pool(
+            Kind::Gauge,
+            "start_since_seconds",
+            "How long the pool has been running.",
+            |p| Some(int(p.start_since.as_secs())),
+        );
+        self.pool(
+            Kind::Counter,
+            "accepted_connections",
+            "Requests accepted by the pool.",
+            |p| p.accepted_conn.map(int),
+        );
+        self.pool(
+            Kind::Gauge,
+            "listen_queue",
+            "Connections waiting in the listen queue.",
+            |p| p.listen_queue.map(int),
+        );
+        self.pool(
+            Kind::Gauge,
+            "max_listen_queue",
+            "The longest listen queue since the pool started.",
+            |p| p.max_listen_queue.map(int),
+        );
+        self.pool(
+            Kind::Gauge,
+            "listen_queue_length",
+            "The listen backlog: how many connections may wait.",
+            |p| Some(int(p.listen_queue_len)),
+        );
+        self.pool(
+            Kind::Gauge,
+            "idle_processes",
+            "Workers waiting for a request.",
+            |p| Some(int(p.idle_processes)),
+        );
+        self.pool(
+            Kind::Gauge,
+            "active_processes",
+            "Workers in a request.",
+            |p| Some(int(p.active_processes)),
+        );
+        self.pool(
+            Kind::Gauge,
+            "total_processes",
+            "Idle and active workers.",
+            |p| Some(int(p.total_processes)),
+        );
+        self.pool(
+            Kind::Gauge,
+            "max_active_processes",
+            "The most workers in a request at once since the pool started.",
+            |p| Some(int(p.max_active_processes)),
+        );
+        self.pool(
+            Kind::Counter,
+            "max_children_reached",
+            "Times max_children stopped the pool from spawning a worker.",
+            |p| Some(int(p.max_children_reached)),
+        );
+        self.pool(
+            Kind::Counter,
+            "slow_requests",
+            "Requests that ran past request_slowlog_timeout.",
+            |p| Some(int(p.slow_requests)),
+        );
+    }
+
+    /// How near the pool is to its limits: the busy ratio, the listen queue's oldest wait
+    /// and `queue_timeout`'s answers, start-up failures and the backoff they hold.
+    fn saturation(&mut self) {
+        self.pool(
+            Kind::Gauge,
+            "busy_ratio",
+            "Active workers over max_children: 1 when the pool can grow no more.",
+            |p| {
+                (p.limits.max_children > 0).then(|| {
+                    format!(
+                        "{}",
+                        f64::from(p.active_processes) / f64::from(p.limits.max_children)
+                    )
+                })
+            },
+        );
+        self.pool(
+            Kind::Gauge,
+            "queue_oldest_wait_seconds",
+            "How long the oldest connection in the listen queue has waited, at least (to 0.1 s).",
+            |p| p.queue.oldest_wait.map(seconds),
+        );
+        self.pool(
+            Kind::Counter,
+            "queue_timeouts",
+            "Connections answered 503 after waiting queue_timeout for a worker.",
+            |p| p.queue.timeout.map(|_| int(p.queue.timed_out)),
+        );
+        self.pool(
+            Kind::Counter,
+            "startup_failures",
+            "Workers that died before their first request, each holding the next start back.",
+            |p| Some(int(p.backoff.startup_failures)),
+        );
+        self.pool(
+            Kind::Gauge,
+            "startup_backoff_seconds",
+            "How long starts are held back still after a start-up failure (0: not held).",
+            |p| Some(seconds(p.backoff.holding.unwrap_or_default())),
+        );
+    }
+
     /// php-fpm's `up`, with the process manager and runtime as labels.
     fn up(&mut self) {
         let samples = self

@@ -72,99 +72,141 @@ pub(super) fn route(
         .collect::<Result<_, _>>()?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     let query = Query::parse(query.unwrap_or(""))?;
-    let read_only = matches!(scope, Scope::Status { .. });
-    match segments.as_slice() {
-        ["ping"] => {
-            allow(method, "GET, HEAD")?;
-            query.only(&[])?;
-            Ok(Route::Ping)
-        }
-        ["livez"] if !matches!(scope, Scope::Status { .. }) => {
-            allow(method, "GET, HEAD")?;
-            query.only(&["verbose"])?;
-            Ok(Route::Live)
-        }
-        ["readyz"] if !matches!(scope, Scope::Status { .. }) => {
-            allow(method, "GET, HEAD")?;
-            query.only(&["verbose"])?;
-            Ok(Route::Ready {
-                verbose: query.has("verbose"),
-            })
-        }
-        _ if *scope == Scope::Health => Err(refuse(
+    if let Some(route) = probe(method, &segments, &query, scope) {
+        return route;
+    }
+    if *scope == Scope::Health {
+        return Err(refuse(
             404,
             format!("no route {path}: this listener serves /livez, /readyz and /ping"),
-        )),
-        ["status"] => {
-            allow(method, "GET, HEAD")?;
-            query.only(&[
-                "pool",
-                "format",
-                "full",
-                "text",
-                "json",
-                "openmetrics",
-                "html",
-                "xml",
-            ])?;
-            Ok(Route::Status {
-                pool: query.scoped_pool(scope)?,
-                format: query.format()?,
-                full: query.has("full"),
-            })
-        }
-        ["metrics"] => {
-            allow(method, "GET, HEAD")?;
-            query.only(&["pool", "full"])?;
-            Ok(Route::Metrics {
-                pool: query.scoped_pool(scope)?,
-                full: query.has("full"),
-            })
-        }
-        _ if read_only => Err(refuse(
+        ));
+    }
+    if let Some(route) = status(method, &segments, &query, scope) {
+        return route;
+    }
+    if matches!(scope, Scope::Status { .. }) {
+        return Err(refuse(
             404,
             format!("no route {path}: this listener serves /status, /metrics and /ping"),
-        )),
-        ["config"] => {
-            allow(method, "GET")?;
-            query.only(&["pool"])?;
-            Ok(Route::Master(ControlRequest::Config {
-                pool: query.pool()?,
-            }))
-        }
-        ["reload"] => {
-            allow(method, "POST")?;
-            query.only(&["pool", "changed"])?;
-            Ok(Route::Master(ControlRequest::Reload {
-                pool: query.pool()?,
-                changed: query.has("changed"),
-            }))
-        }
-        ["pools", pool, "set"] if !pool.is_empty() => {
-            allow(method, "POST")?;
-            query.only(&[])?;
-            let changes = changes(body)?;
-            Ok(Route::Master(ControlRequest::Set {
-                pool: pool.to_string(),
-                changes,
-            }))
-        }
-        ["pools", pool, "workers"] if !pool.is_empty() => {
-            allow(method, "POST")?;
-            query.only(&[])?;
-            let delta = delta(body)?;
-            Ok(Route::Master(ControlRequest::Workers {
-                pool: pool.to_string(),
-                delta,
-            }))
-        }
-        _ => Err(refuse(
+        ));
+    }
+    command(method, &segments, &query, body).unwrap_or_else(|| {
+        Err(refuse(
             404,
             format!(
                 "no route {path}: try /status, /metrics, /ping, /livez, /readyz, /config, /reload, /pools/NAME/set, /pools/NAME/workers"
             ),
-        )),
+        ))
+    })
+}
+
+/// What every listener may be asked: `/ping`, and but on a `status_listen`, `/livez` and
+/// `/readyz`. None: not one of those.
+fn probe(
+    method: &str,
+    segments: &[&str],
+    query: &Query,
+    scope: &Scope,
+) -> Option<Result<Route, Refusal>> {
+    let parse = || -> Result<Route, Refusal> {
+        allow(method, "GET, HEAD")?;
+        match segments {
+            ["ping"] => {
+                query.only(&[])?;
+                Ok(Route::Ping)
+            }
+            ["livez"] => {
+                query.only(&["verbose"])?;
+                Ok(Route::Live)
+            }
+            _ => {
+                query.only(&["verbose"])?;
+                Ok(Route::Ready {
+                    verbose: query.has("verbose"),
+                })
+            }
+        }
+    };
+    match segments {
+        ["ping"] => Some(parse()),
+        ["livez" | "readyz"] if !matches!(scope, Scope::Status { .. }) => Some(parse()),
+        _ => None,
     }
+}
+
+/// The status pages, on the control socket and a `status_listen`: `/status`, `/metrics`.
+fn status(
+    method: &str,
+    segments: &[&str],
+    query: &Query,
+    scope: &Scope,
+) -> Option<Result<Route, Refusal>> {
+    let parse = || -> Result<Route, Refusal> {
+        allow(method, "GET, HEAD")?;
+        if segments == ["metrics"] {
+            query.only(&["pool", "full"])?;
+            return Ok(Route::Metrics {
+                pool: query.scoped_pool(scope)?,
+                full: query.has("full"),
+            });
+        }
+        query.only(&[
+            "pool",
+            "format",
+            "full",
+            "text",
+            "json",
+            "openmetrics",
+            "html",
+            "xml",
+        ])?;
+        Ok(Route::Status {
+            pool: query.scoped_pool(scope)?,
+            format: query.format()?,
+            full: query.has("full"),
+        })
+    };
+    matches!(segments, ["status" | "metrics"]).then(parse)
+}
+
+/// The control socket's own routes, which ask the master to show or change something.
+/// None: no such route.
+fn command(
+    method: &str,
+    segments: &[&str],
+    query: &Query,
+    body: &[u8],
+) -> Option<Result<Route, Refusal>> {
+    let check = |allowed: &'static str, keys: &[&str]| -> Result<(), Refusal> {
+        allow(method, allowed)?;
+        query.only(keys)
+    };
+    Some(match segments {
+        ["config"] => check("GET", &["pool"]).and_then(|()| {
+            Ok(Route::Master(ControlRequest::Config {
+                pool: query.pool()?,
+            }))
+        }),
+        ["reload"] => check("POST", &["pool", "changed"]).and_then(|()| {
+            Ok(Route::Master(ControlRequest::Reload {
+                pool: query.pool()?,
+                changed: query.has("changed"),
+            }))
+        }),
+        ["pools", pool, "set"] if !pool.is_empty() => check("POST", &[]).and_then(|()| {
+            Ok(Route::Master(ControlRequest::Set {
+                pool: pool.to_string(),
+                changes: changes(body)?,
+            }))
+        }),
+        ["pools", pool, "workers"] if !pool.is_empty() => check("POST", &[]).and_then(|()| {
+            Ok(Route::Master(ControlRequest::Workers {
+                pool: pool.to_string(),
+                delta: delta(body)?,
+            }))
+        }),
+        _ => return None,
+    })
 }
 
 fn allow(method: &str, allowed: &'static str) -> Result<(), Refusal> {

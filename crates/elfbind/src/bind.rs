@@ -255,22 +255,11 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
         by_rules
     };
 
-    // The dynamic relocations: which GOT slot the loader fills with which symbol.
-    let (mut jump_slots, mut glob_dat) = (HashMap::new(), HashMap::new());
-    for rela in dynamic_relas(endian, data, &sections, &dynsym)? {
-        let (kind, sym) = (
-            rela.r_type(endian, false),
-            rela.r_sym(endian, false) as usize,
-        );
-        if sym == 0 || sym >= symbols.len() || rela.r_addend(endian) != 0 {
-            continue;
-        }
-        if kind == elf::R_X86_64_JUMP_SLOT {
-            jump_slots.insert(rela.r_offset(endian), sym);
-        } else if kind == elf::R_X86_64_GLOB_DAT {
-            glob_dat.insert(rela.r_offset(endian), sym);
-        }
-    }
+    let (jump_slots, glob_dat) = got_slots(
+        endian,
+        dynamic_relas(endian, data, &sections, &dynsym)?,
+        symbols.len(),
+    );
     // The GOT slots whose loads become the definition's address.
     let mut got_bound: HashMap<u64, usize> = HashMap::new();
     for (slot, sym) in &glob_dat {
@@ -294,9 +283,6 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
         }
     }
 
-    let mut sites = BTreeMap::new();
-    let ranges = function_ranges(endian, data, &sections)?;
-    analysis.functions = ranges.len();
     let scan = Scan {
         symbols: &symbols,
         plt: &plt,
@@ -304,23 +290,34 @@ pub fn analyze(data: &[u8], keep: &Keep) -> Result<Analysis, Error> {
         glob_dat: &glob_dat,
         got_bound: &got_bound,
     };
-    let mut undecodable = Vec::new();
-    for Function { start, code } in ranges {
-        match scan.function(start, code) {
-            Some(found) => {
-                analysis.branches_left += found.branches_left;
-                analysis.loads_left += found.loads_left;
-                sites.extend(found.sites.into_iter().map(|site| (site.address, site)));
-            }
-            None => undecodable.push(start..start + code.len() as u64),
+    scan.functions(function_ranges(endian, data, &sections)?, &mut analysis);
+    Ok(analysis)
+}
+
+/// The dynamic relocations' GOT slots that the loader fills with a symbol (of the
+/// `symbols` dynamic symbols; none with an addend): the PLT's (`JUMP_SLOT`), and the
+/// others (`GLOB_DAT`), each by slot address.
+fn got_slots(
+    endian: LE,
+    relas: Vec<&elf::Rela64<LE>>,
+    symbols: usize,
+) -> (HashMap<u64, usize>, HashMap<u64, usize>) {
+    let (mut jump_slots, mut glob_dat) = (HashMap::new(), HashMap::new());
+    for rela in relas {
+        let (kind, sym) = (
+            rela.r_type(endian, false),
+            rela.r_sym(endian, false) as usize,
+        );
+        if sym == 0 || sym >= symbols || rela.r_addend(endian) != 0 {
+            continue;
+        }
+        if kind == elf::R_X86_64_JUMP_SLOT {
+            jump_slots.insert(rela.r_offset(endian), sym);
+        } else if kind == elf::R_X86_64_GLOB_DAT {
+            glob_dat.insert(rela.r_offset(endian), sym);
         }
     }
-    // A function's range may be scanned twice (its symbol and its FDE) or overlap
-    // another's: a site inside an undecodable one is dropped whoever found it.
-    analysis.undecodable = undecodable.len();
-    analysis.dropped = drop_inside(&mut sites, &undecodable);
-    analysis.sites = sites.into_values().collect();
-    Ok(analysis)
+    (jump_slots, glob_dat)
 }
 
 /// Removes the sites inside any of `ranges`; how many.
@@ -349,6 +346,29 @@ struct Found {
 }
 
 impl Scan<'_> {
+    /// Scans every function of `ranges` into `analysis`: its sites, the branches and loads
+    /// left, and the functions not decodable to their end with the sites dropped in them.
+    fn functions(&self, ranges: Vec<Function<'_>>, analysis: &mut Analysis) {
+        analysis.functions = ranges.len();
+        let mut sites = BTreeMap::new();
+        let mut undecodable = Vec::new();
+        for Function { start, code } in ranges {
+            match self.function(start, code) {
+                Some(found) => {
+                    analysis.branches_left += found.branches_left;
+                    analysis.loads_left += found.loads_left;
+                    sites.extend(found.sites.into_iter().map(|site| (site.address, site)));
+                }
+                None => undecodable.push(start..start + code.len() as u64),
+            }
+        }
+        // A function's range may be scanned twice (its symbol and its FDE) or overlap
+        // another's: a site inside an undecodable one is dropped whoever found it.
+        analysis.undecodable = undecodable.len();
+        analysis.dropped = drop_inside(&mut sites, &undecodable);
+        analysis.sites = sites.into_values().collect();
+    }
+
     /// The sites of the function at `start` whose bytes are `code`, decoded to its end;
     /// `None` when an instruction cannot be decoded (bytes it does not know, or one cut by
     /// the function's end).
@@ -545,14 +565,23 @@ fn function_ranges<'data>(
         .collect())
 }
 
+/// The byte order, the sections and the dynamic symbol table (empty without `.dynsym`) of
+/// the ELF file `data`.
+fn dynamic_symbol_table(data: &[u8]) -> Result<DynamicSymbolTable<'_>, Error> {
+    let header = Header::parse(data)?;
+    let endian = header.endian()?;
+    let sections = header.sections(endian, data)?;
+    let dynsym = sections.symbols(endian, data, elf::SHT_DYNSYM)?;
+    Ok((endian, sections, dynsym))
+}
+
+type DynamicSymbolTable<'data> = (LE, SectionTable<'data, Header>, SymbolTable<'data, Header>);
+
 /// The names an executable makes interposable for the libraries it loads: the dynamic
 /// symbols it defines (a copy-relocated variable among them), and the functions it takes
 /// the canonical address of (undefined, with the address of its own PLT entry as value).
 pub fn interposers(executable: &[u8]) -> Result<Keep, Error> {
-    let header = Header::parse(executable)?;
-    let endian = header.endian()?;
-    let sections = header.sections(endian, executable)?;
-    let dynsym = sections.symbols(endian, executable, elf::SHT_DYNSYM)?;
+    let (endian, sections, dynsym) = dynamic_symbol_table(executable)?;
     let mut keep = Keep::new();
     for sym in dynsym.symbols() {
         let defined = !sym.st_shndx(endian).is_special();
@@ -594,10 +623,7 @@ fn dynamic_relas<'data>(
 /// The dynamic symbols a library defines (global or weak): those of a library loaded
 /// before the one bound would win over the bound one's own, so they are kept.
 pub fn exports(library: &[u8]) -> Result<Keep, Error> {
-    let header = Header::parse(library)?;
-    let endian = header.endian()?;
-    let sections = header.sections(endian, library)?;
-    let dynsym = sections.symbols(endian, library, elf::SHT_DYNSYM)?;
+    let (endian, _, dynsym) = dynamic_symbol_table(library)?;
     let mut keep = Keep::new();
     for sym in dynsym.symbols() {
         let bind = sym.st_bind();
