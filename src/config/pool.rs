@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::choices::{Protocol, SlowlogFormat};
 use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
 use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime, Tls};
@@ -29,39 +30,8 @@ pub(super) fn parse(
     claims: &mut Vec<Claim>,
 ) -> Option<Pool> {
     root.check_keys(&keys::names(Section::Pool));
-    // A background pool has no socket; its `listen` is refused with the other socket keys.
     let program = root.contains("program");
-    let listen = if program {
-        Some(ListenAddr::NoSocket)
-    } else {
-        root.parse("listen", |s| parse_listen(base, s))
-            .required(root, "listen")
-    };
-    let status_listen = root
-        .parse("status_listen", |s| parse_listen(base, s))
-        .optional();
-    for (key, addr) in [
-        ("listen", &listen),
-        ("status_listen", &status_listen.clone().flatten()),
-    ] {
-        if let Some(addr) = addr.as_ref().filter(|a| **a != ListenAddr::NoSocket) {
-            let (offset, written) = root.locate(key);
-            let (file, pool) = (pool.index, pool.name.to_owned());
-            claims.push(Claim {
-                addr: addr.clone(),
-                file,
-                pool,
-                key,
-                offset,
-                written,
-            });
-        }
-    }
-    if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
-        && overlap(listen, status)
-    {
-        root.fail("status_listen", "must differ from listen");
-    }
+    let (listen, status_listen) = addresses(root, pool, base, claims);
     let socket = socket_options(root, listen.as_ref());
     let user = root.optional("user");
     let group = root.optional("group");
@@ -69,12 +39,8 @@ pub(super) fn parse(
     let clear_env = root.value("clear_env");
     let slowlog = slowlog(root, base);
     let slowlog_json = root
-        .parse("slowlog_format", |s| match s {
-            "text" => Ok(false),
-            "json" => Ok(true),
-            _ => Err("must be \"text\" or \"json\"".to_owned()),
-        })
-        .or(false);
+        .value("slowlog_format")
+        .map(|f: SlowlogFormat| f == SlowlogFormat::Json);
     let decorate_workers_output = root.value("decorate_workers_output");
     let process_dumpable = root.value("process_dumpable");
     let pm = match root.table("pm") {
@@ -144,6 +110,48 @@ pub(super) fn parse(
         env: env?,
         runtime: runtime?,
     })
+}
+
+/// `listen` and `status_listen`, each pushed to `claims` (when valid), so that a clash with
+/// another pool is reported in the same run. A background pool has no socket; its `listen`
+/// is refused with the other socket keys.
+fn addresses(
+    root: &Table<'_, '_>,
+    pool: &PoolFile<'_>,
+    base: &Path,
+    claims: &mut Vec<Claim>,
+) -> (Option<ListenAddr>, Option<Option<ListenAddr>>) {
+    let listen = if root.contains("program") {
+        Some(ListenAddr::NoSocket)
+    } else {
+        root.parse("listen", |s| parse_listen(base, s))
+            .required(root, "listen")
+    };
+    let status_listen = root
+        .parse("status_listen", |s| parse_listen(base, s))
+        .optional();
+    for (key, addr) in [
+        ("listen", &listen),
+        ("status_listen", &status_listen.clone().flatten()),
+    ] {
+        if let Some(addr) = addr.as_ref().filter(|a| **a != ListenAddr::NoSocket) {
+            let (offset, written) = root.locate(key);
+            claims.push(Claim {
+                addr: addr.clone(),
+                file: pool.index,
+                pool: pool.name.to_owned(),
+                key,
+                offset,
+                written,
+            });
+        }
+    }
+    if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
+        && overlap(listen, status)
+    {
+        root.fail("status_listen", "must differ from listen");
+    }
+    (listen, status_listen)
 }
 
 type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
@@ -296,14 +304,8 @@ fn threads_speak_fastcgi(
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
 fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
-    let protocol = root
-        .parse("protocol", |s| match s {
-            "fastcgi" => Ok(false),
-            "http" => Ok(true),
-            _ => Err("must be \"fastcgi\" or \"http\"".to_owned()),
-        })
-        .or(false)?;
-    if !protocol {
+    let protocol: Protocol = root.value("protocol")?;
+    if protocol == Protocol::FastCgi {
         let mut valid = true;
         for key in keys::http_only().filter(|key| root.contains(key.name)) {
             root.fail(
@@ -371,18 +373,11 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
 /// not the certificate's, an unknown suite or version is refused at load (and by
 /// `drover -t`, and on a reload, which keeps the running pools).
 fn tls(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
-    use drover_proto::tls::{self, CertReqs, MinVersion, Part, Settings};
+    use drover_proto::tls::{self, CertReqs, MinVersion, Settings};
     let certfile = root.path_buf("certfile", base).optional();
     let keyfile = root.path_buf("keyfile", base).optional();
     let ca_certs = root.path_buf("ca_certs", base).optional();
-    let cert_reqs = root
-        .parse("cert_reqs", |s| match s {
-            "none" | "CERT_NONE" => Ok(CertReqs::None),
-            "optional" | "CERT_OPTIONAL" => Ok(CertReqs::Optional),
-            "required" | "CERT_REQUIRED" => Ok(CertReqs::Required),
-            _ => Err("must be \"none\", \"optional\" or \"required\"".to_owned()),
-        })
-        .or(CertReqs::None);
+    let cert_reqs: Option<CertReqs> = root.value("cert_reqs");
     let min_version = root
         .parse("ssl_version", MinVersion::parse)
         .or_else(MinVersion::default);
@@ -448,38 +443,48 @@ fn tls(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
             .collect(),
         min_version,
     };
-    if let Err(problem) = tls::server_config(&material, &settings) {
-        // A part whose key is not written: the key is certfile's (keyfile unset).
-        let key = match problem.part {
-            Part::Keyfile if keyfile.is_none() => "certfile",
-            part => part.key(),
-        };
-        let file = match problem.part {
-            Part::Certfile => Some(&certfile),
-            Part::Keyfile => Some(keyfile.as_ref().unwrap_or(&certfile)),
-            Part::CaCerts => ca_certs.as_ref(),
-            Part::Ciphers => None,
-        };
-        let reason = match (problem.part, file) {
-            (Part::Keyfile, Some(file)) => format!(
-                "{}: {} (certfile {})",
-                file.display(),
-                problem.reason,
-                certfile.display()
-            ),
-            (_, Some(file)) => format!("{}: {}", file.display(), problem.reason),
-            (_, None) => problem.reason,
-        };
-        root.fail(key, reason);
-        return None;
-    }
-    Some(Some(Tls {
+    let tls = Tls {
         certfile,
         keyfile,
         ca_certs,
         settings,
         material,
-    }))
+    };
+    match tls::server_config(&tls.material, &tls.settings) {
+        Ok(_) => Some(Some(tls)),
+        Err(problem) => {
+            refuse_tls(root, &tls, problem);
+            None
+        }
+    }
+}
+
+/// Reports what rustls refused in `tls`, at the key of the file (or setting) at fault.
+fn refuse_tls(root: &Table<'_, '_>, tls: &Tls, problem: drover_proto::tls::Problem) {
+    use drover_proto::tls::Part;
+    let certfile = &tls.certfile;
+    // A part whose key is not written: the key is certfile's (keyfile unset).
+    let key = match problem.part {
+        Part::Keyfile if tls.keyfile.is_none() => "certfile",
+        part => part.key(),
+    };
+    let file = match problem.part {
+        Part::Certfile => Some(certfile),
+        Part::Keyfile => Some(tls.keyfile.as_ref().unwrap_or(certfile)),
+        Part::CaCerts => tls.ca_certs.as_ref(),
+        Part::Ciphers => None,
+    };
+    let reason = match (problem.part, file) {
+        (Part::Keyfile, Some(file)) => format!(
+            "{}: {} (certfile {})",
+            file.display(),
+            problem.reason,
+            certfile.display()
+        ),
+        (_, Some(file)) => format!("{}: {}", file.display(), problem.reason),
+        (_, None) => problem.reason,
+    };
+    root.fail(key, reason);
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {

@@ -3,10 +3,11 @@
 //! TOML spelling are the walk's (`render.rs`); an arm says only which value, or why none.
 
 use super::{Shown, Shows, Size};
-use crate::config::keys;
+use crate::config::choices::{Protocol, SlowlogFormat, WorkerBoot};
+use crate::config::keys::{self, Choice as _};
 use crate::config::model::{
-    Command, Control, Global, Http, Interface, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime,
-    Pm, PmMode, Pool, Program, Python, Runtime, Tls,
+    Command, Control, Global, Http, Interface, ListenAddr, LogTarget, Php, PhpRuntime, Pm, PmMode,
+    Pool, Program, Python, Runtime, Tls,
 };
 
 impl Shows for Global {
@@ -16,14 +17,8 @@ impl Shows for Global {
                 LogTarget::Stderr => Shown::of("stderr"),
                 LogTarget::File(path) => Shown::of(path),
             },
-            "log_level" => Shown::of(match self.log_level {
-                LogLevel::Error => "error",
-                LogLevel::Warn => "warn",
-                LogLevel::Info => "info",
-                LogLevel::Debug => "debug",
-                LogLevel::Trace => "trace",
-            }),
-            "log_format" => Shown::of(self.log_format.as_str()),
+            "log_level" => Shown::of(self.log_level.name()),
+            "log_format" => Shown::of(self.log_format.name()),
             "pid_file" => Shown::optional(self.pid_file.as_ref()),
             "include" => Shown::of(&self.include),
             "process_control_timeout" => Shown::of(&self.process_control_timeout),
@@ -111,7 +106,13 @@ impl Shows for Pool {
             "request_slowlog_timeout" => off(self.request_slowlog_timeout),
             "request_slowlog_trace_depth" => Shown::of(&self.request_slowlog_trace_depth),
             "slowlog" => Shown::optional(self.slowlog.as_ref()),
-            "slowlog_format" => Shown::of(if self.slowlog_json { "json" } else { "text" }),
+            "slowlog_format" => Shown::of(
+                match self.slowlog_json {
+                    true => SlowlogFormat::Json,
+                    false => SlowlogFormat::Text,
+                }
+                .name(),
+            ),
             "decorate_workers_output" => Shown::of(&self.decorate_workers_output),
             "process_dumpable" if self.zygote() || self.process_dumpable => {
                 Shown::of(&self.process_dumpable)
@@ -134,11 +135,13 @@ impl Shows for Pool {
             "access_log" => Shown::optional(self.access_log.as_ref()),
             "access_format" => Shown::of(&self.access_format),
             "access_suppress_path" => Shown::of(&self.access_suppress_path),
-            "protocol" => Shown::of(if self.http.is_some() {
-                "http"
-            } else {
-                "fastcgi"
-            }),
+            "protocol" => Shown::of(
+                match self.http {
+                    Some(_) => Protocol::Http,
+                    None => Protocol::FastCgi,
+                }
+                .name(),
+            ),
             "pm" => Shown::Table(&self.pm),
             "env" => Shown::Map(&self.env),
             "php" | "python" | "command" | "program" if key != self.runtime.name() => Shown::Hidden,
@@ -200,7 +203,7 @@ impl Shows for Pm {
         };
         let size = |bytes: Option<u64>, why| Shown::or(bytes.map(Size).as_ref(), why);
         Some(match key {
-            "mode" => Shown::of(self.mode.as_str()),
+            "mode" => Shown::of(self.mode.name()),
             "max_children" if self.memory.auto.is_some() => Shown::of("auto"),
             "max_children" => Shown::of(&self.max_children),
             "start_servers" | "min_spare_servers" | "max_spare_servers"
@@ -246,9 +249,13 @@ impl Shows for Php {
                 Shown::unset("runtime = \"embed\" only, or [] for any file")
             }
             ("worker", PhpRuntime::Embed { worker, .. }) => Shown::optional(worker.as_ref()),
-            ("worker_boot", PhpRuntime::Embed { boot_in_zygote, .. }) => {
-                Shown::of(if *boot_in_zygote { "zygote" } else { "worker" })
-            }
+            ("worker_boot", PhpRuntime::Embed { boot_in_zygote, .. }) => Shown::of(
+                match boot_in_zygote {
+                    true => WorkerBoot::Zygote,
+                    false => WorkerBoot::Worker,
+                }
+                .name(),
+            ),
             ("worker" | "worker_boot", PhpRuntime::Cgi { .. }) => Shown::unset(EMBED_ONLY),
             ("ini", _) => Shown::Map(&self.ini),
             ("admin_ini", PhpRuntime::Embed { admin_ini, .. }) => Shown::Map(admin_ini),
@@ -268,7 +275,7 @@ impl Shows for Python {
             "mount" => Shown::of(&self.mount),
             "warmup" => Shown::of(&self.warmup),
             "hooks" => Shown::optional(self.hooks.as_ref()),
-            "interface" => Shown::of(self.interface.as_str()),
+            "interface" => Shown::of(self.interface.name()),
             "threads" => Shown::of(&self.threads),
             _ => return None,
         })
