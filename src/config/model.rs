@@ -143,6 +143,10 @@ pub struct Pool {
     /// pool's user can attach to them with ptrace or read their memory; true leaves them as
     /// the kernel makes them, for an operator's debugger or profiler.
     pub process_dumpable: bool,
+    /// php-fpm's `rlimit_files`: RLIMIT_NOFILE, soft and hard, of the pool's processes (set
+    /// on the exec'd one, inherited by what it forks); `None`: the soft limit drover was
+    /// started with.
+    pub rlimit_files: Option<u32>,
     pub request_terminate_timeout: Option<Duration>,
     /// Python pools: how long a worker asked to abort its request past
     /// `request_terminate_timeout` (SIGUSR1, which raises inside the request) may take to

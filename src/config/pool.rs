@@ -43,6 +43,7 @@ pub(super) fn parse(
         .map(|f: SlowlogFormat| f == SlowlogFormat::Json);
     let decorate_workers_output = root.value("decorate_workers_output");
     let process_dumpable = root.value("process_dumpable");
+    let rlimit_files = rlimit_files(root);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -94,6 +95,7 @@ pub(super) fn parse(
         slowlog_json: slowlog_json?,
         decorate_workers_output: decorate_workers_output?,
         process_dumpable: process_dumpable?,
+        rlimit_files: rlimit_files?,
         request_terminate_timeout,
         terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
@@ -205,6 +207,44 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
              (runtime = \"embed\") to have its processes non-dumpable",
         );
     }
+}
+
+/// `rlimit_files`: a limit the spawn could not set is refused now rather than failing
+/// every spawn of the pool: the kernel refuses one above `fs.nr_open`, to root too, and
+/// only root may raise a hard limit (a master not run as root keeps its own).
+fn rlimit_files(root: &Table<'_, '_>) -> Option<Option<u32>> {
+    let files = root.optional::<u32>("rlimit_files")?;
+    let Some(n) = files.map(u64::from) else {
+        return Some(None);
+    };
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open");
+    if let Some(ceiling) = nr_open.ok().and_then(|s| s.trim().parse::<u64>().ok())
+        && n > ceiling
+    {
+        root.fail(
+            "rlimit_files",
+            format!("must be at most {ceiling}: the kernel's fs.nr_open, for root too"),
+        );
+        return None;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let hard = limit.rlim_max;
+    if read && n > hard && !nix::unistd::geteuid().is_root() {
+        root.fail(
+            "rlimit_files",
+            format!(
+                "must be at most {hard}: drover's hard limit on open files, which only root \
+                 may raise"
+            ),
+        );
+        return None;
+    }
+    Some(files)
 }
 
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime

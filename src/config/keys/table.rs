@@ -385,6 +385,18 @@ pub const KEYS: &[Key] = &[
          default, is enforced by drover-php and Python zygotes only, so php-cgi and command \
          pools take only true.",
     ),
+    at_least(
+        key(
+            "rlimit_files",
+            Pool,
+            Int,
+            Unset,
+            "php-fpm's `rlimit_files`: the most files each process of the pool may have open \
+             (RLIMIT_NOFILE, soft and hard); at most the kernel's `fs.nr_open`, and, unless \
+             drover runs as root, its own hard limit; none: the limit drover was started with.",
+        ),
+        1,
+    ),
     refused(
         key(
             "request_terminate_timeout",

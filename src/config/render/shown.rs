@@ -120,6 +120,7 @@ impl Shows for Pool {
             "process_dumpable" => Shown::unset(
                 "drover-php and Python pools; php-cgi and [command] programs stay dumpable",
             ),
+            "rlimit_files" => Shown::optional(self.rlimit_files.as_ref()),
             "request_terminate_timeout" => off(self.request_terminate_timeout),
             "terminate_grace" if wsgi && self.request_terminate_timeout.is_some() => {
                 Shown::of(&self.terminate_grace)
