@@ -28,6 +28,7 @@ mod runtime;
 mod source;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};
