@@ -27,14 +27,8 @@ pub(super) fn parse(
             path => log_file(base, path).map(LogTarget::File),
         })
         .or(LogTarget::Stderr);
-    let log_level = root.parse("log_level", log_level).or(LogLevel::Info);
-    let log_format = root
-        .parse("log_format", |s| match s {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err("must be \"text\" or \"json\"".to_owned()),
-        })
-        .or(LogFormat::Text);
+    let log_level: Option<LogLevel> = root.value("log_level");
+    let log_format: Option<LogFormat> = root.value("log_format");
     let pid_file = root.path_buf("pid_file", base).optional();
     let process_control_timeout = root.value("process_control_timeout");
     let threshold: Option<u32> = root.value("emergency_restart_threshold");
@@ -82,19 +76,4 @@ pub(super) fn control(root: &Table<'_, '_>, base: &Path) -> Option<Control> {
         .parse("listen", |s| unix_socket(resolve(base, s)?))
         .optional()?;
     Some(Control { listen })
-}
-
-fn log_level(s: &str) -> Result<LogLevel, String> {
-    Ok(match s {
-        "error" | "alert" => LogLevel::Error,
-        "warn" | "warning" => LogLevel::Warn,
-        "info" | "notice" => LogLevel::Info,
-        "debug" => LogLevel::Debug,
-        "trace" => LogLevel::Trace,
-        _ => {
-            return Err("expected one of error, warn, info, debug, trace \
-                        (php-fpm's alert, warning, notice also work)"
-                .into());
-        }
-    })
 }

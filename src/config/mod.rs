@@ -8,6 +8,7 @@
 //! The key names here are the public contract: each is declared once, in [`keys`], from
 //! which the unknown-key errors, the runtime refusals and docs/pool-keys.md follow.
 
+mod choices;
 mod env;
 mod error;
 mod files;
@@ -27,6 +28,7 @@ mod runtime;
 mod source;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod value;
 
 pub use error::{ConfigError, ConfigErrors};

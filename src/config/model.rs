@@ -6,6 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::choices::PhpProgram;
+use super::keys::{Choice, choice};
+
 /// The whole resolved configuration: global settings and every pool, in file-name order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -67,13 +70,15 @@ pub enum LogFormat {
     Json,
 }
 
+choice!(LogFormat {
+    Text = "text",
+    Json = "json",
+});
+
 impl LogFormat {
     /// The value of `log_format` that selects it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            LogFormat::Text => "text",
-            LogFormat::Json => "json",
-        }
+        self.name()
     }
 }
 
@@ -86,6 +91,21 @@ pub enum LogLevel {
     Debug,
     Trace,
 }
+
+choice!(LogLevel {
+    Error = "error",
+    Warn = "warn",
+    Info = "info",
+    Debug = "debug",
+    Trace = "trace",
+} {
+    const ALIASES: &'static [(&'static str, Self)] = &[
+        ("alert", LogLevel::Error),
+        ("warning", LogLevel::Warn),
+        ("notice", LogLevel::Info),
+    ];
+    const NOTE: &'static str = "(php-fpm's alert, warning, notice also work)";
+});
 
 /// `pools.d/NAME.toml`: one pool.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +143,10 @@ pub struct Pool {
     /// pool's user can attach to them with ptrace or read their memory; true leaves them as
     /// the kernel makes them, for an operator's debugger or profiler.
     pub process_dumpable: bool,
+    /// php-fpm's `rlimit_files`: RLIMIT_NOFILE, soft and hard, of the pool's processes (set
+    /// on the exec'd one, inherited by what it forks); `None`: the soft limit drover was
+    /// started with.
+    pub rlimit_files: Option<u32>,
     pub request_terminate_timeout: Option<Duration>,
     /// Python pools: how long a worker asked to abort its request past
     /// `request_terminate_timeout` (SIGUSR1, which raises inside the request) may take to
@@ -217,6 +241,12 @@ pub enum PmMode {
     Ondemand,
 }
 
+choice!(PmMode {
+    Static = "static",
+    Dynamic = "dynamic",
+    Ondemand = "ondemand",
+});
+
 /// The `[pm]` table, with php-fpm's defaults resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pm {
@@ -304,9 +334,10 @@ impl PhpRuntime {
     /// The value of `runtime` that selects it.
     pub fn name(&self) -> &'static str {
         match self {
-            PhpRuntime::Embed { .. } => "embed",
-            PhpRuntime::Cgi { .. } => "cgi",
+            PhpRuntime::Embed { .. } => PhpProgram::Embed,
+            PhpRuntime::Cgi { .. } => PhpProgram::Cgi,
         }
+        .name()
     }
 }
 
@@ -345,14 +376,10 @@ pub enum Interface {
     Asgi,
 }
 
-impl Interface {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Interface::Wsgi => "wsgi",
-            Interface::Asgi => "asgi",
-        }
-    }
-}
+choice!(Interface {
+    Wsgi = "wsgi",
+    Asgi = "asgi",
+});
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Command {
@@ -391,11 +418,7 @@ impl Runtime {
 
 impl PmMode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PmMode::Static => "static",
-            PmMode::Dynamic => "dynamic",
-            PmMode::Ondemand => "ondemand",
-        }
+        self.name()
     }
 }
 

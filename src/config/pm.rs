@@ -18,7 +18,7 @@ pub const AUTO_CEILING_MAX: u32 = 4096;
 
 pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
     t.check_keys(&keys::names(Section::Pm));
-    let mode = t.parse("mode", mode).required(t, "mode");
+    let mode: Option<PmMode> = t.required("mode");
     let written = t
         .int_or_word::<u32>("max_children", "auto", 1..=MAX)
         .required(t, "max_children");
@@ -151,15 +151,6 @@ fn memory(
     valid.then_some(memory)
 }
 
-fn mode(s: &str) -> Result<PmMode, String> {
-    match s {
-        "static" => Ok(PmMode::Static),
-        "dynamic" => Ok(PmMode::Dynamic),
-        "ondemand" => Ok(PmMode::Ondemand),
-        _ => Err("expected one of static, dynamic, ondemand".into()),
-    }
-}
-
 /// (start_servers, min_spare_servers, max_spare_servers), with php-fpm's rules:
 /// 1 ≤ min_spare ≤ start ≤ max_spare ≤ max_children.
 fn dynamic(t: &Table<'_, '_>, max_children: Option<u32>) -> Option<(u32, u32, u32)> {
@@ -254,7 +245,11 @@ mod tests {
 
     #[test]
     fn modes_are_the_three_php_fpm_names() {
-        assert_eq!(mode("ondemand"), Ok(PmMode::Ondemand));
-        assert!(mode("Dynamic").is_err());
+        use crate::config::keys::Choice;
+        assert_eq!(PmMode::from_name("ondemand"), Ok(PmMode::Ondemand));
+        assert_eq!(
+            PmMode::from_name("Dynamic"),
+            Err("must be \"static\", \"dynamic\" or \"ondemand\"".to_owned())
+        );
     }
 }

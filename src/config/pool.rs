@@ -6,9 +6,10 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::choices::{Protocol, SlowlogFormat};
 use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime, Tls};
+use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime};
 use super::value::{Got, Table, log_file, resolve};
 use super::{env, pm, runtime};
 
@@ -29,39 +30,8 @@ pub(super) fn parse(
     claims: &mut Vec<Claim>,
 ) -> Option<Pool> {
     root.check_keys(&keys::names(Section::Pool));
-    // A background pool has no socket; its `listen` is refused with the other socket keys.
     let program = root.contains("program");
-    let listen = if program {
-        Some(ListenAddr::NoSocket)
-    } else {
-        root.parse("listen", |s| parse_listen(base, s))
-            .required(root, "listen")
-    };
-    let status_listen = root
-        .parse("status_listen", |s| parse_listen(base, s))
-        .optional();
-    for (key, addr) in [
-        ("listen", &listen),
-        ("status_listen", &status_listen.clone().flatten()),
-    ] {
-        if let Some(addr) = addr.as_ref().filter(|a| **a != ListenAddr::NoSocket) {
-            let (offset, written) = root.locate(key);
-            let (file, pool) = (pool.index, pool.name.to_owned());
-            claims.push(Claim {
-                addr: addr.clone(),
-                file,
-                pool,
-                key,
-                offset,
-                written,
-            });
-        }
-    }
-    if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
-        && overlap(listen, status)
-    {
-        root.fail("status_listen", "must differ from listen");
-    }
+    let (listen, status_listen) = addresses(root, pool, base, claims);
     let socket = socket_options(root, listen.as_ref());
     let user = root.optional("user");
     let group = root.optional("group");
@@ -69,14 +39,11 @@ pub(super) fn parse(
     let clear_env = root.value("clear_env");
     let slowlog = slowlog(root, base);
     let slowlog_json = root
-        .parse("slowlog_format", |s| match s {
-            "text" => Ok(false),
-            "json" => Ok(true),
-            _ => Err("must be \"text\" or \"json\"".to_owned()),
-        })
-        .or(false);
+        .value("slowlog_format")
+        .map(|f: SlowlogFormat| f == SlowlogFormat::Json);
     let decorate_workers_output = root.value("decorate_workers_output");
     let process_dumpable = root.value("process_dumpable");
+    let rlimit_files = rlimit_files(root);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -128,6 +95,7 @@ pub(super) fn parse(
         slowlog_json: slowlog_json?,
         decorate_workers_output: decorate_workers_output?,
         process_dumpable: process_dumpable?,
+        rlimit_files: rlimit_files?,
         request_terminate_timeout,
         terminate_grace: terminate_grace?,
         request_read_timeout: request_read_timeout?,
@@ -144,6 +112,48 @@ pub(super) fn parse(
         env: env?,
         runtime: runtime?,
     })
+}
+
+/// `listen` and `status_listen`, each pushed to `claims` (when valid), so that a clash with
+/// another pool is reported in the same run. A background pool has no socket; its `listen`
+/// is refused with the other socket keys.
+fn addresses(
+    root: &Table<'_, '_>,
+    pool: &PoolFile<'_>,
+    base: &Path,
+    claims: &mut Vec<Claim>,
+) -> (Option<ListenAddr>, Option<Option<ListenAddr>>) {
+    let listen = if root.contains("program") {
+        Some(ListenAddr::NoSocket)
+    } else {
+        root.parse("listen", |s| parse_listen(base, s))
+            .required(root, "listen")
+    };
+    let status_listen = root
+        .parse("status_listen", |s| parse_listen(base, s))
+        .optional();
+    for (key, addr) in [
+        ("listen", &listen),
+        ("status_listen", &status_listen.clone().flatten()),
+    ] {
+        if let Some(addr) = addr.as_ref().filter(|a| **a != ListenAddr::NoSocket) {
+            let (offset, written) = root.locate(key);
+            claims.push(Claim {
+                addr: addr.clone(),
+                file: pool.index,
+                pool: pool.name.to_owned(),
+                key,
+                offset,
+                written,
+            });
+        }
+    }
+    if let (Some(listen), Some(Some(status))) = (&listen, &status_listen)
+        && overlap(listen, status)
+    {
+        root.fail("status_listen", "must differ from listen");
+    }
+    (listen, status_listen)
 }
 
 type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
@@ -197,6 +207,44 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
              (runtime = \"embed\") to have its processes non-dumpable",
         );
     }
+}
+
+/// `rlimit_files`: a limit the spawn could not set is refused now rather than failing
+/// every spawn of the pool: the kernel refuses one above `fs.nr_open`, to root too, and
+/// only root may raise a hard limit (a master not run as root keeps its own).
+fn rlimit_files(root: &Table<'_, '_>) -> Option<Option<u32>> {
+    let files = root.optional::<u32>("rlimit_files")?;
+    let Some(n) = files.map(u64::from) else {
+        return Some(None);
+    };
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open");
+    if let Some(ceiling) = nr_open.ok().and_then(|s| s.trim().parse::<u64>().ok())
+        && n > ceiling
+    {
+        root.fail(
+            "rlimit_files",
+            format!("must be at most {ceiling}: the kernel's fs.nr_open, for root too"),
+        );
+        return None;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let hard = limit.rlim_max;
+    if read && n > hard && !nix::unistd::geteuid().is_root() {
+        root.fail(
+            "rlimit_files",
+            format!(
+                "must be at most {hard}: drover's hard limit on open files, which only root \
+                 may raise"
+            ),
+        );
+        return None;
+    }
+    Some(files)
 }
 
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
@@ -296,14 +344,8 @@ fn threads_speak_fastcgi(
 /// PHP or [command] pool is refused it, and the HTTP keys are refused on a FastCGI pool,
 /// where nothing would read them.
 fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
-    let protocol = root
-        .parse("protocol", |s| match s {
-            "fastcgi" => Ok(false),
-            "http" => Ok(true),
-            _ => Err("must be \"fastcgi\" or \"http\"".to_owned()),
-        })
-        .or(false)?;
-    if !protocol {
+    let protocol: Protocol = root.value("protocol")?;
+    if protocol == Protocol::FastCgi {
         let mut valid = true;
         for key in keys::http_only().filter(|key| root.contains(key.name)) {
             root.fail(
@@ -353,7 +395,7 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
             }
         }
     }
-    let tls = tls(root, base);
+    let tls = super::tls::parse(root, base);
     let http = Http {
         keepalive_timeout: keepalive_timeout?,
         forwarded_allow_ips,
@@ -363,123 +405,6 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
         tls: tls?,
     };
     valid.then_some(Some(http))
-}
-
-/// `certfile` and the TLS keys: the files are read now (by the master, as root when it
-/// runs as root: the pool's user needs no right on them), and checked by building the
-/// workers' very rustls config, so that an unreadable file, one without PEM, a key that is
-/// not the certificate's, an unknown suite or version is refused at load (and by
-/// `drover -t`, and on a reload, which keeps the running pools).
-fn tls(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
-    use drover_proto::tls::{self, CertReqs, MinVersion, Part, Settings};
-    let certfile = root.path_buf("certfile", base).optional();
-    let keyfile = root.path_buf("keyfile", base).optional();
-    let ca_certs = root.path_buf("ca_certs", base).optional();
-    let cert_reqs = root
-        .parse("cert_reqs", |s| match s {
-            "none" | "CERT_NONE" => Ok(CertReqs::None),
-            "optional" | "CERT_OPTIONAL" => Ok(CertReqs::Optional),
-            "required" | "CERT_REQUIRED" => Ok(CertReqs::Required),
-            _ => Err("must be \"none\", \"optional\" or \"required\"".to_owned()),
-        })
-        .or(CertReqs::None);
-    let min_version = root
-        .parse("ssl_version", MinVersion::parse)
-        .or_else(MinVersion::default);
-    let ciphers = root.strings("ciphers").optional();
-    let (certfile, keyfile, ca_certs, cert_reqs, min_version, ciphers) = (
-        certfile?,
-        keyfile?,
-        ca_certs?,
-        cert_reqs?,
-        min_version?,
-        ciphers?,
-    );
-    let Some(certfile) = certfile else {
-        let mut valid = true;
-        for key in ["keyfile", "ca_certs", "cert_reqs", "ciphers", "ssl_version"] {
-            if root.contains(key) {
-                root.fail(
-                    key,
-                    "only with certfile (the listener speaks TLS only with a certificate)",
-                );
-                valid = false;
-            }
-        }
-        return valid.then_some(None);
-    };
-    if cert_reqs != CertReqs::None && ca_certs.is_none() {
-        root.fail(
-            "cert_reqs",
-            format!(
-                "\"{}\" needs ca_certs: the authorities client certificates are checked against",
-                cert_reqs.name()
-            ),
-        );
-        return None;
-    }
-    let read = |key: &str, path: &Path| match std::fs::read(path) {
-        Ok(bytes) => Some(bytes),
-        Err(err) => {
-            root.fail(key, format!("cannot read {}: {err}", path.display()));
-            None
-        }
-    };
-    let cert = read("certfile", &certfile);
-    let key = match &keyfile {
-        Some(path) => read("keyfile", path),
-        None => cert.clone(),
-    };
-    let ca = match &ca_certs {
-        Some(path) => Some(read("ca_certs", path)?),
-        None => None,
-    };
-    let material = tls::Material {
-        cert: cert?,
-        key: key?,
-        ca,
-    };
-    let settings = Settings {
-        cert_reqs,
-        ciphers: ciphers
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, _)| name.to_owned())
-            .collect(),
-        min_version,
-    };
-    if let Err(problem) = tls::server_config(&material, &settings) {
-        // A part whose key is not written: the key is certfile's (keyfile unset).
-        let key = match problem.part {
-            Part::Keyfile if keyfile.is_none() => "certfile",
-            part => part.key(),
-        };
-        let file = match problem.part {
-            Part::Certfile => Some(&certfile),
-            Part::Keyfile => Some(keyfile.as_ref().unwrap_or(&certfile)),
-            Part::CaCerts => ca_certs.as_ref(),
-            Part::Ciphers => None,
-        };
-        let reason = match (problem.part, file) {
-            (Part::Keyfile, Some(file)) => format!(
-                "{}: {} (certfile {})",
-                file.display(),
-                problem.reason,
-                certfile.display()
-            ),
-            (_, Some(file)) => format!("{}: {}", file.display(), problem.reason),
-            (_, None) => problem.reason,
-        };
-        root.fail(key, reason);
-        return None;
-    }
-    Some(Some(Tls {
-        certfile,
-        keyfile,
-        ca_certs,
-        settings,
-        material,
-    }))
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {

@@ -1,382 +1,158 @@
 //! `drover -t`: the resolved configuration, every key with its value or default, one block
 //! per file. Each block is valid TOML that loads back to the same settings; keys that are
 //! unset or do not apply are shown as comments so that the block still lists every key.
-//! The keys come in the order of the key table ([`super::keys`]), with its defaults: a test
-//! (`config::tests::keys`) renders pools of every runtime and compares.
+//!
+//! The walk is the key table's ([`super::keys::KEYS`]): each section's rows in their order,
+//! a table row opening its own section. What a key shows is the model's answer
+//! ([`Shows`], one impl per section struct, in `render/shown.rs`); how a value is written
+//! is its type's ([`Toml`]). A row the model does not answer for fails the render test
+//! (`config::tests::keys`), which renders a pool of every runtime.
 
+mod shown;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::model::{
-    Command, Config, Global, Interface, ListenAddr, LogLevel, LogTarget, Php, PhpRuntime, PmMode,
-    Pool, Program, Python, Runtime,
-};
+use super::keys::{KEYS, Key, Section, Type};
+use super::model::{Config, Runtime};
 use super::value::toml_key;
 
 impl Config {
     pub fn render(&self) -> String {
         let mut out = Out::default();
         out.comment(&format!("global ({})", self.path.display()));
-        global(&mut out, &self.global);
+        out.section(Section::Global, &self.global, false);
         for pool in &self.pools {
             out.blank();
             out.comment(&format!("pool {} ({})", pool.name, pool.file.display()));
-            if matches!(pool.runtime, Runtime::Program(_)) {
-                // A background pool's block says which keys it takes no value for, so
-                // that it loads back (`drover ctl config`, `drover ctl probe`).
-                let mut block = Out::default();
-                self::pool(&mut block, pool);
-                out.0 += &without_refused(&block.0);
-            } else {
-                self::pool(&mut out, pool);
-            }
+            // A background pool's block says which keys it takes no value for, so that it
+            // loads back (`drover ctl config`, `drover ctl probe`).
+            let program = matches!(pool.runtime, Runtime::Program(_));
+            out.section(Section::Pool, pool, program);
         }
         out.0
     }
 }
 
-fn global(out: &mut Out, g: &Global) {
-    match &g.error_log {
-        LogTarget::Stderr => out.string("error_log", "stderr"),
-        LogTarget::File(path) => out.path("error_log", path),
-    }
-    let level = match g.log_level {
-        LogLevel::Error => "error",
-        LogLevel::Warn => "warn",
-        LogLevel::Info => "info",
-        LogLevel::Debug => "debug",
-        LogLevel::Trace => "trace",
-    };
-    out.string("log_level", level);
-    out.string("log_format", g.log_format.as_str());
-    out.optional_path("pid_file", g.pid_file.as_deref());
-    out.strings("include", &g.include);
-    out.duration("process_control_timeout", g.process_control_timeout);
-    out.raw("emergency_restart_threshold", g.emergency_restart_threshold);
-    out.duration("emergency_restart_interval", g.emergency_restart_interval);
-    out.duration("shutdown_delay", g.shutdown_delay);
-    out.raw("exit_on_app_failure", g.exit_on_app_failure);
-    let health = g.health_listen.as_ref().map(ToString::to_string);
-    out.optional_string("health_listen", health.as_deref(), None);
-    out.table("control");
-    out.optional_path("listen", g.control.listen.as_deref());
+/// What `drover -t` shows for one key of a section.
+pub(super) enum Shown<'a> {
+    /// `key = TEXT`, the value as TOML.
+    Value(String),
+    /// `# key = (WHY)`: the key has no value, or does not apply to this pool.
+    Unset(Cow<'static, str>),
+    /// A table whose keys are the rows of its own section.
+    Table(&'a dyn Shows),
+    /// A table of names the operator chose (`[env]`, `[php.ini]`).
+    Map(&'a BTreeMap<String, String>),
+    /// `# [table] (WHY)`: a table that does not apply to this pool.
+    NoTable(&'static str),
+    /// Nothing at all: a runtime's table on another runtime's pool, the HTTP keys of a
+    /// FastCGI pool.
+    Hidden,
 }
 
-fn pool(out: &mut Out, p: &Pool) {
-    if p.listen == ListenAddr::NoSocket {
-        out.unset("listen", "a [program] pool has no socket");
-    } else {
-        out.string("listen", &p.listen.to_string());
+impl Shown<'_> {
+    /// The value, as its type writes it.
+    pub fn of<T: Toml + ?Sized>(value: &T) -> Self {
+        Shown::Value(value.toml())
     }
-    out.raw("listen_backlog", p.listen_backlog);
-    let unix = !p.listen.is_tcp();
-    let only = |applies: bool, what: &str| (!applies).then(|| format!("{what} only"));
-    let unix_only = only(unix, "unix sockets");
-    out.optional_string(
-        "listen_owner",
-        p.listen_owner.as_deref(),
-        unix_only.as_deref(),
-    );
-    out.optional_string(
-        "listen_group",
-        p.listen_group.as_deref(),
-        unix_only.as_deref(),
-    );
-    let mode = format!("{:04o}", p.listen_mode);
-    out.optional_string("listen_mode", Some(&mode), unix_only.as_deref());
-    let clients: Vec<String> = p
-        .listen_allowed_clients
-        .iter()
-        .map(|ip| ip.to_string())
-        .collect();
-    match only(!unix, "TCP addresses") {
-        None => out.strings("listen_allowed_clients", &clients),
-        Some(why) => out.unset("listen_allowed_clients", &why),
+
+    /// A key that has no value here, or does not apply.
+    pub fn unset(why: impl Into<Cow<'static, str>>) -> Self {
+        Shown::Unset(why.into())
     }
-    out.optional_string("user", p.user.as_deref(), None);
-    out.optional_string("group", p.group.as_deref(), None);
-    out.optional_path("chdir", p.chdir.as_deref());
-    out.raw("clear_env", p.clear_env);
-    out.duration(
-        "request_slowlog_timeout",
-        p.request_slowlog_timeout.unwrap_or_default(),
-    );
-    out.raw("request_slowlog_trace_depth", p.request_slowlog_trace_depth);
-    out.optional_path("slowlog", p.slowlog.as_deref());
-    out.string(
-        "slowlog_format",
-        if p.slowlog_json { "json" } else { "text" },
-    );
-    out.raw("decorate_workers_output", p.decorate_workers_output);
-    let zygote = match &p.runtime {
-        Runtime::Php(php) => matches!(php.runtime, PhpRuntime::Embed { .. }),
-        Runtime::Python(_) => true,
-        Runtime::Command(_) | Runtime::Program(_) => false,
-    };
-    if zygote || p.process_dumpable {
-        out.raw("process_dumpable", p.process_dumpable);
-    } else {
-        out.unset(
-            "process_dumpable",
-            "drover-php and Python pools; php-cgi and [command] programs stay dumpable",
-        );
+
+    /// `value`, or `why` there is none.
+    pub fn or<T: Toml + ?Sized>(value: Option<&T>, why: &'static str) -> Self {
+        value.map_or_else(|| Shown::unset(why), Shown::of)
     }
-    out.duration(
-        "request_terminate_timeout",
-        p.request_terminate_timeout.unwrap_or_default(),
-    );
-    let wsgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Wsgi);
-    if wsgi && p.request_terminate_timeout.is_some() {
-        out.duration("terminate_grace", p.terminate_grace);
-    } else {
-        out.unset(
-            "terminate_grace",
-            "WSGI pools with a request_terminate_timeout only",
-        );
+
+    /// An optional key: its value, or "not set".
+    pub fn optional<T: Toml + ?Sized>(value: Option<&T>) -> Self {
+        Self::or(value, "not set")
     }
-    out.duration(
-        "request_read_timeout",
-        p.request_read_timeout.unwrap_or_default(),
-    );
-    if zygote {
-        out.duration("queue_timeout", p.queue_timeout.unwrap_or_default());
-    } else {
-        out.unset("queue_timeout", "drover-php and Python pools only");
-    }
-    let status = p.status_listen.as_ref().map(ListenAddr::to_string);
-    out.optional_string("status_listen", status.as_deref(), None);
-    out.optional_string("status_path", p.status_path.as_deref(), None);
-    out.optional_string("ping_path", p.ping_path.as_deref(), None);
-    out.string("ping_response", &p.ping_response);
-    out.optional_path("access_log", p.access_log.as_deref());
-    out.string("access_format", &p.access_format);
-    out.strings("access_suppress_path", &p.access_suppress_path);
-    out.string(
-        "protocol",
-        if p.http.is_some() { "http" } else { "fastcgi" },
-    );
-    if let Some(http) = &p.http {
-        out.duration("keepalive_timeout", http.keepalive_timeout);
-        let asgi = matches!(&p.runtime, Runtime::Python(py) if py.interface == Interface::Asgi);
-        out.strings("forwarded_allow_ips", &http.forwarded_allow_ips);
-        match http.max_request_body {
-            Some(bytes) => out.string("max_request_body", &size(bytes)),
-            None => out.unset("max_request_body", "no limit"),
-        }
-        if asgi {
-            out.string("ws_max_size", &size(http.ws_max_size));
-            out.unset("send_timeout", "WSGI pools only, for now");
-        } else {
-            out.unset("ws_max_size", "ASGI pools only");
-            out.duration("send_timeout", http.send_timeout);
-        }
-        match &http.tls {
-            Some(tls) => {
-                out.path("certfile", &tls.certfile);
-                match &tls.keyfile {
-                    Some(path) => out.path("keyfile", path),
-                    None => out.unset("keyfile", "the key in certfile"),
-                }
-                out.optional_path("ca_certs", tls.ca_certs.as_deref());
-                out.string("cert_reqs", tls.settings.cert_reqs.name());
-                if tls.settings.ciphers.is_empty() {
-                    out.unset("ciphers", "rustls's defaults");
-                } else {
-                    out.strings("ciphers", &tls.settings.ciphers);
-                }
-                out.string("ssl_version", tls.settings.min_version.name());
-            }
-            None => {
-                for key in [
-                    "certfile",
-                    "keyfile",
-                    "ca_certs",
-                    "cert_reqs",
-                    "ciphers",
-                    "ssl_version",
-                ] {
-                    out.unset(key, "no TLS: certfile not set");
-                }
+}
+
+/// A section's model struct, asked for each of its keys in the table's order.
+pub(super) trait Shows {
+    /// What `key` (a name of this section's rows) shows; `None` for a name the section
+    /// does not know, a bug the render test meets first.
+    fn shown(&self, key: &str) -> Option<Shown<'_>>;
+}
+
+/// A value of the model as `drover -t` writes it: TOML that loads back to the same value.
+pub(super) trait Toml {
+    fn toml(&self) -> String;
+}
+
+macro_rules! displayed {
+    ($($ty:ty),*) => {$(
+        impl Toml for $ty {
+            fn toml(&self) -> String {
+                self.to_string()
             }
         }
-    }
+    )*};
+}
 
-    let pm = &p.pm;
-    out.table("pm");
-    out.string("mode", pm.mode.as_str());
-    match pm.memory.auto {
-        Some(_) => out.string("max_children", "auto"),
-        None => out.raw("max_children", pm.max_children),
-    }
-    for (key, value) in [
-        ("start_servers", pm.start_servers),
-        ("min_spare_servers", pm.min_spare_servers),
-        ("max_spare_servers", pm.max_spare_servers),
-    ] {
-        match pm.mode {
-            PmMode::Dynamic => out.raw(key, value),
-            _ => out.unset(key, "pm.mode = \"dynamic\" only"),
-        }
-    }
-    out.raw("max_spawn_rate", pm.max_spawn_rate);
-    out.duration("process_idle_timeout", pm.process_idle_timeout);
-    out.raw("max_requests", pm.max_requests);
-    out.raw("max_requests_jitter", pm.max_requests_jitter);
-    match pm.max_memory {
-        Some(bytes) => out.string("max_memory", &size(bytes)),
-        None => out.unset("max_memory", "no limit"),
-    }
-    match pm.memory.auto {
-        Some((floor, ceiling)) => {
-            out.raw("auto_min_children", floor);
-            out.raw("auto_max_children", ceiling);
-        }
-        None => {
-            out.unset("auto_min_children", "max_children = \"auto\" only");
-            out.unset("auto_max_children", "max_children = \"auto\" only");
-        }
-    }
-    match pm.memory.reserve {
-        Some(bytes) => out.string("memory_reserve", &size(bytes)),
-        None => out.unset("memory_reserve", "a tenth of the limit, 32 MiB to 1 GiB"),
-    }
-    match pm.memory.max_pool_memory {
-        Some(bytes) => out.string("max_pool_memory", &size(bytes)),
-        None => out.unset("max_pool_memory", "no limit"),
-    }
+displayed!(bool, u32, i32);
 
-    out.table("env");
-    for (name, value) in &p.env {
-        out.string(&toml_key(name), value);
-    }
-    match &p.runtime {
-        Runtime::Php(php) => self::php(out, php),
-        Runtime::Python(python) => self::python(out, python),
-        Runtime::Command(command) => self::command(out, command),
-        Runtime::Program(program) => self::program(out, program),
+impl Toml for str {
+    fn toml(&self) -> String {
+        toml::Value::String(self.to_owned()).to_string()
     }
 }
 
-fn php(out: &mut Out, php: &Php) {
-    out.table("php");
-    out.string("runtime", php.runtime.name());
-    let embed_only = "runtime = \"embed\" only";
-    match &php.runtime {
-        PhpRuntime::Cgi { binary, .. } => out.path("binary", binary),
-        PhpRuntime::Embed { .. } => out.unset("binary", "runtime = \"cgi\" only"),
-    }
-    out.optional_path("ini_file", php.ini_file.as_deref());
-    match &php.runtime {
-        PhpRuntime::Embed {
-            limit_extensions, ..
-        } => out.strings("limit_extensions", limit_extensions),
-        PhpRuntime::Cgi { any_file: true, .. } => out.strings("limit_extensions", &[]),
-        PhpRuntime::Cgi { .. } => out.unset(
-            "limit_extensions",
-            "runtime = \"embed\" only, or [] for any file",
-        ),
-    }
-    match &php.runtime {
-        PhpRuntime::Embed {
-            worker,
-            boot_in_zygote,
-            ..
-        } => {
-            out.optional_path("worker", worker.as_deref());
-            out.string(
-                "worker_boot",
-                if *boot_in_zygote { "zygote" } else { "worker" },
-            );
-        }
-        PhpRuntime::Cgi { .. } => {
-            out.unset("worker", embed_only);
-            out.unset("worker_boot", embed_only);
-        }
-    }
-    out.table("php.ini");
-    for (name, value) in &php.ini {
-        out.string(&toml_key(name), value);
-    }
-    match &php.runtime {
-        PhpRuntime::Embed { admin_ini, .. } => {
-            out.table("php.admin_ini");
-            for (name, value) in admin_ini {
-                out.string(&toml_key(name), value);
-            }
-        }
-        PhpRuntime::Cgi { .. } => {
-            out.blank();
-            out.comment(&format!("[php.admin_ini] ({embed_only})"));
-        }
+impl Toml for String {
+    fn toml(&self) -> String {
+        self.as_str().toml()
     }
 }
 
-fn python(out: &mut Out, py: &Python) {
-    out.table("python");
-    out.string("app", &format!("{}:{}", py.module, py.callable));
-    let paths: Vec<String> = py
-        .python_path
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    out.strings("python_path", &paths);
-    out.optional_path("virtualenv", py.virtualenv.as_deref());
-    out.raw("preload", py.preload);
-    out.string("mount", &py.mount);
-    out.strings("warmup", &py.warmup);
-    out.optional_string("hooks", py.hooks.as_deref(), None);
-    out.string("interface", py.interface.as_str());
-    out.raw("threads", py.threads);
-}
-
-fn command(out: &mut Out, command: &Command) {
-    out.table("command");
-    out.strings("argv", &command.argv);
-}
-
-/// A `[program]` pool's rendered block with each key it refuses
-/// (`config::program::refused`) as a comment.
-fn without_refused(block: &str) -> String {
-    let mut table = String::new();
-    let mut out = String::new();
-    for line in block.lines() {
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            table = name.to_owned();
-        }
-        let key = line.split_once(" = ").map(|(key, _)| key);
-        let path = match key {
-            Some(key) if table.is_empty() => key.to_owned(),
-            Some(key) => format!("{table}.{key}"),
-            None => String::new(),
-        };
-        if key.is_some() && super::program::refused(&path).is_some() {
-            let key = key.unwrap_or_default();
-            out += &format!("# {key} = (a [program] pool takes none)\n");
-        } else {
-            out += line;
-            out.push('\n');
-        }
+impl Toml for Path {
+    fn toml(&self) -> String {
+        self.display().to_string().toml()
     }
-    out
 }
 
-fn program(out: &mut Out, program: &Program) {
-    out.table("program");
-    out.strings("command", &program.command);
-    out.string("stop_signal", &program.stop_signal);
-    match program.stop_timeout {
-        Some(timeout) => out.duration("stop_timeout", timeout),
-        None => out.unset("stop_timeout", "process_control_timeout"),
+impl Toml for PathBuf {
+    fn toml(&self) -> String {
+        self.as_path().toml()
     }
-    match program.max_lifetime {
-        Some(lifetime) => out.duration("max_lifetime", lifetime),
-        None => out.unset("max_lifetime", "not set"),
-    }
-    out.duration("max_lifetime_jitter", program.max_lifetime_jitter);
 }
 
-/// The largest binary unit that states the size exactly, so it parses back unchanged.
+impl Toml for Duration {
+    fn toml(&self) -> String {
+        humantime::format_duration(*self).to_string().toml()
+    }
+}
+
+impl<T: Toml> Toml for [T] {
+    fn toml(&self) -> String {
+        let items: Vec<String> = self.iter().map(Toml::toml).collect();
+        format!("[{}]", items.join(", "))
+    }
+}
+
+impl<T: Toml> Toml for Vec<T> {
+    fn toml(&self) -> String {
+        self.as_slice().toml()
+    }
+}
+
+/// A size in bytes, written in the largest binary unit that states it exactly, so that it
+/// parses back unchanged.
+pub(super) struct Size(pub u64);
+
+impl Toml for Size {
+    fn toml(&self) -> String {
+        size(self.0).toml()
+    }
+}
+
 fn size(bytes: u64) -> String {
     for (unit, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
         if bytes.is_multiple_of(factor) {
@@ -386,14 +162,54 @@ fn size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
-fn quote(s: &str) -> String {
-    toml::Value::String(s.to_owned()).to_string()
+/// Whether a `[program]` pool refuses `key` (its row's rule), so that its block shows the
+/// key without a value.
+fn refused_by_program(key: &Key) -> bool {
+    super::program::refused(&key.path()).is_some()
 }
 
 #[derive(Default)]
 struct Out(String);
 
 impl Out {
+    /// The keys of `section`, in the table's order, as `model` answers for them.
+    fn section(&mut self, section: Section, model: &dyn Shows, program: bool) {
+        for key in KEYS.iter().filter(|k| k.section == section) {
+            let shown = model.shown(key.name).unwrap_or_else(|| {
+                panic!(
+                    "{} has a row but no shown value (config/render/shown.rs)",
+                    key.path()
+                )
+            });
+            match shown {
+                Shown::Value(_) if program && refused_by_program(key) => {
+                    self.unset(key.name, "a [program] pool takes none");
+                }
+                Shown::Value(text) => self.line(&format!("{} = {text}", key.name)),
+                Shown::Unset(why) => self.unset(key.name, &why),
+                Shown::Table(table) => {
+                    let path = key.path();
+                    self.table(&path);
+                    let inner = Section::ALL.into_iter().find(|s| s.table() == path);
+                    let inner = inner.unwrap_or_else(|| panic!("no section for [{path}]"));
+                    self.section(inner, table, program);
+                }
+                Shown::Map(names) => {
+                    self.table(&key.path());
+                    for (name, value) in names {
+                        let _ = writeln!(self.0, "{} = {}", toml_key(name), value.toml());
+                    }
+                }
+                Shown::NoTable(why) => {
+                    debug_assert!(matches!(key.ty, Type::Table | Type::Map));
+                    self.blank();
+                    self.comment(&format!("[{}] ({why})", key.path()));
+                }
+                Shown::Hidden => {}
+            }
+        }
+    }
+
     fn line(&mut self, text: &str) {
         self.0.push_str(text);
         self.0.push('\n');
@@ -412,45 +228,9 @@ impl Out {
         self.line(&format!("[{name}]"));
     }
 
-    fn raw(&mut self, key: &str, value: impl std::fmt::Display) {
-        let _ = writeln!(self.0, "{key} = {value}");
-    }
-
-    fn string(&mut self, key: &str, value: &str) {
-        self.raw(key, quote(value));
-    }
-
-    fn path(&mut self, key: &str, value: &Path) {
-        self.string(key, &value.display().to_string());
-    }
-
-    fn strings(&mut self, key: &str, values: &[String]) {
-        let items: Vec<String> = values.iter().map(|v| quote(v)).collect();
-        self.raw(key, format!("[{}]", items.join(", ")));
-    }
-
-    fn duration(&mut self, key: &str, value: Duration) {
-        self.string(key, &humantime::format_duration(value).to_string());
-    }
-
     /// A key with no value, or one that does not apply (`why`).
     fn unset(&mut self, key: &str, why: &str) {
         self.comment(&format!("{key} = ({why})"));
-    }
-
-    fn optional_string(&mut self, key: &str, value: Option<&str>, not_applicable: Option<&str>) {
-        match (not_applicable, value) {
-            (Some(why), _) => self.unset(key, why),
-            (None, Some(value)) => self.string(key, value),
-            (None, None) => self.unset(key, "not set"),
-        }
-    }
-
-    fn optional_path(&mut self, key: &str, value: Option<&Path>) {
-        match value {
-            Some(path) => self.path(key, path),
-            None => self.unset(key, "not set"),
-        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeValue;
 
+use super::choices::{PhpProgram, WorkerBoot};
 use super::env::exec_string_rule;
 use super::keys::{self, Flavour, Section};
 use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
@@ -74,8 +75,8 @@ fn php(t: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
     t.check_keys(&keys::names(Section::Php));
     let choice = php_runtime(t);
     let flavour = choice.as_ref().map(|choice| match choice {
-        Choice::Embed => Flavour::Embed,
-        Choice::Cgi(_) => Flavour::Cgi,
+        Chosen::Embed => Flavour::Embed,
+        Chosen::Cgi(_) => Flavour::Cgi,
     });
     keys::refuse_by_runtime(t, Section::Php, flavour, false);
     (php_with(t, base, choice).map(Runtime::Php), flavour)
@@ -83,13 +84,13 @@ fn php(t: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
 
 /// The rest of a `[php]` table, for the runtime it chose (`None`: `runtime` is invalid;
 /// the other keys are still checked).
-fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Php> {
+fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Chosen>) -> Option<Php> {
     let ini_file = t.parse("ini_file", |s| ini_file(base, s)).optional();
     let ini = ini_table(t, "ini");
     let admin_ini = ini_table(t, "admin_ini");
     let limit_extensions = limit_extensions(t);
     let runtime = match choice? {
-        Choice::Embed => {
+        Chosen::Embed => {
             for key in ["ini", "admin_ini"] {
                 if let Got::Valid(table) = t.table(key) {
                     refuse_unhonoured(&table, "");
@@ -97,17 +98,9 @@ fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Ph
             }
             let worker = t.parse("worker", |s| worker_script(base, s)).optional();
             let boot = t
-                .parse("worker_boot", |s| match s {
-                    "worker" => Ok(false),
-                    "zygote" => Ok(true),
-                    _ => Err(
-                        "must be \"worker\" (each worker boots the script) or \"zygote\" \
-                              (it boots once, and the workers are forked from it)"
-                            .into(),
-                    ),
-                })
-                .optional();
-            if let (Some(Some(true)), Some(None)) = (boot, worker.as_ref()) {
+                .value("worker_boot")
+                .map(|boot: WorkerBoot| boot == WorkerBoot::Zygote);
+            if boot == Some(true) && matches!(worker, Some(None)) {
                 t.fail(
                     "worker_boot",
                     "worker_boot is where a worker script boots: set [php] worker too",
@@ -118,10 +111,10 @@ fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Choice>) -> Option<Ph
                 limit_extensions: limit_extensions?
                     .unwrap_or_else(|| DEFAULT_LIMIT_EXTENSIONS.map(str::to_owned).into()),
                 worker: worker?,
-                boot_in_zygote: boot?.unwrap_or(false),
+                boot_in_zygote: boot?,
             }
         }
-        Choice::Cgi(why) => {
+        Chosen::Cgi(why) => {
             let needs_embed = |key: &str, what: &str| {
                 t.fail(
                     key,
@@ -281,7 +274,7 @@ fn refuse_unhonoured(table: &Table<'_, '_>, prefix: &str) {
 }
 
 /// The runtime a `[php]` table asks for or defaults to.
-enum Choice {
+enum Chosen {
     Embed,
     /// php-cgi, and why when it was not asked for by name (for the messages that refuse
     /// what only drover-php enforces): `" (this pool runs php-cgi because ...)"`.
@@ -292,28 +285,21 @@ enum Choice {
 /// for php-cgi keeps running it), else drover-php when it can run PHP here, else php-cgi.
 /// drover-php is asked only when it matters, through the probe the loading program gave
 /// ([`super::host`]).
-fn php_runtime(t: &Table<'_, '_>) -> Option<Choice> {
-    let written = t
-        .parse("runtime", |s| match s {
-            "embed" => Ok(true),
-            "cgi" => Ok(false),
-            _ => Err("must be \"embed\" (drover-php) or \"cgi\" (php-cgi)".into()),
-        })
-        .optional()?;
-    Some(match written {
-        Some(true) => {
+fn php_runtime(t: &Table<'_, '_>) -> Option<Chosen> {
+    Some(match t.optional("runtime")? {
+        Some(PhpProgram::Embed) => {
             if let Err(why) = super::host::php_usable() {
                 t.fail("runtime", format!("drover-php is not usable here: {why}"));
             }
-            Choice::Embed
+            Chosen::Embed
         }
-        Some(false) => Choice::Cgi(String::new()),
+        Some(PhpProgram::Cgi) => Chosen::Cgi(String::new()),
         None if t.contains("binary") => {
-            Choice::Cgi(" (this pool runs php-cgi because it names a binary)".into())
+            Chosen::Cgi(" (this pool runs php-cgi because it names a binary)".into())
         }
         None => match super::host::php_usable() {
-            Ok(_) => Choice::Embed,
-            Err(why) => Choice::Cgi(format!(
+            Ok(_) => Chosen::Embed,
+            Err(why) => Chosen::Cgi(format!(
                 " (this pool runs php-cgi because drover-php is not usable here: {why})"
             )),
         },
@@ -426,7 +412,7 @@ fn php_ini(t: &Table<'_, '_>) -> Option<BTreeMap<String, String>> {
 
 fn python(t: &Table<'_, '_>, base: &Path) -> (Option<Runtime>, Option<Flavour>) {
     t.check_keys(&keys::names(Section::Python));
-    let interface = t.parse("interface", interface).or(Interface::Wsgi);
+    let interface: Option<Interface> = t.value("interface");
     let flavour = interface.map(|interface| match interface {
         Interface::Wsgi => Flavour::Wsgi,
         Interface::Asgi => Flavour::Asgi,
@@ -541,15 +527,6 @@ fn hooks(base: &Path, s: &str) -> Result<String, String> {
         );
     }
     Ok(s.to_owned())
-}
-
-/// `interface`: how the app is called.
-fn interface(s: &str) -> Result<Interface, String> {
-    match s {
-        "wsgi" => Ok(Interface::Wsgi),
-        "asgi" => Ok(Interface::Asgi),
-        _ => Err("\"wsgi\" or \"asgi\"".into()),
-    }
 }
 
 /// A `warmup` entry: a request path with an optional query, as a client sends it.

@@ -45,6 +45,21 @@ pub fn raise() -> std::io::Result<(u64, u64)> {
     Ok((was, now))
 }
 
+/// Sets a child's soft and hard limits on open files to `files` (a pool's
+/// `rlimit_files`, checked at load against `fs.nr_open` and, for a master not run as
+/// root, its hard limit). Runs between fork and exec: syscalls only.
+pub fn set_in_child(files: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: files,
+        rlim_max: files,
+    };
+    // SAFETY: setrlimit reads the struct on this stack.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Gives a child the soft limit drover was started with. Runs between fork and exec:
 /// syscalls only.
 pub fn restore_in_child() -> std::io::Result<()> {

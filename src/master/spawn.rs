@@ -74,6 +74,7 @@ pub fn spawn(
     ];
     let target = zygote.then(drover_proto::zygote::target_signal);
     let death_signal = spec.death_signal as libc::c_int;
+    let rlimit_files = spec.rlimit_files;
     // Taken before the fork: the child compares its parent with it once its death signal
     // is set, so that a master which died before then is noticed.
     let master = Pid::this().as_raw();
@@ -82,8 +83,12 @@ pub fn spawn(
     // on memory allocated before the fork or on its own stack.
     unsafe {
         command.pre_exec(move || {
-            // The soft limit on open files drover was started with, not the master's own.
-            super::limits::restore_in_child()?;
+            // The pool's `rlimit_files` (before the credentials: only root raises a hard
+            // limit), else the soft limit drover was started with, not the master's own.
+            match rlimit_files {
+                Some(files) => super::limits::set_in_child(files)?,
+                None => super::limits::restore_in_child()?,
+            }
             if let Some(signal) = target {
                 let mut set: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut set);

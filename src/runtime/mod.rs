@@ -52,6 +52,9 @@ pub struct ProcessSpec {
     /// asks it to stop, SIGTERM (a zygote and a php-cgi parent pass it on to their
     /// workers), or a program's `stop_signal`.
     pub death_signal: Signal,
+    /// `rlimit_files`: the limit on open files, soft and hard, set before the exec; `None`:
+    /// the soft limit drover was started with.
+    pub rlimit_files: Option<u64>,
 }
 
 /// A pool as the master runs it: planned once per generation (the user and group lookups
@@ -283,6 +286,7 @@ pub fn launch(pool: &Pool, max_requests: u32) -> Result<Launch, RuntimeError> {
             chdir: pool.chdir.clone(),
             credentials,
             death_signal: program::stop_signal(pool),
+            rlimit_files: pool.rlimit_files.map(u64::from),
         },
     })
 }

@@ -18,6 +18,7 @@ mod harness;
 mod hostile;
 mod import;
 mod k8s;
+mod limits;
 mod memory;
 mod output;
 mod package;

@@ -10,11 +10,18 @@
 //! - the checks, by tests, that `drover -t` renders every key in this order with these
 //!   defaults, and that each key's type is the one its parser asks for.
 //!
+//! A key whose value is one of a few words names an enum implementing `Choice`
+//! (`choice.rs`): the row's type, the parser, the error and `drover -t` take the words
+//! from it.
+//!
 //! What a key *does* is still code: its parser (in the file of its table) and its use.
 
+mod choice;
 mod doc;
 mod read;
 mod table;
+
+pub(in crate::config) use choice::{Choice, choice};
 
 pub use doc::markdown;
 pub use table::{KEYS, STOP_SIGNALS};

@@ -10,7 +10,7 @@ use toml::de::DeTable;
 
 use super::super::source::Source;
 use super::super::value::{Got, Table};
-use super::{Default, KEYS, Key, Type};
+use super::{Choice, Default, KEYS, Key, Type};
 
 /// A Rust type a key's [`Type`] is read into.
 pub(in crate::config) trait Read: Sized {
@@ -58,6 +58,14 @@ impl Read for Vec<String> {
     }
 }
 
+/// A [`Type::Choice`]: the variant its word names.
+impl<T: Choice> Read for T {
+    fn read(t: &Table<'_, '_>, key: &Key) -> Got<Self> {
+        debug_assert_eq!(key.ty, Type::Choice(T::NAMES), "{}", key.path());
+        t.parse(key.name, T::from_name)
+    }
+}
+
 /// A [`Type::Size`], in bytes.
 impl Read for u64 {
     fn read(t: &Table<'_, '_>, key: &Key) -> Got<Self> {
@@ -88,6 +96,14 @@ impl Table<'_, '_> {
     pub fn value<T: Read>(&self, name: &str) -> Option<T> {
         let key = declared(self.name(), name);
         T::read(self, key).or_else(|| default(key))
+    }
+
+    /// A key the file must write (its row's default is [`Default::Required`]); absent, it
+    /// is reported missing.
+    pub fn required<T: Read>(&self, name: &str) -> Option<T> {
+        let key = declared(self.name(), name);
+        debug_assert_eq!(key.default, Default::Required, "{}", key.path());
+        T::read(self, key).required(self, name)
     }
 
     /// An optional key (its row's default is [`Default::Unset`] or a [`Default::Note`]):

@@ -8,7 +8,10 @@
 use super::Default::{Note, Required, Unset, Value};
 use super::Section::{self, Command, Control, Global, Pm, Pool, Python};
 use super::Type::{Bool, Choice, Duration, Int, Map, Path, Size, Strings, Table};
-use super::{Key, Runtimes};
+use super::{Choice as _, Key, Runtimes};
+use crate::config::choices::{PhpProgram, Protocol, SlowlogFormat, WorkerBoot};
+use crate::config::model::{Interface, LogFormat, LogLevel, PmMode};
+use drover_proto::tls::CertReqs;
 
 /// A key every runtime takes, read on FastCGI and HTTP pools alike.
 const fn key(
@@ -132,14 +135,14 @@ pub const KEYS: &[Key] = &[
     key(
         "log_level",
         Global,
-        Choice(&["error", "warn", "info", "debug", "trace"]),
+        Choice(LogLevel::NAMES),
         Value("\"info\""),
         "The least severe lines logged; php-fpm's `alert`, `warning` and `notice` are taken too.",
     ),
     key(
         "log_format",
         Global,
-        Choice(&["text", "json"]),
+        Choice(LogFormat::NAMES),
         Value("\"text\""),
         "`text` (time, level, message) or `json`: one object per line with `time`, `level`, \
          `message`, and `pool`, `pid` when known.",
@@ -360,7 +363,7 @@ pub const KEYS: &[Key] = &[
         key(
             "slowlog_format",
             Pool,
-            Choice(&["text", "json"]),
+            Choice(SlowlogFormat::NAMES),
             Value("\"text\""),
             "php-fpm's text entries, or one JSON object per entry.",
         ),
@@ -381,6 +384,18 @@ pub const KEYS: &[Key] = &[
         "true leaves the workers dumpable (ptrace, core files) for a debugger; false, the \
          default, is enforced by drover-php and Python zygotes only, so php-cgi and command \
          pools take only true.",
+    ),
+    at_least(
+        key(
+            "rlimit_files",
+            Pool,
+            Int,
+            Unset,
+            "php-fpm's `rlimit_files`: the most files each process of the pool may have open \
+             (RLIMIT_NOFILE, soft and hard); at most the kernel's `fs.nr_open`, and, unless \
+             drover runs as root, its own hard limit; none: the limit drover was started with.",
+        ),
+        1,
     ),
     refused(
         key(
@@ -534,7 +549,7 @@ pub const KEYS: &[Key] = &[
         key(
             "protocol",
             Pool,
-            Choice(&["fastcgi", "http"]),
+            Choice(Protocol::NAMES),
             Value("\"fastcgi\""),
             "What the workers speak on `listen`; `\"http\"` (HTTP/1.1, no web server in front) \
              for Python pools only.",
@@ -612,7 +627,7 @@ pub const KEYS: &[Key] = &[
     )),
     tls(http(
         "cert_reqs",
-        Choice(&["none", "optional", "required"]),
+        Choice(CertReqs::NAMES),
         Value("\"none\""),
         "Client certificates (gunicorn's `cert_reqs`, Python's `CERT_NONE`, \
          `CERT_OPTIONAL`, `CERT_REQUIRED`): not asked for, checked when sent, or required.",
@@ -677,7 +692,7 @@ pub const KEYS: &[Key] = &[
     key(
         "mode",
         Pm,
-        Choice(&["static", "dynamic", "ondemand"]),
+        Choice(PmMode::NAMES),
         Required,
         "php-fpm's `pm`: a fixed count, a count between spares, or workers started per \
          connection.",
@@ -817,7 +832,7 @@ pub const KEYS: &[Key] = &[
     key(
         "runtime",
         PHP,
-        Choice(&["embed", "cgi"]),
+        Choice(PhpProgram::NAMES),
         Note(
             "`\"cgi\"` when `binary` is set, else `\"embed\"` where drover-php can run PHP, \
              else `\"cgi\"`",
@@ -873,7 +888,7 @@ pub const KEYS: &[Key] = &[
         key(
             "worker_boot",
             PHP,
-            Choice(&["worker", "zygote"]),
+            Choice(WorkerBoot::NAMES),
             Value("\"worker\""),
             "Where the worker script boots: in each worker, or once in the zygote, whose \
              workers are forked from the booted app (no socket may be open after the boot).",
@@ -952,7 +967,7 @@ pub const KEYS: &[Key] = &[
     key(
         "interface",
         Python,
-        Choice(&["wsgi", "asgi"]),
+        Choice(Interface::NAMES),
         Value("\"wsgi\""),
         "A WSGI callable, one request at a time per thread, or an ASGI 3.0 app on an event \
          loop.",

@@ -206,19 +206,10 @@ const PLAIN: &[(&str, Plain)] = &[
         "decorate_workers_output",
         Plain::Bool("decorate_workers_output"),
     ),
-    (
-        "rlimit_files",
-        Plain::Note(
-            "no equivalent per pool: set systemd's LimitNOFILE= or LimitCORE= in \
-             drover.service",
-        ),
-    ),
+    ("rlimit_files", Plain::Int("", "rlimit_files")),
     (
         "rlimit_core",
-        Plain::Note(
-            "no equivalent per pool: set systemd's LimitNOFILE= or LimitCORE= in \
-             drover.service",
-        ),
+        Plain::Note("no equivalent per pool: set systemd's LimitCORE= in drover.service"),
     ),
     (
         "chroot",
