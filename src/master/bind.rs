@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::output::{self, Output};
 use super::pool::PoolRun;
 use super::pools::Pools;
-use super::{Inherited, Master, Phase, sockets};
+use super::{Generations, Inbox, Inherited, Master, Notify, Phase, sockets};
 use crate::config::Config;
 use crate::listener::Listener;
 use crate::logging::ErrorLog;
@@ -75,22 +75,28 @@ impl Master {
             log,
             pools,
             phase: Phase::Running,
-            ready: false,
             emergency,
-            lines,
-            lines_tx: tx,
-            pid_file,
+            inbox: Inbox {
+                lines,
+                lines_tx: tx,
+                wakes,
+                wakes_tx,
+                control,
+            },
+            notify: Notify {
+                ready: false,
+                reloading: false,
+                watchdog: systemd::Watchdog::from_env(),
+                status_line: systemd::notifying().then(systemd::StatusLine::default),
+                pid_file,
+            },
+            generations: Generations {
+                next_id,
+                inherited,
+                live: Default::default(),
+            },
             sampler: Sampler::new(),
-            next_id,
-            reloading: false,
-            watchdog: systemd::Watchdog::from_env(),
-            status_line: systemd::notifying().then(systemd::StatusLine::default),
-            control,
             sockets,
-            wakes,
-            wakes_tx,
-            live: Default::default(),
-            inherited,
             orphans: Default::default(),
             app_failed: false,
             queues: Default::default(),

@@ -158,9 +158,9 @@ impl PoolRun {
         // The policy does not decide twice on a worker killed and not yet reaped; neither
         // is one whose stack is awaited killed twice.
         let Some(worker) = self
-            .workers
-            .get_mut(&pid)
-            .filter(|_| !self.kills.waiting(pid))
+            .table
+            .worker_mut(pid)
+            .filter(|_| !self.timeouts.kills.waiting(pid))
         else {
             return;
         };
@@ -177,9 +177,7 @@ impl PoolRun {
             "pool {}: killing worker {pid}: {reason}{request}",
             self.config.name
         );
-        if let Some(process) = self.processes.get_mut(&pid) {
-            process.retiring = true;
-        }
+        self.table.process_retiring(pid);
         let grace = self.config.terminate_grace;
         if matches!(reason, Reason::Terminate { .. })
             && self.launch.kind.aborts_request()
@@ -192,7 +190,7 @@ impl PoolRun {
                 self.config.name,
                 humantime::format_duration(grace)
             );
-            self.kills.aborting(pid, since, now + grace);
+            self.timeouts.kills.aborting(pid, since, now + grace);
             return;
         }
         if matches!(reason, Reason::Terminate { .. }) {
@@ -207,7 +205,7 @@ impl PoolRun {
                 }
                 SlowStack::FrameLines => {
                     if self.signal_worker(pid, Signal::SIGUSR1) {
-                        self.kills.asked(pid, now);
+                        self.timeouts.kills.asked(pid, now);
                         return;
                     }
                 }
@@ -220,30 +218,30 @@ impl PoolRun {
     /// Sends `signal` to the worker `pid` through its handle; false if it is no worker of
     /// this pool, or gone.
     pub(super) fn signal_worker(&self, pid: Pid, signal: Signal) -> bool {
-        self.workers
-            .get(&pid)
+        self.table
+            .worker(pid)
             .is_some_and(|worker| worker.signal(signal).is_ok())
     }
 
     /// Kills the workers whose stack did not come in time, and those still in the request
     /// they were asked to abort `terminate_grace` ago (each tick).
     pub fn check_kills(&mut self, now: Instant) {
-        let workers = &self.workers;
-        self.kills.retain(|pid| workers.contains_key(&pid));
-        for pid in self.kills.overdue(now) {
+        let table = &self.table;
+        self.timeouts.kills.retain(|pid| table.has_worker(pid));
+        for pid in self.timeouts.kills.overdue(now) {
             tracing::debug!(
                 "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
                 self.config.name
             );
             self.signal_worker(pid, Signal::SIGKILL);
         }
-        let workers = &self.workers;
+        let table = &self.table;
         let in_request = |pid: Pid, since: Instant| {
-            workers
-                .get(&pid)
+            table
+                .worker(pid)
                 .is_some_and(|w| w.state.busy && w.state.since == since)
         };
-        for pid in self.kills.aborts_due(now, in_request) {
+        for pid in self.timeouts.kills.aborts_due(now, in_request) {
             tracing::warn!(
                 "pool {}: worker {pid}: still in the request {} after it was asked to abort \
                  it (terminate_grace); SIGKILL",
@@ -258,7 +256,7 @@ impl PoolRun {
     /// of the stack (logged as a frame of the kill, not as output).
     pub(super) fn on_kill_line(&mut self, pid: Pid, line: &str) -> bool {
         let depth = self.config.request_slowlog_trace_depth as usize;
-        match self.kills.take_line(pid, line, depth) {
+        match self.timeouts.kills.take_line(pid, line, depth) {
             KillLine::Unrelated => false,
             KillLine::Frame(frame) => {
                 self.log_frame(pid, frame);
