@@ -18,14 +18,7 @@ impl PoolRun {
     /// listener (the pool was removed, or its address changed), so it stops taking
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
-        self.life.lifecycle = self.life.lifecycle.drain();
-        self.watch.stop();
-        self.kill_parent();
-        self.table.retire_all(now);
-        if close_listener {
-            let _ = self.listener.shut_down();
-        }
-        self.signal_retiring();
+        self.execute_drain(close_listener, now);
     }
 
     /// A draining generation's tick: SIGTERM to workers once idle, SIGKILL to those stuck

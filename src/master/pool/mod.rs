@@ -26,6 +26,7 @@
 //!   [`slow`], [`status::Counters`], [`Lifecycle`].
 
 mod drain;
+mod execute;
 mod handed;
 mod kill;
 mod lifecycle;
@@ -116,7 +117,7 @@ struct Sizing {
 #[derive(Default)]
 struct Timeouts {
     slow: slow::SlowRequests,
-    kills: kill::PendingKills,
+    kills: pm::kills::PendingKills,
 }
 
 /// What the master learns from one reaped pid.

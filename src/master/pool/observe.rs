@@ -15,6 +15,7 @@ use super::PoolRun;
 use super::worker::{Reading, RequestInfo, Worker};
 use crate::master::exit::ExitCause;
 use crate::master::pidfd;
+use crate::pm;
 use crate::runtime::kind::Probe;
 use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
 use crate::scoreboard;
@@ -196,14 +197,17 @@ impl PoolRun {
         let parent_just_gone = |parent: Option<Pid>| {
             parent.is_some_and(|parent| recent.gone_within(parent, now, REPORT_GRACE))
         };
-        let vanished: Vec<Pid> = self
+        let orphans: Vec<pm::Orphan> = self
             .table
             .workers()
-            .filter(|(_, w)| w.orphan && !w.alive())
-            .filter(|(_, w)| !(reports && parent_just_gone(w.parent)))
-            .map(|(pid, _)| pid)
+            .filter(|(_, w)| w.orphan)
+            .map(|(pid, w)| pm::Orphan {
+                pid,
+                alive: w.alive(),
+                parent_gone_lately: parent_just_gone(w.parent),
+            })
             .collect();
-        for pid in vanished {
+        for pid in pm::forgotten_orphans(&orphans, reports) {
             if let Some(worker) = self.table.remove_worker(pid) {
                 self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
             }

@@ -17,7 +17,7 @@ use std::time::Instant;
 use nix::unistd::Pid;
 
 use super::PoolRun;
-use crate::pm::{self, Action, Reason, WorkerView};
+use crate::pm::{self, Reason, WorkerView};
 use crate::runtime::kind::{self, Sizing};
 
 impl PoolRun {
@@ -50,22 +50,11 @@ impl PoolRun {
             now,
             maintenance_due,
         );
-        for action in actions {
-            match action {
-                Action::Spawn(n) => self.spawn_workers(n, now),
-                Action::Retire { pid, reason } => self.retire(pid, &reason, now),
-                Action::Kill { pid, reason } => self.kill_worker(pid, &reason, now),
-                Action::MaxChildrenReached { max_children } => tracing::warn!(
-                    "pool {}: reached max_children ({max_children}); consider raising it",
-                    self.name()
-                ),
-            }
-        }
-        self.signal_retiring();
+        self.execute_plan(actions, now);
     }
 
     /// Starts `n` more workers, in the way this pool's workers are started.
-    fn spawn_workers(&mut self, n: u32, now: Instant) {
+    pub(super) fn spawn_workers(&mut self, n: u32, now: Instant) {
         if self.life.startup.holding(now) {
             return;
         }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use super::execute::Exited;
 use super::worker::Worker;
 use super::{Lifecycle, PoolRun, Reaped};
 use crate::master::exit::{ExitCause, lifetime};
@@ -65,26 +66,13 @@ impl PoolRun {
             if role == pm::Role::Parent {
                 self.table.recent_mut().exited(pid, what, now);
             }
-            for action in pm::on_exit(exit) {
-                match action {
-                    pm::ExitAction::AdoptWorkers { retire } => {
-                        self.adopt_workers_of(pid, now, orphans);
-                        self.orphan_workers_of(pid, retire);
-                    }
-                    pm::ExitAction::AppFailed => {
-                        self.life.lifecycle = self.life.lifecycle.app_failed();
-                        self.life.startup.app_failed(now);
-                    }
-                    pm::ExitAction::BackOff => {
-                        let reason =
-                            format!("{what} {pid} exited {cause} after {}", lifetime(lived));
-                        self.life
-                            .startup
-                            .hold(&self.config.name, now, lived, &reason);
-                    }
-                    pm::ExitAction::Replace => self.replace_at_once(now),
-                }
-            }
+            let exited = Exited {
+                pid,
+                lived,
+                exit: format!("{what} {pid} exited {cause} after {}", lifetime(lived)),
+                orphans,
+            };
+            self.execute(pm::on_exit(exit), now, Some(&exited));
             return Reaped::Exit {
                 crash: cause.is_crash(),
             };
@@ -121,7 +109,7 @@ impl PoolRun {
     /// The parent died: its workers are the master's now. After a crash a new parent
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
-    fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
+    pub(super) fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
         let draining = self.life.lifecycle.draining();
         for (_, worker) in self
             .table
@@ -183,7 +171,7 @@ impl PoolRun {
     /// own, and its workers stay in it) and tracked as orphans: retired like the rest of the
     /// generation when it is draining or stopping, so that none keeps serving unseen. The
     /// app's own orphans in the group, seen while the parent ran, are not taken.
-    fn adopt_workers_of(&mut self, parent: Pid, now: Instant, orphans: &Orphans) {
+    pub(super) fn adopt_workers_of(&mut self, parent: Pid, now: Instant, orphans: &Orphans) {
         for pid in own_children_in_group(parent) {
             if self.table.has_worker(pid) || orphans.is_stranger(pid) {
                 continue;
@@ -200,7 +188,7 @@ impl PoolRun {
             let mut worker = Worker::new(now, Some(parent), handle);
             // Until the next tick samples it: a worker in accept() is idle, one doing
             // anything else may be serving, and must not get a SIGTERM mid-request.
-            worker.state.busy = runtime::php::sample::idle_by_syscall(pid) != Some(true);
+            worker.state.busy = pm::adopted_busy(runtime::php::sample::idle_by_syscall(pid));
             self.table.add_worker(pid, worker);
         }
     }

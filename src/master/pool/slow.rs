@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_slowlog_dump_and_a_kill_awaiting_one_worker_both_get_its_frames() {
-        use super::super::kill::{KillLine, PendingKills};
+        use crate::pm::kills::{KillLine, PendingKills};
         let (mut slow, mut kills, t0) = (
             SlowRequests::default(),
             PendingKills::default(),
