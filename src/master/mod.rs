@@ -298,3 +298,16 @@ impl Master {
         self.notify.reloading = true;
     }
 }
+
+/// Writes the master's pid to `path` whole: to a temporary file beside it, then renamed
+/// over it, so a reader (systemd's `PIDFile=`, a monitor, a reload's check) never sees the
+/// file empty or half written.
+fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, format!("{}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
+}

@@ -244,7 +244,7 @@ impl Master {
         }
         if new.pid_file != old.pid_file {
             let written = match &new.pid_file {
-                Some(path) => super::bind::write_pid_file(path).map_err(|err| {
+                Some(path) => super::write_pid_file(path).map_err(|err| {
                     tracing::error!("pid_file: cannot write {}: {err}", path.display())
                 }),
                 None => Ok(()),

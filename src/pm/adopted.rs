@@ -21,7 +21,8 @@ pub struct Orphan {
 pub fn forgotten_orphans(orphans: &[Orphan], reports: bool) -> Vec<Pid> {
     orphans
         .iter()
-        .filter(|o| !o.alive && !(reports && o.parent_gone_lately))
+        .filter(|o| !o.alive)
+        .filter(|o| !(reports && o.parent_gone_lately))
         .map(|o| o.pid)
         .collect()
 }

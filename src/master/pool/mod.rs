@@ -8,22 +8,26 @@
 //! re-parented to the master (a child subreaper), which reaps and retires them. Without
 //! one, every process the master execs is a worker.
 //!
-//! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, and
-//! carried out here on processes and sockets (the executor). The state that is not the
-//! process table lives in parts that own it, read only through their methods.
+//! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, as
+//! [`pm::Action`]s, and carried out by one executor ([`execute`]) on processes and
+//! sockets. `PoolRun` is its identity and parts that own their state, read only through
+//! their methods.
 //!
+//! - [`table`]: the process table (processes, workers, those gone lately, probes).
 //! - [`observe`]: what each worker is doing (the facts of a tick).
-//! - [`policy`]: the tick's plan ([`pm::plan`]) carried out: spawn, retire, kill.
-//! - [`reap`]: a reaped process's meaning ([`pm::on_exit`]) carried out; a dead parent's
-//!   workers taken over. [`reports`]: a zygote's reports, checked.
+//! - [`policy`]: the tick's plan ([`pm::plan`]) computed, and the steps it needs: spawn,
+//!   retire, signal. [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//! - [`reap`]: a reaped process's facts for [`pm::on_exit`]; a dead parent's workers taken
+//!   over. [`reports`]: a zygote's reports, checked.
+//! - [`execute`]: the one executor of every action.
 //! - [`spawning`]: starting processes, held back by the [`startup`] part's backoff.
-//! - [`stop`] and [`drain`]: the pool stopped or its generation retired; [`stop::Linger`]
-//!   decides when a lingering parent is killed.
-//! - [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//! - [`stop`] and [`drain`]: the pool stopped or its generation retired ([`pm::drain`]);
+//!   [`stop::Linger`] decides when a lingering parent is killed.
 //! - [`memory`]: the pool's memory measured, for `max_children = "auto"` and
 //!   `max_pool_memory`.
-//! - parts: [`startup::Startup`], [`handed::Handed`], [`recent::Recent`], [`watch::Watch`],
-//!   [`slow`], [`status::Counters`], [`Lifecycle`].
+//! - parts: [`table::Table`], `Life` ([`Lifecycle`], [`startup::Startup`],
+//!   [`stop::Linger`]), [`handed::Handed`], [`watch::Watch`], `Sizing`, `Timeouts`
+//!   ([`slow`], [`pm::kills`]), [`status::Counters`].
 
 mod drain;
 mod execute;
