@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::output::{self, Output};
 use super::pool::PoolRun;
 use super::pools::Pools;
-use super::{Inherited, Master, Phase, sockets};
+use super::{Generations, Inbox, Inherited, Master, Notify, Phase, sockets, write_pid_file};
 use crate::config::Config;
 use crate::listener::Listener;
 use crate::logging::ErrorLog;
@@ -75,22 +75,28 @@ impl Master {
             log,
             pools,
             phase: Phase::Running,
-            ready: false,
             emergency,
-            lines,
-            lines_tx: tx,
-            pid_file,
+            inbox: Inbox {
+                lines,
+                lines_tx: tx,
+                wakes,
+                wakes_tx,
+                control,
+            },
+            notify: Notify {
+                ready: false,
+                reloading: false,
+                watchdog: systemd::Watchdog::from_env(),
+                status_line: systemd::notifying().then(systemd::StatusLine::default),
+                pid_file,
+            },
+            generations: Generations {
+                next_id,
+                inherited,
+                live: Default::default(),
+            },
             sampler: Sampler::new(),
-            next_id,
-            reloading: false,
-            watchdog: systemd::Watchdog::from_env(),
-            status_line: systemd::notifying().then(systemd::StatusLine::default),
-            control,
             sockets,
-            wakes,
-            wakes_tx,
-            live: Default::default(),
-            inherited,
             orphans: Default::default(),
             app_failed: false,
             queues: Default::default(),
@@ -172,17 +178,4 @@ pub(super) fn new_generation(
     let output = output::capture(id, lines.clone()).context("creating the output socket")?;
     PoolRun::new(id, pool.clone(), listener, output, process_control_timeout)
         .map_err(|e| anyhow::anyhow!("pool {}: {e}", pool.name))
-}
-
-/// Writes the master's pid to `path` whole: to a temporary file beside it, then renamed
-/// over it, so a reader (systemd's `PIDFile=`, a monitor, a reload's check) never sees the
-/// file empty or half written.
-pub(super) fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&temporary, format!("{}\n", std::process::id()))
-        .and_then(|()| std::fs::rename(&temporary, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&temporary);
-        })
 }

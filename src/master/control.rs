@@ -90,7 +90,7 @@ impl Master {
             Phase::Stopping { .. } => Some(Stopping::Draining),
         };
         Readiness {
-            started: self.ready,
+            started: self.notify.ready,
             stopping,
             pools: self
                 .pools
@@ -121,7 +121,7 @@ impl Master {
         }
         let current = self.pools[index].config.clone();
         // Earlier live changes of this pool stay: the file, then each change in order.
-        let mut all = self.live.get(pool).cloned().unwrap_or_default();
+        let mut all = self.generations.live.get(pool).cloned().unwrap_or_default();
         all.extend(changes.iter().cloned());
         let changed = match validate(&self.config, &current, &all) {
             Ok(pool) => pool,
@@ -132,7 +132,7 @@ impl Master {
         }
         // A program pool's count changes in place: its copies keep running.
         if self.pools[index].resize_in_place(&changed, Instant::now()) {
-            self.live.insert(pool.to_owned(), all);
+            self.generations.live.insert(pool.to_owned(), all);
             tracing::info!(
                 "pool {pool}: live change pm.max_children={} (until the next reload)",
                 changed.pm.max_children
@@ -145,7 +145,7 @@ impl Master {
         }
         match self.roll(index, &changed) {
             Ok(()) => {
-                self.live.insert(pool.to_owned(), all);
+                self.generations.live.insert(pool.to_owned(), all);
                 self.begin_reload();
                 let list: Vec<String> = changes.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 tracing::info!(

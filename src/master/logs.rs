@@ -20,7 +20,7 @@ impl Master {
         for round in 0..20 {
             tokio::time::sleep(Duration::from_millis(5)).await;
             let mut any = false;
-            while let Ok(output) = self.lines.try_recv() {
+            while let Ok(output) = self.inbox.lines.try_recv() {
                 self.on_output(output);
                 any = true;
             }

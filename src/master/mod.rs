@@ -113,34 +113,17 @@ struct Master {
     log: ErrorLog,
     pools: Pools,
     phase: Phase,
-    ready: bool,
     emergency: EmergencyRestart,
-    lines: mpsc::UnboundedReceiver<Output>,
-    /// Where new pools' output readers send their lines.
-    lines_tx: mpsc::UnboundedSender<Output>,
-    pid_file: Option<PathBuf>,
+    /// What the loop waits on besides signals and the tick.
+    inbox: Inbox,
+    /// What systemd and the pid file are told.
+    notify: Notify,
+    /// What a new generation is made with.
+    generations: Generations,
     /// Reads php-cgi workers' state; knows each php-cgi binary once parsed.
     sampler: Sampler,
-    /// Gives each pool generation its id (output lines name it).
-    next_id: u64,
-    /// A reload is rolling: logged once every new generation is up.
-    reloading: bool,
-    /// systemd's watchdog, when the unit sets `WatchdogSec=`.
-    watchdog: Option<systemd::Watchdog>,
-    /// `STATUS=` kept current with the workers' activity, under systemd.
-    status_line: Option<systemd::StatusLine>,
-    /// Live changes (`drover ctl set`, `workers`) per pool, in order, until the next reload.
-    live: std::collections::HashMap<String, Vec<(String, String)>>,
-    /// ondemand pools whose listener has a new connection (by generation id).
-    wakes: mpsc::UnboundedReceiver<u64>,
-    wakes_tx: mpsc::UnboundedSender<u64>,
-    /// Requests from the control socket and the pools' status listeners.
-    control: mpsc::Receiver<crate::control::Envelope>,
     /// The control and status sockets being served (dropping one closes and removes it).
     sockets: sockets::Sockets,
-    /// The sockets systemd passed, by pool name. Held here for drover's whole life, so that
-    /// a pool removed by a reload leaves its socket open and one added back takes it again.
-    inherited: Inherited,
     /// The master's children that no pool started (orphans of the apps, or of a PID
     /// namespace drover is the init of).
     orphans: orphans::Orphans,
@@ -148,6 +131,43 @@ struct Master {
     queues: shed::Queues,
     /// A pool's app failed to load and `exit_on_app_failure` stopped drover for it.
     app_failed: bool,
+}
+
+/// The channels the master's loop reads, with the senders new pools are given.
+struct Inbox {
+    lines: mpsc::UnboundedReceiver<Output>,
+    /// Where new pools' output readers send their lines.
+    lines_tx: mpsc::UnboundedSender<Output>,
+    /// ondemand pools whose listener has a new connection (by generation id).
+    wakes: mpsc::UnboundedReceiver<u64>,
+    wakes_tx: mpsc::UnboundedSender<u64>,
+    /// Requests from the control socket and the pools' status listeners.
+    control: mpsc::Receiver<crate::control::Envelope>,
+}
+
+/// What the master tells the outside about itself: systemd's `READY=1`, `RELOADING=1`,
+/// watchdog and `STATUS=`, and the pid file.
+struct Notify {
+    /// Every pool was up once: `READY=1` was sent.
+    ready: bool,
+    /// A reload is rolling: logged once every new generation is up.
+    reloading: bool,
+    /// systemd's watchdog, when the unit sets `WatchdogSec=`.
+    watchdog: Option<systemd::Watchdog>,
+    /// `STATUS=` kept current with the workers' activity, under systemd.
+    status_line: Option<systemd::StatusLine>,
+    pid_file: Option<PathBuf>,
+}
+
+/// What a new generation is made with besides its configuration.
+struct Generations {
+    /// Gives each pool generation its id (output lines name it).
+    next_id: u64,
+    /// The sockets systemd passed, by pool name. Held here for drover's whole life, so that
+    /// a pool removed by a reload leaves its socket open and one added back takes it again.
+    inherited: Inherited,
+    /// Live changes (`drover ctl set`, `workers`) per pool, in order, until the next reload.
+    live: std::collections::HashMap<String, Vec<(String, String)>>,
 }
 
 /// The sockets systemd passed, by the name of the pool that takes each.
@@ -186,8 +206,8 @@ impl Master {
                         None => {}
                     }
                 }
-                Some(output) = self.lines.recv() => self.on_output(output),
-                Some(id) = self.wakes.recv() => {
+                Some(output) = self.inbox.lines.recv() => self.on_output(output),
+                Some(id) = self.inbox.wakes.recv() => {
                     if self.phase.serves() {
                         let now = Instant::now();
                         if let Some(pool) = self.pools.live_by_id_mut(id) {
@@ -197,7 +217,7 @@ impl Master {
                         }
                     }
                 }
-                Some((request, reply)) = self.control.recv() => {
+                Some((request, reply)) = self.inbox.control.recv() => {
                     let answer = self.on_control(request);
                     let _ = reply.send(answer);
                 }
@@ -231,7 +251,7 @@ impl Master {
                 self.observe_orphans();
                 self.refuse_stopped();
                 self.forget_drained();
-                if let Some(watchdog) = &mut self.watchdog {
+                if let Some(watchdog) = &mut self.notify.watchdog {
                     watchdog.tick(now);
                 }
                 if maintenance_due {
@@ -272,9 +292,22 @@ impl Master {
     /// A reload (or a live change) is rolling pools: systemd hears `RELOADING=1` now, and
     /// [`check_ready`](Self::check_ready) sends `READY=1` once the new generations are up.
     fn begin_reload(&mut self) {
-        if !self.reloading {
+        if !self.notify.reloading {
             systemd::reloading();
         }
-        self.reloading = true;
+        self.notify.reloading = true;
     }
+}
+
+/// Writes the master's pid to `path` whole: to a temporary file beside it, then renamed
+/// over it, so a reader (systemd's `PIDFile=`, a monitor, a reload's check) never sees the
+/// file empty or half written.
+fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temporary, format!("{}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&temporary, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
 }

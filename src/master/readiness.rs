@@ -25,25 +25,25 @@ impl Master {
         // Up, and the old generations it replaces retired ([`Master::retire_replaced`]):
         // the count then is of the pools as configured, not of two generations of one.
         let done = |p: &PoolRun| p.settled() && p.replaces.is_none();
-        if (self.ready && !self.reloading) || !current().all(done) {
+        if (self.notify.ready && !self.notify.reloading) || !current().all(done) {
             return;
         }
         let workers: usize = current().map(PoolRun::workers).sum();
         let status = format!("ready: {} pools, {workers} workers", current().count());
-        if self.reloading {
-            self.reloading = false;
+        if self.notify.reloading {
+            self.notify.reloading = false;
             tracing::info!("reload done: {status}");
             systemd::ready(&status);
             // The reload ran the configuration's parser again.
             crate::resident::release_code();
             // "ready: ..." replaced the activity line: send it again on the next tick,
             // even on an idle host where it has not changed.
-            if let Some(line) = &mut self.status_line {
+            if let Some(line) = &mut self.notify.status_line {
                 line.overwritten();
             }
             return;
         }
-        self.ready = true;
+        self.notify.ready = true;
         tracing::info!("{status}");
         systemd::ready(&status);
         // What starting ran once need not stay mapped.
@@ -53,10 +53,10 @@ impl Master {
     /// Under systemd, once ready and not reloading (`STATUS=` then says "ready" or
     /// nothing new): the workers' activity as the status pages count it, when it changed.
     pub(super) fn tell_activity(&mut self, now: Instant) {
-        let Some(line) = &mut self.status_line else {
+        let Some(line) = &mut self.notify.status_line else {
             return;
         };
-        if !self.ready || self.reloading || self.phase != Phase::Running {
+        if !self.notify.ready || self.notify.reloading || self.phase != Phase::Running {
             return;
         }
         let mut activity = systemd::Activity::default();

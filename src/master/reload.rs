@@ -87,9 +87,9 @@ impl Master {
         // Live changes last until the next reload from the files.
         match only {
             Some(name) => {
-                self.live.remove(name);
+                self.generations.live.remove(name);
             }
-            None => self.live.clear(),
+            None => self.generations.live.clear(),
         }
         self.begin_reload();
         // The old configuration (and whatever the files' text cost) is freed by now.
@@ -149,17 +149,18 @@ impl Master {
     }
 
     fn add_pool(&mut self, pool: &Pool) -> Result<(), String> {
-        let listener = listen(pool, &self.inherited).map_err(|e| format!("cannot listen: {e}"))?;
-        self.next_id += 1;
+        let listener =
+            listen(pool, &self.generations.inherited).map_err(|e| format!("cannot listen: {e}"))?;
+        self.generations.next_id += 1;
         let mut run = new_generation(
-            self.next_id,
+            self.generations.next_id,
             pool,
             listener,
-            &self.lines_tx,
+            &self.inbox.lines_tx,
             self.config.global.process_control_timeout,
         )
         .map_err(|e| e.to_string())?;
-        run.watch_listener(&self.wakes_tx);
+        run.watch_listener(&self.inbox.wakes_tx);
         self.pools.push(run);
         Ok(())
     }
@@ -185,21 +186,21 @@ impl Master {
         let listener = if same_socket {
             old.listener.clone()
         } else {
-            listen(pool, &self.inherited).map_err(|e| format!("cannot listen: {e}"))?
+            listen(pool, &self.generations.inherited).map_err(|e| format!("cannot listen: {e}"))?
         };
-        self.next_id += 1;
+        self.generations.next_id += 1;
         let mut run = new_generation(
-            self.next_id,
+            self.generations.next_id,
             pool,
             listener,
-            &self.lines_tx,
+            &self.inbox.lines_tx,
             self.config.global.process_control_timeout,
         )
         .map_err(|e| e.to_string())?;
         if !switches_protocol {
             run.replaces = Some(old.id);
         }
-        run.watch_listener(&self.wakes_tx);
+        run.watch_listener(&self.inbox.wakes_tx);
         self.pools.push(run);
         if switches_protocol {
             tracing::info!(

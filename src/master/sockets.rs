@@ -244,7 +244,7 @@ impl Master {
         }
         if new.pid_file != old.pid_file {
             let written = match &new.pid_file {
-                Some(path) => super::bind::write_pid_file(path).map_err(|err| {
+                Some(path) => super::write_pid_file(path).map_err(|err| {
                     tracing::error!("pid_file: cannot write {}: {err}", path.display())
                 }),
                 None => Ok(()),
@@ -254,7 +254,7 @@ impl Master {
                     if let Some(path) = &old.pid_file {
                         let _ = std::fs::remove_file(path);
                     }
-                    self.pid_file = new.pid_file.clone();
+                    self.notify.pid_file = new.pid_file.clone();
                     changed.push(match &new.pid_file {
                         Some(path) => format!("pid_file: {}", path.display()),
                         None => "pid_file: none".to_string(),

@@ -116,7 +116,7 @@ impl Master {
         for pool in self.pools.iter() {
             pool.listener.unlink();
         }
-        if let Some(path) = &self.pid_file {
+        if let Some(path) = &self.notify.pid_file {
             let _ = std::fs::remove_file(path);
         }
         tracing::info!("stopped");

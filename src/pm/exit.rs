@@ -1,10 +1,12 @@
 //! What a process's exit means for its pool: back off, replace it, say the app failed,
 //! take over a dead parent's workers. Pure: the master states the facts of one reaped
-//! process ([`Exit`]) and applies the [`ExitAction`]s in order, with its log lines.
+//! process ([`Exit`]) and its executor applies the [`Action`]s in order, with its log lines.
 //!
 //! A reaction to one kind of exit (a parent that died before its first request, on a
 //! given binary, say) is a fact added to [`Exit`] and an action here, unit-tested below,
 //! and its effect in the master's executor (`master::pool::reap`).
+
+use super::Action;
 
 /// What the master's own child was to the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,45 +39,30 @@ pub struct Exit {
     pub fell_back: bool,
 }
 
-/// What the master does about an exit, in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitAction {
-    /// Take over the workers the dead parent forked (the master is their subreaper now),
-    /// retiring them (`retire`: after a crash a new parent brings a full set) or letting
-    /// them finish with their generation.
-    AdoptWorkers { retire: bool },
-    /// The app failed to load: the pool is stopped until a reload.
-    AppFailed,
-    /// A start-up failure: hold spawning back as the backoff says.
-    BackOff,
-    /// Replace the worker now if the pool's mode replaces at once ([`super::replacements`]).
-    Replace,
-}
-
 /// What the exit `exit` asks of its pool.
-pub fn on_exit(exit: Exit) -> Vec<ExitAction> {
+pub fn on_exit(exit: Exit) -> Vec<Action> {
     let mut actions = Vec::new();
     match exit.role {
         Role::Worker => {
             // A clean exit (max_requests reached) is no start-up failure, however short, nor
             // a death after the worker was seen past its start.
             if !exit.retiring && !exit.served && (!exit.clean || exit.program) {
-                actions.push(ExitAction::BackOff);
+                actions.push(Action::BackOff);
             }
             if !exit.retiring {
-                actions.push(ExitAction::Replace);
+                actions.push(Action::Replace);
             }
         }
         Role::Parent => {
-            actions.push(ExitAction::AdoptWorkers {
+            actions.push(Action::AdoptWorkers {
                 retire: !exit.retiring,
             });
             if exit.fell_back {
                 // Not the app's failure nor a crash loop yet: the copy's.
             } else if exit.app_failed {
-                actions.push(ExitAction::AppFailed);
+                actions.push(Action::AppFailed);
             } else if !exit.retiring {
-                actions.push(ExitAction::BackOff);
+                actions.push(Action::BackOff);
             }
         }
     }
@@ -104,24 +91,18 @@ mod tests {
             fell_back: true,
             ..exit(Role::Parent)
         };
-        assert_eq!(
-            on_exit(fell_back),
-            [ExitAction::AdoptWorkers { retire: true }]
-        );
+        assert_eq!(on_exit(fell_back), [Action::AdoptWorkers { retire: true }]);
         let crashed = exit(Role::Parent);
         assert_eq!(
             on_exit(crashed),
-            [
-                ExitAction::AdoptWorkers { retire: true },
-                ExitAction::BackOff
-            ]
+            [Action::AdoptWorkers { retire: true }, Action::BackOff]
         );
     }
 
     #[test]
     fn a_worker_that_crashes_before_serving_backs_off_and_is_replaced() {
         let crash = exit(Role::Worker);
-        assert_eq!(on_exit(crash), [ExitAction::BackOff, ExitAction::Replace]);
+        assert_eq!(on_exit(crash), [Action::BackOff, Action::Replace]);
     }
 
     #[test]
@@ -130,12 +111,12 @@ mod tests {
             served: true,
             ..exit(Role::Worker)
         };
-        assert_eq!(on_exit(served), [ExitAction::Replace]);
+        assert_eq!(on_exit(served), [Action::Replace]);
         let recycled = Exit {
             clean: true,
             ..exit(Role::Worker)
         };
-        assert_eq!(on_exit(recycled), [ExitAction::Replace]);
+        assert_eq!(on_exit(recycled), [Action::Replace]);
     }
 
     #[test]
@@ -145,7 +126,7 @@ mod tests {
             program: true,
             ..exit(Role::Worker)
         };
-        assert_eq!(on_exit(copy), [ExitAction::BackOff, ExitAction::Replace]);
+        assert_eq!(on_exit(copy), [Action::BackOff, Action::Replace]);
     }
 
     #[test]
@@ -161,10 +142,7 @@ mod tests {
     fn a_parent_that_dies_hands_over_its_workers_and_backs_off() {
         assert_eq!(
             on_exit(exit(Role::Parent)),
-            [
-                ExitAction::AdoptWorkers { retire: true },
-                ExitAction::BackOff
-            ]
+            [Action::AdoptWorkers { retire: true }, Action::BackOff]
         );
     }
 
@@ -174,10 +152,7 @@ mod tests {
             retiring: true,
             ..exit(Role::Parent)
         };
-        assert_eq!(
-            on_exit(stopped),
-            [ExitAction::AdoptWorkers { retire: false }]
-        );
+        assert_eq!(on_exit(stopped), [Action::AdoptWorkers { retire: false }]);
     }
 
     #[test]
@@ -188,10 +163,7 @@ mod tests {
         };
         assert_eq!(
             on_exit(failed),
-            [
-                ExitAction::AdoptWorkers { retire: true },
-                ExitAction::AppFailed
-            ]
+            [Action::AdoptWorkers { retire: true }, Action::AppFailed]
         );
     }
 }

@@ -4,27 +4,40 @@
 //! snapshot of each pool, asks, and applies the answer, and the answers are unit-tested
 //! without processes.
 //!
+//! - [`Action`]: what every decision below comes to, and the master's executor
+//!   (`master::pool::execute`) carries out in order; [`Reason`]: why a worker goes.
 //! - [`plan`]: a pool tick's decisions: spawn, retire, kill (static, dynamic and ondemand
 //!   pools, `max_memory`, `request_terminate_timeout`, retiring workers that do not exit).
+//! - [`drain`]: the start of a generation's drain.
 //! - [`Backoff`], [`EmergencyRestart`], [`max_requests`]: what a worker's exit means for the
 //!   next spawn, and each worker's request limit; the Python zygote applies them too, so
 //!   they live in the `drover-proto` crate.
 //! - [`on_exit`]: what a process's exit means for its pool: back off, replace it, say the
 //!   app failed, take over a dead parent's workers.
+//! - [`forgotten_orphans`], [`adopted_busy`]: the workers of a dead parent, forgotten once
+//!   gone, and counted busy when adopted until seen in accept().
+//! - [`kills`]: when a kill that waits for a worker's stack or its abort is due.
 //! - [`processes_kept`], [`target_for_spawn`], [`retire_lowers_target`]: the processes the
 //!   master starts itself, and the count a zygote is told to keep.
 //! - here: how many workers a pool starts with, how many replace at once workers that
 //!   exited on their own, and how long a program's copy lives ([`lifetime`]).
 
+mod action;
+mod adopted;
+mod drain;
 mod exit;
+pub mod kills;
 pub mod memory;
 mod plan;
 pub mod queue;
 mod target;
 
+pub use action::{Action, Reason};
+pub use adopted::{Orphan, adopted_busy, forgotten_orphans};
+pub use drain::drain;
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
-pub use exit::{Exit, ExitAction, Role, on_exit};
-pub use plan::{Action, Counters, PolicyState, PoolLimits, Reason, WorkerView, plan};
+pub use exit::{Exit, Role, on_exit};
+pub use plan::{Counters, PolicyState, PoolLimits, WorkerView, plan};
 pub use target::{processes_kept, retire_lowers_target, target_for_spawn};
 
 use std::time::Duration;

@@ -20,11 +20,11 @@
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
+use super::{Action, Reason};
 use crate::config::{Pm, PmMode};
 
 /// One live worker process of the pool, as the master sees it this tick. The master lists
@@ -93,111 +93,6 @@ pub struct Counters {
     pub killed_retire_timeout: u64,
     /// Idle workers retired for the pool's memory (`max_pool_memory`, `"auto"`'s cap).
     pub retired_pool_memory: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Start this many workers.
-    Spawn(u32),
-    /// Ask the worker to exit after its current request.
-    Retire { pid: Pid, reason: Reason },
-    /// SIGKILL it now.
-    Kill { pid: Pid, reason: Reason },
-    /// Log "pool NAME reached max_children (N)"; emitted once per episode, already counted.
-    MaxChildrenReached { max_children: u32 },
-}
-
-/// Why a worker is retired or killed; `Display` is the cause for the log line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reason {
-    MaxSpare {
-        idle: u32,
-        max_spare: u32,
-    },
-    IdleTimeout {
-        idle: Duration,
-        limit: Duration,
-    },
-    MaxMemory {
-        rss: u64,
-        limit: u64,
-    },
-    /// A program's copy ran past its lifetime (`max_lifetime` and its jitter).
-    MaxLifetime {
-        lived: Duration,
-        limit: Duration,
-    },
-    Terminate {
-        elapsed: Duration,
-        limit: Duration,
-    },
-    /// Still waiting for its client's request past `request_read_timeout`.
-    ReadTimeout {
-        waited: Duration,
-        limit: Duration,
-    },
-    /// Asked to retire, out of any request, and still there after `process_control_timeout`
-    /// (a program's `stop_timeout`: `key` names which).
-    RetireTimeout {
-        waited: Duration,
-        limit: Duration,
-        key: &'static str,
-    },
-    /// The largest idle worker of a pool above `max_pool_memory` or its memory-sized cap.
-    PoolMemory(super::memory::Over),
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-        match *self {
-            Reason::MaxSpare { idle, max_spare } => {
-                write!(
-                    f,
-                    "{idle} idle workers, above max_spare_servers ({max_spare})"
-                )
-            }
-            Reason::IdleTimeout { idle, limit } => {
-                write!(
-                    f,
-                    "idle for {idle:.1?}, past process_idle_timeout ({limit:?})"
-                )
-            }
-            Reason::MaxMemory { rss, limit } => {
-                write!(
-                    f,
-                    "resident memory {:.1} MiB, above max_memory ({:.1} MiB)",
-                    mib(rss),
-                    mib(limit)
-                )
-            }
-            Reason::MaxLifetime { lived, limit } => {
-                write!(
-                    f,
-                    "running for {lived:.1?}, past its lifetime ({limit:.1?}, max_lifetime with its jitter)"
-                )
-            }
-            Reason::Terminate { elapsed, limit } => {
-                write!(
-                    f,
-                    "request running for {elapsed:.1?}, past request_terminate_timeout ({limit:?})"
-                )
-            }
-            Reason::ReadTimeout { waited, limit } => {
-                write!(
-                    f,
-                    "waited {waited:.1?} for its client to send the request, past request_read_timeout ({limit:?})"
-                )
-            }
-            Reason::RetireTimeout { waited, limit, key } => {
-                write!(
-                    f,
-                    "still there {waited:.1?} after retiring, past {key} ({limit:?})"
-                )
-            }
-            Reason::PoolMemory(over) => super::memory::describe(f, over),
-        }
-    }
 }
 
 impl Default for PolicyState {

@@ -11,26 +11,14 @@ use crate::pm::{self, Action, WorkerView};
 
 impl PoolRun {
     pub fn draining(&self) -> bool {
-        self.lifecycle.draining()
+        self.life.lifecycle.draining()
     }
 
     /// Starts retiring this generation. `close_listener`: no next generation shares the
     /// listener (the pool was removed, or its address changed), so it stops taking
     /// connections: queued ones are still served.
     pub fn retire_generation(&mut self, now: Instant, close_listener: bool) {
-        self.lifecycle = self.lifecycle.drain();
-        self.watch.stop();
-        self.kill_parent();
-        for (pid, worker) in &mut self.workers {
-            worker.retiring.get_or_insert(now);
-            if let Some(process) = self.processes.get_mut(pid) {
-                process.retiring = true;
-            }
-        }
-        if close_listener {
-            let _ = self.listener.shut_down();
-        }
-        self.signal_retiring();
+        self.execute_drain(close_listener, now);
     }
 
     /// A draining generation's tick: SIGTERM to workers once idle, SIGKILL to those stuck
@@ -40,9 +28,9 @@ impl PoolRun {
         self.signal_retiring();
         self.kill_lingering_parent(now);
         let views: Vec<WorkerView> = self
-            .workers
-            .iter()
-            .map(|(&pid, w)| WorkerView {
+            .table
+            .workers()
+            .map(|(pid, w)| WorkerView {
                 pid,
                 busy: w.state.busy,
                 since: w.state.since,

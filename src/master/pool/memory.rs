@@ -53,26 +53,27 @@ impl PoolRun {
     /// Called on every policy tick before the policy: notes the workers in a request, and on
     /// the maintenance tick measures and sizes (see the module's doc).
     pub(super) fn watch_memory(&mut self, maintenance_due: bool) {
-        for (&pid, worker) in &self.workers {
+        for (pid, worker) in self.table.workers() {
             if worker.state.busy && !worker.orphan {
-                self.memory.warmed.insert(pid);
+                self.sizing.memory.warmed.insert(pid);
             }
         }
         if !maintenance_due {
             return;
         }
-        self.memory.ticks += 1;
-        if self.memory.warm_since.is_none() && !self.memory.warmed.is_empty() {
-            self.memory.warm_since = Some(self.memory.ticks);
+        self.sizing.memory.ticks += 1;
+        if self.sizing.memory.warm_since.is_none() && !self.sizing.memory.warmed.is_empty() {
+            self.sizing.memory.warm_since = Some(self.sizing.memory.ticks);
         }
         let pm = self.config.pm.clone();
         let sizes = pm.memory.auto.is_some() || pm.memory.max_pool_memory.is_some();
         let check = !sizes
-            && !self.memory.checked
+            && !self.sizing.memory.checked
             && self
+                .sizing
                 .memory
                 .warm_since
-                .is_some_and(|t| self.memory.ticks <= t + FIXED_CHECK_FOR);
+                .is_some_and(|t| self.sizing.memory.ticks <= t + FIXED_CHECK_FOR);
         if !(sizes || check) {
             return;
         }
@@ -90,19 +91,19 @@ impl PoolRun {
                 max_pool_memory: pm.memory.max_pool_memory,
             };
             let size = memory::auto_max_children(&keys, limit, held, worker);
-            let changed =
-                self.memory.sized.as_ref().map(|s| s.max_children) != Some(size.max_children);
+            let changed = self.sizing.memory.sized.as_ref().map(|s| s.max_children)
+                != Some(size.max_children);
             if changed {
                 tracing::info!("pool {}: {size}", self.config.name);
             }
             self.sizing.limits.pm.max_children = size.max_children;
-            self.memory.sized = Some(size);
+            self.sizing.memory.sized = Some(size);
         } else if check
             && let WorkerEstimate::Measured { .. } = worker
             && let Some(warning) =
                 memory::overcommitted(pm.max_children, &limit, held, worker, pm.memory.reserve)
         {
-            self.memory.checked = true;
+            self.sizing.memory.checked = true;
             tracing::warn!("pool {}: {warning}", self.config.name);
         }
         self.retire_for_memory(held.total);
@@ -111,18 +112,18 @@ impl PoolRun {
     /// Retires the largest idle worker when the pool is above `max_pool_memory` or has more
     /// workers than its memory-sized cap.
     fn retire_for_memory(&mut self, total: u64) {
-        let auto_cap = self.memory.sized.as_ref().map(|s| s.max_children);
+        let auto_cap = self.sizing.memory.sized.as_ref().map(|s| s.max_children);
         let limit = self.config.pm.memory.max_pool_memory;
         if auto_cap.is_none() && limit.is_none() {
             return;
         }
         let serving: Vec<WorkerMemory> = self
-            .workers
-            .iter()
+            .table
+            .workers()
             .filter(|(_, w)| !w.orphan && w.retiring.is_none())
-            .map(|(&pid, w)| WorkerMemory {
+            .map(|(pid, w)| WorkerMemory {
                 pid,
-                pss: self.memory.pss.get(&pid).copied().unwrap_or(0),
+                pss: self.sizing.memory.pss.get(&pid).copied().unwrap_or(0),
                 idle: !w.state.busy,
             })
             .collect();
@@ -134,52 +135,52 @@ impl PoolRun {
 
     /// Reads the PSS of every process of the pool; the peak of workers in a request goes up.
     fn sample_pss(&mut self) {
-        let pids: Vec<Pid> = self
-            .workers
-            .keys()
-            .chain(self.processes.keys())
-            .copied()
-            .collect();
-        self.memory.pss.retain(|pid, _| pids.contains(pid));
-        self.memory
+        let mut pids = self.table.worker_pids();
+        pids.extend(self.table.process_pids());
+        self.sizing.memory.pss.retain(|pid, _| pids.contains(pid));
+        self.sizing
+            .memory
             .warmed
-            .retain(|pid| self.workers.contains_key(pid));
+            .retain(|&pid| self.table.has_worker(pid));
         for pid in pids {
             let Some(pss) = pss(pid) else { continue };
-            self.memory.pss.insert(pid, pss);
+            self.sizing.memory.pss.insert(pid, pss);
             let busy = self
-                .workers
-                .get(&pid)
+                .table
+                .worker(pid)
                 .is_some_and(|w| w.state.busy && !w.orphan);
             if busy {
-                let (peak, mut count) = self.memory.peak.unwrap_or((0, 0));
-                if self.memory.measured.insert(pid) {
+                let (peak, mut count) = self.sizing.memory.peak.unwrap_or((0, 0));
+                if self.sizing.memory.measured.insert(pid) {
                     count += 1;
                 }
-                self.memory.peak = Some((peak.max(pss), count));
+                self.sizing.memory.peak = Some((peak.max(pss), count));
             }
         }
-        let workers = &self.workers;
-        self.memory.measured.retain(|pid| workers.contains_key(pid));
-        self.memory.total = Some(self.memory.pss.values().sum());
+        let table = &self.table;
+        self.sizing
+            .memory
+            .measured
+            .retain(|&pid| table.has_worker(pid));
+        self.sizing.memory.total = Some(self.sizing.memory.pss.values().sum());
     }
 
     /// The parents' and the whole pool's PSS at the last sample.
     fn held(&self) -> Held {
         let parents = self
-            .processes
-            .keys()
-            .filter(|pid| !self.workers.contains_key(pid))
-            .filter_map(|pid| self.memory.pss.get(pid))
+            .table
+            .processes()
+            .filter(|&(pid, _)| !self.table.has_worker(pid))
+            .filter_map(|(pid, _)| self.sizing.memory.pss.get(&pid))
             .sum();
         Held {
             parents,
-            total: self.memory.total.unwrap_or(0),
+            total: self.sizing.memory.total.unwrap_or(0),
         }
     }
 
     fn worker_estimate(&self) -> WorkerEstimate {
-        match (self.memory.peak, self.config.pm.max_memory) {
+        match (self.sizing.memory.peak, self.config.pm.max_memory) {
             (Some((bytes, workers)), _) => WorkerEstimate::Measured { bytes, workers },
             (None, Some(max_memory)) => WorkerEstimate::MaxMemory(max_memory),
             (None, None) => WorkerEstimate::Default,
@@ -194,7 +195,7 @@ impl PoolRun {
         if pm.memory.auto.is_none() && pm.memory.max_pool_memory.is_none() {
             return None;
         }
-        let sized = self.memory.sized.as_ref();
+        let sized = self.sizing.memory.sized.as_ref();
         let worker = self.worker_estimate();
         Some(MemoryStatus {
             auto: pm.memory.auto.is_some(),
@@ -208,8 +209,8 @@ impl PoolRun {
                 WorkerEstimate::MaxMemory(_) => "max_memory",
                 WorkerEstimate::Default => "starting estimate",
             }),
-            measured_workers: self.memory.peak.map_or(0, |(_, n)| n),
-            pool_pss: self.memory.total,
+            measured_workers: self.sizing.memory.peak.map_or(0, |(_, n)| n),
+            pool_pss: self.sizing.memory.total,
             max_pool_memory: pm.memory.max_pool_memory,
             retired: self.sizing.policy.counters.retired_pool_memory,
         })

@@ -8,24 +8,29 @@
 //! re-parented to the master (a child subreaper), which reaps and retires them. Without
 //! one, every process the master execs is a worker.
 //!
-//! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, and
-//! carried out here on processes and sockets (the executor). The state that is not the
-//! process table lives in parts that own it, read only through their methods.
+//! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, as
+//! [`pm::Action`]s, and carried out by one executor ([`execute`]) on processes and
+//! sockets. `PoolRun` is its identity and parts that own their state, read only through
+//! their methods.
 //!
+//! - [`table`]: the process table (processes, workers, those gone lately, probes).
 //! - [`observe`]: what each worker is doing (the facts of a tick).
-//! - [`policy`]: the tick's plan ([`pm::plan`]) carried out: spawn, retire, kill.
-//! - [`reap`]: a reaped process's meaning ([`pm::on_exit`]) carried out; a dead parent's
-//!   workers taken over. [`reports`]: a zygote's reports, checked.
+//! - [`policy`]: the tick's plan ([`pm::plan`]) computed, and the steps it needs: spawn,
+//!   retire, signal. [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//! - [`reap`]: a reaped process's facts for [`pm::on_exit`]; a dead parent's workers taken
+//!   over. [`reports`]: a zygote's reports, checked.
+//! - [`execute`]: the one executor of every action.
 //! - [`spawning`]: starting processes, held back by the [`startup`] part's backoff.
-//! - [`stop`] and [`drain`]: the pool stopped or its generation retired; [`stop::Linger`]
-//!   decides when a lingering parent is killed.
-//! - [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//! - [`stop`] and [`drain`]: the pool stopped or its generation retired ([`pm::drain`]);
+//!   [`stop::Linger`] decides when a lingering parent is killed.
 //! - [`memory`]: the pool's memory measured, for `max_children = "auto"` and
 //!   `max_pool_memory`.
-//! - parts: [`startup::Startup`], [`handed::Handed`], [`recent::Recent`], [`watch::Watch`],
-//!   [`slow`], [`status::Counters`], [`Lifecycle`].
+//! - parts: [`table::Table`], `Life` ([`Lifecycle`], [`startup::Startup`],
+//!   [`stop::Linger`]), [`handed::Handed`], [`watch::Watch`], `Sizing`, `Timeouts`
+//!   ([`slow`], [`pm::kills`]), [`status::Counters`].
 
 mod drain;
+mod execute;
 mod handed;
 mod kill;
 mod lifecycle;
@@ -42,10 +47,10 @@ mod spawning;
 mod startup;
 mod status;
 mod stop;
+mod table;
 mod watch;
 mod worker;
 
-use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -61,11 +66,12 @@ use crate::runtime::{self, Launch, kind};
 pub use lifecycle::Lifecycle;
 pub use memory::start_notes as memory_notes;
 pub(super) use reap::own_children;
-use worker::{Probes, Process, Worker};
 
 pub struct PoolRun {
     /// This generation's id (a reload starts a new generation of a changed pool).
     pub id: u64,
+    /// A reload's new generation: the id of the one it replaces, retired once this one is up.
+    pub replaces: Option<u64>,
     pub config: Pool,
     /// Shared by the generations of one pool during a reload.
     pub listener: Rc<Listener>,
@@ -73,46 +79,49 @@ pub struct PoolRun {
     /// looks nothing up. Its `kind` (the runtime interface) is the only source of runtime
     /// differences here.
     launch: Launch,
-    /// The processes the master exec'd, its own children: signalled by pid (and a
-    /// parent's process group by its pid), which no other process can take before the
-    /// master reaps them, and only its loop reaps.
-    processes: BTreeMap<Pid, Process>,
-    /// Every worker, each verified and held by a handle ([`super::pidfd`]): signalled
-    /// through it only, never by a pid a pool process named.
-    workers: BTreeMap<Pid, Worker>,
-    /// Starting, serving, failed, stopping or draining ([`Lifecycle`]).
-    lifecycle: Lifecycle,
-    /// The crash-loop backoff, the start-up failures, an app that failed to load.
-    startup: startup::Startup,
+    /// Its processes and workers, and those gone lately.
+    table: table::Table,
+    /// Where it is in its life, and when it starts again or lets a parent go.
+    life: Life,
     /// What every process is handed: output, scoreboard, access log, TLS material.
     handed: handed::Handed,
-    /// Processes gone lately: their last lines and reports still count.
-    recent: recent::Recent,
-    /// Draining or stopping: a parent that outlives its workers.
-    linger: stop::Linger,
     /// ondemand: the task watching the listener, stopped on drop.
     watch: watch::Watch,
-    /// What the tick's plan reads and remembers, and the count a zygote was told.
+    /// What the tick's plan reads and remembers, the count a zygote was told, and what
+    /// sizing by memory measured.
     sizing: Sizing,
-    probes: Probes,
-    slow: slow::SlowRequests,
-    /// request_terminate_timeout kills waiting for the worker's stack (drover-php).
-    kills: kill::PendingKills,
-    /// A reload's new generation: the id of the one it replaces, retired once this one is up.
-    pub replaces: Option<u64>,
+    /// Requests past a limit: the slowlog's and `request_terminate_timeout`'s.
+    timeouts: Timeouts,
     /// What the status page counts since the generation started.
     counters: status::Counters,
-    /// What sizing by memory measured ([`memory`]).
-    memory: memory::MemoryWatch,
+}
+
+/// Where a generation is in its life: its [`Lifecycle`], its start (the crash-loop
+/// backoff, the start-up failures, an app that failed to load) and its end (a parent that
+/// outlives its workers while draining or stopping).
+struct Life {
+    lifecycle: Lifecycle,
+    startup: startup::Startup,
+    linger: stop::Linger,
 }
 
 /// What sizes the pool: the limits [`pm::plan`] reads (`max_children` live, when sized by
-/// memory), what it remembers between ticks, and the count a zygote keeps.
+/// memory), what it remembers between ticks, the count a zygote keeps, and what the
+/// memory watch measured ([`memory`]).
 struct Sizing {
     limits: PoolLimits,
     policy: PolicyState,
     /// Python dynamic and ondemand pools: the worker count the zygote was given.
     desired: u32,
+    memory: memory::MemoryWatch,
+}
+
+/// Requests past a limit: the slowlog's, and `request_terminate_timeout`'s kills waiting
+/// for the worker's stack (drover-php).
+#[derive(Default)]
+struct Timeouts {
+    slow: slow::SlowRequests,
+    kills: pm::kills::PendingKills,
 }
 
 /// What the master learns from one reaped pid.
@@ -134,7 +143,6 @@ impl PoolRun {
         let handed = handed::Handed::open(&config, launch.kind, output)?;
         let startup = startup::Startup::new(!launch.kind.parent_reports());
         Ok(PoolRun {
-            memory: memory::MemoryWatch::default(),
             id,
             replaces: None,
             counters: status::Counters::new(Instant::now()),
@@ -142,21 +150,20 @@ impl PoolRun {
                 limits: limits(&config, process_control_timeout),
                 policy: PolicyState::default(),
                 desired: pm::initial_workers(&config.pm),
+                memory: memory::MemoryWatch::default(),
             },
             config,
             listener,
             launch,
-            processes: BTreeMap::new(),
-            workers: BTreeMap::new(),
-            lifecycle: Lifecycle::Starting,
-            startup,
+            table: table::Table::default(),
+            life: Life {
+                lifecycle: Lifecycle::Starting,
+                startup,
+                linger: stop::Linger::default(),
+            },
             handed,
-            recent: recent::Recent::default(),
-            linger: stop::Linger::default(),
             watch: watch::Watch::default(),
-            probes: Probes::default(),
-            slow: slow::SlowRequests::default(),
-            kills: kill::PendingKills::default(),
+            timeouts: Timeouts::default(),
         })
     }
 
@@ -178,35 +185,32 @@ impl PoolRun {
 
     /// Workers serving now (not orphaned, not retiring).
     pub fn workers(&self) -> usize {
-        self.workers
-            .values()
-            .filter(|w| !w.orphan && w.retiring.is_none())
-            .count()
+        self.table.serving()
     }
 
     /// The app failed to load: this generation runs nothing.
     pub fn failed(&self) -> bool {
-        self.lifecycle.failed()
+        self.life.lifecycle.failed()
     }
 
     /// Its listener was shut down because the pool is stopped (see [`PoolRun::refuse`]).
     pub fn refusing(&self) -> bool {
-        self.lifecycle.refusing()
+        self.life.lifecycle.refusing()
     }
 
     /// Running the workers it starts with, its runtime started (an ondemand pool starts
     /// none), or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
-        self.lifecycle.failed()
-            || (self.startup.runtime_ready()
+        self.life.lifecycle.failed()
+            || (self.life.startup.runtime_ready()
                 && self.workers() >= pm::initial_workers(&self.config.pm) as usize)
     }
 
     /// Whether this generation can take a request now, for `/readyz`.
     pub fn readiness(&self) -> crate::control::health::PoolState {
         crate::control::health::pool_state(
-            self.lifecycle.failed(),
-            self.startup.runtime_ready(),
+            self.life.lifecycle.failed(),
+            self.life.startup.runtime_ready(),
             self.workers(),
             self.config.pm.mode == crate::config::PmMode::Ondemand,
         )
@@ -221,35 +225,17 @@ impl PoolRun {
 
     /// Every pid of this pool still alive (for stop).
     pub fn is_empty(&self) -> bool {
-        self.processes.is_empty() && self.workers.is_empty()
+        self.table.is_empty()
     }
 
     /// What `pid` is to this generation, for telling its processes from orphans.
     pub fn knows(&self, pid: Pid) -> Known {
-        let worker = self.workers.contains_key(&pid);
-        if self.processes.contains_key(&pid) && !worker && self.launch.kind.has_parent() {
-            Known::Parent {
-                running: super::orphans::running(pid),
-            }
-        } else if worker || self.processes.contains_key(&pid) {
-            Known::Pool
-        } else {
-            Known::Unknown
-        }
+        self.table.knows(pid, self.launch.kind.has_parent())
     }
 
     /// The role of a pid in this pool, for tagging its output.
     pub fn role(&self, pid: Pid) -> Option<&'static str> {
-        if let Some(role) = self.recent.role(pid) {
-            return Some(role);
-        }
-        if self.processes.contains_key(&pid) {
-            Some(self.launch.kind.process_role())
-        } else if self.workers.contains_key(&pid) {
-            Some("worker")
-        } else {
-            None
-        }
+        self.table.role(pid, self.launch.kind.process_role())
     }
 }
 

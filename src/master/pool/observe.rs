@@ -15,6 +15,7 @@ use super::PoolRun;
 use super::worker::{Reading, RequestInfo, Worker};
 use crate::master::exit::ExitCause;
 use crate::master::pidfd;
+use crate::pm;
 use crate::runtime::kind::Probe;
 use crate::runtime::php::sample::{self, Sampler, idle_by_syscall};
 use crate::scoreboard;
@@ -31,7 +32,7 @@ impl PoolRun {
         let now_us = scoreboard::now_us();
         let want_rss = self.config.pm.max_memory.is_some();
         let probe = self.launch.kind.probe();
-        let pids: Vec<Pid> = self.workers.keys().copied().collect();
+        let pids = self.table.worker_pids();
         for pid in pids {
             let observed = match probe {
                 Probe::Scoreboard => slots.get(&pid).map(|view| from_slot(view, now, now_us)),
@@ -53,7 +54,7 @@ impl PoolRun {
                 (Probe::PhpMemory, Some((false, _, _))) => sample::reading(pid),
                 _ => None,
             };
-            let Some(worker) = self.workers.get_mut(&pid) else {
+            let Some(worker) = self.table.worker_mut(pid) else {
                 continue;
             };
             worker.served |= past_start(probe, observed.as_ref(), reading.is_some());
@@ -99,24 +100,17 @@ impl PoolRun {
                 None
             };
         }
-        self.probes
-            .php
-            .retain(|pid, _| self.workers.contains_key(pid));
-        let active = self
-            .workers
-            .values()
-            .filter(|w| !w.orphan && w.state.busy)
-            .count() as u32;
+        let active = self.table.active();
         self.counters.max_active = self.counters.max_active.max(active);
         self.listen_queue();
     }
 
     /// php-cgi: read the worker's globals; an unknown build falls back to /proc (once).
     fn sample_php(&mut self, pid: Pid, now: Instant, sampler: &mut Sampler) -> Option<Observation> {
-        if self.probes.fallback {
+        if self.table.probes().fallback {
             return idle_by_syscall(pid).map(|idle| (!idle, None, None));
         }
-        if let Entry::Vacant(vacant) = self.probes.php.entry(pid) {
+        if let Entry::Vacant(vacant) = self.table.probes_mut().php.entry(pid) {
             match sampler.attach(pid) {
                 Ok(handle) => {
                     vacant.insert(handle);
@@ -126,13 +120,13 @@ impl PoolRun {
                         "pool {}: cannot read php-cgi's state ({err}); busy and idle come from /proc/PID/syscall, without request details",
                         self.config.name
                     );
-                    self.probes.fallback = true;
+                    self.table.probes_mut().fallback = true;
                     return idle_by_syscall(pid).map(|idle| (!idle, None, None));
                 }
                 Err(_) => return None,
             }
         }
-        let sample = self.probes.php.get(&pid)?.sample().ok()?;
+        let sample = self.table.probes().php.get(&pid)?.sample().ok()?;
         let since = sample.request_time.and_then(|t| unix_to_instant(t, now));
         let request = sample.busy.then(|| {
             RequestInfo::untrusted(
@@ -148,7 +142,7 @@ impl PoolRun {
 
     /// The PHP stack of a busy php-cgi worker, for the log of a killed request.
     pub fn php_stack(&self, pid: Pid, depth: usize) -> Option<sample::Stack> {
-        self.probes.php.get(&pid)?.stack(depth).ok()
+        self.table.probes().php.get(&pid)?.stack(depth).ok()
     }
 
     /// php-cgi parents: which workers each has now. Logs new ones, and those the parent
@@ -157,13 +151,13 @@ impl PoolRun {
         if !self.launch.kind.watches_parent() {
             return;
         }
-        let parents: Vec<Pid> = self.processes.keys().copied().collect();
+        let parents = self.table.process_pids();
         for parent in parents {
             let Some(current) = children_of(parent) else {
                 continue;
             };
             for &pid in &current {
-                if self.workers.contains_key(&pid) {
+                if self.table.has_worker(pid) {
                     continue;
                 }
                 // Read from the kernel a moment ago; checked again with the handle held,
@@ -171,8 +165,8 @@ impl PoolRun {
                 match pidfd::child_of(pid, parent) {
                     Ok(handle) => {
                         tracing::info!("pool {}: worker {pid} started", self.config.name);
-                        self.workers
-                            .insert(pid, Worker::new(now, Some(parent), handle));
+                        self.table
+                            .add_worker(pid, Worker::new(now, Some(parent), handle));
                     }
                     Err(err) => tracing::debug!(
                         "pool {}: {pid}, a child of {parent} a moment ago: not taken ({err})",
@@ -181,13 +175,13 @@ impl PoolRun {
                 }
             }
             let gone: Vec<Pid> = self
-                .workers
-                .iter()
+                .table
+                .workers()
                 .filter(|(pid, w)| w.parent == Some(parent) && !w.orphan && !current.contains(pid))
-                .map(|(&pid, _)| pid)
+                .map(|(pid, _)| pid)
                 .collect();
             for pid in gone {
-                if let Some(worker) = self.workers.remove(&pid) {
+                if let Some(worker) = self.table.remove_worker(pid) {
                     self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
                 }
             }
@@ -199,19 +193,22 @@ impl PoolRun {
     fn forget_vanished_orphans(&mut self, now: Instant) {
         const REPORT_GRACE: Duration = Duration::from_secs(1);
         let reports = self.launch.kind.parent_reports();
-        let recent = &self.recent;
+        let recent = self.table.recent();
         let parent_just_gone = |parent: Option<Pid>| {
             parent.is_some_and(|parent| recent.gone_within(parent, now, REPORT_GRACE))
         };
-        let vanished: Vec<Pid> = self
-            .workers
-            .iter()
-            .filter(|(_, w)| w.orphan && !w.alive())
-            .filter(|(_, w)| !(reports && parent_just_gone(w.parent)))
-            .map(|(pid, _)| *pid)
+        let orphans: Vec<pm::Orphan> = self
+            .table
+            .workers()
+            .filter(|(_, w)| w.orphan)
+            .map(|(pid, w)| pm::Orphan {
+                pid,
+                alive: w.alive(),
+                parent_gone_lately: parent_just_gone(w.parent),
+            })
             .collect();
-        for pid in vanished {
-            if let Some(worker) = self.workers.remove(&pid) {
+        for pid in pm::forgotten_orphans(&orphans, reports) {
+            if let Some(worker) = self.table.remove_worker(pid) {
                 self.log_worker_exit(pid, &worker, ExitCause::SeenByParent, now);
             }
         }

@@ -17,22 +17,22 @@ use std::time::Instant;
 use nix::unistd::Pid;
 
 use super::PoolRun;
-use crate::pm::{self, Action, Reason, WorkerView};
+use crate::pm::{self, Reason, WorkerView};
 use crate::runtime::kind::{self, Sizing};
 
 impl PoolRun {
     /// One policy tick. `waiting`: an ondemand pool's listener has connections queued.
     pub fn apply_policy(&mut self, now: Instant, maintenance_due: bool, waiting: Option<u32>) {
-        if !self.lifecycle.spawns() {
+        if !self.life.lifecycle.spawns() {
             return;
         }
         // Sizing by memory sets the live max_children in `self.sizing.limits` first.
         self.watch_memory(maintenance_due);
         let views: Vec<WorkerView> = self
-            .workers
-            .iter()
+            .table
+            .workers()
             .filter(|(_, w)| !w.orphan)
-            .map(|(&pid, w)| WorkerView {
+            .map(|(pid, w)| WorkerView {
                 pid,
                 busy: w.state.busy,
                 since: w.state.since,
@@ -50,23 +50,12 @@ impl PoolRun {
             now,
             maintenance_due,
         );
-        for action in actions {
-            match action {
-                Action::Spawn(n) => self.spawn_workers(n, now),
-                Action::Retire { pid, reason } => self.retire(pid, &reason, now),
-                Action::Kill { pid, reason } => self.kill_worker(pid, &reason, now),
-                Action::MaxChildrenReached { max_children } => tracing::warn!(
-                    "pool {}: reached max_children ({max_children}); consider raising it",
-                    self.name()
-                ),
-            }
-        }
-        self.signal_retiring();
+        self.execute_plan(actions, now);
     }
 
     /// Starts `n` more workers, in the way this pool's workers are started.
-    fn spawn_workers(&mut self, n: u32, now: Instant) {
-        if self.startup.holding(now) {
+    pub(super) fn spawn_workers(&mut self, n: u32, now: Instant) {
+        if self.life.startup.holding(now) {
             return;
         }
         match self.sizing() {
@@ -76,11 +65,7 @@ impl PoolRun {
             Sizing::Target => {
                 // The workers it is still forking are not among those reported: the
                 // count is computed from the workers that stay ([`pm::target_for_spawn`]).
-                let staying = self
-                    .workers
-                    .values()
-                    .filter(|w| !w.orphan && w.retiring.is_none())
-                    .count();
+                let staying = self.table.serving();
                 let staying = u32::try_from(staying).unwrap_or(u32::MAX);
                 self.sizing.desired = pm::target_for_spawn(
                     self.sizing.desired,
@@ -101,7 +86,7 @@ impl PoolRun {
     }
 
     pub(super) fn retire(&mut self, pid: Pid, reason: &Reason, now: Instant) {
-        let Some(worker) = self.workers.get_mut(&pid) else {
+        let Some(worker) = self.table.worker_mut(pid) else {
             return;
         };
         worker.retiring = Some(now);
@@ -110,15 +95,13 @@ impl PoolRun {
             self.sizing.desired = self.sizing.desired.saturating_sub(1);
             self.send_target();
         }
-        if let Some(process) = self.processes.get_mut(&pid) {
-            process.retiring = true;
-        }
+        self.table.process_retiring(pid);
     }
 
     /// SIGTERM to retiring workers, when it cannot interrupt a request.
     pub(super) fn signal_retiring(&mut self) {
         let graceful_anytime = self.launch.kind.sigterm_waits_for_request();
-        for worker in self.workers.values_mut() {
+        for (_, worker) in self.table.workers_mut() {
             if worker.retiring.is_some()
                 && !worker.signalled
                 && (graceful_anytime || !worker.state.busy)
@@ -135,7 +118,7 @@ impl PoolRun {
     }
 
     fn send_target(&self) {
-        for &zygote in self.processes.keys() {
+        for (zygote, _) in self.table.processes() {
             if let Err(err) = kind::set_target(zygote, self.sizing.desired) {
                 tracing::error!(
                     "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",

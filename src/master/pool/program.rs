@@ -35,22 +35,20 @@ impl PoolRun {
         self.config.pm = changed.pm.clone();
         self.sizing.limits.pm = changed.pm.clone();
         let running: Vec<(Pid, Instant)> = self
-            .workers
-            .iter()
+            .table
+            .workers()
             .filter(|(_, w)| w.retiring.is_none() && !w.orphan)
-            .map(|(&pid, w)| (pid, w.started))
+            .map(|(pid, w)| (pid, w.started))
             .collect();
         for pid in surplus(running, max_children) {
-            if let Some(worker) = self.workers.get_mut(&pid) {
+            if let Some(worker) = self.table.worker_mut(pid) {
                 worker.retiring = Some(now);
                 tracing::info!(
                     "pool {}: stopping worker {pid}: max_children is now {max_children}",
                     self.config.name
                 );
             }
-            if let Some(process) = self.processes.get_mut(&pid) {
-                process.retiring = true;
-            }
+            self.table.process_retiring(pid);
         }
         self.signal_retiring();
         true

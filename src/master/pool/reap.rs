@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use super::execute::Exited;
 use super::worker::Worker;
 use super::{Lifecycle, PoolRun, Reaped};
 use crate::master::exit::{ExitCause, lifetime};
@@ -25,9 +26,8 @@ impl PoolRun {
         now: Instant,
         orphans: &Orphans,
     ) -> Reaped {
-        if let Some(process) = self.processes.remove(&pid) {
+        if let Some((process, worker)) = self.table.remove_process(pid) {
             let lived = now.duration_since(process.started);
-            let worker = self.workers.remove(&pid);
             let mut fell_back = false;
             let role = match &worker {
                 // An exec'd worker.
@@ -41,7 +41,7 @@ impl PoolRun {
                     // with this exit in its warning).
                     let what = self.launch.kind.process_role();
                     let exit = format!("{what} {pid} exited {cause} after {}", lifetime(lived));
-                    let served = self.workers.values().any(|worker| worker.served);
+                    let served = self.table.workers().any(|(_, worker)| worker.served);
                     fell_back = !process.retiring
                         && self.launch.fall_back(&self.config.name, served, &exit);
                     if !fell_back {
@@ -64,31 +64,20 @@ impl PoolRun {
                 fell_back,
             };
             if role == pm::Role::Parent {
-                self.recent.exited(pid, what, now);
+                self.table.recent_mut().exited(pid, what, now);
             }
-            for action in pm::on_exit(exit) {
-                match action {
-                    pm::ExitAction::AdoptWorkers { retire } => {
-                        self.adopt_workers_of(pid, now, orphans);
-                        self.orphan_workers_of(pid, retire);
-                    }
-                    pm::ExitAction::AppFailed => {
-                        self.lifecycle = self.lifecycle.app_failed();
-                        self.startup.app_failed(now);
-                    }
-                    pm::ExitAction::BackOff => {
-                        let reason =
-                            format!("{what} {pid} exited {cause} after {}", lifetime(lived));
-                        self.startup.hold(&self.config.name, now, lived, &reason);
-                    }
-                    pm::ExitAction::Replace => self.replace_at_once(now),
-                }
-            }
+            let exited = Exited {
+                pid,
+                lived,
+                exit: format!("{what} {pid} exited {cause} after {}", lifetime(lived)),
+                orphans,
+            };
+            self.execute(pm::on_exit(exit), now, Some(&exited));
             return Reaped::Exit {
                 crash: cause.is_crash(),
             };
         }
-        if let Some(worker) = self.workers.remove(&pid) {
+        if let Some(worker) = self.table.remove_worker(pid) {
             // Reaped by the master: its zygote is gone and cannot free its slot.
             self.handed.release_slot(pid);
             self.log_worker_exit(pid, &worker, cause, now);
@@ -120,12 +109,12 @@ impl PoolRun {
     /// The parent died: its workers are the master's now. After a crash a new parent
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
-    fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
-        let draining = self.lifecycle.draining();
-        for worker in self
-            .workers
-            .values_mut()
-            .filter(|w| w.parent == Some(parent))
+    pub(super) fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
+        let draining = self.life.lifecycle.draining();
+        for (_, worker) in self
+            .table
+            .workers_mut()
+            .filter(|(_, w)| w.parent == Some(parent))
         {
             worker.orphan = true;
             if retire {
@@ -154,7 +143,8 @@ impl PoolRun {
                 _ => self.counters.crash_exits += 1,
             }
         }
-        if worker.retiring.is_some() && self.lifecycle == Lifecycle::Draining && !worker.killed {
+        if worker.retiring.is_some() && self.life.lifecycle == Lifecycle::Draining && !worker.killed
+        {
             self.counters.reload_exits += 1;
         }
         let lived = lifetime(now.duration_since(worker.started));
@@ -181,9 +171,9 @@ impl PoolRun {
     /// own, and its workers stay in it) and tracked as orphans: retired like the rest of the
     /// generation when it is draining or stopping, so that none keeps serving unseen. The
     /// app's own orphans in the group, seen while the parent ran, are not taken.
-    fn adopt_workers_of(&mut self, parent: Pid, now: Instant, orphans: &Orphans) {
+    pub(super) fn adopt_workers_of(&mut self, parent: Pid, now: Instant, orphans: &Orphans) {
         for pid in own_children_in_group(parent) {
-            if self.workers.contains_key(&pid) || orphans.is_stranger(pid) {
+            if self.table.has_worker(pid) || orphans.is_stranger(pid) {
                 continue;
             }
             // The master's own child, not reaped: the handle cannot miss.
@@ -198,8 +188,8 @@ impl PoolRun {
             let mut worker = Worker::new(now, Some(parent), handle);
             // Until the next tick samples it: a worker in accept() is idle, one doing
             // anything else may be serving, and must not get a SIGTERM mid-request.
-            worker.state.busy = runtime::php::sample::idle_by_syscall(pid) != Some(true);
-            self.workers.insert(pid, worker);
+            worker.state.busy = pm::adopted_busy(runtime::php::sample::idle_by_syscall(pid));
+            self.table.add_worker(pid, worker);
         }
     }
 
@@ -207,8 +197,8 @@ impl PoolRun {
     /// of processes gone a while, and says that the app failed to load once its traceback
     /// is in the log. True when it said so now.
     pub fn after_output(&mut self, now: Instant) -> bool {
-        self.recent.forget_old(now);
-        if self.startup.app_failure_due(now) {
+        self.table.recent_mut().forget_old(now);
+        if self.life.startup.app_failure_due(now) {
             tracing::error!(
                 "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()

@@ -22,7 +22,7 @@ impl PoolRun {
         }
         // A Python worker that recycles itself for max_memory says why.
         if let (Some(worker), Some(reason)) =
-            (self.workers.get_mut(&from), zygote::parse_retiring(line))
+            (self.table.worker_mut(from), zygote::parse_retiring(line))
         {
             worker.retiring.get_or_insert(now);
             self.sizing.policy.counters.retired_max_memory += 1;
@@ -34,15 +34,16 @@ impl PoolRun {
             return Some(Reaped::NotOurs);
         }
         // A zygote's last lines may be read after it was reaped: they still count.
-        let zygote = self.processes.contains_key(&from) || self.recent.role(from).is_some();
+        let zygote = self.table.has_process(from) || self.table.recent().role(from).is_some();
         if !zygote {
             return None;
         }
         match Report::parse(line) {
-            Some(Report::Ready) => self.startup.runtime_started(),
+            Some(Report::Ready) => self.life.startup.runtime_started(),
             Some(Report::Started { pid }) => self.on_started(from, pid, now),
             Some(Report::Exited { pid, exit, lived }) => {
-                self.startup
+                self.life
+                    .startup
                     .worker_exited(pid, ExitCause::from_exit(exit), lived);
                 return Some(self.on_exited(from, pid, exit, now));
             }
@@ -50,9 +51,13 @@ impl PoolRun {
                 pid,
                 delay,
                 failures,
-            }) => self
-                .startup
-                .zygote_holding(&self.config.name, (from, pid), delay, failures, now),
+            }) => self.life.startup.zygote_holding(
+                &self.config.name,
+                (from, pid),
+                delay,
+                failures,
+                now,
+            ),
             None => return None,
         }
         Some(Reaped::NotOurs)
@@ -64,11 +69,11 @@ impl PoolRun {
     /// root master retire or kill a process of its choosing. The worker is then held by a
     /// handle on that very process.
     fn on_started(&mut self, from: Pid, pid: Pid, now: Instant) {
-        if !self.processes.contains_key(&from) {
+        if !self.table.has_process(from) {
             // Its zygote is gone: the worker was adopted when the zygote was reaped.
             return;
         }
-        if self.workers.contains_key(&pid) {
+        if self.table.has_worker(pid) {
             tracing::warn!(
                 "pool {}: zygote {from} reported a worker started, pid {pid}: refused, \
                  already a worker",
@@ -79,8 +84,8 @@ impl PoolRun {
         match pidfd::child_of(pid, from) {
             Ok(handle) => {
                 tracing::info!("pool {}: worker {pid} started", self.config.name);
-                self.workers
-                    .insert(pid, Worker::new(now, Some(from), handle));
+                self.table
+                    .add_worker(pid, Worker::new(now, Some(from), handle));
             }
             // A worker that died at once, reaped by its zygote before the master looked:
             // its exit report follows, and is counted then (`vanished`).
@@ -90,7 +95,7 @@ impl PoolRun {
                      the master could check it",
                     self.config.name
                 );
-                self.recent.vanished(pid, from, now);
+                self.table.recent_mut().vanished(pid, from, now);
             }
             Err(err) => tracing::error!(
                 "pool {}: zygote {from} reported a worker started, pid {pid}: refused, not a \
@@ -106,8 +111,8 @@ impl PoolRun {
     fn on_exited(&mut self, from: Pid, pid: Pid, exit: WorkerExit, now: Instant) -> Reaped {
         let cause = ExitCause::from_exit(exit);
         let known = self
-            .workers
-            .get(&pid)
+            .table
+            .worker(pid)
             .map(|w| (w.parent == Some(from), w.alive()));
         match known {
             Some((true, false)) => {}
@@ -120,7 +125,7 @@ impl PoolRun {
                 return Reaped::NotOurs;
             }
             _ => {
-                if self.recent.take_vanished(pid, from) {
+                if self.table.recent_mut().take_vanished(pid, from) {
                     return self.vanished_exit(pid, cause);
                 }
                 tracing::info!(
@@ -131,7 +136,7 @@ impl PoolRun {
                 return Reaped::NotOurs;
             }
         }
-        let Some(worker) = self.workers.remove(&pid) else {
+        let Some(worker) = self.table.remove_worker(pid) else {
             return Reaped::NotOurs;
         };
         self.log_worker_exit(pid, &worker, cause, now);

@@ -42,18 +42,19 @@ impl PoolRun {
         else {
             return;
         };
-        self.slow
+        self.timeouts
+            .slow
             .logged
-            .retain(|pid, _| self.workers.contains_key(pid));
+            .retain(|&pid, _| self.table.has_worker(pid));
         let slow: Vec<(Pid, Entry)> = self
-            .workers
-            .iter()
+            .table
+            .workers()
             .filter(|(pid, w)| {
                 w.state.busy
                     && now.saturating_duration_since(w.state.since) > limit
-                    && self.slow.logged.get(pid) != Some(&w.state.since)
+                    && self.timeouts.slow.logged.get(pid) != Some(&w.state.since)
             })
-            .map(|(&pid, w)| {
+            .map(|(pid, w)| {
                 let request = w.state.request.clone().unwrap_or_default();
                 let entry = Entry {
                     time: SystemTime::now(),
@@ -71,14 +72,14 @@ impl PoolRun {
             })
             .collect();
         for (pid, mut entry) in slow {
-            if let Some(worker) = self.workers.get(&pid) {
-                self.slow.logged.insert(pid, worker.state.since);
+            if let Some(worker) = self.table.worker(pid) {
+                self.timeouts.slow.logged.insert(pid, worker.state.since);
             }
             self.counters.slow_requests += 1;
             match self.launch.kind.slow_stack() {
                 SlowStack::Faulthandler | SlowStack::FrameLines => {
                     if self.signal_worker(pid, Signal::SIGUSR2) {
-                        self.slow.asked(pid, entry, now);
+                        self.timeouts.slow.asked(pid, entry, now);
                     }
                 }
                 SlowStack::Memory => {
@@ -91,7 +92,7 @@ impl PoolRun {
                 SlowStack::None => self.write_slow(&entry),
             }
         }
-        for entry in self.slow.quiet(self.launch.kind.slow_stack(), now) {
+        for entry in self.timeouts.slow.quiet(self.launch.kind.slow_stack(), now) {
             self.write_slow(&entry);
         }
     }
@@ -104,6 +105,7 @@ impl PoolRun {
         let killing = self.on_kill_line(pid, line);
         let depth = self.config.request_slowlog_trace_depth as usize;
         match self
+            .timeouts
             .slow
             .take_line(self.launch.kind.slow_stack(), pid, line, depth, now)
         {
@@ -306,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_slowlog_dump_and_a_kill_awaiting_one_worker_both_get_its_frames() {
-        use super::super::kill::{KillLine, PendingKills};
+        use crate::pm::kills::{KillLine, PendingKills};
         let (mut slow, mut kills, t0) = (
             SlowRequests::default(),
             PendingKills::default(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
-use super::worker::{Process, Worker};
+use super::worker::Worker;
 use super::{Lifecycle, PoolRun};
 use crate::master::pidfd;
 use crate::master::spawn::spawn;
@@ -17,18 +17,18 @@ impl PoolRun {
     /// Keeps the parent (php-cgi or zygote) running; starts exec'd workers the first time.
     /// Later spawns of exec'd workers are the policy's ([`policy`]).
     pub fn maintain(&mut self, now: Instant) {
-        if !self.lifecycle.spawns() || self.startup.holding(now) {
+        if !self.life.lifecycle.spawns() || self.life.startup.holding(now) {
             return;
         }
         let Some(wanted) = pm::processes_kept(
             self.launch.kind.has_parent(),
-            self.lifecycle == Lifecycle::Starting,
+            self.life.lifecycle == Lifecycle::Starting,
             pm::initial_workers(&self.config.pm),
         ) else {
             return;
         };
-        self.lifecycle = self.lifecycle.spawned();
-        let running = self.processes.values().filter(|p| !p.retiring).count();
+        self.life.lifecycle = self.life.lifecycle.spawned();
+        let running = self.table.running_processes();
         for _ in running..wanted {
             if !self.spawn_one(now) {
                 break;
@@ -56,20 +56,14 @@ impl PoolRun {
             });
         match result {
             Ok(pid) => {
-                self.processes.insert(
-                    pid,
-                    Process {
-                        started: now,
-                        retiring: false,
-                    },
-                );
+                self.table.add_process(pid, now);
                 let role = self.launch.kind.process_role();
                 let workers = starting_workers(&self.config.pm);
                 if !self.launch.kind.has_parent() {
                     // Its own child, not reaped: the handle cannot miss.
                     match pidfd::child_of(pid, Pid::this()) {
                         Ok(handle) => {
-                            self.workers.insert(pid, Worker::new(now, None, handle));
+                            self.table.add_worker(pid, Worker::new(now, None, handle));
                             tracing::info!("pool {}: worker {pid} started", self.name());
                         }
                         Err(err) => tracing::error!(
@@ -94,7 +88,8 @@ impl PoolRun {
                 true
             }
             Err(reason) => {
-                self.startup
+                self.life
+                    .startup
                     .hold(&self.config.name, now, Duration::ZERO, &reason);
                 false
             }
@@ -105,10 +100,10 @@ impl PoolRun {
     /// ([`pm::replacements`]), unless a start-up failure holds spawning back, or the pool is
     /// stopping or draining.
     pub(super) fn replace_at_once(&mut self, now: Instant) {
-        if !self.lifecycle.spawns() || self.startup.holding(now) {
+        if !self.life.lifecycle.spawns() || self.life.startup.holding(now) {
             return;
         }
-        let total = u32::try_from(self.processes.len()).unwrap_or(u32::MAX);
+        let total = u32::try_from(self.table.process_count()).unwrap_or(u32::MAX);
         for _ in 0..pm::replacements(&self.sizing.limits.pm, 1, total) {
             if !self.spawn_one(now) {
                 break;

@@ -38,7 +38,7 @@ impl PoolRun {
                     .collect()
             })
             .unwrap_or_default();
-        let serving: Vec<_> = self.workers.iter().filter(|(_, w)| !w.orphan).collect();
+        let serving: Vec<_> = self.table.workers().filter(|(_, w)| !w.orphan).collect();
         let active = serving.iter().filter(|(_, w)| w.state.busy).count() as u32;
         let total = serving.len() as u32;
         let since = now.saturating_duration_since(self.counters.born);
@@ -46,7 +46,7 @@ impl PoolRun {
         let counters = &self.sizing.policy.counters;
         let workers = serving
             .iter()
-            .map(|&(&pid, w)| {
+            .map(|&(pid, w)| {
                 let slot = slots.get(&pid.as_raw());
                 let started = SystemTime::now() - now.saturating_duration_since(w.started);
                 let request = w.state.request.as_ref().filter(|_| w.state.busy);
@@ -117,7 +117,7 @@ impl PoolRun {
             },
             workers,
             memory: self.memory_status(),
-            backoff: self.startup.status(now),
+            backoff: self.life.startup.status(now),
         }
     }
 }

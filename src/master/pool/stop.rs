@@ -35,10 +35,10 @@ impl PoolRun {
     /// that connections are refused at once (nginx answers 502) until a reload binds a new
     /// one.
     pub fn refuse(&mut self) {
-        if self.lifecycle.refusing() {
+        if self.life.lifecycle.refusing() {
             return;
         }
-        self.lifecycle = self.lifecycle.refused();
+        self.life.lifecycle = self.life.lifecycle.refused();
         self.watch.stop();
         match self.listener.shut_down() {
             Ok(()) if self.listener.inherited => tracing::warn!(
@@ -65,7 +65,7 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self) {
-        self.lifecycle = self.lifecycle.stop();
+        self.life.lifecycle = self.life.lifecycle.stop();
         self.watch.stop();
         self.kill_parent();
         if let Err(err) = self.listener.shut_down() {
@@ -74,7 +74,7 @@ impl PoolRun {
         // A program's copies have no listener to see closed: they are asked to stop.
         if self.launch.kind == kind::Kind::Program {
             let now = Instant::now();
-            for worker in self.workers.values_mut() {
+            for (_, worker) in self.table.workers_mut() {
                 worker.retiring.get_or_insert(now);
             }
             self.signal_retiring();
@@ -103,8 +103,7 @@ impl PoolRun {
             return;
         }
         let signal = self.launch.parent_stop;
-        for (&pid, process) in &mut self.processes {
-            process.retiring = true;
+        for pid in self.table.retire_processes() {
             let _ = kill(pid, signal);
         }
     }
@@ -112,14 +111,15 @@ impl PoolRun {
     /// A parent asked to stop with TERM ([`PoolRun::kill_parent`]) that outlives its
     /// workers by `process_control_timeout` is killed.
     pub(super) fn kill_lingering_parent(&mut self, now: Instant) {
-        let alone = self.workers.is_empty();
+        let alone = !self.table.has_workers();
         if !self
+            .life
             .linger
             .due(alone, now, self.sizing.limits.retire_timeout)
         {
             return;
         }
-        for (&pid, process) in &self.processes {
+        for (pid, process) in self.table.processes() {
             if process.retiring {
                 tracing::warn!(
                     "pool {}: zygote {pid} still there {:?} after its last worker; killing it",
@@ -134,22 +134,20 @@ impl PoolRun {
     /// Asks every process to finish (SIGTERM: php-cgi passes it to its workers). Their
     /// exits are expected, and replaced.
     pub fn retire_all(&mut self) {
-        for (&pid, process) in &mut self.processes {
-            process.retiring = true;
+        for pid in self.table.retire_processes() {
             let _ = kill(pid, Signal::SIGTERM);
         }
-        for worker in self.workers.values() {
+        for (_, worker) in self.table.workers() {
             let _ = worker.signal(Signal::SIGTERM);
         }
     }
 
     /// SIGKILL to every process group and worker of the pool.
     pub fn kill_all(&mut self) {
-        for (&pid, process) in &mut self.processes {
-            process.retiring = true;
+        for pid in self.table.retire_processes() {
             let _ = kill(Pid::from_raw(-pid.as_raw()), Signal::SIGKILL);
         }
-        for worker in self.workers.values() {
+        for (_, worker) in self.table.workers() {
             let _ = worker.signal(Signal::SIGKILL);
         }
     }

@@ -1,0 +1,136 @@
+//! The actions a pool's decisions come to, and why a worker goes ([`Reason`]): what the
+//! pure code of this module answers and the master's executor carries out.
+
+use std::fmt;
+use std::time::Duration;
+
+use nix::unistd::Pid;
+
+/// What the executor (`master::pool`) does, in the order given: the one answer of every
+/// decision of a pool, whether a tick's plan ([`super::plan`]), an exit's meaning
+/// ([`super::on_exit`]) or the start of a drain ([`super::drain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Start this many workers.
+    Spawn(u32),
+    /// Ask the worker to exit after its current request.
+    Retire { pid: Pid, reason: Reason },
+    /// SIGKILL it now.
+    Kill { pid: Pid, reason: Reason },
+    /// Log "pool NAME reached max_children (N)"; emitted once per episode, already counted.
+    MaxChildrenReached { max_children: u32 },
+    /// Take over the workers the dead parent forked (the master is their subreaper now),
+    /// retiring them (`retire`: after a crash a new parent brings a full set) or letting
+    /// them finish with their generation.
+    AdoptWorkers { retire: bool },
+    /// The app failed to load: the pool is stopped until a reload.
+    AppFailed,
+    /// A start-up failure: hold spawning back as the backoff says.
+    BackOff,
+    /// Replace the worker now if the pool's mode replaces at once ([`super::replacements`]).
+    Replace,
+    /// The generation drains: it is no longer replaced nor resized, its listener no longer
+    /// watched (ondemand).
+    Drain,
+    /// Send the parents (php-cgi, drover-php, a Python zygote) away: they serve nothing and
+    /// would replace the workers that exit.
+    StopParents,
+    /// Every worker is to exit after its current request.
+    RetireAll,
+    /// No next generation shares the listener: it stops taking connections (queued ones
+    /// are still served).
+    CloseListener,
+}
+
+/// Why a worker is retired or killed; `Display` is the cause for the log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    MaxSpare {
+        idle: u32,
+        max_spare: u32,
+    },
+    IdleTimeout {
+        idle: Duration,
+        limit: Duration,
+    },
+    MaxMemory {
+        rss: u64,
+        limit: u64,
+    },
+    /// A program's copy ran past its lifetime (`max_lifetime` and its jitter).
+    MaxLifetime {
+        lived: Duration,
+        limit: Duration,
+    },
+    Terminate {
+        elapsed: Duration,
+        limit: Duration,
+    },
+    /// Still waiting for its client's request past `request_read_timeout`.
+    ReadTimeout {
+        waited: Duration,
+        limit: Duration,
+    },
+    /// Asked to retire, out of any request, and still there after `process_control_timeout`
+    /// (a program's `stop_timeout`: `key` names which).
+    RetireTimeout {
+        waited: Duration,
+        limit: Duration,
+        key: &'static str,
+    },
+    /// The largest idle worker of a pool above `max_pool_memory` or its memory-sized cap.
+    PoolMemory(super::memory::Over),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+        match *self {
+            Reason::MaxSpare { idle, max_spare } => {
+                write!(
+                    f,
+                    "{idle} idle workers, above max_spare_servers ({max_spare})"
+                )
+            }
+            Reason::IdleTimeout { idle, limit } => {
+                write!(
+                    f,
+                    "idle for {idle:.1?}, past process_idle_timeout ({limit:?})"
+                )
+            }
+            Reason::MaxMemory { rss, limit } => {
+                write!(
+                    f,
+                    "resident memory {:.1} MiB, above max_memory ({:.1} MiB)",
+                    mib(rss),
+                    mib(limit)
+                )
+            }
+            Reason::MaxLifetime { lived, limit } => {
+                write!(
+                    f,
+                    "running for {lived:.1?}, past its lifetime ({limit:.1?}, max_lifetime with its jitter)"
+                )
+            }
+            Reason::Terminate { elapsed, limit } => {
+                write!(
+                    f,
+                    "request running for {elapsed:.1?}, past request_terminate_timeout ({limit:?})"
+                )
+            }
+            Reason::ReadTimeout { waited, limit } => {
+                write!(
+                    f,
+                    "waited {waited:.1?} for its client to send the request, past request_read_timeout ({limit:?})"
+                )
+            }
+            Reason::RetireTimeout { waited, limit, key } => {
+                write!(
+                    f,
+                    "still there {waited:.1?} after retiring, past {key} ({limit:?})"
+                )
+            }
+            Reason::PoolMemory(over) => super::memory::describe(f, over),
+        }
+    }
+}
