@@ -44,7 +44,7 @@ const RETIRE_IDLE: Duration = Duration::from_secs(1);
 /// A connection's protocol: FastCGI from nginx, or HTTP/1.1 from the client itself.
 pub(super) enum Wire {
     Fcgi(FastCgi),
-    Http(Box<Http>),
+    Http(Http),
 }
 
 impl Wire {
@@ -182,7 +182,7 @@ impl Hub {
             return Wire::Fcgi(FastCgi::new(mount, asgi));
         }
         http::no_delay(fd.as_fd());
-        Wire::Http(Box::new(Http::new(mount, asgi, fd.as_fd())))
+        Wire::Http(Http::new(mount, asgi, fd.as_fd()))
     }
 
     /// Reads what HTTP connection `id` holds and acts on it.
