@@ -1,22 +1,19 @@
-"""drover's ASGI worker on an HTTP pool (protocol = "http"): the connection is an HTTP/1.1
-client's, not nginx's FastCGI one.
+"""drover's ASGI worker on an HTTP pool (protocol = "http"): WebSockets.
 
-`HttpConn` is server.py's `Conn` with `_drover_asgi.Http` in place of `FastCgi` (the same
-methods: heads parsed by the WSGI HTTP path's Rust code, the response framed by it), so the
-request cycle, flow control, lingering close and the worker's life are server.py's. What
-differs is here: a refused head is answered before the close, a pipelined request waits in
-the Rust buffer until the one in hand is answered, and an idle kept connection closes after
-keepalive_timeout (a slow head or body after request_read_timeout, or 60 s without one).
-
-A GET with `Upgrade: websocket` becomes a WebSocket scope: from its head on, the bytes go to
-the `websockets` package's sans-I/O protocol (handshake checks, frames, ping/pong, the
-closing handshake), and `WebSocket` below is the ASGI side of it.
+HTTP/1.1 itself is the hub's (`hub/http.rs`: heads, bodies, keep-alive, pipelining, the
+refusals and the clocks, in Rust), and its requests reach server.py's `Exchange` as
+FastCGI's do. A GET with `Upgrade: websocket` ends the hub's part: it hands the socket over
+(`Worker.upgrade` below), and from then on the connection is asyncio's transport and the
+`websockets` package's sans-I/O protocol (handshake checks, frames, ping/pong, the closing
+handshake); `WebSocket` below is the ASGI side of it.
 """
 
+import asyncio
 import codecs
+import socket
 
 import drover_asgi as _server
-from drover_asgi import REQUEST, BODY, REPLY, ASGI, Conn, log
+from drover_asgi import log
 
 import _drover_asgi as _rs
 
@@ -27,14 +24,6 @@ try:
 except ImportError:
     Opcode = ServerProtocol = None
 
-REFUSE = 4
-WEBSOCKET, RAW = 5, 6
-# Set by the worker: the pool's keepalive_timeout, in seconds.
-KEEPALIVE = 5.0
-# A head that trickles in without request_read_timeout is bounded all the same.
-HEAD_TIMEOUT = 60.0
-# Pipelined requests buffered behind the one in hand: past this, reading pauses.
-PIPELINE_HIGH = 1 << 16
 # Set by the worker: the pool's ws_max_size, the largest WebSocket message taken (1009 above).
 WS_MAX_SIZE = 16 << 20
 # Messages received and not yet taken by the app: at this many, reading pauses (uvicorn's
@@ -50,165 +39,79 @@ NO_WEBSOCKETS = (b"HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain\r\n"
                  b"WebSockets need the websockets package (pip).\n")
 
 
-class HttpConn(Conn):
-    """One HTTP/1.1 client connection; requests answered one at a time, in order."""
+class WsConn(asyncio.Protocol):
+    """A WebSocket's connection, on asyncio's transport once the hub handed it over."""
 
-    # A retiring worker closes an idle HTTP connection at once: HTTP clients retry an
-    # idempotent request on a kept connection that closes (RFC 9112, 9.3.1).
-    retire_idle = 0
-    not_kept = b""
-
-    def eof_received(self):
-        # A half-closed HTTP client is handled by the read path (a head cut short is
-        # refused there); this is the FastCGI connection's check.
-        return False
-
-    def __init__(self, worker):
+    def __init__(self, worker, scope, head, rest, unsent):
         self.worker = worker
         self.loop = worker.loop
-        self.fcgi = None
         self.transport = None
         self.cycle = None
+        self.scope, self.head, self.rest, self.unsent = scope, head, rest, unsent
         self.read_paused = False
         self.write_paused = False
         self.drain_waiter = None
-        self.lingering = False
         self.closed = False
-        self.timer = None
-        self.idle = False
-        self.piped = False
-        # Answers the client has not taken are past the transport's high-water mark: the
-        # next pipelined request waits (and reading with it) until they drain.
-        self.held = False
 
     def connection_made(self, transport):
         self.transport = transport
-        self.fcgi = _rs.Http(self.worker.mount, ASGI, transport.get_extra_info("socket").fileno())
         self.worker.conns.add(self)
-        self.schedule()
+        if self.unsent:
+            transport.write(self.unsent)
+        if ServerProtocol is None:
+            log("refused a WebSocket: the websockets package is not installed "
+                "(pip install websockets)")
+            transport.write(NO_WEBSOCKETS)
+            transport.close()
+            return
+        self.cycle = cycle = WebSocket(self, self.scope, self.head)
+        cycle.task = task = self.loop.create_task(cycle.run(self.worker))
+        self.worker.tasks[task] = None
+        if self.rest:
+            cycle.feed(self.rest)
+        self.scope = self.head = self.rest = self.unsent = None
 
-    def schedule(self):
-        """One clock at a time: idle (keepalive_timeout), a request arriving
-        (request_read_timeout), or none while the app has the request."""
-        cycle = self.cycle
-        if cycle is not None and cycle.body_done:
-            self.disarm()
-            return
-        idle = cycle is None and self.fcgi.buffered() == 0
-        if self.timer is not None and self.idle == idle:
-            return
-        self.disarm()
-        self.idle = idle
-        if idle:
-            self.timer = self.loop.call_later(KEEPALIVE, self.idle_timed_out)
-        else:
-            timeout = self.worker.read_timeout or HEAD_TIMEOUT
-            self.timer = self.loop.call_later(timeout, self.read_timed_out)
+    def data_received(self, data):
+        if self.cycle is not None:
+            self.cycle.feed(data)
 
-    def idle_timed_out(self):
-        self.timer = None
-        if self.cycle is None and not self.closed and not self.held:
-            self.transport.close()
+    def eof_received(self):
+        return False
 
-    def read_timed_out(self):
-        self.timer = None
-        if self.closed or self.lingering:
-            return
-        if self.read_paused:
-            self.schedule()
-            return
-        what, received = self.fcgi.waiting()
-        log(f"dropped a connection: {what} did not arrive within "
-            f"{self.worker.read_timeout or HEAD_TIMEOUT:g}s; {received} bytes received")
+    def connection_lost(self, exc):
+        self.closed = True
+        self.worker.conns.discard(self)
+        self.worker.hub.release()
         cycle = self.cycle
         if cycle is not None:
             cycle.gone = True
             cycle.wake()
-        self.transport.abort()
+        self.resume_writing()
+        self.worker.check_done()
 
-    def data_received(self, data):
-        if self.lingering:
-            return
-        try:
-            events = self.fcgi.feed(data)
-        except ValueError as err:
-            log(f"closing an HTTP connection: {err}")
-            cycle = self.cycle
-            if cycle is not None:
-                cycle.gone = True
-                cycle.wake()
-            self.fcgi.gone()
-            self.transport.abort()
-            return
-        for event in events:
-            kind = event[0]
-            if kind == REQUEST:
-                self.start(event[1], event[2], event[3])
-            elif kind == BODY:
-                if self.cycle is not None:
-                    self.cycle.feed(event[1], event[2])
-            elif kind == REPLY:
-                self.transport.write(event[1])
-            elif kind == WEBSOCKET:
-                if ServerProtocol is None:
-                    log("refused a WebSocket: the websockets package is not installed "
-                        "(pip install websockets)")
-                    self.transport.write(NO_WEBSOCKETS)
-                    self.close()
-                    return
-                self.cycle = cycle = WebSocket(self, event[1], event[2])
-                cycle.task = task = self.loop.create_task(cycle.run(self.worker))
-                self.worker.tasks[task] = None
-            elif kind == RAW:
-                if self.cycle is not None:
-                    self.cycle.feed(event[1])
-            elif kind == REFUSE:
-                # A refused head, or a chunked body past max_request_body while the app
-                # had not answered: the app's request (if any) sees the client gone.
-                log(f"refused an HTTP request: {event[2]}")
-                cycle = self.cycle
-                if cycle is not None:
-                    cycle.gone = True
-                    cycle.wake()
-                self.fcgi.gone()
-                self.transport.write(event[1])
-                self.close()
-                return
-        if self.cycle is not None and self.cycle.body_done and self.fcgi.buffered() > PIPELINE_HIGH:
-            self.piped = True
-            self.pause_reading()
-        self.schedule()
+    def pause_reading(self):
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
 
-    def next_request(self):
-        """The request in hand is answered: take a pipelined one already buffered, unless
-        the client has not read the answers written so far. Without that wait, a client
-        that pipelines without reading had every answer buffered here (30 MB of GETs took
-        a worker past 900 MB)."""
-        if self.write_paused:
-            self.held = True
-            self.pause_reading()
-            return
-        if self.piped or self.held:
-            self.piped = self.held = False
-            self.resume_reading()
-        if not self.closed and not self.transport.is_closing():
-            self.data_received(b"")
+    def resume_reading(self):
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def pause_writing(self):
+        self.write_paused = True
 
     def resume_writing(self):
-        super().resume_writing()
-        if self.held and self.cycle is None and not self.closed:
-            self.next_request()
+        self.write_paused = False
+        waiter, self.drain_waiter = self.drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-    def finished(self, cycle):
-        super().finished(cycle)
-        if self.cycle is None:
-            self.next_request()
-
-    def failed(self, cycle):
-        super().failed(cycle)
-        if self.cycle is None:
-            self.next_request()
-
+    async def drained(self):
+        if self.drain_waiter is None:
+            self.drain_waiter = self.loop.create_future()
+        await self.drain_waiter
 
 
 class WebSocket:
@@ -456,6 +359,30 @@ class WebSocket:
                 _rs.give_back_memory()
 
 
+def upgrade(worker, fd, scope, head, rest, unsent):
+    """The hub hands over a WebSocket handshake's socket (`hub/http.rs`)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as err:
+        log(f"cannot serve a WebSocket: {err}")
+        _server.os.close(fd)
+        worker.hub.release()
+        return
+    worker.connecting += 1
+    task = worker.loop.create_task(worker.loop.connect_accepted_socket(
+        lambda: WsConn(worker, scope, head, rest, unsent), sock))
+    task.add_done_callback(lambda task: connected(worker, task))
+
+
+def connected(worker, task):
+    worker.connecting -= 1
+    if task.cancelled() or task.exception() is not None:
+        if not task.cancelled():
+            log(f"cannot serve a WebSocket: {task.exception()}")
+        worker.hub.release()
+    worker.check_done()
+
+
 _retire = _server.Worker.retire
 
 
@@ -468,3 +395,4 @@ def retire(worker):
 
 
 _server.Worker.retire = retire
+_server.Worker.upgrade = upgrade

@@ -1,23 +1,24 @@
-//! `Http`, the Rust half of one ASGI connection on an HTTP pool (`protocol = "http"`), the
-//! counterpart of [`super::conn::FastCgi`] with the same methods, so that `http.py`'s
-//! protocol object drives it as `server.py`'s drives FastCGI.
+//! `Http`, one HTTP/1.1 connection's protocol on an ASGI pool (`protocol = "http"`): the
+//! counterpart of [`super::conn::FastCgi`] with the same verbs, driven by the worker's hub
+//! (`hub/http.rs`) as the hub drives FastCGI: bytes in, events out, the app's messages
+//! framed into bytes.
 //!
 //! Nothing of HTTP is parsed here that the WSGI HTTP path does not parse the same way:
 //! heads go through [`drover_worker::http::head::parse`] (httparse, the smuggling checks,
 //! the limits with their 400/413/414/431/501, `forwarded_allow_ips`), which yields the CGI
 //! params a web server would send, so the scope is built by [`super::scope::build`] as over
 //! FastCGI; the bytes wait, and bodies are de-chunked, in
-//! [`drover_worker::http::incoming::Incoming`], the WSGI connection's input; the response head is framed by
-//! [`drover_worker::http::response::frame`] straight from the app's status and headers
-//! (Content-Length, chunked, or the close; `Connection`; `Date`). What is here is the
-//! event-loop driver: bytes in, whole events out, a request at a time, pipelined requests
-//! kept in the buffer until the one in hand is answered. A WebSocket upgrade turns the
-//! connection raw: its head and every later byte go to `http.py`, whose codec is the
-//! `websockets` package.
+//! [`drover_worker::http::incoming::Incoming`], the WSGI connection's input; the response
+//! head is framed by [`drover_worker::http::response::frame`] straight from the app's
+//! status and headers (Content-Length, chunked, or the close; `Connection`; `Date`). A
+//! request at a time: pipelined requests wait in the buffer until the one in hand is
+//! answered. A WebSocket upgrade ends this object's part: the hub hands the socket, the
+//! head's bytes and what followed them to `http.py`, whose codec is the `websockets`
+//! package.
 
 use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::sync::OnceLock;
 
 use drover_scoreboard::now_us;
@@ -28,16 +29,9 @@ use drover_worker::http::response::{self, Ask, Body};
 use drover_worker::ledger::Ticket;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyString};
 
-use super::conn::{BODY, CLOSE, KEEP, REPLY, REQUEST, RETIRE, header_pairs};
-
-/// Bytes to write, after which the connection closes (a refused head).
-const REFUSE: u8 = 4;
-/// A WebSocket handshake: `(5, scope, head)`, the head's bytes for the codec in Python.
-const WEBSOCKET: u8 = 5;
-/// Bytes after a WebSocket handshake, for the codec: `(6, bytes)`.
-const RAW: u8 = 6;
+use super::conn::{CLOSE, KEEP, RETIRE, header_pairs};
 
 /// The pool's HTTP settings, set once before the loop starts.
 static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
@@ -45,6 +39,26 @@ static CONFIG: OnceLock<HttpConfig> = OnceLock::new();
 /// Records the pool's HTTP settings for the connections to come.
 pub fn configure(config: HttpConfig) {
     let _ = CONFIG.set(config);
+}
+
+/// The pool's HTTP settings: Some on an HTTP pool only (the hub's connections speak HTTP).
+pub(super) fn config() -> Option<&'static HttpConfig> {
+    CONFIG.get()
+}
+
+/// What the bytes that came make for the hub.
+pub(super) enum Event<'py> {
+    /// A request: its scope, the body that came with it, whether that is all.
+    Request(Bound<'py, PyDict>, Vec<u8>, bool),
+    /// More of its body, and whether that is all.
+    Body(Vec<u8>, bool),
+    /// Bytes to write at once (`100 Continue`).
+    Reply(Vec<u8>),
+    /// Bytes to write before the connection closes (a refused head, or a chunked body
+    /// past `max_request_body`), and why, for the log.
+    Refuse(Vec<u8>, String),
+    /// A WebSocket handshake: its scope, the head's bytes, and what followed them.
+    Upgrade(Bound<'py, PyDict>, Vec<u8>, Vec<u8>),
 }
 
 struct InHand {
@@ -57,13 +71,7 @@ struct InHand {
     cut: bool,
 }
 
-// Not `unsendable`: the object is used on the loop's thread only, but the protocol object
-// that holds it sits in reference cycles, and Python's cycle collector may free it on
-// whichever thread it runs, such as the thread of asgiref's `sync_to_async` (Django's sync
-// views and middleware). An unsendable object freed there is leaked with a RuntimeError
-// in the log; this one is plain data and drops anywhere.
-#[pyclass(module = "_drover_asgi")]
-pub struct Http {
+pub(super) struct Http {
     mount: Py<PyString>,
     asgi: Py<PyDict>,
     remote: Option<SocketAddr>,
@@ -76,54 +84,52 @@ pub struct Http {
     /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
     busy: bool,
     broken: bool,
-    /// The connection is a WebSocket's: bytes go to Python as they come.
-    raw: bool,
+    /// The connection's next request waits until the client has read what was written
+    /// (the hub's `next_http`): a client that pipelines without reading would otherwise
+    /// have every answer buffered in the worker.
+    pub(super) held: bool,
 }
 
-#[pymethods]
 impl Http {
-    #[new]
-    fn new(mount: Py<PyString>, asgi: Py<PyDict>, fd: i32) -> Http {
-        // SAFETY: `fd` is the connection's socket, owned by the transport; ManuallyDrop
-        // keeps it open. A unix socket's addresses are not IP ones: None, as the WSGI path.
-        let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
+    /// The connection on `fd`, its addresses read once. A unix socket's are not IP ones:
+    /// None, as on the WSGI path.
+    pub(super) fn new(mount: Py<PyString>, asgi: Py<PyDict>, fd: BorrowedFd<'_>) -> Http {
+        // SAFETY: `fd` is the connection's socket, owned by the hub's slot; ManuallyDrop
+        // keeps it open.
+        let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd.as_raw_fd()) });
+        let (remote, local) = (stream.peer_addr().ok(), stream.local_addr().ok());
         Http {
             mount,
             asgi,
-            remote: stream.peer_addr().ok(),
-            local: stream.local_addr().ok(),
+            remote,
+            local,
             input: Incoming::new(),
             request: None,
             ended: None,
             busy: false,
             broken: false,
-            raw: false,
+            held: false,
         }
     }
 
-    /// Takes `data`; returns events: `(0, scope, body, complete)`, `(1, body, complete)`,
-    /// `(3, bytes)` to write now (100 Continue), `(4, bytes, reason)` to write before the
-    /// connection closes (a refused head). A malformed body raises ValueError.
-    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+    /// Takes `data` (empty: looks again at what is buffered, after a response); returns
+    /// the events. A malformed body is an error: the connection must end.
+    pub(super) fn events<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> PyResult<Vec<Event<'py>>> {
+        let mut out = Vec::new();
         if self.broken {
-            return Ok(out);
-        }
-        if self.raw {
-            if !data.is_empty() {
-                out.append((RAW, PyBytes::new(py, data)))?;
-            }
             return Ok(out);
         }
         self.input.push(data);
         if self.busy {
-            if !self.input.body().ended() {
-                let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
-                    return Ok(out);
-                };
-                if !body.is_empty() || complete {
-                    out.append((BODY, PyBytes::new(py, &body), complete))?;
-                }
+            if !self.input.body().ended()
+                && let Some((body, complete)) = self.body_or_refusal(&mut out)?
+                && (!body.is_empty() || complete)
+            {
+                out.push(Event::Body(body, complete));
             }
             return Ok(out);
         }
@@ -142,7 +148,7 @@ impl Http {
             Err(refusal) => {
                 self.broken = true;
                 let bytes = response::refusal(refusal.status, &refusal.reason);
-                out.append((REFUSE, PyBytes::new(py, &bytes), refusal.reason))?;
+                out.push(Event::Refuse(bytes, refusal.reason));
                 return Ok(out);
             }
         };
@@ -155,7 +161,7 @@ impl Http {
         {
             // From here on the connection is the WebSocket codec's (websockets' sans-I/O
             // protocol, in Python), which also checks the handshake.
-            self.raw = true;
+            self.broken = true;
             self.busy = true;
             scope.set_item("type", "websocket")?;
             let https = scope
@@ -163,19 +169,16 @@ impl Http {
                 .is_some_and(|s| s.eq("https").unwrap_or(false));
             scope.set_item("scheme", if https { "wss" } else { "ws" })?;
             scope.del_item("method")?;
-            let head_bytes = PyBytes::new(py, &self.input.unread()[..head.len]);
-            out.append((WEBSOCKET, scope, head_bytes))?;
+            let head_bytes = self.input.unread()[..head.len].to_vec();
             self.input.begin(&head, None);
             let rest = self.input.take_all();
-            if !rest.is_empty() {
-                out.append((RAW, PyBytes::new(py, &rest)))?;
-            }
+            out.push(Event::Upgrade(scope, head_bytes, rest));
             return Ok(out);
         }
         self.input.begin(&head, config.max_body);
         self.busy = true;
         if head.expect_continue && !self.input.body().ended() {
-            out.append((REPLY, PyBytes::new(py, b"HTTP/1.1 100 Continue\r\n\r\n")))?;
+            out.push(Event::Reply(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec()));
         }
         let ask = Ask {
             minor: head.minor,
@@ -190,28 +193,26 @@ impl Http {
             keep: head.keep_alive,
             cut: false,
         });
-        let Some((body, complete)) = self.body_or_refusal(py, &out)? else {
-            return Ok(out);
-        };
-        out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?;
+        if let Some((body, complete)) = self.body_or_refusal(&mut out)? {
+            out.push(Event::Request(scope, body, complete));
+        }
         Ok(out)
     }
 
-    /// The bytes of an `http.response.body` message: the head first when `status` is
-    /// given, the body framed as the head says, the last chunk when `more` is false.
-    #[pyo3(signature = (status, headers, body, more))]
-    fn respond<'py>(
+    /// Appends to `out` the bytes of an `http.response.body` message: the head first when
+    /// `status` is given, the body framed as the head says, the last chunk when `more` is
+    /// false.
+    pub(super) fn frame(
         &mut self,
-        py: Python<'py>,
+        out: &mut Vec<u8>,
         status: Option<u16>,
-        headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'_, PyAny>>,
         body: &[u8],
         more: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<()> {
         let Some(request) = &mut self.request else {
             return Err(PyRuntimeError::new_err("no request in hand"));
         };
-        let mut out = Vec::new();
         match (status, request.status) {
             (Some(status), None) => {
                 let pairs = header_pairs(headers)?;
@@ -252,36 +253,35 @@ impl Http {
         if !more {
             self.ended = self.request.take();
         }
-        Ok(PyBytes::new(py, &out))
+        Ok(())
     }
 
     /// The app failed: a 500 when no head went out, else the connection closes with the
     /// response cut short (a chunked one without its last chunk, so the client knows).
-    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    pub(super) fn fail_into(&mut self, out: &mut Vec<u8>) {
         let Some(request) = &mut self.request else {
-            return Ok(PyBytes::new(py, b""));
+            return;
         };
-        let mut out = Vec::new();
         if request.status.is_none() {
-            out = response::refusal(500, "the app failed");
+            out.extend_from_slice(&response::refusal(500, "the app failed"));
             request.status = Some(500);
         }
         request.cut = true;
         self.ended = self.request.take();
-        Ok(PyBytes::new(py, &out))
     }
 
     /// The connection is gone with the request in hand: booked with the status sent.
-    fn gone(&mut self) {
+    pub(super) fn gone(&mut self) {
         if let Some(request) = self.request.take() {
             let _ = super::ledger().end(request.ticket, request.status, None);
         }
         self.broken = true;
     }
 
-    /// After the response's last bytes: books the request; 0 keep the connection (feed
-    /// `b""` for a pipelined request already here), 1 close it, 2 close and retire.
-    fn done(&mut self) -> u8 {
+    /// After the response's last bytes: books the request; [`KEEP`] the connection (a
+    /// pipelined request may be buffered: `events(b"")`), [`CLOSE`] it, [`RETIRE`] close
+    /// and retire.
+    pub(super) fn done(&mut self) -> u8 {
         let Some(request) = self.ended.take() else {
             return CLOSE;
         };
@@ -299,9 +299,32 @@ impl Http {
         }
     }
 
+    /// A request is in hand: the app has it and has not finished its response.
+    pub(super) fn in_hand(&self) -> bool {
+        self.request.is_some()
+    }
+
+    /// A request is arriving: part of a head is buffered, or the body of the request in
+    /// hand is still coming. The client's clock (`request_read_timeout`) runs.
+    pub(super) fn reading(&self) -> bool {
+        if self.broken {
+            return false;
+        }
+        if self.busy {
+            self.request.is_some() && !self.input.body().ended()
+        } else {
+            !self.input.unread().is_empty()
+        }
+    }
+
+    /// Between requests, nothing buffered: the `keepalive_timeout` clock runs.
+    pub(super) fn idle(&self) -> bool {
+        !self.busy && !self.broken && self.input.unread().is_empty()
+    }
+
     /// What the connection waits for (for a `request_read_timeout` line) and the bytes
     /// of it buffered.
-    fn waiting(&self) -> (String, u64) {
+    pub(super) fn waiting(&self) -> (String, u64) {
         let buffered = self.input.unread().len() as u64;
         if self.busy {
             ("the request body".into(), self.input.body().read())
@@ -311,29 +334,28 @@ impl Http {
     }
 
     /// Body of the request is still arriving: the connection lingers before it closes.
-    fn body_unread(&self) -> bool {
+    pub(super) fn body_unread(&self) -> bool {
         !self.input.body().ended()
     }
 
-    /// Bytes received and not yet taken (pipelined requests): the reader pauses past a
-    /// bound.
-    fn buffered(&self) -> usize {
+    /// The request in hand is read whole, and more bytes are buffered behind it than
+    /// `bound` (pipelined requests): the hub stops reading the socket.
+    pub(super) fn piled(&self, bound: usize) -> bool {
+        self.busy && self.input.body().ended() && self.input.unread().len() > bound
+    }
+
+    /// Bytes received and not yet taken (pipelined requests).
+    pub(super) fn buffered(&self) -> usize {
         self.input.unread().len()
     }
-}
 
-impl Http {
     /// The body bytes in the buffer, de-chunked, and whether the body is complete; a
     /// chunked body grown past `max_request_body` while no response head has gone out is
-    /// answered 413, as a Content-Length above it is: a REFUSE event goes to `out` (booked
+    /// answered 413, as a Content-Length above it is: a Refuse event goes to `out` (booked
     /// as 413 once the connection is `gone()`), and None comes back. A body past the bound
-    /// after the head, or one that breaks the chunked syntax, ends the connection
-    /// (ValueError).
-    fn body_or_refusal(
-        &mut self,
-        py: Python<'_>,
-        out: &Bound<'_, PyList>,
-    ) -> PyResult<Option<(Vec<u8>, bool)>> {
+    /// after the head, or one that breaks the chunked syntax, ends the connection (the
+    /// error).
+    fn body_or_refusal(&mut self, out: &mut Vec<Event<'_>>) -> PyResult<Option<(Vec<u8>, bool)>> {
         let mut body = Vec::new();
         let err = match self.input.take_body(&mut body) {
             Ok(complete) => return Ok(Some((body, complete))),
@@ -346,8 +368,9 @@ impl Http {
         if let Some(request) = &mut self.request {
             request.status = Some(413);
         }
+        self.broken = true;
         let bytes = response::refusal(413, &err.reason);
-        out.append((REFUSE, PyBytes::new(py, &bytes), err.reason))?;
+        out.push(Event::Refuse(bytes, err.reason));
         Ok(None)
     }
 
@@ -358,4 +381,20 @@ impl Http {
         }
         PyValueError::new_err(why.to_string())
     }
+}
+
+/// Small writes go out at once (asyncio's transports set this on every TCP connection);
+/// on a unix socket the call fails, harmlessly.
+pub(super) fn no_delay(fd: BorrowedFd<'_>) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int from a live local for the duration of the call.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }

@@ -13,6 +13,10 @@
 //! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
 //! and its task).
 //!
+//! On an HTTP pool (`protocol = "http"`) the connections are HTTP/1.1 clients' and the
+//! framing is [`super::http::Http`]'s; what HTTP adds to the hub (keep-alive, its clocks,
+//! pipelining, refusals, the WebSocket handover to asyncio) is in `hub/http.rs`.
+//!
 //! The accepts stay on their thread (`accept.rs`: the listener is shared with every worker
 //! of the pool and of the next generation, and must stay blocking), which adds each new
 //! socket to the set itself: the loop wakes when nginx's request is there, not for the
@@ -27,7 +31,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::accept::{Accepting, CLOSED};
-use super::conn::{self, Decoded, FastCgi, KEEP, RETIRE};
+use super::conn::{self, Decoded, KEEP, RETIRE};
+
+mod http;
+use http::{KICK, Side, Wire};
 
 /// The epoll events a connection is watched for while its bytes are wanted.
 pub(super) const READ: u32 = libc::EPOLLIN as u32;
@@ -66,7 +73,8 @@ const BATCH: usize = 64;
 /// One connection.
 struct Slot {
     fd: OwnedFd,
-    fcgi: FastCgi,
+    /// The protocol: FastCGI, or HTTP/1.1 on an HTTP pool (`hub/http.rs`).
+    fcgi: Wire,
     /// Bytes written that the socket has not taken, from `sent` on.
     out: Vec<u8>,
     sent: usize,
@@ -123,6 +131,8 @@ pub struct Hub {
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
     /// When the loop's timer is due, if it is armed.
     armed: Option<Instant>,
+    /// On an HTTP pool, what its connections add (`hub/http.rs`).
+    http: Option<Side>,
 }
 
 #[pymethods]
@@ -140,6 +150,7 @@ impl Hub {
         let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
         let accepting = Accepting::start(Some(epoll.as_raw_fd()))?;
         ctl(&epoll, libc::EPOLL_CTL_ADD, accepting.fileno(), READ, 0);
+        let http = Side::new(&epoll)?;
         Ok(Hub {
             epoll,
             accepting: Some(accepting),
@@ -153,6 +164,7 @@ impl Hub {
             stopping: false,
             timers: BinaryHeap::new(),
             armed: None,
+            http,
         })
     }
 
@@ -186,6 +198,10 @@ impl Hub {
         self.adopt_queued(py, &out)?;
         for event in &events[..n.max(0) as usize] {
             let (id, flags) = (event.u64, event.events);
+            if id == KICK {
+                self.kicked(py, &out)?;
+                continue;
+            }
             if id == 0 {
                 if let Some(accepting) = &self.accepting {
                     accepting.clear();
@@ -229,7 +245,7 @@ impl Hub {
             KEEP
         } else {
             if retiring {
-                data.extend_from_slice(NOT_KEPT);
+                data.extend_from_slice(slot.fcgi.not_kept());
             }
             slot.fcgi.done()
         };
@@ -264,7 +280,7 @@ impl Hub {
         let mut data = Vec::new();
         slot.fcgi.fail_into(&mut data);
         if retiring {
-            data.extend_from_slice(NOT_KEPT);
+            data.extend_from_slice(slot.fcgi.not_kept());
         }
         let verdict = slot.fcgi.done();
         if !self.write(id, &data) {
@@ -286,6 +302,14 @@ impl Hub {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.paused = false;
             watch(&self.epoll, id, slot);
+        }
+    }
+
+    /// A WebSocket's socket, handed to asyncio ([`http`]'s upgrade), is closed: the
+    /// acceptor stops counting it.
+    fn release(&self) {
+        if let Some(accepting) = &self.accepting {
+            accepting.released();
         }
     }
 
@@ -357,7 +381,7 @@ impl Hub {
             }
             // SAFETY: the accept thread handed the new descriptor over; the slot owns it.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            let fcgi = FastCgi::new(self.mount.clone_ref(py), self.asgi.clone_ref(py));
+            let fcgi = self.wire(py, &fd);
             self.slots.insert(
                 id,
                 Slot {
@@ -390,6 +414,13 @@ impl Hub {
             let Some(slot) = self.slots.get_mut(&id) else {
                 continue;
             };
+            if slot.fcgi.is_http() {
+                self.schedule_http(id);
+                if self.retiring {
+                    self.retire_one(id);
+                }
+                continue;
+            }
             if let Some(timeout) = self.read_timeout
                 && slot.read_by.is_none()
                 && (!slot.got_any || slot.fcgi.reading())
@@ -409,6 +440,9 @@ impl Hub {
         let Some(slot) = self.slots.get_mut(&id) else {
             return Ok(());
         };
+        if slot.fcgi.is_http() {
+            return self.readable_http(py, id, out);
+        }
         if slot.lingering {
             let (_, end) = conn::read_all(slot.fd.as_raw_fd());
             if end != 0 {
@@ -541,6 +575,9 @@ impl Hub {
             slot.pressed = false;
             out.append((DRAINED, id))?;
         }
+        if slot.pending() <= WRITE_LOW && slot.fcgi.is_http() {
+            self.drained_http(id);
+        }
         Ok(())
     }
 
@@ -560,6 +597,8 @@ impl Hub {
         };
         if verdict != KEEP || self.retiring {
             self.close(id, true);
+        } else if slot.fcgi.is_http() {
+            self.next_http(id);
         } else if slot.paused {
             // A body the app left unread paused reading: what is left of it is dropped
             // now, and the next request must be read.
@@ -625,6 +664,8 @@ impl Hub {
         }
         if stopping {
             self.close(id, true);
+        } else if slot.fcgi.is_http() {
+            self.retire_http(id);
         } else if slot.idle_by.is_none() && !slot.fcgi.reading() {
             let at = Instant::now() + RETIRE_IDLE;
             slot.idle_by = Some(at);
@@ -638,6 +679,9 @@ impl Hub {
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
+        if slot.fcgi.is_http() {
+            return self.due_http(id, now);
+        }
         if slot.linger_by.is_some_and(|at| at <= now) {
             self.finish(id);
             return;

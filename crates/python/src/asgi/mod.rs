@@ -5,14 +5,15 @@
 //!
 //! | file        | side   | owns |
 //! |-------------|--------|------|
-//! | `server.py` | Python | the loop: each request's `receive`/`send` and task (`Exchange`), lifespan, the worker's retire and exit; `Conn`, the HTTP listener's connection on asyncio's transport |
-//! | `hub.rs`    | Rust   | `Hub`: every FastCGI connection of the worker in one epoll set the loop watches; reads, writes, timeouts, lingering close |
+//! | `server.py` | Python | the loop: each request's `receive`/`send` and task (`Exchange`), lifespan, the worker's retire and exit |
+//! | `hub.rs`    | Rust   | `Hub`: every connection of the worker in one epoll set the loop watches; reads, writes, timeouts, lingering close |
+//! | `hub/http.rs` | Rust | the hub's HTTP/1.1 connections: keep-alive and read clocks, refusals, pipelining, the WebSocket handover |
 //! | `conn.rs`   | Rust   | `FastCgi`, one connection's protocol: bytes in → events (`drover_fastcgi::Decoder`, the scope built), ASGI messages → records, the ledger |
 //! | `link.rs`   | Rust   | non-blocking `recv()` into Rust buffers |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
-//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the hub's set (or, for HTTP, to the loop) |
-//! | `http.py`   | Python | `protocol = "http"`: `server.py`'s connection speaking HTTP/1.1 (timeouts, pipelining, refusals), on asyncio's transport |
+//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the hub's set |
+//! | `http.py`   | Python | `protocol = "http"`: WebSockets, on asyncio's transport once the hub hands the socket over |
 //! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
 //!
 //! Each request is begun and ended in the worker's [`Ledger`] (`drover_worker::ledger`, as
@@ -71,14 +72,11 @@ fn ledger() -> &'static Ledger<'static> {
 /// ledger open ([`open_ledger`]).
 pub fn run(py: Python<'_>, app: Py<PyAny>, mount: &str, config: &WorkerConfig) -> i32 {
     let read_timeout = config.request_read_timeout.map(|t| t.as_secs_f64());
-    let keepalive = config
-        .http
-        .as_ref()
-        .map(|h| h.keepalive_timeout.as_secs_f64());
+    let http = config.http.is_some();
     if let Some(http) = config.http.clone() {
         http::configure(http);
     }
-    match serve(py, app, mount, read_timeout, keepalive) {
+    match serve(py, app, mount, read_timeout, http) {
         Ok(code) => code,
         Err(err) => {
             err.print(py);
@@ -87,19 +85,18 @@ pub fn run(py: Python<'_>, app: Py<PyAny>, mount: &str, config: &WorkerConfig) -
     }
 }
 
-/// `keepalive`: the pool's `keepalive_timeout` on an HTTP pool; None over FastCGI.
+/// `http`: the pool's protocol is HTTP (the hub's connections speak it).
 fn serve(
     py: Python<'_>,
     app: Py<PyAny>,
     mount: &str,
     read_timeout: Option<f64>,
-    keepalive: Option<f64>,
+    http: bool,
 ) -> PyResult<i32> {
     let module = PyModule::new(py, "_drover_asgi")?;
     module.add_class::<conn::FastCgi>()?;
     module.add_class::<accept::Acceptor>()?;
     module.add_class::<hub::Hub>()?;
-    module.add_class::<http::Http>()?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;
@@ -109,17 +106,13 @@ fn serve(
     let code =
         CString::new(SERVER).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     let server = PyModule::from_code(py, &code, c"drover_asgi/server.py", c"drover_asgi")?;
-    if let Some(keepalive) = keepalive {
-        // http.py subclasses server.py's connection; the worker makes its connections
-        // from the module's `Conn`, which becomes the HTTP one.
+    if http {
+        // The hub frames HTTP itself (`hub/http.rs`); http.py adds the WebSockets, whose
+        // sockets the hub hands to asyncio after the handshake.
         let code = CString::new(HTTP)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         let http = PyModule::from_code(py, &code, c"drover_asgi/http.py", c"drover_asgi_http")?;
-        http.setattr("KEEPALIVE", keepalive)?;
         http.setattr("WS_MAX_SIZE", WS_MAX_SIZE.load(Ordering::Relaxed))?;
-        server.setattr("Conn", http.getattr("HttpConn")?)?;
-        // The HTTP connection is asyncio's transport and protocol; FastCGI's are the hub's.
-        server.setattr("LINKED", false)?;
     }
     server
         .getattr("run")?

@@ -35,8 +35,9 @@ LINGER = 5.0
 # FastCGI connections are the hub's (`_rs.Hub`); http.py's are asyncio's (it sets this
 # False).
 LINKED = True
-# What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT.
-GONE, DRAINED, SHUT = 4, 5, 6
+# What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT;
+# UPGRADE on an HTTP pool only (a WebSocket's socket, for http.py's `Worker.upgrade`).
+GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
 # What the hub's respond() and fail() say.
 SENT, PRESSED, LOST, RETIRED = 0, 1, 2, 3
 # How often the loop looks at the master's retire flag in the scoreboard.
@@ -607,6 +608,8 @@ class Worker:
             elif kind == SHUT:
                 self.stopping = True
                 self.retire()
+            elif kind == UPGRADE:
+                self.upgrade(*event[1:])
             else:  # ABORT, GONE
                 exchange = exchanges.get(event[1])
                 if exchange is not None:
