@@ -195,7 +195,6 @@ impl Master {
             self.pools.len()
         );
         let mut ticked = false;
-        let mut app_failed = false;
         let mut last_maintenance = Instant::now();
         loop {
             tokio::select! {
@@ -231,32 +230,7 @@ impl Master {
                 if maintenance_due {
                     last_maintenance = now;
                 }
-                for pool in self.pools.iter_mut() {
-                    pool.observe(now, &mut self.sampler);
-                    pool.check_kills(now);
-                    pool.check_slow(now);
-                    app_failed |= pool.after_output(now);
-                    if pool.draining() {
-                        pool.drain_tick(now);
-                    } else if self.phase.serves() {
-                        let waiting = pool.connections_waiting();
-                        pool.apply_policy(now, maintenance_due, waiting);
-                    } else {
-                        pool.stop_tick(now);
-                    }
-                }
-                self.exit_on_app_failure(std::mem::take(&mut app_failed));
-                self.shed(now);
-                self.retire_replaced(now);
-                self.observe_orphans();
-                self.refuse_stopped();
-                self.forget_drained();
-                if let Some(watchdog) = &mut self.notify.watchdog {
-                    watchdog.tick(now);
-                }
-                if maintenance_due {
-                    self.tell_activity(now);
-                }
+                self.tick(now, maintenance_due);
             }
             if self.phase.serves() {
                 for pool in self.pools.live_mut() {
@@ -271,6 +245,39 @@ impl Master {
         self.take_last_output().await;
         self.finish();
         Ok(if self.app_failed { EXIT_APP_FAILURE } else { 0 })
+    }
+
+    /// The loop's tick (every [`TICK`]; `maintenance_due` every [`MAINTENANCE`]): each
+    /// pool observed and its decisions carried out (the kills that waited, the slowlog,
+    /// then its drain, its plan or its stop), then the master's own housekeeping.
+    fn tick(&mut self, now: Instant, maintenance_due: bool) {
+        let mut app_failed = false;
+        for pool in self.pools.iter_mut() {
+            pool.observe(now, &mut self.sampler);
+            pool.check_kills(now);
+            pool.check_slow(now);
+            app_failed |= pool.after_output(now);
+            if pool.draining() {
+                pool.drain_tick(now);
+            } else if self.phase.serves() {
+                let waiting = pool.connections_waiting();
+                pool.apply_policy(now, maintenance_due, waiting);
+            } else {
+                pool.stop_tick(now);
+            }
+        }
+        self.exit_on_app_failure(app_failed);
+        self.shed(now);
+        self.retire_replaced(now);
+        self.observe_orphans();
+        self.refuse_stopped();
+        self.forget_drained();
+        if let Some(watchdog) = &mut self.notify.watchdog {
+            watchdog.tick(now);
+        }
+        if maintenance_due {
+            self.tell_activity(now);
+        }
     }
 
     fn on_command(&mut self, command: Command) {

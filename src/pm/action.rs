@@ -8,7 +8,10 @@ use nix::unistd::Pid;
 
 /// What the executor (`master::pool`) does, in the order given: the one answer of every
 /// decision of a pool, whether a tick's plan ([`super::plan`]), an exit's meaning
-/// ([`super::on_exit`]) or the start of a drain ([`super::drain`]).
+/// ([`super::on_exit`]), the start or a tick of a drain ([`super::drain`],
+/// [`super::drain_tick`]), the master's stop ([`super::stop`]), the slowlog
+/// ([`super::slow::SlowLogged`]), a kill that waited ([`super::kills::PendingKills`]) or
+/// sizing by memory ([`super::memory::tick()`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Start this many workers.
@@ -40,6 +43,39 @@ pub enum Action {
     /// No next generation shares the listener: it stops taking connections (queued ones
     /// are still served).
     CloseListener,
+    /// SIGTERM to the retiring workers it cannot interrupt in a request now (a worker
+    /// whose SIGTERM waits for the request at once, others once seen idle).
+    SignalRetiring,
+    /// SIGKILL to the parents asked to stop that outlived their workers by the retire
+    /// timeout (a zygote's `on_exit` hook that hangs).
+    KillLingeringParents,
+    /// The master stops: the generation spawns and replaces nothing more, and ondemand's
+    /// watch of the listener ends.
+    Stop,
+    /// A request ran past `request_slowlog_timeout`: its slowlog entry, with the worker's
+    /// stack as its runtime gives it.
+    SlowLog { pid: Pid, elapsed: Duration },
+    /// SIGKILL now a worker whose kill waited (its line is logged already): for its PHP
+    /// stack, which did not come in time, or for its abort, past `terminate_grace` in the
+    /// same request.
+    KillAwaited { pid: Pid, awaited: Awaited },
+    /// Sizing by memory worked out the live `max_children`; `changed`: not the last one, so
+    /// it is logged.
+    Resize {
+        size: super::memory::AutoSize,
+        changed: bool,
+    },
+    /// A fixed `max_children` whose measured workers would not fit: warned about once.
+    Overcommitted(String),
+}
+
+/// What a kill waited for before its SIGKILL ([`Action::KillAwaited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Awaited {
+    /// A drover-php worker's stack, not ended within [`super::kills::STACK_WAIT`].
+    Stack,
+    /// A Python worker's abort, still in the same request after `terminate_grace`.
+    Abort,
 }
 
 /// Why a worker is retired or killed; `Display` is the cause for the log line.

@@ -11,6 +11,8 @@ use nix::unistd::Pid;
 
 use drover_proto::zygote::{StackLine, parse_frame};
 
+use super::{Action, Awaited};
+
 /// How long a kill waits for a drover-php worker's stack. It is checked on the master's
 /// tick (100 ms), so a worker that cannot answer is killed at most 300 ms after the
 /// decision; one that answers, at its stack's end line.
@@ -132,6 +134,33 @@ impl PendingKills {
         late
     }
 
+    /// The tick's kills that waited long enough, after forgetting those of workers gone
+    /// (`alive`): the stacks not ended [`STACK_WAIT`] after they were asked, then the
+    /// aborts due whose worker is still in the aborted request (`in_request(pid, since)`).
+    pub fn due(
+        &mut self,
+        now: Instant,
+        alive: impl Fn(Pid) -> bool,
+        in_request: impl Fn(Pid, Instant) -> bool,
+    ) -> Vec<Action> {
+        self.retain(alive);
+        let stacks = self
+            .overdue(now)
+            .into_iter()
+            .map(|pid| Action::KillAwaited {
+                pid,
+                awaited: Awaited::Stack,
+            });
+        let aborts = self
+            .aborts_due(now, in_request)
+            .into_iter()
+            .map(|pid| Action::KillAwaited {
+                pid,
+                awaited: Awaited::Abort,
+            });
+        stacks.chain(aborts).collect()
+    }
+
     /// Keeps only the kills of workers `alive` says are still there.
     pub fn retain(&mut self, alive: impl Fn(Pid) -> bool) {
         self.asked.retain(|&pid, _| alive(pid));
@@ -235,6 +264,33 @@ mod tests {
         assert_eq!(kills.aborts_due(t0 + grace, in_request), [stuck]);
         assert!(!kills.waiting(stuck), "killed once");
         assert!(kills.aborts_due(t0 + grace * 2, in_request).is_empty());
+    }
+
+    #[test]
+    fn a_tick_kills_the_late_stacks_then_the_aborts_due_and_forgets_the_gone() {
+        let (mut kills, t0) = (PendingKills::default(), Instant::now());
+        let (gone, silent, stuck) = (Pid::from_raw(41), PID, Pid::from_raw(43));
+        kills.asked(gone, t0);
+        kills.asked(silent, t0);
+        kills.aborting(stuck, t0, t0 + STACK_WAIT);
+        let alive = |pid: Pid| pid != gone;
+        let in_request = |_: Pid, since: Instant| since == t0;
+        assert_eq!(kills.due(t0, alive, in_request), []);
+        assert!(!kills.waiting(gone));
+        assert_eq!(
+            kills.due(t0 + STACK_WAIT, alive, in_request),
+            [
+                Action::KillAwaited {
+                    pid: silent,
+                    awaited: Awaited::Stack
+                },
+                Action::KillAwaited {
+                    pid: stuck,
+                    awaited: Awaited::Abort
+                }
+            ]
+        );
+        assert_eq!(kills.due(t0 + STACK_WAIT * 2, alive, in_request), []);
     }
 
     #[test]

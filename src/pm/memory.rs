@@ -1,6 +1,7 @@
 //! Sizing a pool by memory, as pure functions: `max_children = "auto"` (how many workers fit
 //! in the memory the pool may use), the warning for a fixed `max_children` that does not
-//! fit, and `max_pool_memory` (which idle worker retires when the pool holds too much).
+//! fit, and `max_pool_memory` (which idle worker retires when the pool holds too much);
+//! [`tick()`]: a maintenance tick's decisions, as [`crate::pm::Action`]s.
 //!
 //! The master measures (the cgroup limit or MemAvailable, each worker's PSS from
 //! /proc/PID/smaps_rollup: `master::pool::memory`) and asks here; nothing here reads /proc.
@@ -14,6 +15,9 @@
 
 #[cfg(test)]
 mod tests;
+mod tick;
+
+pub use tick::{Measured, sizes, tick};
 
 use std::fmt;
 

@@ -7,8 +7,15 @@
 //! - [`Action`]: what every decision below comes to, and the master's executor
 //!   (`master::pool::execute`) carries out in order; [`Reason`]: why a worker goes.
 //! - [`plan`]: a pool tick's decisions: spawn, retire, kill (static, dynamic and ondemand
-//!   pools, `max_memory`, `request_terminate_timeout`, retiring workers that do not exit).
-//! - [`drain`]: the start of a generation's drain.
+//!   pools, `max_memory`, `request_terminate_timeout`, `request_read_timeout`, a program's
+//!   lifetime, retiring workers that do not exit).
+//! - [`slow`]: which requests get a slowlog entry (`request_slowlog_timeout`).
+//! - [`kills`]: when a kill that waits for a worker's stack or its abort is due.
+//! - [`memory`]: sizing by memory: the live `max_children` of an `"auto"` pool, the
+//!   warning for a fixed one that does not fit, the idle worker retired for
+//!   `max_pool_memory` ([`memory::tick()`]).
+//! - [`drain()`], [`drain_tick`], [`stop`]: a generation's end: a drain's start and ticks
+//!   (with [`Linger`]: a parent that outlives its workers), the master's stop.
 //! - [`Backoff`], [`EmergencyRestart`], [`max_requests`]: what a worker's exit means for the
 //!   next spawn, and each worker's request limit; the Python zygote applies them too, so
 //!   they live in the `drover-proto` crate.
@@ -16,9 +23,9 @@
 //!   app failed, take over a dead parent's workers.
 //! - [`forgotten_orphans`], [`adopted_busy`]: the workers of a dead parent, forgotten once
 //!   gone, and counted busy when adopted until seen in accept().
-//! - [`kills`]: when a kill that waits for a worker's stack or its abort is due.
 //! - [`processes_kept`], [`target_for_spawn`], [`retire_lowers_target`]: the processes the
 //!   master starts itself, and the count a zygote is told to keep.
+//! - [`queue`]: `queue_timeout`'s estimate of a connection's wait.
 //! - here: how many workers a pool starts with, how many replace at once workers that
 //!   exited on their own, and how long a program's copy lives ([`lifetime`]).
 
@@ -30,11 +37,12 @@ pub mod kills;
 pub mod memory;
 mod plan;
 pub mod queue;
+pub mod slow;
 mod target;
 
-pub use action::{Action, Reason};
+pub use action::{Action, Awaited, Reason};
 pub use adopted::{Orphan, adopted_busy, forgotten_orphans};
-pub use drain::drain;
+pub use drain::{Linger, drain, drain_tick, stop};
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use exit::{Exit, Role, on_exit};
 pub use plan::{Counters, PolicyState, PoolLimits, WorkerView, plan};

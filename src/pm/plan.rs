@@ -112,6 +112,12 @@ impl PolicyState {
         self.spawn_rate
     }
 
+    /// Forgets the kills of workers no longer among `workers` (reaped).
+    pub(super) fn forget_reaped(&mut self, workers: &[WorkerView]) {
+        self.killed
+            .retain(|pid| workers.iter().any(|w| w.pid == *pid));
+    }
+
     /// Counts a retire or kill by its cause.
     fn count(&mut self, reason: &Reason) {
         let c = &mut self.counters;
@@ -127,7 +133,7 @@ impl PolicyState {
         } += 1;
     }
 
-    fn retire(&mut self, actions: &mut Vec<Action>, pid: Pid, reason: Reason) {
+    pub(super) fn retire(&mut self, actions: &mut Vec<Action>, pid: Pid, reason: Reason) {
         self.count(&reason);
         actions.push(Action::Retire { pid, reason });
     }
@@ -177,9 +183,7 @@ pub fn plan(
     maintenance_due: bool,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
-    state
-        .killed
-        .retain(|pid| workers.iter().any(|w| w.pid == *pid));
+    state.forget_reaped(workers);
     let mut serving = Vec::with_capacity(workers.len());
     for worker in workers {
         serving.push(check_worker(limits, state, worker, now, &mut actions));
@@ -220,7 +224,7 @@ pub fn plan(
 }
 
 /// The limits on one worker: request timeout, retire timeout, memory. True if it still serves.
-fn check_worker(
+pub(super) fn check_worker(
     limits: &PoolLimits,
     state: &mut PolicyState,
     worker: &WorkerView,

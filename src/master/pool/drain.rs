@@ -2,16 +2,17 @@
 //! being replaced, its workers finish their requests and exit, and it is dropped when none
 //! is left. The listener stays open when the next generation shares it, so no connection
 //! is refused or lost: connections queued meanwhile are accepted by whichever generation's
-//! worker comes first.
+//! worker comes first. What to do is decided by [`crate::pm::drain`] (the start) and
+//! [`crate::pm::drain_tick`] (each tick); here are the facts and the executor's calls.
 
 use std::time::Instant;
 
 use super::PoolRun;
-use crate::pm::{self, Action, WorkerView};
+use crate::pm::WorkerView;
 
 impl PoolRun {
     pub fn draining(&self) -> bool {
-        self.life.lifecycle.draining()
+        self.life.lifecycle().draining()
     }
 
     /// Starts retiring this generation. `close_listener`: no next generation shares the
@@ -21,12 +22,10 @@ impl PoolRun {
         self.execute_drain(close_listener, now);
     }
 
-    /// A draining generation's tick: SIGTERM to workers once idle, SIGKILL to those stuck
-    /// past `process_control_timeout` (or in a request past `request_terminate_timeout`),
-    /// and to a zygote that outlives its workers by as long.
+    /// A draining generation's tick ([`pm::drain_tick`]): SIGTERM to workers once idle,
+    /// SIGKILL to those stuck past `process_control_timeout` (or in a request past
+    /// `request_terminate_timeout`), and to a zygote that outlives its workers by as long.
     pub fn drain_tick(&mut self, now: Instant) {
-        self.signal_retiring();
-        self.kill_lingering_parent(now);
         let views: Vec<WorkerView> = self
             .table
             .workers()
@@ -36,21 +35,11 @@ impl PoolRun {
                 since: w.state.since,
                 started: w.started,
                 rss: None,
-                retiring: w.retiring.or(Some(now)),
+                retiring: w.retiring,
                 reading: w.state.reading.is_some(),
             })
             .collect();
-        for action in pm::plan(
-            &self.sizing.limits,
-            &mut self.sizing.policy,
-            &views,
-            None,
-            now,
-            false,
-        ) {
-            if let Action::Kill { pid, reason } = action {
-                self.kill_worker(pid, &reason, now);
-            }
-        }
+        let actions = self.sizing.drain_tick(self.life.linger_mut(), &views, now);
+        self.execute(actions, now, None);
     }
 }

@@ -1,5 +1,6 @@
 //! The executor: the one place where a pool's decisions ([`pm::Action`]: a tick's plan, an
-//! exit's meaning, a drain's start) become spawns, signals, socket changes and log lines.
+//! exit's meaning, a drain's start and ticks, the master's stop, the slowlog, the kills
+//! that waited, sizing by memory) become spawns, signals, socket changes and log lines.
 //! Every decision is made before, by pure code in [`crate::pm`] from facts the pool
 //! gathered; here nothing is decided, only done, in the order given.
 
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
-use super::PoolRun;
+use super::{Lifecycle, PoolRun};
 use crate::master::orphans::Orphans;
 use crate::pm::{self, Action};
 
@@ -45,23 +46,46 @@ impl PoolRun {
                     self.orphan_workers_of(exited.pid, retire);
                 }
                 (Action::AppFailed, _) => {
-                    self.life.lifecycle = self.life.lifecycle.app_failed();
-                    self.life.startup.app_failed(now);
+                    self.life.advance(Lifecycle::app_failed);
+                    self.life.startup_mut().app_failed(now);
                 }
                 (Action::BackOff, Some(exited)) => {
                     self.life
-                        .startup
+                        .startup_mut()
                         .hold(&self.config.name, now, exited.lived, &exited.exit)
                 }
                 (Action::Replace, _) => self.replace_at_once(now),
                 (Action::Drain, _) => {
-                    self.life.lifecycle = self.life.lifecycle.drain();
+                    self.life.advance(Lifecycle::drain);
+                    self.watch.stop();
+                }
+                (Action::Stop, _) => {
+                    self.life.advance(Lifecycle::stop);
                     self.watch.stop();
                 }
                 (Action::StopParents, _) => self.kill_parent(),
                 (Action::RetireAll, _) => self.table.retire_all(now),
                 (Action::CloseListener, _) => {
-                    let _ = self.listener.shut_down();
+                    if let Err(err) = self.listener.shut_down() {
+                        tracing::error!(
+                            "pool {}: cannot shut down the listener: {err}",
+                            self.name()
+                        );
+                    }
+                }
+                (Action::SignalRetiring, _) => self.signal_retiring(),
+                (Action::KillLingeringParents, _) => self.kill_lingering_parents(),
+                (Action::SlowLog { pid, elapsed }, _) => self.slow_log(pid, elapsed, now),
+                (Action::KillAwaited { pid, awaited }, _) => self.kill_awaited(pid, awaited),
+                (Action::Resize { size, changed }, _) => {
+                    if changed {
+                        tracing::info!("pool {}: {size}", self.name());
+                    }
+                    self.sizing.resize(size);
+                }
+                (Action::Overcommitted(warning), _) => {
+                    self.sizing.memory_mut().warned();
+                    tracing::warn!("pool {}: {warning}", self.name());
                 }
                 // Only an exit's answer names these, and it is given with its exit.
                 (action @ (Action::AdoptWorkers { .. } | Action::BackOff), None) => {
@@ -86,5 +110,12 @@ impl PoolRun {
         let actions = pm::drain(self.launch.kind.has_parent(), close_listener);
         self.execute(actions, now, None);
         self.signal_retiring();
+    }
+
+    /// The master's stop for this generation ([`pm::stop`]) carried out.
+    pub(super) fn execute_stop(&mut self, now: Instant) {
+        let program = self.launch.kind == crate::runtime::kind::Kind::Program;
+        let actions = pm::stop(self.launch.kind.has_parent(), program);
+        self.execute(actions, now, None);
     }
 }

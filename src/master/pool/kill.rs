@@ -21,8 +21,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use super::PoolRun;
-use crate::pm::Reason;
 use crate::pm::kills::{KillLine, STACK_WAIT};
+use crate::pm::{Awaited, Reason};
 use crate::runtime::kind::SlowStack;
 
 impl PoolRun {
@@ -34,7 +34,7 @@ impl PoolRun {
         let Some(worker) = self
             .table
             .worker_mut(pid)
-            .filter(|_| !self.timeouts.kills.waiting(pid))
+            .filter(|_| !self.timeouts.kill_waiting(pid))
         else {
             return;
         };
@@ -64,7 +64,7 @@ impl PoolRun {
                 self.config.name,
                 humantime::format_duration(grace)
             );
-            self.timeouts.kills.aborting(pid, since, now + grace);
+            self.timeouts.aborting(pid, since, now + grace);
             return;
         }
         if matches!(reason, Reason::Terminate { .. }) {
@@ -79,7 +79,7 @@ impl PoolRun {
                 }
                 SlowStack::FrameLines => {
                     if self.signal_worker(pid, Signal::SIGUSR1) {
-                        self.timeouts.kills.asked(pid, now);
+                        self.timeouts.kill_asked(pid, now);
                         return;
                     }
                 }
@@ -97,40 +97,44 @@ impl PoolRun {
             .is_some_and(|worker| worker.signal(signal).is_ok())
     }
 
-    /// Kills the workers whose stack did not come in time, and those still in the request
-    /// they were asked to abort `terminate_grace` ago (each tick).
+    /// The kills that waited, due at `now` ([`crate::pm::kills::PendingKills::due`]): the
+    /// workers whose stack did not come in time, and those still in the request they were
+    /// asked to abort `terminate_grace` ago (each tick).
     pub fn check_kills(&mut self, now: Instant) {
         let table = &self.table;
-        self.timeouts.kills.retain(|pid| table.has_worker(pid));
-        for pid in self.timeouts.kills.overdue(now) {
-            tracing::debug!(
-                "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
-                self.config.name
-            );
-            self.signal_worker(pid, Signal::SIGKILL);
-        }
-        let table = &self.table;
+        let alive = |pid: Pid| table.has_worker(pid);
         let in_request = |pid: Pid, since: Instant| {
             table
                 .worker(pid)
                 .is_some_and(|w| w.state.busy && w.state.since == since)
         };
-        for pid in self.timeouts.kills.aborts_due(now, in_request) {
-            tracing::warn!(
+        let actions = self.timeouts.kills_due(now, alive, in_request);
+        self.execute(actions, now, None);
+    }
+
+    /// [`crate::pm::Action::KillAwaited`]: SIGKILL to `pid`, whose kill waited for
+    /// `awaited`, with the line that says why now.
+    pub(super) fn kill_awaited(&self, pid: Pid, awaited: Awaited) {
+        match awaited {
+            Awaited::Stack => tracing::debug!(
+                "pool {}: worker {pid}: no stack within {STACK_WAIT:?}, killed without it",
+                self.config.name
+            ),
+            Awaited::Abort => tracing::warn!(
                 "pool {}: worker {pid}: still in the request {} after it was asked to abort \
                  it (terminate_grace); SIGKILL",
                 self.config.name,
                 humantime::format_duration(self.config.terminate_grace)
-            );
-            self.signal_worker(pid, Signal::SIGKILL);
+            ),
         }
+        self.signal_worker(pid, Signal::SIGKILL);
     }
 
     /// A line of `pid`'s output while its kill waits for its stack: true when it was part
     /// of the stack (logged as a frame of the kill, not as output).
     pub(super) fn on_kill_line(&mut self, pid: Pid, line: &str) -> bool {
         let depth = self.config.request_slowlog_trace_depth as usize;
-        match self.timeouts.kills.take_line(pid, line, depth) {
+        match self.timeouts.kill_line(pid, line, depth) {
             KillLine::Unrelated => false,
             KillLine::Frame(frame) => {
                 self.log_frame(pid, frame);

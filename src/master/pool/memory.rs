@@ -1,10 +1,10 @@
-//! The measuring shell of sizing by memory ([`crate::pm::memory`] decides): once a second,
-//! for a pool with `max_children = "auto"` or `max_pool_memory`, the memory it may use
-//! (its cgroup's limit, v2 or v1, else MemAvailable) and the PSS of each of its processes
-//! (/proc/PID/smaps_rollup); then the live `max_children` the policy spawns within, and the
-//! largest idle worker retired when the pool holds too much. A pool with a fixed
-//! `max_children` is measured for 30 s from its first worker seen in a request: a count
-//! whose workers would not fit is warned about once, with the figures.
+//! The measuring shell of sizing by memory ([`crate::pm::memory::tick()`] decides): once
+//! a second, for a pool with `max_children = "auto"` or `max_pool_memory`, the memory it
+//! may use (its cgroup's limit, v2 or v1, else MemAvailable) and the PSS of each of its
+//! processes (/proc/PID/smaps_rollup); then the live `max_children` the policy spawns
+//! within, and the largest idle worker retired when the pool holds too much. A pool with a
+//! fixed `max_children` is measured for 30 s from its first worker seen in a request: a
+//! count whose workers would not fit is warned about once, with the figures.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -14,8 +14,7 @@ use nix::unistd::Pid;
 use super::PoolRun;
 use crate::control::MemoryStatus;
 use crate::meminfo::{memory_limit, pss};
-use crate::pm::Reason;
-use crate::pm::memory::{self, AutoKeys, AutoSize, Held, WorkerEstimate, WorkerMemory};
+use crate::pm::memory::{self, AutoKeys, AutoSize, Held, Measured, WorkerEstimate, WorkerMemory};
 
 /// What a generation has measured of its memory.
 #[derive(Debug, Default)]
@@ -37,9 +36,9 @@ pub struct MemoryWatch {
     ticks: u64,
     warm_since: Option<u64>,
     /// The last sizing: for the status page and to log a change once.
-    pub sized: Option<AutoSize>,
+    sized: Option<AutoSize>,
     /// The PSS total of the pool's processes at the last sample.
-    pub total: Option<u64>,
+    total: Option<u64>,
     /// A fixed max_children was checked against the limit with a measured worker.
     checked: bool,
 }
@@ -49,31 +48,42 @@ pub struct MemoryWatch {
 /// PSS is high while a request holds memory, so one sample of an idle worker would miss it.
 const FIXED_CHECK_FOR: u64 = 30;
 
+impl MemoryWatch {
+    /// Sizing by memory worked out `size`: for the status page, and to log a change once.
+    pub(super) fn sized_to(&mut self, size: AutoSize) {
+        self.sized = Some(size);
+    }
+
+    /// A fixed `max_children` was warned about: once is enough.
+    pub(super) fn warned(&mut self) {
+        self.checked = true;
+    }
+}
+
 impl PoolRun {
     /// Called on every policy tick before the policy: notes the workers in a request, and on
-    /// the maintenance tick measures and sizes (see the module's doc).
-    pub(super) fn watch_memory(&mut self, maintenance_due: bool) {
+    /// the maintenance tick measures, and carries out what [`memory::tick()`] decides (see
+    /// the module's doc).
+    pub(super) fn watch_memory(&mut self, maintenance_due: bool, now: Instant) {
+        let watch = self.sizing.memory_mut();
         for (pid, worker) in self.table.workers() {
             if worker.state.busy && !worker.orphan {
-                self.sizing.memory.warmed.insert(pid);
+                watch.warmed.insert(pid);
             }
         }
         if !maintenance_due {
             return;
         }
-        self.sizing.memory.ticks += 1;
-        if self.sizing.memory.warm_since.is_none() && !self.sizing.memory.warmed.is_empty() {
-            self.sizing.memory.warm_since = Some(self.sizing.memory.ticks);
+        watch.ticks += 1;
+        if watch.warm_since.is_none() && !watch.warmed.is_empty() {
+            watch.warm_since = Some(watch.ticks);
         }
-        let pm = self.config.pm.clone();
-        let sizes = pm.memory.auto.is_some() || pm.memory.max_pool_memory.is_some();
+        let sizes = memory::sizes(&self.config.pm.memory);
         let check = !sizes
-            && !self.sizing.memory.checked
-            && self
-                .sizing
-                .memory
+            && !watch.checked
+            && watch
                 .warm_since
-                .is_some_and(|t| self.sizing.memory.ticks <= t + FIXED_CHECK_FOR);
+                .is_some_and(|t| watch.ticks <= t + FIXED_CHECK_FOR);
         if !(sizes || check) {
             return;
         }
@@ -81,88 +91,51 @@ impl PoolRun {
         let Some(limit) = memory_limit() else {
             return;
         };
-        let held = self.held();
-        let worker = self.worker_estimate();
-        if let Some((floor, ceiling)) = pm.memory.auto {
-            let keys = AutoKeys {
-                reserve: pm.memory.reserve,
-                floor,
-                ceiling,
-                max_pool_memory: pm.memory.max_pool_memory,
-            };
-            let size = memory::auto_max_children(&keys, limit, held, worker);
-            let changed = self.sizing.memory.sized.as_ref().map(|s| s.max_children)
-                != Some(size.max_children);
-            if changed {
-                tracing::info!("pool {}: {size}", self.config.name);
-            }
-            self.sizing.limits.pm.max_children = size.max_children;
-            self.sizing.memory.sized = Some(size);
-        } else if check
-            && let WorkerEstimate::Measured { .. } = worker
-            && let Some(warning) =
-                memory::overcommitted(pm.max_children, &limit, held, worker, pm.memory.reserve)
-        {
-            self.sizing.memory.checked = true;
-            tracing::warn!("pool {}: {warning}", self.config.name);
-        }
-        self.retire_for_memory(held.total);
-    }
-
-    /// Retires the largest idle worker when the pool is above `max_pool_memory` or has more
-    /// workers than its memory-sized cap.
-    fn retire_for_memory(&mut self, total: u64) {
-        let auto_cap = self.sizing.memory.sized.as_ref().map(|s| s.max_children);
-        let limit = self.config.pm.memory.max_pool_memory;
-        if auto_cap.is_none() && limit.is_none() {
-            return;
-        }
+        let watch = self.sizing.memory();
         let serving: Vec<WorkerMemory> = self
             .table
             .workers()
             .filter(|(_, w)| !w.orphan && w.retiring.is_none())
             .map(|(pid, w)| WorkerMemory {
                 pid,
-                pss: self.sizing.memory.pss.get(&pid).copied().unwrap_or(0),
+                pss: watch.pss.get(&pid).copied().unwrap_or(0),
                 idle: !w.state.busy,
             })
             .collect();
-        if let Some((pid, over)) = memory::over_ceiling(&serving, total, limit, auto_cap) {
-            self.sizing.policy.counters.retired_pool_memory += 1;
-            self.retire(pid, &Reason::PoolMemory(over), Instant::now());
-        }
+        let measured = Measured {
+            limit,
+            held: self.held(),
+            worker: self.worker_estimate(),
+            sized: watch.sized.as_ref().map(|s| s.max_children),
+            check,
+            serving: &serving,
+        };
+        let actions = self.sizing.memory_tick(&self.config.pm, &measured);
+        self.execute(actions, now, None);
     }
 
     /// Reads the PSS of every process of the pool; the peak of workers in a request goes up.
     fn sample_pss(&mut self) {
         let mut pids = self.table.worker_pids();
         pids.extend(self.table.process_pids());
-        self.sizing.memory.pss.retain(|pid, _| pids.contains(pid));
-        self.sizing
-            .memory
-            .warmed
-            .retain(|&pid| self.table.has_worker(pid));
+        let table = &self.table;
+        let watch = self.sizing.memory_mut();
+        watch.pss.retain(|pid, _| pids.contains(pid));
+        watch.warmed.retain(|&pid| table.has_worker(pid));
         for pid in pids {
             let Some(pss) = pss(pid) else { continue };
-            self.sizing.memory.pss.insert(pid, pss);
-            let busy = self
-                .table
-                .worker(pid)
-                .is_some_and(|w| w.state.busy && !w.orphan);
+            watch.pss.insert(pid, pss);
+            let busy = table.worker(pid).is_some_and(|w| w.state.busy && !w.orphan);
             if busy {
-                let (peak, mut count) = self.sizing.memory.peak.unwrap_or((0, 0));
-                if self.sizing.memory.measured.insert(pid) {
+                let (peak, mut count) = watch.peak.unwrap_or((0, 0));
+                if watch.measured.insert(pid) {
                     count += 1;
                 }
-                self.sizing.memory.peak = Some((peak.max(pss), count));
+                watch.peak = Some((peak.max(pss), count));
             }
         }
-        let table = &self.table;
-        self.sizing
-            .memory
-            .measured
-            .retain(|&pid| table.has_worker(pid));
-        self.sizing.memory.total = Some(self.sizing.memory.pss.values().sum());
+        watch.measured.retain(|&pid| table.has_worker(pid));
+        watch.total = Some(watch.pss.values().sum());
     }
 
     /// The parents' and the whole pool's PSS at the last sample.
@@ -171,16 +144,16 @@ impl PoolRun {
             .table
             .processes()
             .filter(|&(pid, _)| !self.table.has_worker(pid))
-            .filter_map(|(pid, _)| self.sizing.memory.pss.get(&pid))
+            .filter_map(|(pid, _)| self.sizing.memory().pss.get(&pid))
             .sum();
         Held {
             parents,
-            total: self.sizing.memory.total.unwrap_or(0),
+            total: self.sizing.memory().total.unwrap_or(0),
         }
     }
 
     fn worker_estimate(&self) -> WorkerEstimate {
-        match (self.sizing.memory.peak, self.config.pm.max_memory) {
+        match (self.sizing.memory().peak, self.config.pm.max_memory) {
             (Some((bytes, workers)), _) => WorkerEstimate::Measured { bytes, workers },
             (None, Some(max_memory)) => WorkerEstimate::MaxMemory(max_memory),
             (None, None) => WorkerEstimate::Default,
@@ -195,7 +168,7 @@ impl PoolRun {
         if pm.memory.auto.is_none() && pm.memory.max_pool_memory.is_none() {
             return None;
         }
-        let sized = self.sizing.memory.sized.as_ref();
+        let sized = self.sizing.memory().sized.as_ref();
         let worker = self.worker_estimate();
         Some(MemoryStatus {
             auto: pm.memory.auto.is_some(),
@@ -209,10 +182,10 @@ impl PoolRun {
                 WorkerEstimate::MaxMemory(_) => "max_memory",
                 WorkerEstimate::Default => "starting estimate",
             }),
-            measured_workers: self.sizing.memory.peak.map_or(0, |(_, n)| n),
-            pool_pss: self.sizing.memory.total,
+            measured_workers: self.sizing.memory().peak.map_or(0, |(_, n)| n),
+            pool_pss: self.sizing.memory().total,
             max_pool_memory: pm.memory.max_pool_memory,
-            retired: self.sizing.policy.counters.retired_pool_memory,
+            retired: self.sizing.counters().retired_pool_memory,
         })
     }
 }

@@ -11,7 +11,24 @@
 //! Every decision is computed by pure code in [`crate::pm`] from facts gathered here, as
 //! [`pm::Action`]s, and carried out by one executor ([`execute`]) on processes and
 //! sockets. `PoolRun` is its identity and parts that own their state, read only through
-//! their methods.
+//! their methods. Where each decision lives:
+//!
+//! - a tick's spawns, retires and kills (pm modes, `max_memory`, timeouts, lifetimes):
+//!   [`pm::plan`], from [`policy`]; carried out by [`spawning`], [`policy`] and
+//!   [`kill`](mod@kill).
+//! - a slowlog entry (`request_slowlog_timeout`): [`pm::slow`], from [`slow`], which
+//!   writes it.
+//! - a kill that waited for a stack or an abort: [`pm::kills`], from and by
+//!   [`kill`](mod@kill).
+//! - sizing by memory (resize, `max_pool_memory`, a fixed pool that does not fit):
+//!   [`pm::memory::tick()`], from [`memory`].
+//! - an exit (back off, replace, app failed, adopt): [`pm::on_exit`], from [`reap`].
+//! - a drain's start and ticks, a lingering parent: [`pm::drain()`], [`pm::drain_tick`],
+//!   from [`drain`]; the master's stop: [`pm::stop`], from [`stop`].
+//! - what the master starts itself, a zygote's count: [`pm::processes_kept`],
+//!   [`pm::target_for_spawn`], from [`spawning`] and [`policy`].
+//!
+//! The files:
 //!
 //! - [`table`]: the process table (processes, workers, those gone lately, probes).
 //! - [`observe`]: what each worker is doing (the facts of a tick).
@@ -21,18 +38,20 @@
 //!   over. [`reports`]: a zygote's reports, checked.
 //! - [`execute`]: the one executor of every action.
 //! - [`spawning`]: starting processes, held back by the [`startup`] part's backoff.
-//! - [`stop`] and [`drain`]: the pool stopped or its generation retired ([`pm::drain`]);
-//!   [`stop::Linger`] decides when a lingering parent is killed.
+//! - [`stop`] and [`drain`]: the pool stopped or its generation retired.
 //! - [`memory`]: the pool's memory measured, for `max_children = "auto"` and
-//!   `max_pool_memory`.
-//! - parts: [`table::Table`], `Life` ([`Lifecycle`], [`startup::Startup`],
-//!   [`stop::Linger`]), [`handed::Handed`], [`watch::Watch`], `Sizing`, `Timeouts`
-//!   ([`slow`], [`pm::kills`]), [`status::Counters`].
+//!   `max_pool_memory`. [`slow`]: the slowlog's entries and stack dumps.
+//! - parts, each in its own file with private fields: [`table::Table`], [`life::Life`]
+//!   ([`Lifecycle`], [`startup::Startup`], [`pm::Linger`]), [`handed::Handed`],
+//!   [`watch::Watch`], [`sizing::Sizing`] (the plan's limits and memory, a zygote's count,
+//!   [`memory::MemoryWatch`]), [`timeouts::Timeouts`] (the slowlog's and the kills'
+//!   state), [`status::Counters`].
 
 mod drain;
 mod execute;
 mod handed;
 mod kill;
+mod life;
 mod lifecycle;
 mod memory;
 mod observe;
@@ -42,12 +61,14 @@ mod reap;
 mod recent;
 mod reports;
 mod request_id;
+mod sizing;
 mod slow;
 mod spawning;
 mod startup;
 mod status;
 mod stop;
 mod table;
+mod timeouts;
 mod watch;
 mod worker;
 
@@ -61,7 +82,7 @@ use nix::unistd::Pid;
 use super::orphans::Known;
 use crate::config::Pool;
 use crate::listener::Listener;
-use crate::pm::{self, PolicyState, PoolLimits};
+use crate::pm::{self, PoolLimits};
 use crate::runtime::{self, Launch, kind};
 pub use lifecycle::Lifecycle;
 pub use memory::start_notes as memory_notes;
@@ -82,46 +103,18 @@ pub struct PoolRun {
     /// Its processes and workers, and those gone lately.
     table: table::Table,
     /// Where it is in its life, and when it starts again or lets a parent go.
-    life: Life,
+    life: life::Life,
     /// What every process is handed: output, scoreboard, access log, TLS material.
     handed: handed::Handed,
     /// ondemand: the task watching the listener, stopped on drop.
     watch: watch::Watch,
     /// What the tick's plan reads and remembers, the count a zygote was told, and what
     /// sizing by memory measured.
-    sizing: Sizing,
+    sizing: sizing::Sizing,
     /// Requests past a limit: the slowlog's and `request_terminate_timeout`'s.
-    timeouts: Timeouts,
+    timeouts: timeouts::Timeouts,
     /// What the status page counts since the generation started.
     counters: status::Counters,
-}
-
-/// Where a generation is in its life: its [`Lifecycle`], its start (the crash-loop
-/// backoff, the start-up failures, an app that failed to load) and its end (a parent that
-/// outlives its workers while draining or stopping).
-struct Life {
-    lifecycle: Lifecycle,
-    startup: startup::Startup,
-    linger: stop::Linger,
-}
-
-/// What sizes the pool: the limits [`pm::plan`] reads (`max_children` live, when sized by
-/// memory), what it remembers between ticks, the count a zygote keeps, and what the
-/// memory watch measured ([`memory`]).
-struct Sizing {
-    limits: PoolLimits,
-    policy: PolicyState,
-    /// Python dynamic and ondemand pools: the worker count the zygote was given.
-    desired: u32,
-    memory: memory::MemoryWatch,
-}
-
-/// Requests past a limit: the slowlog's, and `request_terminate_timeout`'s kills waiting
-/// for the worker's stack (drover-php).
-#[derive(Default)]
-struct Timeouts {
-    slow: slow::SlowRequests,
-    kills: pm::kills::PendingKills,
 }
 
 /// What the master learns from one reaped pid.
@@ -141,29 +134,23 @@ impl PoolRun {
         let launch = runtime::launch(&config, 0)?;
         launch.direct.log(&config.name);
         let handed = handed::Handed::open(&config, launch.kind, output)?;
-        let startup = startup::Startup::new(!launch.kind.parent_reports());
+        let runtime_ready = !launch.kind.parent_reports();
         Ok(PoolRun {
             id,
             replaces: None,
             counters: status::Counters::new(Instant::now()),
-            sizing: Sizing {
-                limits: limits(&config, process_control_timeout),
-                policy: PolicyState::default(),
-                desired: pm::initial_workers(&config.pm),
-                memory: memory::MemoryWatch::default(),
-            },
+            sizing: sizing::Sizing::new(
+                limits(&config, process_control_timeout),
+                pm::initial_workers(&config.pm),
+            ),
             config,
             listener,
             launch,
             table: table::Table::default(),
-            life: Life {
-                lifecycle: Lifecycle::Starting,
-                startup,
-                linger: stop::Linger::default(),
-            },
+            life: life::Life::new(runtime_ready),
             handed,
             watch: watch::Watch::default(),
-            timeouts: Timeouts::default(),
+            timeouts: timeouts::Timeouts::default(),
         })
     }
 
@@ -190,27 +177,27 @@ impl PoolRun {
 
     /// The app failed to load: this generation runs nothing.
     pub fn failed(&self) -> bool {
-        self.life.lifecycle.failed()
+        self.life.lifecycle().failed()
     }
 
     /// Its listener was shut down because the pool is stopped (see [`PoolRun::refuse`]).
     pub fn refusing(&self) -> bool {
-        self.life.lifecycle.refusing()
+        self.life.lifecycle().refusing()
     }
 
     /// Running the workers it starts with, its runtime started (an ondemand pool starts
     /// none), or stopped for good: nothing more to wait for.
     pub fn settled(&self) -> bool {
-        self.life.lifecycle.failed()
-            || (self.life.startup.runtime_ready()
+        self.life.lifecycle().failed()
+            || (self.life.startup().runtime_ready()
                 && self.workers() >= pm::initial_workers(&self.config.pm) as usize)
     }
 
     /// Whether this generation can take a request now, for `/readyz`.
     pub fn readiness(&self) -> crate::control::health::PoolState {
         crate::control::health::pool_state(
-            self.life.lifecycle.failed(),
-            self.life.startup.runtime_ready(),
+            self.life.lifecycle().failed(),
+            self.life.startup().runtime_ready(),
             self.workers(),
             self.config.pm.mode == crate::config::PmMode::Ondemand,
         )

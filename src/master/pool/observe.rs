@@ -54,51 +54,14 @@ impl PoolRun {
                 (Probe::PhpMemory, Some((false, _, _))) => sample::reading(pid),
                 _ => None,
             };
-            let Some(worker) = self.table.worker_mut(pid) else {
-                continue;
-            };
-            worker.served |= past_start(probe, observed.as_ref(), reading.is_some());
-            if let Some((count, _)) = activity {
-                if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
-                    worker.state.since = now;
-                }
-                worker.syscalls = Some(count);
+            if let Some(worker) = self.table.worker_mut(pid) {
+                update(worker, probe, observed, activity, reading, now);
+                worker.state.rss = if want_rss {
+                    crate::runtime::resident_memory(Some(pid))
+                } else {
+                    None
+                };
             }
-            let writes = activity.map_or(0, |(_, writes)| writes);
-            let was_reading = worker.state.reading.take();
-            if let Some(inode) = reading {
-                // The same wait goes on: same connection, nothing written since.
-                let same = was_reading.filter(|r| r.inode == inode && r.writes == writes);
-                if same.is_none() || !worker.state.busy {
-                    worker.state.since = now;
-                }
-                worker.state.busy = true;
-                worker.state.request = None;
-                worker.state.reading = Some(same.unwrap_or(Reading { inode, writes }));
-                worker.state.waited = true;
-            } else if let Some((busy, since, request)) = observed {
-                let was_busy = worker.state.busy;
-                worker.state.set_busy(busy, now);
-                // A request's start read again (php-cgi's is a wall-clock time converted
-                // anew each tick) stays the same Instant, so that the request keeps one
-                // identity (one slowlog entry).
-                // A request that was being read goes on with its script: the wait counts
-                // toward request_terminate_timeout, so the start stays the wait's.
-                if let Some(since) = since.filter(|_| !(was_busy && busy && worker.state.waited)) {
-                    let moved = since.max(worker.state.since) - since.min(worker.state.since);
-                    if !(was_busy && busy && moved < Duration::from_millis(100)) {
-                        worker.state.since = since;
-                    }
-                }
-                if busy {
-                    worker.state.request = request.or(worker.state.request.take());
-                }
-            }
-            worker.state.rss = if want_rss {
-                crate::runtime::resident_memory(Some(pid))
-            } else {
-                None
-            };
         }
         let active = self.table.active();
         self.counters.max_active = self.counters.max_active.max(active);
@@ -217,6 +180,55 @@ impl PoolRun {
 
 /// (busy, request start if known, request if known)
 type Observation = (bool, Option<Instant>, Option<RequestInfo>);
+
+/// A worker's state from this tick's `observed`, its syscall counts (`activity`: all I/O,
+/// writes) and the connection it is `reading` (a php-cgi worker waiting for its request).
+fn update(
+    worker: &mut Worker,
+    probe: Probe,
+    observed: Option<Observation>,
+    activity: Option<(u64, u64)>,
+    reading: Option<u64>,
+    now: Instant,
+) {
+    worker.served |= past_start(probe, observed.as_ref(), reading.is_some());
+    if let Some((count, _)) = activity {
+        if worker.syscalls.is_some_and(|before| before != count) && !worker.state.busy {
+            worker.state.since = now;
+        }
+        worker.syscalls = Some(count);
+    }
+    let writes = activity.map_or(0, |(_, writes)| writes);
+    let was_reading = worker.state.reading.take();
+    if let Some(inode) = reading {
+        // The same wait goes on: same connection, nothing written since.
+        let same = was_reading.filter(|r| r.inode == inode && r.writes == writes);
+        if same.is_none() || !worker.state.busy {
+            worker.state.since = now;
+        }
+        worker.state.busy = true;
+        worker.state.request = None;
+        worker.state.reading = Some(same.unwrap_or(Reading { inode, writes }));
+        worker.state.waited = true;
+    } else if let Some((busy, since, request)) = observed {
+        let was_busy = worker.state.busy;
+        worker.state.set_busy(busy, now);
+        // A request's start read again (php-cgi's is a wall-clock time converted
+        // anew each tick) stays the same Instant, so that the request keeps one
+        // identity (one slowlog entry).
+        // A request that was being read goes on with its script: the wait counts
+        // toward request_terminate_timeout, so the start stays the wait's.
+        if let Some(since) = since.filter(|_| !(was_busy && busy && worker.state.waited)) {
+            let moved = since.max(worker.state.since) - since.min(worker.state.since);
+            if !(was_busy && busy && moved < Duration::from_millis(100)) {
+                worker.state.since = since;
+            }
+        }
+        if busy {
+            worker.state.request = request.or(worker.state.request.take());
+        }
+    }
+}
 
 /// Whether an observation shows a worker the master exec'd past its start: php-cgi's
 /// memory says when PHP runs a request (or reads one); /proc says when a process waits in

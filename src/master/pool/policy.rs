@@ -23,11 +23,11 @@ use crate::runtime::kind::{self, Sizing};
 impl PoolRun {
     /// One policy tick. `waiting`: an ondemand pool's listener has connections queued.
     pub fn apply_policy(&mut self, now: Instant, maintenance_due: bool, waiting: Option<u32>) {
-        if !self.life.lifecycle.spawns() {
+        if !self.life.lifecycle().spawns() {
             return;
         }
-        // Sizing by memory sets the live max_children in `self.sizing.limits` first.
-        self.watch_memory(maintenance_due);
+        // Sizing by memory sets the live max_children the plan reads first.
+        self.watch_memory(maintenance_due, now);
         let views: Vec<WorkerView> = self
             .table
             .workers()
@@ -42,20 +42,13 @@ impl PoolRun {
                 reading: w.state.reading.is_some(),
             })
             .collect();
-        let actions = pm::plan(
-            &self.sizing.limits,
-            &mut self.sizing.policy,
-            &views,
-            waiting,
-            now,
-            maintenance_due,
-        );
+        let actions = self.sizing.plan(&views, waiting, now, maintenance_due);
         self.execute_plan(actions, now);
     }
 
     /// Starts `n` more workers, in the way this pool's workers are started.
     pub(super) fn spawn_workers(&mut self, n: u32, now: Instant) {
-        if self.life.startup.holding(now) {
+        if self.life.startup_mut().holding(now) {
             return;
         }
         match self.sizing() {
@@ -67,12 +60,7 @@ impl PoolRun {
                 // count is computed from the workers that stay ([`pm::target_for_spawn`]).
                 let staying = self.table.serving();
                 let staying = u32::try_from(staying).unwrap_or(u32::MAX);
-                self.sizing.desired = pm::target_for_spawn(
-                    self.sizing.desired,
-                    staying,
-                    n,
-                    self.sizing.limits.pm.max_children,
-                );
+                self.sizing.grow_target(staying, n);
                 self.send_target();
             }
             Sizing::Master => {
@@ -92,7 +80,7 @@ impl PoolRun {
         worker.retiring = Some(now);
         tracing::info!("pool {}: retiring worker {pid}: {reason}", self.config.name);
         if self.sizing() == Sizing::Target && pm::retire_lowers_target(reason) {
-            self.sizing.desired = self.sizing.desired.saturating_sub(1);
+            self.sizing.lower_target();
             self.send_target();
         }
         self.table.process_retiring(pid);
@@ -119,11 +107,11 @@ impl PoolRun {
 
     fn send_target(&self) {
         for (zygote, _) in self.table.processes() {
-            if let Err(err) = kind::set_target(zygote, self.sizing.desired) {
+            let desired = self.sizing.desired();
+            if let Err(err) = kind::set_target(zygote, desired) {
                 tracing::error!(
-                    "pool {}: cannot tell the zygote {zygote} to keep {} workers: {err}",
+                    "pool {}: cannot tell the zygote {zygote} to keep {desired} workers: {err}",
                     self.config.name,
-                    self.sizing.desired
                 );
             }
         }

@@ -33,7 +33,7 @@ impl PoolRun {
         }
         let max_children = changed.pm.max_children;
         self.config.pm = changed.pm.clone();
-        self.sizing.limits.pm = changed.pm.clone();
+        self.sizing.set_pm(changed.pm.clone());
         let running: Vec<(Pid, Instant)> = self
             .table
             .workers()

@@ -110,7 +110,7 @@ impl PoolRun {
     /// brings a full set, so they are retired (`retire`); on a stop the closed listener
     /// ends them after their last request.
     pub(super) fn orphan_workers_of(&mut self, parent: Pid, retire: bool) {
-        let draining = self.life.lifecycle.draining();
+        let draining = self.life.lifecycle().draining();
         for (_, worker) in self
             .table
             .workers_mut()
@@ -143,7 +143,9 @@ impl PoolRun {
                 _ => self.counters.crash_exits += 1,
             }
         }
-        if worker.retiring.is_some() && self.life.lifecycle == Lifecycle::Draining && !worker.killed
+        if worker.retiring.is_some()
+            && self.life.lifecycle() == Lifecycle::Draining
+            && !worker.killed
         {
             self.counters.reload_exits += 1;
         }
@@ -198,7 +200,7 @@ impl PoolRun {
     /// is in the log. True when it said so now.
     pub fn after_output(&mut self, now: Instant) -> bool {
         self.table.recent_mut().forget_old(now);
-        if self.life.startup.app_failure_due(now) {
+        if self.life.startup_mut().app_failure_due(now) {
             tracing::error!(
                 "pool {}: the app failed to load (traceback above); the pool is stopped until a reload",
                 self.name()

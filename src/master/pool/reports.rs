@@ -25,7 +25,7 @@ impl PoolRun {
             (self.table.worker_mut(from), zygote::parse_retiring(line))
         {
             worker.retiring.get_or_insert(now);
-            self.sizing.policy.counters.retired_max_memory += 1;
+            self.sizing.count_retired_max_memory();
             tracing::info!(
                 "pool {}: retiring worker {from}: {}",
                 self.config.name,
@@ -39,11 +39,11 @@ impl PoolRun {
             return None;
         }
         match Report::parse(line) {
-            Some(Report::Ready) => self.life.startup.runtime_started(),
+            Some(Report::Ready) => self.life.startup_mut().runtime_started(),
             Some(Report::Started { pid }) => self.on_started(from, pid, now),
             Some(Report::Exited { pid, exit, lived }) => {
                 self.life
-                    .startup
+                    .startup_mut()
                     .worker_exited(pid, ExitCause::from_exit(exit), lived);
                 return Some(self.on_exited(from, pid, exit, now));
             }
@@ -51,7 +51,7 @@ impl PoolRun {
                 pid,
                 delay,
                 failures,
-            }) => self.life.startup.zygote_holding(
+            }) => self.life.startup_mut().zygote_holding(
                 &self.config.name,
                 (from, pid),
                 delay,

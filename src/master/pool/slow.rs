@@ -1,10 +1,11 @@
-//! The slowlog: a request running longer than `request_slowlog_timeout` gets one entry,
-//! header and stack. A php-cgi worker's PHP stack is read from its memory at once; a
-//! zygote's worker is asked for its stack with SIGUSR2, and the lines that come back tagged
-//! with its pid are collected into the entry instead of the error log: a Python worker's
-//! faulthandler dump, complete once the worker is quiet, or a drover-php worker's frame
-//! lines, complete at their end line. A `request_terminate_timeout` kill may await the same
-//! drover-php dump (see [`kill`](mod@super::kill)): its frame lines go to both.
+//! The slowlog's executor: a request running longer than `request_slowlog_timeout` gets one
+//! entry, header and stack (which requests, and when, is [`crate::pm::slow`]'s decision).
+//! A php-cgi worker's PHP stack is read from its memory at once; a zygote's worker is
+//! asked for its stack with SIGUSR2, and the lines that come back tagged with its pid are
+//! collected into the entry instead of the error log: a Python worker's faulthandler dump,
+//! complete once the worker is quiet, or a drover-php worker's frame lines, complete at
+//! their end line. A `request_terminate_timeout` kill may await the same drover-php dump
+//! (see [`kill`](mod@super::kill)): its frame lines go to both.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,6 +16,7 @@ use nix::unistd::Pid;
 use drover_proto::zygote::{REPORT_MARK, StackLine, parse_frame};
 
 use super::PoolRun;
+use crate::pm::slow::RequestView;
 use crate::runtime::kind::SlowStack;
 use crate::slowlog::{self, Entry};
 
@@ -25,75 +27,77 @@ const DUMP_QUIET: Duration = Duration::from_millis(150);
 /// a line (a worker that cannot answer) is written with the frames it has.
 const FRAMES_QUIET: Duration = Duration::from_secs(1);
 
+/// The stack dumps being received, one per worker: the entry and when its last line came
+/// (or the signal was sent).
 #[derive(Default)]
-pub struct SlowRequests {
-    /// The request (by its start) already logged for each worker: one entry per request.
-    logged: HashMap<Pid, Instant>,
-    /// Stack dumps being received: the entry and when its last line came (or the signal
-    /// was sent).
+pub struct Dumps {
     dumps: HashMap<Pid, (Entry, Instant)>,
 }
 
 impl PoolRun {
-    /// Finds requests that just became slow and logs them; finishes the dumps that went
-    /// quiet.
+    /// The slowlog's tick: the requests that just became slow get their entries
+    /// ([`crate::pm::slow::SlowLogged`] decides, [`PoolRun::slow_log`] writes or asks for the
+    /// stack); the dumps that went quiet are written.
     pub fn check_slow(&mut self, now: Instant) {
-        let (Some(limit), Some(_)) = (self.config.request_slowlog_timeout, &self.config.slowlog)
-        else {
-            return;
-        };
-        self.timeouts
-            .slow
-            .logged
-            .retain(|&pid, _| self.table.has_worker(pid));
-        let slow: Vec<(Pid, Entry)> = self
+        let limit = self
+            .config
+            .request_slowlog_timeout
+            .filter(|_| self.config.slowlog.is_some());
+        let workers: Vec<RequestView> = self
             .table
             .workers()
-            .filter(|(pid, w)| {
-                w.state.busy
-                    && now.saturating_duration_since(w.state.since) > limit
-                    && self.timeouts.slow.logged.get(pid) != Some(&w.state.since)
-            })
-            .map(|(pid, w)| {
-                let request = w.state.request.clone().unwrap_or_default();
-                let entry = Entry {
-                    time: SystemTime::now(),
-                    pool: self.config.name.clone(),
-                    pid: pid.as_raw(),
-                    method: request.method,
-                    uri: request.uri,
-                    query: request.query,
-                    script: request.script,
-                    request_id: request.request_id,
-                    elapsed: now.saturating_duration_since(w.state.since),
-                    frames: Vec::new(),
-                };
-                (pid, entry)
+            .map(|(pid, w)| RequestView {
+                pid,
+                busy: w.state.busy,
+                since: w.state.since,
+                killed: w.killed,
             })
             .collect();
-        for (pid, mut entry) in slow {
-            if let Some(worker) = self.table.worker(pid) {
-                self.timeouts.slow.logged.insert(pid, worker.state.since);
-            }
-            self.counters.slow_requests += 1;
-            match self.launch.kind.slow_stack() {
-                SlowStack::Faulthandler | SlowStack::FrameLines => {
-                    if self.signal_worker(pid, Signal::SIGUSR2) {
-                        self.timeouts.slow.asked(pid, entry, now);
-                    }
-                }
-                SlowStack::Memory => {
-                    let depth = self.config.request_slowlog_trace_depth as usize;
-                    if let Some(stack) = self.php_stack(pid, depth) {
-                        entry.frames = stack.to_string().lines().map(str::to_owned).collect();
-                    }
-                    self.write_slow(&entry);
-                }
-                SlowStack::None => self.write_slow(&entry),
-            }
-        }
-        for entry in self.timeouts.slow.quiet(self.launch.kind.slow_stack(), now) {
+        let actions = self.timeouts.slow_due(limit, &workers, now);
+        self.execute(actions, now, None);
+        for entry in self
+            .timeouts
+            .quiet_dumps(self.launch.kind.slow_stack(), now)
+        {
             self.write_slow(&entry);
+        }
+    }
+
+    /// [`crate::pm::Action::SlowLog`]: the entry of `pid`'s request, `elapsed` long, written at
+    /// once with the stack read from its memory (php-cgi) or none, or written once the
+    /// stack it is asked for (SIGUSR2) has come.
+    pub(super) fn slow_log(&mut self, pid: Pid, elapsed: Duration, now: Instant) {
+        let Some(worker) = self.table.worker(pid) else {
+            return;
+        };
+        let request = worker.state.request.clone().unwrap_or_default();
+        let mut entry = Entry {
+            time: SystemTime::now(),
+            pool: self.config.name.clone(),
+            pid: pid.as_raw(),
+            method: request.method,
+            uri: request.uri,
+            query: request.query,
+            script: request.script,
+            request_id: request.request_id,
+            elapsed,
+            frames: Vec::new(),
+        };
+        self.counters.slow_requests += 1;
+        match self.launch.kind.slow_stack() {
+            SlowStack::Faulthandler | SlowStack::FrameLines => {
+                if self.signal_worker(pid, Signal::SIGUSR2) {
+                    self.timeouts.dump_asked(pid, entry, now);
+                }
+            }
+            SlowStack::Memory => {
+                let depth = self.config.request_slowlog_trace_depth as usize;
+                if let Some(stack) = self.php_stack(pid, depth) {
+                    entry.frames = stack.to_string().lines().map(str::to_owned).collect();
+                }
+                self.write_slow(&entry);
+            }
+            SlowStack::None => self.write_slow(&entry),
         }
     }
 
@@ -106,8 +110,7 @@ impl PoolRun {
         let depth = self.config.request_slowlog_trace_depth as usize;
         match self
             .timeouts
-            .slow
-            .take_line(self.launch.kind.slow_stack(), pid, line, depth, now)
+            .dump_line(self.launch.kind.slow_stack(), pid, line, depth, now)
         {
             DumpLine::Output => killing,
             DumpLine::Taken => true,
@@ -156,7 +159,7 @@ impl PoolRun {
 
 /// What a worker's line meant for its stack dump.
 #[derive(Debug, PartialEq)]
-enum DumpLine {
+pub(super) enum DumpLine {
     /// Not part of a dump: ordinary output, for the error log.
     Output,
     /// Part of the dump being received.
@@ -169,14 +172,14 @@ enum DumpLine {
     Done(Box<Entry>),
 }
 
-impl SlowRequests {
+impl Dumps {
     /// `pid` was sent SIGUSR2 for `entry`'s stack at `now`.
-    fn asked(&mut self, pid: Pid, entry: Entry, now: Instant) {
+    pub(super) fn asked(&mut self, pid: Pid, entry: Entry, now: Instant) {
         self.dumps.insert(pid, (entry, now));
     }
 
     /// Takes a line of `pid`'s output into its dump, keeping at most `depth` frames.
-    fn take_line(
+    pub(super) fn take_line(
         &mut self,
         stack: SlowStack,
         pid: Pid,
@@ -221,7 +224,7 @@ impl SlowRequests {
 
     /// The dumps complete by silence at `now`: a faulthandler dump once its worker is quiet,
     /// a drover-php dump that never ended once its worker is quiet for longer.
-    fn quiet(&mut self, stack: SlowStack, now: Instant) -> Vec<Entry> {
+    pub(super) fn quiet(&mut self, stack: SlowStack, now: Instant) -> Vec<Entry> {
         let quiet = match stack {
             SlowStack::FrameLines => FRAMES_QUIET,
             _ => DUMP_QUIET,
@@ -264,11 +267,10 @@ mod tests {
 
     #[test]
     fn a_php_dump_is_complete_at_its_end_line() {
-        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        let (mut slow, t0) = (Dumps::default(), Instant::now());
         slow.asked(PID, entry(), t0);
-        let take = |slow: &mut SlowRequests, line: &str| {
-            slow.take_line(SlowStack::FrameLines, PID, line, 2, t0)
-        };
+        let take =
+            |slow: &mut Dumps, line: &str| slow.take_line(SlowStack::FrameLines, PID, line, 2, t0);
         assert_eq!(take(&mut slow, "a notice from the app"), DumpLine::Output);
         for frame in [
             "usleep() (internal)",
@@ -295,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_php_dump_that_never_ends_is_written_after_a_quiet_second() {
-        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        let (mut slow, t0) = (Dumps::default(), Instant::now());
         slow.asked(PID, entry(), t0);
         let line = frame_line("level3() /srv/slow.php:2");
         slow.take_line(SlowStack::FrameLines, PID, &line, 20, t0);
@@ -309,11 +311,7 @@ mod tests {
     #[test]
     fn a_slowlog_dump_and_a_kill_awaiting_one_worker_both_get_its_frames() {
         use crate::pm::kills::{KillLine, PendingKills};
-        let (mut slow, mut kills, t0) = (
-            SlowRequests::default(),
-            PendingKills::default(),
-            Instant::now(),
-        );
+        let (mut slow, mut kills, t0) = (Dumps::default(), PendingKills::default(), Instant::now());
         slow.asked(PID, entry(), t0);
         kills.asked(PID, t0);
         let stack = SlowStack::FrameLines;
@@ -338,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_python_dump_is_complete_once_quiet() {
-        let (mut slow, t0) = (SlowRequests::default(), Instant::now());
+        let (mut slow, t0) = (Dumps::default(), Instant::now());
         slow.asked(PID, entry(), t0);
         let stack = SlowStack::Faulthandler;
         let line = "  File \"/app/slow.py\", line 12 in level3";

@@ -17,17 +17,17 @@ impl PoolRun {
     /// Keeps the parent (php-cgi or zygote) running; starts exec'd workers the first time.
     /// Later spawns of exec'd workers are the policy's ([`policy`]).
     pub fn maintain(&mut self, now: Instant) {
-        if !self.life.lifecycle.spawns() || self.life.startup.holding(now) {
+        if !self.life.may_spawn(now) {
             return;
         }
         let Some(wanted) = pm::processes_kept(
             self.launch.kind.has_parent(),
-            self.life.lifecycle == Lifecycle::Starting,
+            self.life.lifecycle() == Lifecycle::Starting,
             pm::initial_workers(&self.config.pm),
         ) else {
             return;
         };
-        self.life.lifecycle = self.life.lifecycle.spawned();
+        self.life.advance(Lifecycle::spawned);
         let running = self.table.running_processes();
         for _ in running..wanted {
             if !self.spawn_one(now) {
@@ -83,13 +83,14 @@ impl PoolRun {
                 }
                 if self.launch.kind.sizing(self.config.pm.mode) == kind::Sizing::Target {
                     // A new parent starts with the initial count.
-                    self.sizing.desired = pm::initial_workers(&self.config.pm);
+                    self.sizing
+                        .reset_target(pm::initial_workers(&self.config.pm));
                 }
                 true
             }
             Err(reason) => {
                 self.life
-                    .startup
+                    .startup_mut()
                     .hold(&self.config.name, now, Duration::ZERO, &reason);
                 false
             }
@@ -100,11 +101,11 @@ impl PoolRun {
     /// ([`pm::replacements`]), unless a start-up failure holds spawning back, or the pool is
     /// stopping or draining.
     pub(super) fn replace_at_once(&mut self, now: Instant) {
-        if !self.life.lifecycle.spawns() || self.life.startup.holding(now) {
+        if !self.life.may_spawn(now) {
             return;
         }
         let total = u32::try_from(self.table.process_count()).unwrap_or(u32::MAX);
-        for _ in 0..pm::replacements(&self.sizing.limits.pm, 1, total) {
+        for _ in 0..pm::replacements(&self.sizing.limits().pm, 1, total) {
             if !self.spawn_one(now) {
                 break;
             }

@@ -4,6 +4,7 @@
 use std::time::{Instant, SystemTime};
 
 use super::PoolRun;
+use super::worker::Worker;
 use crate::config::PmMode;
 use crate::control::{Limits, PoolStatus, Recycled, WorkerStatus};
 use crate::master::totals::Totals;
@@ -43,36 +44,10 @@ impl PoolRun {
         let total = serving.len() as u32;
         let since = now.saturating_duration_since(self.counters.born);
         let pm = &self.config.pm;
-        let counters = &self.sizing.policy.counters;
+        let counters = self.sizing.counters();
         let workers = serving
             .iter()
-            .map(|&(pid, w)| {
-                let slot = slots.get(&pid.as_raw());
-                let started = SystemTime::now() - now.saturating_duration_since(w.started);
-                let request = w.state.request.as_ref().filter(|_| w.state.busy);
-                WorkerStatus {
-                    pid: pid.as_raw(),
-                    state: state_word(slot, w.state.busy, w.state.reading.is_some()).to_owned(),
-                    start_time: started,
-                    start_since: now.saturating_duration_since(w.started),
-                    requests: slot.map(|s| s.requests),
-                    request_duration: w
-                        .state
-                        .busy
-                        .then(|| now.saturating_duration_since(w.state.since)),
-                    request_method: request.map(|r| r.method.clone()),
-                    request_uri: request.map(|r| r.uri.clone()),
-                    query_string: request.map(|r| r.query.clone()),
-                    script: request.map(|r| r.script.clone()),
-                    request_id: request
-                        .filter(|r| !r.request_id.is_empty())
-                        .map(|r| r.request_id.clone()),
-                    rss: crate::runtime::resident_memory(Some(pid)),
-                    last_request_duration: slot.map(|s| s.last_duration),
-                    last_request_cpu: slot.map(|s| s.last_cpu),
-                    last_request_memory: slot.and_then(|s| s.last_memory),
-                }
-            })
+            .map(|&(pid, w)| worker_status(pid, w, slots.get(&pid.as_raw()), now))
             .collect();
         PoolStatus {
             pool: self.config.name.clone(),
@@ -96,7 +71,7 @@ impl PoolRun {
             slow_requests: self.counters.slow_requests,
             limits: Limits {
                 // The live cap: a memory-sized pool's computed count.
-                max_children: self.sizing.limits.pm.max_children,
+                max_children: self.sizing.max_children(),
                 start_servers: if pm.mode == PmMode::Dynamic {
                     pm.start_servers
                 } else {
@@ -117,7 +92,7 @@ impl PoolRun {
             },
             workers,
             memory: self.memory_status(),
-            backoff: self.life.startup.status(now),
+            backoff: self.life.startup().status(now),
         }
     }
 }
@@ -127,7 +102,7 @@ impl PoolRun {
     /// ([`crate::master::totals`]): the counters of [`PoolRun::status`], without its
     /// per-worker reads.
     pub fn totals(&self) -> Totals {
-        let counters = &self.sizing.policy.counters;
+        let counters = self.sizing.counters();
         let requests = self.handed.scoreboard().map(|board| board.pool().view());
         Totals {
             born: Some(self.counters.born),
@@ -142,7 +117,7 @@ impl PoolRun {
     }
 
     fn recycled(&self) -> Recycled {
-        let counters = &self.sizing.policy.counters;
+        let counters = self.sizing.counters();
         Recycled {
             max_requests: self.counters.clean_exits,
             max_memory: counters.retired_max_memory,
@@ -152,6 +127,39 @@ impl PoolRun {
             reload: self.counters.reload_exits,
             max_lifetime: counters.retired_max_lifetime,
         }
+    }
+}
+
+/// One worker's line of the status page; `slot`: its scoreboard slot, when it has one.
+fn worker_status(
+    pid: nix::unistd::Pid,
+    w: &Worker,
+    slot: Option<&scoreboard::SlotView>,
+    now: Instant,
+) -> WorkerStatus {
+    let started = SystemTime::now() - now.saturating_duration_since(w.started);
+    let request = w.state.request.as_ref().filter(|_| w.state.busy);
+    WorkerStatus {
+        pid: pid.as_raw(),
+        state: state_word(slot, w.state.busy, w.state.reading.is_some()).to_owned(),
+        start_time: started,
+        start_since: now.saturating_duration_since(w.started),
+        requests: slot.map(|s| s.requests),
+        request_duration: w
+            .state
+            .busy
+            .then(|| now.saturating_duration_since(w.state.since)),
+        request_method: request.map(|r| r.method.clone()),
+        request_uri: request.map(|r| r.uri.clone()),
+        query_string: request.map(|r| r.query.clone()),
+        script: request.map(|r| r.script.clone()),
+        request_id: request
+            .filter(|r| !r.request_id.is_empty())
+            .map(|r| r.request_id.clone()),
+        rss: crate::runtime::resident_memory(Some(pid)),
+        last_request_duration: slot.map(|s| s.last_duration),
+        last_request_cpu: slot.map(|s| s.last_cpu),
+        last_request_memory: slot.and_then(|s| s.last_memory),
     }
 }
 

@@ -1,44 +1,24 @@
-//! Stopping a pool: refusing connections, the graceful stop, the parent sent away first,
-//! and the kills at the end. [`Linger`] decides, purely, when a parent asked to stop that
-//! outlives its workers is killed.
+//! Stopping a pool: refusing connections, the graceful stop ([`crate::pm::stop`] decides
+//! its steps), the parent sent away first, and the kills at the end ([`crate::pm::Linger`]
+//! decides when a parent asked to stop that outlives its workers is killed).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::PoolRun;
+use super::{Lifecycle, PoolRun};
 use crate::runtime::kind;
-
-/// Draining or stopping: since when a parent asked to stop with TERM has had no worker
-/// left ([`PoolRun::kill_lingering_parent`]).
-#[derive(Debug, Default)]
-pub struct Linger {
-    alone_since: Option<Instant>,
-}
-
-impl Linger {
-    /// Whether the parent, `alone` (no worker left) or not at `now`, has been alone for
-    /// `timeout`: then it is killed.
-    pub fn due(&mut self, alone: bool, now: Instant, timeout: Duration) -> bool {
-        if !alone {
-            self.alone_since = None;
-            return false;
-        }
-        let since = *self.alone_since.get_or_insert(now);
-        now.duration_since(since) >= timeout
-    }
-}
 
 impl PoolRun {
     /// The pool is stopped and nothing else serves its socket: shuts the listener down, so
     /// that connections are refused at once (nginx answers 502) until a reload binds a new
     /// one.
     pub fn refuse(&mut self) {
-        if self.life.lifecycle.refusing() {
+        if self.life.lifecycle().refusing() {
             return;
         }
-        self.life.lifecycle = self.life.lifecycle.refused();
+        self.life.advance(Lifecycle::refused);
         self.watch.stop();
         match self.listener.shut_down() {
             Ok(()) if self.listener.inherited => tracing::warn!(
@@ -65,20 +45,7 @@ impl PoolRun {
     /// they close the listener on SIGQUIT. No signal interrupts a running request (a
     /// SIGTERM would cut php-cgi's sleep() and I/O short).
     pub fn stop_accepting(&mut self) {
-        self.life.lifecycle = self.life.lifecycle.stop();
-        self.watch.stop();
-        self.kill_parent();
-        if let Err(err) = self.listener.shut_down() {
-            tracing::error!("pool {}: cannot shut down the listener: {err}", self.name());
-        }
-        // A program's copies have no listener to see closed: they are asked to stop.
-        if self.launch.kind == kind::Kind::Program {
-            let now = Instant::now();
-            for (_, worker) in self.table.workers_mut() {
-                worker.retiring.get_or_insert(now);
-            }
-            self.signal_retiring();
-        }
+        self.execute_stop(Instant::now());
     }
 
     /// A tick while drover stops: a program's copies that outlive their `stop_timeout`
@@ -108,23 +75,16 @@ impl PoolRun {
         }
     }
 
-    /// A parent asked to stop with TERM ([`PoolRun::kill_parent`]) that outlives its
-    /// workers by `process_control_timeout` is killed.
-    pub(super) fn kill_lingering_parent(&mut self, now: Instant) {
-        let alone = !self.table.has_workers();
-        if !self
-            .life
-            .linger
-            .due(alone, now, self.sizing.limits.retire_timeout)
-        {
-            return;
-        }
+    /// [`crate::pm::Action::KillLingeringParents`]: the parents asked to stop with TERM
+    /// ([`PoolRun::kill_parent`]) that outlived their workers by `process_control_timeout`
+    /// are killed.
+    pub(super) fn kill_lingering_parents(&self) {
+        let timeout = self.sizing.limits().retire_timeout;
         for (pid, process) in self.table.processes() {
             if process.retiring {
                 tracing::warn!(
-                    "pool {}: zygote {pid} still there {:?} after its last worker; killing it",
+                    "pool {}: zygote {pid} still there {timeout:?} after its last worker; killing it",
                     self.config.name,
-                    self.sizing.limits.retire_timeout
                 );
                 let _ = kill(pid, Signal::SIGKILL);
             }
@@ -150,32 +110,5 @@ impl PoolRun {
         for (_, worker) in self.table.workers() {
             let _ = worker.signal(Signal::SIGKILL);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_parent_is_killed_once_alone_for_the_timeout() {
-        let mut linger = Linger::default();
-        let now = Instant::now();
-        let timeout = Duration::from_secs(3);
-        assert!(!linger.due(false, now, timeout));
-        assert!(!linger.due(true, now, timeout));
-        assert!(!linger.due(true, now + Duration::from_secs(2), timeout));
-        assert!(linger.due(true, now + timeout, timeout));
-    }
-
-    #[test]
-    fn a_worker_seen_again_restarts_the_wait() {
-        let mut linger = Linger::default();
-        let now = Instant::now();
-        let timeout = Duration::from_secs(3);
-        assert!(!linger.due(true, now, timeout));
-        assert!(!linger.due(false, now + Duration::from_secs(2), timeout));
-        assert!(!linger.due(true, now + Duration::from_secs(4), timeout));
-        assert!(linger.due(true, now + Duration::from_secs(7), timeout));
     }
 }

@@ -115,10 +115,6 @@ impl Table {
         self.workers.keys().copied().collect()
     }
 
-    pub fn has_workers(&self) -> bool {
-        !self.workers.is_empty()
-    }
-
     /// Workers serving now (not orphaned, not retiring).
     pub fn serving(&self) -> usize {
         self.workers

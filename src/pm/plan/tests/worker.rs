@@ -213,3 +213,46 @@ fn a_retiring_worker_that_does_not_exit_is_killed_after_process_control_timeout(
     );
     assert_eq!(s.counters.killed_retire_timeout, 1);
 }
+
+#[test]
+fn a_request_exactly_at_request_terminate_timeout_is_not_killed_yet() {
+    let mut l = limits(PmMode::Static, 1);
+    l.request_terminate_timeout = Some(2 * SEC);
+    let mut s = PolicyState::default();
+    assert_eq!(tick(&l, &mut s, &[busy(1, 2 * SEC)]), []);
+    let past = busy(1, 2 * SEC + Duration::from_millis(1));
+    assert!(matches!(
+        &tick(&l, &mut s, &[past])[..],
+        [Action::Kill {
+            reason: Reason::Terminate { .. },
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn max_memory_retires_an_idle_worker_as_a_busy_one_and_neither_at_the_limit() {
+    let mut l = limits(PmMode::Static, 3);
+    l.pm.max_memory = Some(64 << 20);
+    let mut s = PolicyState::default();
+    let with_rss = |mut w: WorkerView, rss: u64| {
+        w.rss = Some(rss);
+        w
+    };
+    let workers = [
+        with_rss(idle(1, SEC), 65 << 20),
+        with_rss(busy(2, SEC), 65 << 20),
+        with_rss(idle(3, SEC), 64 << 20),
+    ];
+    let retire = |n| Action::Retire {
+        pid: pid(n),
+        reason: Reason::MaxMemory {
+            rss: 65 << 20,
+            limit: 64 << 20,
+        },
+    };
+    // Retiring is graceful either way: the busy one finishes its request first (its
+    // SIGTERM waits for the request, or for it to be seen idle).
+    assert_eq!(tick(&l, &mut s, &workers), [retire(1), retire(2)]);
+    assert_eq!(s.counters.retired_max_memory, 2);
+}
