@@ -42,6 +42,9 @@
 //! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
 //!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
 //!   themselves, idle connections waiting in each worker's epoll set).
+//! - `crates/config` (`drover-config`): configuration loading, `drover.toml` and the pool
+//!   files to a validated, typed `Config` with located errors; what the master and the admin
+//!   tools both read. Re-exported as [`config`].
 //! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
 //!   written by the workers; re-exported as [`scoreboard`].
 //! - `crates/proto` (`drover-proto`): the zygote ⇄ master protocol (fds, report lines, exit
@@ -67,7 +70,9 @@
 //! # Modules
 //!
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors. Every key is
-//!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it).
+//!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it). The
+//!   `drover-config` crate; the binaries give it the drover-php probe
+//!   ([`config::probe_php_with`]).
 //! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
 //!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
 //! - [`import`]: `drover import php-fpm`, `gunicorn` and `supervisord`: another server's
@@ -96,7 +101,7 @@
 //! - [`systemd`][]: sd_notify (readiness, reload, watchdog, a current `STATUS=`) and the
 //!   sockets systemd passes (socket activation; [`listener::inherited`] checks and takes them).
 
-pub mod config;
+pub use drover_config as config;
 pub mod control;
 pub mod import;
 pub mod listener;

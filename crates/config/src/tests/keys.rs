@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::assume;
 use super::*;
-use crate::config::keys::{self, Flavour, KEYS, Key, Runtimes, Section, Type};
+use crate::keys::{self, Flavour, KEYS, Key, Runtimes, Section, Type};
 
 /// A pool of each runtime (and protocol), written with few keys, as (section, lines).
 struct Base {
@@ -381,8 +381,9 @@ fn drover_t_renders_the_tables_keys_in_order_with_their_defaults() {
     }
 }
 
+/// The repository: this crate is crates/config.
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 #[test]
@@ -395,8 +396,8 @@ fn keys_reference_is_docs_pool_keys_md() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == page,
-        "docs/pool-keys.md is not the key table's page (src/config/keys/table.rs); \
-         write it with: DROVER_BLESS=1 cargo test --profile fast -p drover keys_reference"
+        "docs/pool-keys.md is not the key table's page (crates/config/src/keys/table.rs); \
+         write it with: DROVER_BLESS=1 cargo test --profile fast -p drover-config keys_reference"
     );
 }
 

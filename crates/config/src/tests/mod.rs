@@ -24,10 +24,22 @@ binary = "/bin/sh"
 "#;
 
 /// What the tests of this thread assume drover-php answers, given to the loader as the
-/// binaries give it `runtime::php::embed::usable` (which, in unit tests, answers this).
+/// binaries give it the master's `runtime::php::embed::usable`.
 pub(crate) fn assume(answer: Result<&'static str, &'static str>) {
-    probe_php_with(crate::runtime::php::embed::usable);
-    crate::runtime::php::embed::assume(answer);
+    probe_php_with(assumed);
+    ASSUMED.set(Some(answer));
+}
+
+thread_local! {
+    static ASSUMED: std::cell::Cell<Option<Result<&'static str, &'static str>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The probe of these tests: what this test's thread [`assume`]d.
+fn assumed() -> Result<&'static str, &'static str> {
+    ASSUMED
+        .get()
+        .unwrap_or(Err("drover-php is not asked in unit tests"))
 }
 
 /// The errors of pool `name` from `text` (beside an empty drover.toml), loaded from memory

@@ -272,7 +272,7 @@ pub struct Pm {
     pub memory: PmMemory,
 }
 
-/// The `[pm]` keys that size a pool by memory (see [`crate::pm::memory`]).
+/// The `[pm]` keys that size a pool by memory (see the master's `pm::memory`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PmMemory {
     /// `max_children = "auto"`: (auto_min_children, auto_max_children). The pool's
@@ -325,7 +325,7 @@ pub enum PhpRuntime {
         binary: PathBuf,
         /// `limit_extensions = []`: the pool lets any file run, which php-cgi does when it
         /// walks up a path (`cgi.fix_pathinfo = 1`); without it, drover runs php-cgi with
-        /// `cgi.fix_pathinfo = 0` and refuses 1 ([`crate::runtime::php`]).
+        /// `cgi.fix_pathinfo = 0` and refuses 1 (the master's `runtime::php`).
         any_file: bool,
     },
 }

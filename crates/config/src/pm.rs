@@ -220,7 +220,7 @@ mod tests {
 
     /// The errors of pool `www` from `text`, as `(line, key, rule)`.
     fn errors(text: &str) -> Vec<(usize, String, String)> {
-        crate::config::tests::located_errors("www", text)
+        crate::tests::located_errors("www", text)
     }
 
     #[test]
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn modes_are_the_three_php_fpm_names() {
-        use crate::config::keys::Choice;
+        use crate::keys::Choice;
         assert_eq!(PmMode::from_name("ondemand"), Ok(PmMode::Ondemand));
         assert_eq!(
             PmMode::from_name("Dynamic"),

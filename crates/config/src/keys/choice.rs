@@ -5,7 +5,7 @@
 //! [`Choice::name`].
 
 /// An enum whose variants are the values of a key.
-pub(in crate::config) trait Choice: Copy + PartialEq + 'static {
+pub(crate) trait Choice: Copy + PartialEq + 'static {
     /// The words, in the order the reference lists them.
     const NAMES: &'static [&'static str];
     /// The variants, in the order of [`Choice::NAMES`].
@@ -60,7 +60,7 @@ pub(in crate::config) trait Choice: Copy + PartialEq + 'static {
 /// the trait's optional consts: `choice!(PmMode { Static = "static", ... });`.
 macro_rules! choice {
     ($ty:ident { $($variant:ident = $word:literal),+ $(,)? } $({ $($rest:tt)* })?) => {
-        impl $crate::config::keys::Choice for $ty {
+        impl $crate::keys::Choice for $ty {
             const NAMES: &'static [&'static str] = &[$($word),+];
             const VARIANTS: &'static [Self] = &[$($ty::$variant),+];
             $($($rest)*)?
@@ -74,4 +74,4 @@ macro_rules! choice {
     };
 }
 
-pub(in crate::config) use choice;
+pub(crate) use choice;

@@ -3,9 +3,9 @@
 //! TOML spelling are the walk's (`render.rs`); an arm says only which value, or why none.
 
 use super::{Shown, Shows, Size};
-use crate::config::choices::{Protocol, SlowlogFormat, WorkerBoot};
-use crate::config::keys::{self, Choice as _};
-use crate::config::model::{
+use crate::choices::{Protocol, SlowlogFormat, WorkerBoot};
+use crate::keys::{self, Choice as _};
+use crate::model::{
     Command, Control, Global, Http, Interface, ListenAddr, LogTarget, Php, PhpRuntime, Pm, PmMode,
     Pool, Program, Python, Runtime, Tls,
 };

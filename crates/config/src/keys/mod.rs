@@ -21,7 +21,7 @@ mod doc;
 mod read;
 mod table;
 
-pub(in crate::config) use choice::{Choice, choice};
+pub(crate) use choice::{Choice, choice};
 
 pub use doc::markdown;
 pub use table::{KEYS, STOP_SIGNALS};

@@ -13,7 +13,7 @@ use super::super::value::{Got, Table};
 use super::{Choice, Default, KEYS, Key, Type};
 
 /// A Rust type a key's [`Type`] is read into.
-pub(in crate::config) trait Read: Sized {
+pub(crate) trait Read: Sized {
     /// Reads `key` of `t` with the getter of its declared type.
     fn read(t: &Table<'_, '_>, key: &Key) -> Got<Self>;
 }

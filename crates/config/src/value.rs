@@ -366,12 +366,12 @@ pub(super) fn log_file(base: &Path, written: &str) -> Result<PathBuf, String> {
     // What the master's open refuses in a folder others can write (a link, a hard link, a
     // FIFO, a device): named here with the key, before the start or reload meets it.
     if let (Ok(found), Ok(parent)) = (std::fs::symlink_metadata(&path), std::fs::metadata(folder))
-        && !crate::logging::only_root_writes(&parent)
+        && !crate::logfile::only_root_writes(&parent)
     {
         if found.file_type().is_symlink() {
-            return Err(crate::logging::link_refused(&path));
+            return Err(crate::logfile::link_refused(&path));
         }
-        if let Some(why) = crate::logging::not_plain(&path, &found) {
+        if let Some(why) = crate::logfile::not_plain(&path, &found) {
             return Err(why);
         }
     }

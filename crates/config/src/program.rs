@@ -100,7 +100,7 @@ mod tests {
 
     /// The errors of pool `jobs` from `text`, as `(line, key, rule)`.
     fn errors(text: &str) -> Vec<(usize, String, String)> {
-        crate::config::tests::located_errors("jobs", text)
+        crate::tests::located_errors("jobs", text)
     }
 
     const POOL: &str = "[pm]\nmode = \"static\"\nmax_children = 2\n\

@@ -9,8 +9,9 @@ use super::{Default, Flavour, KEYS, Key, Runtimes, Section};
 pub fn markdown() -> String {
     let mut out = String::from(
         "# Configuration keys\n\n\
-         <!-- Written from src/config/keys/table.rs; do not edit by hand. After changing \
-         the table: DROVER_BLESS=1 cargo test --profile fast -p drover keys_reference -->\n\n\
+         <!-- Written from crates/config/src/keys/table.rs; do not edit by hand. After \
+         changing the table: DROVER_BLESS=1 cargo test --profile fast -p drover-config \
+         keys_reference -->\n\n\
          Every key drover reads, with its type, its default and the runtimes that take it. \
          An unknown key is an error; a key that a pool's runtime or protocol would ignore is \
          refused rather than accepted. Durations are strings with a unit (`\"30s\"`, \

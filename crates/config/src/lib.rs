@@ -17,6 +17,7 @@ mod host;
 pub mod keys;
 mod listen;
 mod load;
+pub mod logfile;
 mod model;
 mod pm;
 mod pool;

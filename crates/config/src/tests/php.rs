@@ -434,25 +434,17 @@ fn worker_mode_takes_an_existing_script_on_drover_php_only() {
         panic!("php")
     };
     let PhpRuntime::Embed {
-        admin_ini,
-        limit_extensions,
         worker,
         boot_in_zygote,
+        ..
     } = &php.runtime
     else {
         panic!("embed: {:?}", php.runtime)
     };
     assert_eq!(worker.as_deref(), Some(script.as_path()));
     assert!(!boot_in_zygote);
-    let (_, args, _) = crate::runtime::php::embed::plan(
-        &config.pools[0],
-        php,
-        admin_ini,
-        limit_extensions,
-        worker.as_deref().map(|w| (w, true)),
-    );
-    assert!(args.boot_in_zygote, "{args:?}");
-    assert_eq!(args.worker.as_deref(), Some(script.as_path()), "{args:?}");
+    // What drover-php is told of it: the master's runtime::php::embed::plan, tested there
+    // (runtime's `a_worker_script_is_passed_to_drover_php`).
 
     let e = only_error(&with_php("[php]\nworker = \"/nonexistent/worker.php\"\n"));
     assert_at(

@@ -9,8 +9,8 @@ use super::Default::{Note, Required, Unset, Value};
 use super::Section::{self, Command, Control, Global, Pm, Pool, Python};
 use super::Type::{Bool, Choice, Duration, Int, Map, Path, Size, Strings, Table};
 use super::{Choice as _, Key, Runtimes};
-use crate::config::choices::{PhpProgram, Protocol, SlowlogFormat, WorkerBoot};
-use crate::config::model::{Interface, LogFormat, LogLevel, PmMode};
+use crate::choices::{PhpProgram, Protocol, SlowlogFormat, WorkerBoot};
+use crate::model::{Interface, LogFormat, LogLevel, PmMode};
 use drover_proto::tls::CertReqs;
 
 /// A key every runtime takes, read on FastCGI and HTTP pools alike.
@@ -121,7 +121,10 @@ const MAX_THREADS: i64 = 64;
 /// The signals `[program] stop_signal` may name (supervisord's `stopsignal` set).
 pub const STOP_SIGNALS: [&str; 7] = ["TERM", "INT", "QUIT", "HUP", "USR1", "USR2", "KILL"];
 
-pub const KEYS: &[Key] = &[
+/// A static, not a constant: each row has one address, wherever the table is named (a
+/// constant's promoted copy may differ between crates and codegen units), so a row found
+/// by its table and name is the row itself.
+pub static KEYS: &[Key] = &[
     // drover.toml
     key(
         "error_log",
