@@ -326,7 +326,7 @@ fn pool_name(proc_name: Option<&Setting>, app: &str, m: &mut Mapper) -> String {
                 &format!(
                     "not used as the pool's name: a pool is named after its file \
                      pools.d/NAME.toml, so {} without a leading dot",
-                    crate::config::POOL_NAME_RULE
+                    drover_config::POOL_NAME_RULE
                 ),
             ),
         }

@@ -1,17 +1,23 @@
 //! `drover ctl`: its arguments and the whole subcommand ([`run`]): find the socket, send
 //! with a [`Client`], print the answer, exit 0, or print the master's error and exit 1.
-//! `probe` and `top` are handed to [`super::probe`] and [`super::top`].
+//! `probe` and `top` are handed to [`probe`] and [`top`].
 //!
 //! The socket comes from `--socket PATH` or from `[control] listen` in the configuration
 //! (`-c`, default /etc/drover/drover.toml), read with the same loader as drover itself.
+
+pub mod client;
+pub mod probe;
+#[cfg(test)]
+mod server_tests;
+pub mod top;
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::client::{Client, CtlError, EXIT_REFUSED, EXIT_UNREACHABLE};
-use super::request::Format;
-use crate::config::DEFAULT_CONFIG_PATH;
+use client::{Client, CtlError, EXIT_REFUSED, EXIT_UNREACHABLE};
+use drover::control::Format;
+use drover_config::DEFAULT_CONFIG_PATH;
 
 /// Talk to a running drover over its control socket.
 #[derive(clap::Args, Debug)]
@@ -68,11 +74,11 @@ pub enum CtlCommand {
     /// Check that the master answers.
     Ping,
     /// Send one FastCGI request to a pool's socket, as nginx would: exit 0 on 2xx/3xx.
-    Probe(super::probe::ProbeArgs),
+    Probe(probe::ProbeArgs),
     /// Every pool live, refreshed every second: workers, req/s, p50/p99, queue, restarts,
     /// memory, and the slowest requests in flight (q quits). Plain lines when not on a
     /// terminal, or with -n COUNT.
-    Top(super::top::TopArgs),
+    Top(top::TopArgs),
 }
 
 fn parse_change(s: &str) -> Result<(String, String), String> {
@@ -102,14 +108,14 @@ pub fn run(args: CtlArgs) -> u8 {
     // Talks to the pool's socket, not to the master; the master (given its socket) or the
     // files say where that is.
     if let CtlCommand::Probe(probe) = &args.command {
-        use super::probe::Source;
+        use probe::Source;
         return match &args.socket {
             Some(socket) => {
                 let master = Client::new(socket).with_timeout(args.timeout);
                 let rendered = master.config(Some(&probe.pool)).map_err(|e| e.to_string());
-                super::probe::run(Source::Master { socket, rendered }, probe)
+                probe::run(Source::Master { socket, rendered }, probe)
             }
-            None => super::probe::run(Source::Config(&args.config), probe),
+            None => probe::run(Source::Config(&args.config), probe),
         };
     }
     let socket = match socket_path(&args) {
@@ -121,7 +127,7 @@ pub fn run(args: CtlArgs) -> u8 {
     };
     let client = Client::new(socket).with_timeout(args.timeout);
     if let CtlCommand::Top(top) = &args.command {
-        return super::top::run(&client, top);
+        return top::run(&client, top);
     }
     let answer = match &args.command {
         CtlCommand::Status {
@@ -171,7 +177,7 @@ fn socket_path(args: &CtlArgs) -> Result<PathBuf, String> {
         return Ok(socket.clone());
     }
     let shown = args.config.display();
-    let config = crate::config::load(&args.config).map_err(|errors| {
+    let config = drover_config::load(&args.config).map_err(|errors| {
         format!("{errors}\ncannot read the control socket from {shown}; pass --socket PATH")
     })?;
     config

@@ -1,10 +1,10 @@
-//! `drover-admin`: the commands that talk about a drover rather than being one — `drover
-//! ctl`, `drover import`, `drover completions` and `drover -t` — `drover serve`, which writes a configuration
-//! from its flags and execs the daemon on it, and the whole of drover's command line (its
-//! `--help`, `--version` and usage errors). The `drover` daemon execs it, with its own
-//! arguments, for anything but `drover [-c FILE]`, so that the importers, the control
-//! client, clap and `-t`'s checks are not part of the binary that stays resident for the
-//! master's whole life (docs/ARCHITECTURE.md, "The master's memory").
+//! The `drover-admin` binary: the commands that talk about a drover rather than being one
+//! (`drover ctl`, `drover import`, `drover completions` and `drover -t`), `drover serve`,
+//! which writes a configuration from its flags and execs the daemon on it, and the whole of
+//! drover's command line (its `--help`, `--version` and usage errors). The `drover` daemon
+//! execs it, with its own arguments, for anything but `drover [-c FILE]`, so that the
+//! importers, the control client, clap and `-t`'s checks are not part of the binary that
+//! stays resident for the master's whole life (docs/ARCHITECTURE.md, "The master's memory").
 //!
 //! Users run `drover ...`; this binary is found beside `drover` and runs in its process
 //! (same pid, same streams, `argv[0]` kept, so usage lines say `drover`). Exit codes are
@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use drover::config;
+use drover_config as config;
 
 /// A process manager for FastCGI and WSGI applications.
 #[derive(Parser, Debug)]
@@ -36,14 +36,14 @@ struct Args {
 enum Sub {
     /// Talk to a running drover through its control socket: status, config, set, reload,
     /// workers, top.
-    Ctl(drover::control::CtlArgs),
+    Ctl(drover_admin::ctl::CtlArgs),
     /// Write drover's files from a php-fpm or gunicorn configuration, and report what has
     /// no equivalent.
-    Import(drover::import::ImportArgs),
+    Import(drover_admin::import::ImportArgs),
     /// Run one pool from flags, without writing files: `drover serve --python hello:app
     /// -w 4 --http :8000` (`--print` writes the equivalent files). Boxed: its flags make it
     /// the largest by far.
-    Serve(Box<drover::serve::ServeArgs>),
+    Serve(Box<drover_admin::serve::ServeArgs>),
     /// Print a completion script for a shell: `drover completions bash >
     /// /usr/share/bash-completion/completions/drover` (the Debian package installs bash's,
     /// zsh's and fish's).
@@ -60,8 +60,8 @@ fn main() -> ExitCode {
     config::probe_php_with(drover::runtime::php::embed::usable);
     let args = Args::parse();
     match args.command {
-        Some(Sub::Ctl(ctl)) => ExitCode::from(drover::control::ctl::run(ctl)),
-        Some(Sub::Import(import)) => ExitCode::from(drover::import::run(import)),
+        Some(Sub::Ctl(ctl)) => ExitCode::from(drover_admin::ctl::run(ctl)),
+        Some(Sub::Import(import)) => ExitCode::from(drover_admin::import::run(import)),
         Some(Sub::Completions { shell }) => {
             use clap::CommandFactory as _;
             use std::io::Write as _;
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
         }
         Some(Sub::Serve(serve)) => {
             let argv: Vec<String> = std::env::args().skip(2).collect();
-            ExitCode::from(drover::serve::run(*serve, &argv))
+            ExitCode::from(drover_admin::serve::run(*serve, &argv))
         }
         None if args.test => test(&args.config),
         None => run_daemon(&args.config),
@@ -123,7 +123,7 @@ fn invalid(path: &std::path::Path) -> ExitCode {
 /// say): back to `drover`, with the one form it always takes. No loop: `--config=FILE` is
 /// the daemon's.
 fn run_daemon(path: &std::path::Path) -> ExitCode {
-    let (daemon, err) = drover::serve::exec_daemon(path);
+    let (daemon, err) = drover_admin::serve::exec_daemon(path);
     eprintln!("drover: cannot run {}: {err}", daemon.display());
     ExitCode::from(EXIT_RUNTIME)
 }

@@ -118,7 +118,7 @@ pub fn read(files: &[PathBuf], context: &Context) -> Result<Read, String> {
     let mut out = Read::default();
     let mut seen = Vec::new();
     for file in files {
-        let text = crate::config::read_text(file)
+        let text = drover_config::read_text(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         seen.push(std::fs::canonicalize(file).unwrap_or_else(|_| file.clone()));
         let includes = read_text(file, &text, &mut out);
@@ -188,7 +188,7 @@ fn include(entry: &Entry, base: &Path, context: &Context, seen: &mut Vec<PathBuf
                 continue;
             }
             seen.push(canonical);
-            let text = match crate::config::read_text(&path) {
+            let text = match drover_config::read_text(&path) {
                 Ok(text) => text,
                 Err(e) => {
                     let why = format!("cannot read {}: {e}", path.display());

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use fastcgi_client::{Client, Params, Request};
 use tokio::io::BufStream;
 
-use crate::config::{ListenAddr, Pool, Runtime};
+use drover_config::{ListenAddr, Pool, Runtime};
 
 /// `drover ctl probe`'s own arguments.
 #[derive(clap::Args, Debug, PartialEq)]
@@ -111,7 +111,7 @@ fn find_pool(source: Source<'_>, name: &str) -> Result<Pool, String> {
     match source {
         Source::Config(config) => {
             let shown = config.display();
-            let loaded = crate::config::load(config).map_err(|errors| {
+            let loaded = drover_config::load(config).map_err(|errors| {
                 format!(
                     "{errors}\ncannot read the pools from {shown}; pass -c FILE or --socket PATH"
                 )
@@ -150,7 +150,7 @@ fn pool_from_rendered(name: &str, rendered: &str) -> Result<Pool, String> {
             rendered[start..].to_owned(),
         ),
     ]);
-    let config = crate::config::load_texts(main, &files).map_err(|e| e.to_string())?;
+    let config = drover_config::load_texts(main, &files).map_err(|e| e.to_string())?;
     config
         .pools
         .into_iter()
@@ -380,7 +380,7 @@ mod tests {
 
     /// drover.toml `main` and a static pool of one worker with this runtime table, loaded
     /// as drover loads them.
-    fn config_of(main: &str, runtime: &str) -> crate::config::Config {
+    fn config_of(main: &str, runtime: &str) -> drover_config::Config {
         let path = Path::new("/etc/drover/drover.toml");
         let text = format!(
             "listen = \"/run/drover/www.sock\"\nuser = \"root\"\n\
@@ -390,7 +390,7 @@ mod tests {
             (path.to_path_buf(), main.to_owned()),
             (path.with_file_name("pools.d/www.toml"), text),
         ]);
-        crate::config::load_texts(path, &files).unwrap()
+        drover_config::load_texts(path, &files).unwrap()
     }
 
     fn pool_of(runtime: &str) -> Pool {

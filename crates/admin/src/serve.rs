@@ -29,8 +29,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::config::keys::{KEYS, Section, Type};
-use crate::config::{self, Config};
+use drover_config::keys::{KEYS, Section, Type};
+use drover_config::{self as config, Config};
 
 /// Where the HTTP listener of a Python pool binds without `--http` (gunicorn's `-b`).
 pub const DEFAULT_HTTP: &str = "127.0.0.1:8000";
@@ -138,7 +138,7 @@ impl Context {
                 .filter(|p| p.is_absolute())
                 .map(Virtualenv::Active)
                 .or_else(|| {
-                    crate::runtime::python::installed_virtualenv().map(Virtualenv::Installed)
+                    drover::runtime::python::installed_virtualenv().map(Virtualenv::Installed)
                 }),
             php_worker: KEYS
                 .iter()
@@ -516,7 +516,7 @@ fn tls(plan: &mut Plan, args: &ServeArgs, cwd: &Path, http: bool) -> Result<(), 
     Ok(())
 }
 
-/// A machine check's problem (`FILE: KEY: why`, [`crate::runtime::check`]) said as the
+/// A machine check's problem (`FILE: KEY: why`, [`drover::runtime::check`]) said as the
 /// command line's: the flag that set the key instead of the file drover serve wrote.
 fn explain_problem(plan: &Plan, folder: &Path, problem: &str) -> String {
     let file = plan.pool_file(folder);
@@ -639,7 +639,7 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
             return EXIT_INVALID;
         }
     };
-    let problems = crate::runtime::check(&config);
+    let problems = drover::runtime::check(&config);
     if !problems.is_empty() {
         for problem in problems {
             eprintln!(
@@ -707,7 +707,7 @@ pub fn run(args: ServeArgs, argv: &[String]) -> u8 {
 /// of the flag the daemon always reads (`--config=FILE`), `argv[0]` kept. Returns only when
 /// the exec failed: the daemon's path and why.
 pub fn exec_daemon(config: &Path) -> (PathBuf, std::io::Error) {
-    let daemon = crate::runtime::zygote::beside_drover("drover");
+    let daemon = drover::runtime::zygote::beside_drover("drover");
     let mut flag = std::ffi::OsString::from("--config=");
     flag.push(config);
     let argv0 = std::env::args_os()

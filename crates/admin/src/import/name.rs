@@ -8,16 +8,16 @@
 use super::Note;
 
 /// Why `name` cannot name a pool file, if it cannot: drover's own pool-name rule
-/// ([`crate::config::POOL_NAME_RULE`]), and no leading dot (`.`, `..` and hidden files).
+/// ([`drover_config::POOL_NAME_RULE`]), and no leading dot (`.`, `..` and hidden files).
 pub fn refusal(name: &str) -> Option<String> {
-    if crate::config::valid_pool_name(name) && !name.starts_with('.') {
+    if drover_config::valid_pool_name(name) && !name.starts_with('.') {
         return None;
     }
     Some(format!(
         "refused: {name:?} cannot name a pool file: drover writes a pool to \
          pools.d/NAME.toml, and a pool's name must match {} and not start with a dot; \
          rename it (nothing was written)",
-        crate::config::POOL_NAME_RULE
+        drover_config::POOL_NAME_RULE
     ))
 }
 

@@ -20,7 +20,7 @@ use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifier
 use crossterm::{cursor, queue, terminal};
 
 use super::client::{Client, CtlError, EXIT_REFUSED, EXIT_UNREACHABLE};
-use super::request::Format;
+use drover::control::Format;
 use view::{Action, Frame, Key, Pool, Row, View};
 
 /// `drover ctl top`'s flags, named as top's.
@@ -103,7 +103,7 @@ impl Samples {
 }
 
 fn clock() -> String {
-    super::render::local_time(SystemTime::now())
+    drover::control::render::local_time(SystemTime::now())
 }
 
 /// Plain lines, a block per sample, a blank line between: for pipes, logs and scripts.

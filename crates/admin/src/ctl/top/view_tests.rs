@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use super::*;
-use crate::control::fixture::{blind, www};
-use crate::control::render;
+use drover::control::fixture::{blind, www};
+use drover::control::render;
 
 /// What the control socket answers for `pools`.
-fn sample(pools: &[crate::control::PoolStatus]) -> Vec<Pool> {
+fn sample(pools: &[drover::control::PoolStatus]) -> Vec<Pool> {
     parse(&render::json(pools, true)).expect("the master's own JSON")
 }
 
@@ -102,7 +102,7 @@ fn requests_in_the_open_bucket_show_the_highest_bound() {
 #[test]
 fn the_screen_shows_caps_queue_restarts_memory_and_the_slowest_request_with_its_id() {
     let mut status = www();
-    status.recycled = crate::control::Recycled {
+    status.recycled = drover::control::Recycled {
         crash: 2,
         max_requests: 5,
         ..Default::default()

@@ -1,8 +1,14 @@
 use super::*;
 
+/// The repository (this crate is crates/admin): `examples/` is there.
+fn repo() -> PathBuf {
+    let admin = Path::new(env!("CARGO_MANIFEST_DIR"));
+    admin.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
 fn context() -> Context {
     Context {
-        cwd: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        cwd: repo(),
         virtualenv: None,
         php_worker: false,
         root: false,
@@ -302,10 +308,10 @@ fn drover_is_in_a_virtualenv_when_its_folder_is_the_bin_of_one() {
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let drover = bin.join("drover");
-    assert_eq!(crate::runtime::python::virtualenv_of(&drover), None);
+    assert_eq!(drover::runtime::python::virtualenv_of(&drover), None);
     std::fs::write(dir.path().join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
     assert_eq!(
-        crate::runtime::python::virtualenv_of(&drover).as_deref(),
+        drover::runtime::python::virtualenv_of(&drover).as_deref(),
         Some(dir.path())
     );
 }

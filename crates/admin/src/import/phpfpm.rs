@@ -69,7 +69,7 @@ pub enum Read {
 pub fn read(files: &[PathBuf], prefix: Option<&Path>) -> Result<Vec<Read>, String> {
     let mut out = Vec::new();
     for file in files {
-        let text = crate::config::read_text(file)
+        let text = drover_config::read_text(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let mut stack = vec![std::path::absolute(file).unwrap_or_else(|_| file.clone())];
         read_text(file, &text, prefix, &mut stack, &mut out);
@@ -136,7 +136,7 @@ fn read_text(
                         });
                         continue;
                     }
-                    match crate::config::read_text(&path) {
+                    match drover_config::read_text(&path) {
                         Ok(text) => {
                             stack.push(absolute);
                             read_text(&path, &text, prefix, stack, out);

@@ -300,7 +300,7 @@ fn stopping(doc: &mut Doc, signal: Option<&Entry>, wait: Option<&Entry>, report:
     if let Some(entry) = signal {
         let signal = entry.value.trim().to_ascii_uppercase();
         let signal = signal.strip_prefix("SIG").unwrap_or(&signal).to_owned();
-        if crate::config::STOP_SIGNALS.contains(&signal.as_str()) {
+        if drover_config::STOP_SIGNALS.contains(&signal.as_str()) {
             doc.set("program", "stop_signal", Value::str(signal), &origin(entry));
         } else {
             note(report, entry, "not a signal drover sends; TERM written");
@@ -340,7 +340,7 @@ fn unmapped(entry: &Entry) -> String {
         "startsecs" => format!(
             "drover counts a copy that exits within {}s of its start as a failed start, \
              and backs off (1 s doubling to 60 s)",
-            crate::pm::STARTUP_WINDOW.as_secs()
+            drover::pm::STARTUP_WINDOW.as_secs()
         ),
         "startretries" => "drover never gives up on a failing program: it retries with a \
              backoff (1 s doubling to 60 s)"

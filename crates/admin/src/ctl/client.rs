@@ -1,6 +1,6 @@
 //! The control socket's client: [`Client`] has one method per `drover ctl` subcommand and
 //! blocks (it runs its own small tokio runtime for hyper). `drover ctl` itself is
-//! [`super::ctl`].
+//! [`super`].
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,7 +10,7 @@ use hyper::Request;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 
-use super::request::Format;
+use drover::control::Format;
 
 /// The master answered, but with an error (bad key or value, unknown pool, reload failed).
 pub const EXIT_REFUSED: u8 = 1;

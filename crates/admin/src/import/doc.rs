@@ -90,7 +90,7 @@ impl Doc {
         // Every key an importer writes is one drover reads (the key table, config::keys):
         // a renamed or removed key fails the importers' tests here.
         debug_assert!(
-            crate::config::keys::known(table, key),
+            drover_config::keys::known(table, key),
             "the importer writes {table}.{key}, which is not in the key table"
         );
         let lines = &mut self.table(table).lines;

@@ -11,11 +11,12 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tokio::sync::{mpsc, oneshot};
 
+use drover::control::fixture::{blind, www};
+use drover::control::*;
+
 use super::client::{Client, CtlError};
-use super::fixture::{blind, www};
-use super::*;
-use crate::config::ListenAddr;
-use crate::listener::ListenError;
+use drover::listener::ListenError;
+use drover_config::ListenAddr;
 
 /// The requests the fake master received, in order.
 type Seen = Arc<Mutex<Vec<ControlRequest>>>;
@@ -408,7 +409,7 @@ fn concurrent_requests_are_in_flight_together() {
 }
 
 /// A folder with drover.toml and one command pool whose `status_listen` is `status`.
-fn pool_with_status_listen(status: &str) -> (TempDir, crate::config::Pool) {
+fn pool_with_status_listen(status: &str) -> (TempDir, drover_config::Pool) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("drover.toml"),
@@ -420,7 +421,7 @@ fn pool_with_status_listen(status: &str) -> (TempDir, crate::config::Pool) {
         "listen = \"www.sock\"\nstatus_listen = \"{status}\"\nlisten_mode = \"0640\"\n\n[pm]\nmode = \"static\"\nmax_children = 1\n\n[command]\nargv = [\"/bin/true\"]\n"
     );
     std::fs::write(dir.path().join("pools.d/www.toml"), pool).unwrap();
-    let config = crate::config::load(&dir.path().join("drover.toml")).unwrap();
+    let config = drover_config::load(&dir.path().join("drover.toml")).unwrap();
     assert_eq!(
         config.global.control.listen.as_deref(),
         Some(dir.path().join("ctl.sock").as_path())

@@ -257,8 +257,8 @@ fn print_report(report: &[Note]) {
 
 /// The checks of `drover -t` on the written files.
 fn check(config: &Path) -> u8 {
-    let problems = match crate::config::load(config) {
-        Ok(loaded) => crate::runtime::check(&loaded),
+    let problems = match drover_config::load(config) {
+        Ok(loaded) => drover::runtime::check(&loaded),
         Err(errors) => vec![errors.to_string()],
     };
     if problems.is_empty() {

@@ -283,7 +283,7 @@ enum Flag<'a> {
 /// Runs the config file with `drover-python --read-gunicorn-config` and returns its
 /// settings, each with its line.
 pub fn read_config(file: &Path) -> Result<Vec<Setting>, String> {
-    let program = crate::runtime::python::program();
+    let program = drover::runtime::python::program();
     let out = Command::new(&program)
         .arg("--read-gunicorn-config")
         .arg(file)
