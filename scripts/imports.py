@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""scripts/imports.py: the import graph of the drover crate's modules (src/), checked.
+"""scripts/imports.py: the import graph of each crate's modules, checked.
 
-Run by scripts/check.sh. It fails (exit 1) on:
+Run by scripts/check.sh. For each crate of CRATES (the master, `drover`, in src/; the
+configuration loader, `drover-config`, in crates/config/src/; the admin tools,
+`drover-admin`, in crates/admin/src/) it fails (exit 1) on:
 
-1. an import circle: two or more modules of src/ that reach each other through their
+1. an import circle: two or more modules of the crate that reach each other through their
    `use` items and paths (`crate::a::b`, `super::x`, `self::x`, or a child module's name);
-2. an arrow up: a module of a lower layer (see LAYERS) that names a module of a higher one.
+2. an arrow up: a module of a lower layer (see the crate's layers) that names a module of a
+   higher one;
 
-A module is a file: src/control/client.rs is `control::client`, src/control/mod.rs (or
+and, across crates, on a crate that names one it must never depend on (FORBIDDEN): the
+master never names `drover_admin` (the admin tools are not linked into the daemon), and
+`drover-config` names neither the master nor the admin tools (both load with it).
+
+A module is a file: src/control/server.rs is `control::server`, src/control/mod.rs (or
 src/control.rs) is `control`. A path names the longest module it starts with, so
-`crate::config::load` names `config` and `crate::config::keys::KeyInfo` names `config::keys`.
+`crate::control::server::X` names `control::server`. A path into another crate
+(`crate::config::load` in the master names drover-config, re-exported as `config`) is not an
+arrow inside this one.
 What tests use does not count: files included under `#[cfg(test)]` and inline
 `#[cfg(test)] mod NAME { ... }` blocks are left out. Nor does a module naming its own
 ancestor (`super::Thing` from a child): a parent and the children it declares are one unit,
 and the parent re-exporting a child (`pub use child::Thing`) is not a dependency of it.
 
-`--graph` prints every arrow (module -> module), for reading.
+`--graph` prints every arrow (crate: module -> module), for reading.
 """
 
 import os
@@ -27,19 +36,36 @@ import sys
 ALLOWED_CIRCLES: list = []
 ALLOWED_UP: list = []
 
-# Layers of the top-level modules, lowest first: a module may name its own layer or a
-# lower one, never a higher one. `config` is what the files say and `logging` how drover
-# writes; `pm` decides purely from facts, `listener` holds sockets and `meminfo` reads the
-# machine's memory; `runtime` starts
-# processes and `control` speaks the control protocol; `master` runs them all; the admin
-# tools (`serve`, `import`) sit on top. Modules not named here (`resident`, `slowlog`,
-# `systemd`) may be named by anyone and may name only the lowest layer.
-LAYERS = [
-    {"config", "logging", "slowlog", "systemd", "resident"},
+# Layers of the top-level modules of each crate, lowest first: a module may name its own
+# layer or a lower one, never a higher one. In the master: `logging` is how drover writes;
+# `pm` decides purely from facts, `listener` holds sockets and `meminfo` reads the machine's
+# memory; `runtime` starts processes and `control` speaks the control protocol; `master`
+# runs them all. Modules not named (`resident`, `slowlog`, `systemd`) may be named by anyone
+# and may name only the lowest layer. `None`: the crate's modules have no layers (only
+# circles are checked).
+MASTER_LAYERS = [
+    {"logging", "slowlog", "systemd", "resident"},
     {"pm", "listener", "meminfo"},
     {"runtime", "control"},
     {"master"},
+]
+# In the admin tools: `ctl` talks to a running drover; `serve` and `import` write files.
+ADMIN_LAYERS = [
+    {"ctl"},
     {"serve", "import"},
+]
+
+# (package, its source folder, its layers).
+CRATES = [
+    ("drover", "src", MASTER_LAYERS),
+    ("drover-config", "crates/config/src", None),
+    ("drover-admin", "crates/admin/src", ADMIN_LAYERS),
+]
+
+# (package, source folder, crate names it must never name, why). Binaries included.
+FORBIDDEN = [
+    ("drover", "src", ("drover_admin",), "the master never links the admin tools"),
+    ("drover-config", "crates/config/src", ("drover", "drover_admin"), "configuration loading is below both binaries"),
 ]
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -138,9 +164,9 @@ def expand_use(tree):
     return paths
 
 
-def main():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = os.path.join(repo, "src")
+def check_crate(repo, package, folder, layers):
+    """Checks one crate's modules; True when it failed."""
+    src = os.path.join(repo, folder)
     files, raw = {}, {}
     for root, _, names in os.walk(src):
         for name in names:
@@ -255,7 +281,7 @@ def main():
     if "--graph" in sys.argv:
         for a in sorted(edges):
             for b in sorted(edges[a]):
-                print("::".join(a), "->", "::".join(b))
+                print(f"{package}:", "::".join(a), "->", "::".join(b))
 
     failed = False
     # Circles: the strongly connected components of more than one module (Tarjan).
@@ -293,22 +319,22 @@ def main():
             print("imports: allowed circle (ALLOWED_CIRCLES):", " <-> ".join(names))
             continue
         failed = True
-        print("imports: circle among", ", ".join(names), file=sys.stderr)
+        print(f"imports: {package}: circle among", ", ".join(names), file=sys.stderr)
         for a in sorted(scc):
             for b in sorted(edges.get(a, ())):
                 if b in scc:
                     print("    ", "::".join(a), "->", "::".join(b), file=sys.stderr)
 
     layer = {}
-    for i, names in enumerate(LAYERS):
+    for i, names in enumerate(layers or []):
         for name in names:
             layer[name] = i
     allowed_up = {(tuple(a.split("::")), tuple(b.split("::"))) for a, b in ALLOWED_UP}
-    for a in sorted(edges):
+    for a in sorted(edges if layers is not None else ()):
         for b in sorted(edges[a]):
             la, lb = layer.get(a[0]), layer.get(b[0])
             if la is None or lb is None:
-                print(f"imports: {a[0] if la is None else b[0]} has no layer in scripts/imports.py", file=sys.stderr)
+                print(f"imports: {package}: {a[0] if la is None else b[0]} has no layer in scripts/imports.py", file=sys.stderr)
                 failed = True
                 continue
             if lb > la:
@@ -317,7 +343,7 @@ def main():
                     continue
                 failed = True
                 print(
-                    f"imports: arrow up: {'::'.join(a)} (layer {la}) -> {'::'.join(b)} (layer {lb})",
+                    f"imports: {package}: arrow up: {'::'.join(a)} (layer {la}) -> {'::'.join(b)} (layer {lb})",
                     file=sys.stderr,
                 )
     # An allowance that nothing uses any more: say so, so that the list gets emptied.
@@ -329,7 +355,49 @@ def main():
         if b not in edges.get(a, ()):
             print("imports: ALLOWED_UP lists an arrow that is gone:", "::".join(a), "->", "::".join(b))
     count = sum(len(v) for v in edges.values())
-    print(f"imports: {len(modules)} modules, {count} arrows, {len(sccs)} circles")
+    print(f"imports: {package}: {len(modules)} modules, {count} arrows, {len(sccs)} circles")
+    return failed
+
+
+def forbidden_names(repo, folder, names):
+    """(file, crate name) for each path into a crate of `names` in the folder's code."""
+    found = []
+    pattern = re.compile(r"(?<![\w:])(" + "|".join(names) + r")::|\bextern\s+crate\s+(" + "|".join(names) + r")\b")
+    for root, _, files in os.walk(os.path.join(repo, folder)):
+        for name in sorted(files):
+            if name.endswith(".rs"):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    code = strip_literals(f.read())
+                for m in pattern.finditer(code):
+                    found.append((os.path.relpath(path, repo), m.group(1) or m.group(2)))
+    return found
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    failed = False
+    for package, folder, layers in CRATES:
+        failed |= check_crate(repo, package, folder, layers)
+    for package, folder, names, why in FORBIDDEN:
+        for path, name in forbidden_names(repo, folder, names):
+            failed = True
+            print(f"imports: {package}: {path} names {name} ({why})", file=sys.stderr)
+        # And its manifest does not depend on them.
+        manifest = os.path.join(repo, os.path.dirname(folder), "Cargo.toml")
+        with open(manifest, encoding="utf-8") as f:
+            text = f.read()
+        section = None
+        for line in text.splitlines():
+            head = re.match(r"^\s*\[([^\]]+)\]", line)
+            if head:
+                section = head.group(1)
+                continue
+            dep = re.match(r"^\s*([A-Za-z0-9_-]+)\s*=", line)
+            if dep and section and "dependencies" in section and not section.startswith("workspace"):
+                if dep.group(1).replace("-", "_") in names:
+                    failed = True
+                    print(f"imports: {package}: {os.path.relpath(manifest, repo)} [{section}] depends on {dep.group(1)} ({why})", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -57,7 +57,7 @@ esac
 
 cd "$repo"
 echo "==> cargo build --profile $profile (drover, drover-admin, drover-php)"
-nice -n 10 cargo build --quiet --profile "$profile" -p drover -p drover-php
+nice -n 10 cargo build --quiet --profile "$profile" -p drover -p drover-admin -p drover-php
 echo "==> cargo build --profile $profile -p drover-python against $python"
 PYO3_PYTHON=$python nice -n 10 cargo build --quiet --profile "$profile" -p drover-python \
     --target-dir "$out/cargo"

@@ -25,13 +25,17 @@
 //!
 //! # Crates
 //!
-//! This crate is the master and its command line, built as two binaries of this one
-//! library: `drover` (src/main.rs), the daemon, which reads only `[-c FILE]`, and
-//! `drover-admin` (src/bin/drover-admin.rs), which `drover` execs for every other command
-//! line (`-t`, `ctl`, `serve`, `import`, `--help`), so that the importers, the control client and
-//! clap are not in the daemon's resident memory. The workspace's other crates hold what
-//! runs in the processes the master execs and what both sides share:
+//! This crate is the master: the binary `drover` (src/main.rs), the daemon, which reads
+//! only `[-c FILE]` and execs `drover-admin`, found beside it, for every other command line
+//! (`-t`, `ctl`, `serve`, `import`, `--help`), so that the importers, the control client and
+//! clap are not in the daemon's resident memory. The workspace's other crates hold the admin
+//! tools, the configuration loader, what runs in the processes the master execs and what
+//! both sides share:
 //!
+//! - `crates/admin` (`drover-admin`): the admin tools, `drover -t`, `ctl` (its client,
+//!   `probe`, `top`), `serve`, `import`, completions and the command line (clap); it
+//!   depends on this crate for the status model and the runtimes' checks, never the
+//!   reverse (scripts/imports.py checks that).
 //! - `crates/python` (`drover-python`): the Python runtime's binary, zygote and workers; the
 //!   only crate that links libpython.
 //! - `crates/php` (`drover-php`): the embedded-PHP runtime's binary, zygote and workers; the
@@ -42,6 +46,9 @@
 //! - `crates/worker` (`drover-worker`): the fork loop and the worker loop every zygote
 //!   shares, FastCGI or HTTP/1.1 (`protocol = "http"`: the workers answer clients
 //!   themselves, idle connections waiting in each worker's epoll set).
+//! - `crates/config` (`drover-config`): configuration loading, `drover.toml` and the pool
+//!   files to a validated, typed `Config` with located errors; what the master and the admin
+//!   tools both read. Re-exported as [`config`].
 //! - `crates/scoreboard` (`drover-scoreboard`): the per-pool shared memory, created here,
 //!   written by the workers; re-exported as [`scoreboard`].
 //! - `crates/proto` (`drover-proto`): the zygote ⇄ master protocol (fds, report lines, exit
@@ -67,11 +74,11 @@
 //! # Modules
 //!
 //! - [`config`]: TOML → validated, typed [`config::Config`]; located errors. Every key is
-//!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it).
-//! - [`control`]: status (text, JSON, OpenMetrics), the control socket's HTTP server, `drover ctl`
-//!   (and `drover ctl probe`, a FastCGI request straight to a pool's socket).
-//! - [`import`]: `drover import php-fpm`, `gunicorn` and `supervisord`: another server's
-//!   configuration to drover's files, with a report of what was not carried over.
+//!   declared once, in [`config::keys`] (docs/pool-keys.md is written from it). The
+//!   `drover-config` crate; the binaries give it the drover-php probe
+//!   ([`config::probe_php_with`]).
+//! - [`control`]: status (text, JSON, OpenMetrics) and the control socket's HTTP server
+//!   (`drover ctl`, its client, is drover-admin's).
 //! - [`listener`]: bind unix/TCP listeners with owner, group, mode and backlog, or take the
 //!   one systemd passed.
 //! - [`master`]: the supervisor: run loop, signals, spawn, reap, shutdown; each pool's
@@ -86,8 +93,6 @@
 //!   observation, sizing, retiring) and how each runtime's processes are started (php,
 //!   command, python); the Python and embedded-PHP runtimes run in their own binaries,
 //!   `drover-python` (crates/python) and `drover-php` (crates/php).
-//! - [`serve`]: `drover serve`, one pool from a command line: flags → a pool file's TOML,
-//!   loaded by the normal loader, written to a private folder, then `drover -c` on it.
 //! - [`scoreboard`]: per-pool shared memory, one slot per worker and a pool area (the request
 //!   histogram and status classes behind `/metrics`): written by workers, read by
 //!   the master (the `drover-scoreboard` crate).
@@ -96,9 +101,8 @@
 //! - [`systemd`][]: sd_notify (readiness, reload, watchdog, a current `STATUS=`) and the
 //!   sockets systemd passes (socket activation; [`listener::inherited`] checks and takes them).
 
-pub mod config;
+pub use drover_config as config;
 pub mod control;
-pub mod import;
 pub mod listener;
 pub mod logging;
 pub mod master;
@@ -107,6 +111,5 @@ pub mod pm;
 pub mod resident;
 pub mod runtime;
 pub use drover_scoreboard as scoreboard;
-pub mod serve;
 pub mod slowlog;
 pub mod systemd;

@@ -19,7 +19,6 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,6 +27,8 @@ use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::{Registry, reload};
+
+use crate::config::logfile::{link_refused, not_plain, only_root_writes};
 
 use crate::config::{LogFormat, LogLevel, LogTarget};
 
@@ -144,44 +145,6 @@ pub fn open_append(path: &Path) -> io::Result<File> {
         Some(why) => Err(refuse(why)),
         None => Ok(file),
     }
-}
-
-/// Why the file at `path`, in a folder users other than root can write, is not one to
-/// append to: not a regular file (a FIFO, a device), or one with a second hard link (it
-/// may be another file's second name). `None` for a plain file. The master's open and
-/// `drover -t` before it say the same.
-pub(crate) fn not_plain(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    if !meta.file_type().is_file() {
-        return Some(format!(
-            "{} is not a regular file, in a folder that users other than root can write",
-            path.display()
-        ));
-    }
-    (meta.nlink() > 1).then(|| {
-        format!(
-            "{} has {} hard links, in a folder that users other than root can write: \
-             it may be another file's second name",
-            path.display(),
-            meta.nlink()
-        )
-    })
-}
-
-/// Why a log path that is a link in a folder others can write is refused (by the master's
-/// open, and by `drover -t` before it).
-pub(crate) fn link_refused(path: &Path) -> String {
-    format!(
-        "{} is a symbolic link in a folder that users other than root can write: drover \
-         follows no link there (name the file itself)",
-        path.display()
-    )
-}
-
-/// Whether only root, or drover's own user, can add or replace names in a folder: it is
-/// theirs and neither its group nor others may write it.
-pub(crate) fn only_root_writes(folder: &std::fs::Metadata) -> bool {
-    let owner = folder.uid();
-    (owner == 0 || owner == nix::unistd::Uid::effective().as_raw()) && folder.mode() & 0o022 == 0
 }
 
 /// `openat(2)` of `name` in `dir` with `flags`, creating it with `mode`.

@@ -3,12 +3,12 @@
 `bin/` (the wheel's `.data/scripts/`): the master finds the two others beside itself there.
 
 Why a backend of its own rather than maturin: maturin's `bindings = "bin"` packs the
-binaries of one Cargo package, and drover's three come from two (`drover` holds the
-master and `drover-admin`; `crates/python` holds `drover-python`, the only one on pyo3, so
+binaries of one Cargo package, and drover's three come from three (`drover`, the master;
+`crates/admin`, `drover-admin`; `crates/python`, `drover-python`, the only one on pyo3, so
 that the master never links libpython). What decides the wheel's tags is `drover-python`'s
 link to libpython, which maturin would not see from the root package (it would tag the
 wheel `py3-none`), and its repair pass would copy libpython into the wheel. Here the
-backend runs cargo twice and zips three files, with the standard library only: nothing to
+backend runs cargo three times and zips three files, with the standard library only: nothing to
 download before the build, and it runs on every Python that drover embeds.
 
 The wheel:
@@ -50,7 +50,7 @@ SUMMARY = (
 # (binary, cargo package): pip installs the wheel's .data/scripts/ files into bin/.
 BINARIES = [
     ("drover", "drover"),
-    ("drover-admin", "drover"),
+    ("drover-admin", "drover-admin"),
     ("drover-python", "drover-python"),
 ]
 # The repository: this file is packaging/wheel/drover_wheel.py.
@@ -118,7 +118,7 @@ def _metadata(cargo):
 def _build(cargo, target, interpreter, tag):
     """Runs cargo; returns the path of each binary."""
     built = {}
-    for package in ("drover", "drover-python"):
+    for package in ("drover", "drover-admin", "drover-python"):
         env = dict(os.environ)
         target_dir = target
         if package == "drover-python":

@@ -1,5 +1,6 @@
 //! The control plane's building blocks: the status data model and its renderers, the
-//! control socket's HTTP server, the pools' `status_listen` servers, and `drover ctl`.
+//! control socket's HTTP server and the pools' `status_listen` servers. `drover ctl`, the
+//! client, is drover-admin's (crates/admin/src/ctl).
 //!
 //! The master owns the data and applies commands; this module only speaks HTTP. A request
 //! that needs the master becomes a [`ControlRequest`], sent with a oneshot for the
@@ -31,29 +32,21 @@
 //! - [`render`]: text (php-fpm's layout), JSON (php-fpm's keys), OpenMetrics and
 //!   Prometheus text.
 //! - [`server`]: binding the sockets and serving them on the master's runtime.
-//! - [`ctl`]: `drover ctl`, its arguments and subcommands.
-//! - [`client`]: the control socket's client that `drover ctl` and `top` send with.
-//! - [`probe`]: `drover ctl probe`, a FastCGI request straight to a pool's socket.
-//! - [`top`]: `drover ctl top`, every pool live in a terminal, from `/status`.
 
-pub mod client;
-pub mod ctl;
 pub mod health;
 pub mod model;
 mod openmetrics;
-pub mod probe;
 pub mod render;
 mod request;
 mod route;
 pub mod server;
-pub mod top;
 
-#[cfg(test)]
-pub(crate) mod fixture;
-#[cfg(test)]
-mod tests;
+/// Status fixtures for tests, here and in drover-admin (its client is tested against
+/// [`server`] there, with feature `test-fixtures`).
+#[cfg(any(test, feature = "test-fixtures"))]
+#[doc(hidden)]
+pub mod fixture;
 
-pub use ctl::CtlArgs;
 pub use model::{
     BackoffStatus, Limits, MemoryStatus, PoolStatus, QueueStatus, Recycled, WorkerStatus,
 };

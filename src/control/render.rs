@@ -237,7 +237,7 @@ fn unix_seconds(t: SystemTime) -> u64 {
 }
 
 /// php-fpm's text time, `%d/%b/%Y:%H:%M:%S %z`, in the local time zone.
-pub(crate) fn local_time(t: SystemTime) -> String {
+pub fn local_time(t: SystemTime) -> String {
     let unix = unix_seconds(t) as i64;
     clf_time(unix, local_offset(unix))
 }

@@ -419,6 +419,37 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_script_is_passed_to_drover_php() {
+        crate::config::probe_php_with(php::embed::usable);
+        php::embed::assume(Ok("PHP 8.2.36 (embed)"));
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("worker.php");
+        std::fs::write(&script, "<?php").unwrap();
+        let config = pool(&format!("{POOL}[php]\nworker = {script:?}\n"));
+        let Runtime::Php(php) = &config.runtime else {
+            panic!("php")
+        };
+        let PhpRuntime::Embed {
+            admin_ini,
+            limit_extensions,
+            worker,
+            ..
+        } = &php.runtime
+        else {
+            panic!("embed: {:?}", php.runtime)
+        };
+        let (_, args, _) = php::embed::plan(
+            &config,
+            php,
+            admin_ini,
+            limit_extensions,
+            worker.as_deref().map(|w| (w, true)),
+        );
+        assert!(args.boot_in_zygote, "{args:?}");
+        assert_eq!(args.worker.as_deref(), Some(script.as_path()), "{args:?}");
+    }
+
+    #[test]
     fn an_embed_pool_runs_drover_php_with_its_command_line() {
         use drover_proto::zygote::{PhpArgs, ZygoteArgs};
         crate::config::probe_php_with(php::embed::usable);

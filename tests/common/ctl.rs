@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::{BIN, Drover, PoolFile, Site, TIMEOUT, run_bounded};
+use super::{Drover, PoolFile, Site, TIMEOUT, bin, run_bounded};
 
 /// `drover ctl` against one control socket.
 pub struct Ctl {
@@ -36,7 +36,7 @@ impl Ctl {
     /// `drover ctl --socket SOCKET ARGS...`, bounded by [`TIMEOUT`]; any exit code.
     pub fn run(&self, args: &[&str]) -> CtlRun {
         let output = run_bounded(
-            Command::new(BIN)
+            Command::new(bin())
                 .arg("ctl")
                 .arg("--socket")
                 .arg(&self.socket)
@@ -69,7 +69,7 @@ impl Ctl {
 /// reads the pool's socket from the configuration, not from the control socket.
 pub fn probe(config: &Path, args: &[&str]) -> CtlRun {
     let output = run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .arg("ctl")
             .arg("-c")
             .arg(config)

@@ -9,12 +9,28 @@ use nix::sys::signal::Signal;
 
 use super::{Log, Site, TIMEOUT, proc, wait_until};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_drover");
-/// `drover-admin`, beside [`BIN`]: `drover` execs it for `-t`, `ctl`, `import`,
-/// `--help` and `--version` (the tests run those through [`BIN`], as users do).
-pub const ADMIN_BIN: &str = env!("CARGO_BIN_EXE_drover-admin");
+/// The `drover` binary under test.
+const DROVER: &str = env!("CARGO_BIN_EXE_drover");
 
-/// `drover-python`, beside [`BIN`], where the master looks for it. Cargo builds only the
+/// `drover`, with [`admin_bin`] built beside it: the daemon execs it for every command
+/// line but `[-c FILE]` (the tests run `-t`, `ctl`, `import`, `serve`, `--help` through
+/// drover, as users do).
+pub fn bin() -> &'static str {
+    admin_bin();
+    DROVER
+}
+
+/// `drover-admin`, beside [`bin`], built like [`python_runtime`]: it is another package of
+/// the workspace (crates/admin).
+pub fn admin_bin() -> &'static str {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let bin = build_beside_drover("drover-admin");
+        bin.into_os_string().into_string().expect("a UTF-8 path")
+    })
+}
+
+/// `drover-python`, beside [`bin`], where the master looks for it. Cargo builds only the
 /// tested package's own binaries for its integration tests, and `drover-python` is another
 /// package of the workspace: the first caller builds it, with drover's profile and target
 /// folder, so that a targeted `cargo test --test scenarios` never runs a stale one.
@@ -23,7 +39,7 @@ pub fn python_runtime() -> &'static Path {
     BUILT.get_or_init(|| build_beside_drover("drover-python"))
 }
 
-/// `drover-php`, beside [`BIN`], built like [`python_runtime`] once its crate exists
+/// `drover-php`, beside [`bin`], built like [`python_runtime`] once its crate exists
 /// (`crates/php`); `None` before. The master runs it for `runtime = "embed"` pools, and asks
 /// it (`--probe`) whether PHP pools without a runtime default to it.
 pub fn php_runtime() -> Option<&'static Path> {
@@ -39,14 +55,14 @@ pub fn php_runtime() -> Option<&'static Path> {
 }
 
 /// Builds the workspace's `package` with drover's profile and target folder, and returns
-/// its binary (named like the package) beside [`BIN`].
+/// its binary (named like the package) beside [`bin`].
 fn build_beside_drover(package: &str) -> PathBuf {
-    let bin = Path::new(BIN);
+    let bin = Path::new(DROVER);
     let profile_dir = bin.parent().expect("drover's folder");
     let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
         Some("debug") => "dev",
         Some(profile) => profile,
-        None => panic!("no profile folder in {BIN}"),
+        None => panic!("no profile folder in {DROVER}"),
     };
     let status = Command::new(option_env!("CARGO").unwrap_or("cargo"))
         .args([
@@ -243,7 +259,7 @@ pub fn root_user() -> &'static str {
 pub fn check_config(site: &Site) -> Output {
     runtimes();
     run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .arg("-t")
             .arg("-c")
             .arg(site.path().join("drover.toml")),
@@ -317,7 +333,7 @@ impl Drover {
 
     /// [`Drover::spawn`] with these variables added to drover's environment.
     pub fn spawn_with_env(site: &Site, env: &[(&str, &std::ffi::OsStr)]) -> Drover {
-        Drover::spawn_program(Path::new(BIN), site, env)
+        Drover::spawn_program(Path::new(bin()), site, env)
     }
 
     /// [`Drover::spawn`] of copies of drover and drover-php in `<site>/bin`, for pools that
@@ -325,11 +341,14 @@ impl Drover {
     /// reach (a checkout under a 0700 folder), the site is one it can.
     pub fn spawn_reachable(site: &Site) -> Drover {
         runtimes();
-        let bin = site.path().join("bin");
-        std::fs::create_dir_all(&bin).expect("create <site>/bin");
-        let drover = bin.join("drover");
-        for from in [Some(Path::new(BIN)), php_runtime()].into_iter().flatten() {
-            let to = bin.join(from.file_name().expect("a binary's name"));
+        let folder = site.path().join("bin");
+        std::fs::create_dir_all(&folder).expect("create <site>/bin");
+        let drover = folder.join("drover");
+        for from in [Some(Path::new(bin())), php_runtime()]
+            .into_iter()
+            .flatten()
+        {
+            let to = folder.join(from.file_name().expect("a binary's name"));
             std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
         }
         Drover::spawn_program(&drover, site, &[])
@@ -339,7 +358,7 @@ impl Drover {
     /// as a service under systemd starts (1024).
     pub fn spawn_with_nofile(site: &Site, soft: u64) -> Drover {
         use std::os::unix::process::CommandExt;
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         // SAFETY: between fork and exec only getrlimit and setrlimit, on this stack.
         unsafe {
             command.pre_exec(move || {
@@ -388,7 +407,7 @@ impl Drover {
         command
             .arg("-c")
             .arg("LISTEN_PID=$$ exec \"$0\" \"$@\"")
-            .arg(BIN)
+            .arg(bin())
             .arg("-c")
             .arg(site.path().join("drover.toml"))
             .env("LISTEN_FDS", "1")
@@ -427,7 +446,7 @@ impl Drover {
             .arg("-c")
             .arg("echo $$ > \"$0\" && exec \"$@\"")
             .arg(procs)
-            .arg(BIN);
+            .arg(bin());
         Drover::spawn_command(&mut shell, site)
     }
 

@@ -44,7 +44,7 @@ mod watch;
 
 pub use ctl::{Ctl, CtlRun, probe, start_with_control};
 pub use drover::{
-    ADMIN_BIN, AsUser, BIN, Drover, PhpPool, PoolFile, Tables, check_config, default_php_runtime,
+    AsUser, Drover, PhpPool, PoolFile, Tables, admin_bin, bin, check_config, default_php_runtime,
     php_runtime, php_table, php_worker_comm, pool_toml, python_runtime, root_user, run_bounded,
 };
 pub use fpm::{FpmPool, PhpFpm, fix_pathinfo_1_and_0};

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{ADMIN_BIN, BIN, Site, check_config, php_runtime, pool_toml, run_bounded};
+use crate::common::{Site, admin_bin, bin, check_config, php_runtime, pool_toml, run_bounded};
 
 /// `[pm]` and `[php]` tables of a valid static pool, with `pm` lines added to `[pm]`.
 fn tables(pm: &str, php: &str) -> String {
@@ -244,7 +244,7 @@ fn drover_refuses_to_start_on_a_bad_config() {
     write_config(&site, &[("www", &text)]);
 
     let out = run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .arg("-c")
             .arg(site.path().join("drover.toml")),
     );
@@ -280,8 +280,8 @@ fn a_python_pool_without_drover_python_beside_drover_is_refused() {
     // operator who installs its own binaries and not drover-python would.
     let lone = site.path().join("bin/drover");
     std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
-    std::fs::copy(BIN, &lone).unwrap();
-    std::fs::copy(ADMIN_BIN, lone.with_file_name("drover-admin")).unwrap();
+    std::fs::copy(bin(), &lone).unwrap();
+    std::fs::copy(admin_bin(), lone.with_file_name("drover-admin")).unwrap();
     // Another test's fork may still hold a copy open for writing (ETXTBSY) for a moment:
     // drover's own, or drover-admin's, which drover execs for --version.
     crate::common::wait_until(
@@ -377,7 +377,7 @@ fn drover_php_answer() -> Result<String, String> {
     let Some(program) = php_runtime() else {
         return Err(format!(
             "{} is missing",
-            Path::new(BIN).with_file_name("drover-php").display()
+            Path::new(bin()).with_file_name("drover-php").display()
         ));
     };
     let out = run_bounded(Command::new(program).arg("--probe"));

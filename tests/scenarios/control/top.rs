@@ -21,7 +21,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::{Pool, Setup, site, start};
-use crate::common::{BIN, TIMEOUT, http, run_bounded, wait_until};
+use crate::common::{TIMEOUT, bin, http, run_bounded, wait_until};
 
 const HELD_ID: &str = "top-hold-7f3a";
 
@@ -215,7 +215,7 @@ fn web_is_live(screen: &str) -> bool {
 /// Starts top in the pane and waits for it to show the loaded pools and the held request.
 fn start_top(tmux: &Tmux, socket: &Path) -> String {
     tmux.keys(&[
-        &format!("{BIN} ctl --socket {} top", socket.display()),
+        &format!("{} ctl --socket {} top", bin(), socket.display()),
         "Enter",
     ]);
     tmux.wait_screen("top to show web live and the held request", |s| {
@@ -338,7 +338,7 @@ fn top_shows_the_pools_live_in_a_terminal_and_leaves_it_as_it_found_it() {
 fn piped_top_prints_plain_blocks_and_ends_with_its_reader() {
     let loaded = loaded();
     let socket = loaded.socket().display().to_string();
-    let out = run_bounded(Command::new(BIN).args(["ctl", "--socket", &socket, "top", "-n", "2"]));
+    let out = run_bounded(Command::new(bin()).args(["ctl", "--socket", &socket, "top", "-n", "2"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(
@@ -382,7 +382,7 @@ fn piped_top_prints_plain_blocks_and_ends_with_its_reader() {
     let out = run_bounded(
         Command::new("sh")
             .arg("-c")
-            .arg(format!("{BIN} ctl --socket {socket} top | head -n 3")),
+            .arg(format!("{} ctl --socket {socket} top | head -n 3", bin())),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
@@ -394,7 +394,7 @@ fn piped_top_prints_plain_blocks_and_ends_with_its_reader() {
     // Unreachable: one line, exit 2, as every ctl command.
     let gone = loaded.setup.stack.site.path().join("nobody.sock");
     let out = run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .args(["ctl", "--socket"])
             .arg(&gone)
             .args(["top", "--once"]),
@@ -420,8 +420,8 @@ fn the_daemon_does_not_carry_the_terminal_code() {
             .count()
     };
     assert!(
-        names(crate::common::ADMIN_BIN) > 0,
+        names(crate::common::admin_bin()) > 0,
         "drover-admin has no crossterm: the check cannot see it"
     );
-    assert_eq!(names(BIN), 0, "the daemon {BIN} links crossterm");
+    assert_eq!(names(bin()), 0, "the daemon {} links crossterm", bin());
 }

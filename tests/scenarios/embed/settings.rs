@@ -499,8 +499,8 @@ fn drover_t_runs_a_pool_s_php_start_up_as_the_pool_s_user() {
     std::fs::create_dir(&bin).unwrap();
     let php = crate::common::php_runtime().expect("drover-php");
     for from in [
-        std::path::Path::new(crate::common::BIN),
-        std::path::Path::new(crate::common::ADMIN_BIN),
+        std::path::Path::new(crate::common::bin()),
+        std::path::Path::new(crate::common::admin_bin()),
         php,
     ] {
         std::fs::copy(from, bin.join(from.file_name().unwrap())).unwrap();

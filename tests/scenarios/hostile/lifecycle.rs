@@ -256,7 +256,7 @@ fn a_descriptor_drover_inherited_reaches_no_worker() {
         .to_string_lossy()
         .into_owned();
     let raw = read.as_raw_fd();
-    let mut command = Command::new(crate::common::BIN);
+    let mut command = Command::new(crate::common::bin());
     command
         .arg("-c")
         .arg(site.path().join("drover.toml"))

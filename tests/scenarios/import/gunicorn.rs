@@ -5,7 +5,7 @@ use std::process::Command;
 use super::{stdout, text};
 use crate::common::python::install_apps;
 use crate::common::{
-    BIN, Drover, Location, Nginx, Site, TIMEOUT, check_config, http, php_runtime, python_runtime,
+    Drover, Location, Nginx, Site, TIMEOUT, bin, check_config, http, php_runtime, python_runtime,
     run_bounded,
 };
 
@@ -14,7 +14,7 @@ fn import_from(folder: &std::path::Path, args: &[&str]) -> std::process::Output 
     python_runtime();
     php_runtime();
     run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .current_dir(folder)
             .args(["import", "gunicorn"])
             .args(args),

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::text;
-use crate::common::{BIN, Drover, Site, TIMEOUT, python_runtime, run_bounded};
+use crate::common::{Drover, Site, TIMEOUT, bin, python_runtime, run_bounded};
 
 /// `drover import ARGS...` run from the site's folder, as an operator runs it there.
 fn import_in(site: &Site, args: &[&str]) -> Output {
     run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .current_dir(site.path())
             .arg("import")
             .args(args),

@@ -17,13 +17,13 @@ mod phpfpm;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::common::{BIN, php_runtime, python_runtime, run_bounded};
+use crate::common::{bin, php_runtime, python_runtime, run_bounded};
 
 /// `drover import ARGS...`, bounded, after building the runtimes the check asks.
 fn import(args: &[&str]) -> Output {
     python_runtime();
     php_runtime();
-    run_bounded(Command::new(BIN).arg("import").args(args))
+    run_bounded(Command::new(bin()).arg("import").args(args))
 }
 
 fn text(out: &Output) -> String {

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{ADMIN_BIN, BIN, run_bounded};
+use crate::common::{admin_bin, bin, run_bounded};
 
 #[test]
 fn the_manifests_are_valid_kubernetes_and_name_what_drover_ships() {
@@ -15,8 +15,8 @@ fn the_manifests_are_valid_kubernetes_and_name_what_drover_ships() {
         Command::new("python3")
             .arg(root.join("tests/scenarios/k8s/check_manifests.py"))
             .arg(root)
-            .env("DROVER_BIN", BIN)
-            .env("DROVER_ADMIN_BIN", ADMIN_BIN),
+            .env("DROVER_BIN", bin())
+            .env("DROVER_ADMIN_BIN", admin_bin()),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -8,7 +8,7 @@ use nix::sys::signal::Signal;
 
 use super::curl;
 use crate::common::{
-    BIN, Site, Spawned, TIMEOUT, free_port, proc, python_runtime, run_bounded, wait_until,
+    Site, Spawned, TIMEOUT, bin, free_port, proc, python_runtime, run_bounded, wait_until,
 };
 
 const APP: &str = r#"
@@ -21,7 +21,7 @@ def app(environ, start_response):
 
 fn serve(site: &Site, args: &[&str]) -> Command {
     python_runtime();
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .arg("serve")
         .args(args)
@@ -117,7 +117,7 @@ fn print_writes_files_drover_takes_as_they_are() {
     site.write("drover.toml", global);
     site.write("pools.d/app.toml", pool);
     let checked = run_bounded(
-        Command::new(BIN)
+        Command::new(bin())
             .arg("-t")
             .arg("-c")
             .arg(site.path().join("drover.toml")),

@@ -16,7 +16,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::proc::{self, running_as_root};
-use crate::common::{BIN, Location, Log, Nginx, Site, free_port, http, wait_until};
+use crate::common::{Location, Log, Nginx, Site, bin, free_port, http, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 const PACKAGES: [&str; 3] = ["drover", "drover-php", "drover-python"];
@@ -29,11 +29,11 @@ fn repo() -> &'static Path {
 
 /// The cargo profile of the drover binary under test.
 fn profile() -> String {
-    let dir = Path::new(BIN).parent().and_then(Path::file_name);
+    let dir = Path::new(bin()).parent().and_then(Path::file_name);
     match dir.and_then(|d| d.to_str()) {
         Some("debug") => "dev".into(),
         Some(profile) => profile.into(),
-        None => panic!("no profile folder in {BIN}"),
+        None => panic!("no profile folder in {}", bin()),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::common::proc::{self, running_as_root};
-use crate::common::{BIN, Location, Log, Nginx, PoolFile, PythonPool, Site, http, wait_until};
+use crate::common::{Location, Log, Nginx, PoolFile, PythonPool, Site, bin, http, wait_until};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -35,10 +35,10 @@ fn start(site: &Site, pid1: bool) -> Run {
     let conf = site.path().join("drover.toml");
     let mut command = if pid1 {
         let mut command = Command::new("unshare");
-        command.args(["--pid", "--fork", "--mount-proc"]).arg(BIN);
+        command.args(["--pid", "--fork", "--mount-proc"]).arg(bin());
         command
     } else {
-        Command::new(BIN)
+        Command::new(bin())
     };
     let (child, log) = Log::spawn(command.arg("-c").arg(&conf));
     let outer = child.id() as i32;

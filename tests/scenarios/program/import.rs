@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{BIN, Site, run_bounded};
+use crate::common::{Site, bin, run_bounded};
 
 fn here() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/program")
@@ -43,7 +43,7 @@ fn laravels_queue_worker_and_a_celery_worker_import_to_background_pools() {
         std::fs::copy(here().join("supervisord").join(file), conf.join(file)).expect("copy");
     }
     // Relative paths, so that the report's FILE:LINE is the same in every run.
-    let out = run_bounded(Command::new(BIN).current_dir(site.path()).args([
+    let out = run_bounded(Command::new(bin()).current_dir(site.path()).args([
         "import",
         "supervisord",
         "-o",
@@ -71,7 +71,7 @@ fn laravels_queue_worker_and_a_celery_worker_import_to_background_pools() {
 fn a_file_without_programs_writes_nothing() {
     let site = Site::new();
     site.write("only.conf", "[supervisord]\nnodaemon=true\n");
-    let out = run_bounded(Command::new(BIN).current_dir(site.path()).args([
+    let out = run_bounded(Command::new(bin()).current_dir(site.path()).args([
         "import",
         "supervisord",
         "-o",

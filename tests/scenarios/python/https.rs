@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::http_pool::{HttpPool, Server};
 use crate::common::{
-    BIN, Drover, Site, Spawned, TIMEOUT, check_config, free_port, proc, python, python_runtime,
+    Drover, Site, Spawned, TIMEOUT, bin, check_config, free_port, proc, python, python_runtime,
     run_bounded,
 };
 
@@ -683,7 +683,7 @@ fn drover_serve_takes_gunicorns_certfile_and_keyfile_flags() {
     python::install_apps(&site);
     let apps = site.path().join("apps");
     let serve = |args: &[&str]| {
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         command
             .arg("serve")
             .args(["--python", "wsgi_app:application"])

@@ -12,7 +12,7 @@ use std::process::Command;
 use nix::sys::signal::Signal;
 
 use crate::common::{
-    ADMIN_BIN, BIN, Site, Spawned, TIMEOUT, free_port, http, proc, python_runtime, run_bounded,
+    Site, Spawned, TIMEOUT, admin_bin, bin, free_port, http, proc, python_runtime, run_bounded,
     wait_until,
 };
 
@@ -97,7 +97,7 @@ fn the_app_gets_drovers_python_or_virtualenv_whatever_python3_is_first_on_path()
     let other = site.path().join("other-venv");
     venv(&other);
 
-    let built = seen(&site, Path::new(BIN), &other);
+    let built = seen(&site, Path::new(bin()), &other);
     assert_eq!(built["prefix"], built["base_prefix"], "{built}");
     assert_ne!(Path::new(text(&built, "prefix")), other, "{built}");
     assert_one_python(&built);
@@ -105,7 +105,7 @@ fn the_app_gets_drovers_python_or_virtualenv_whatever_python3_is_first_on_path()
     // drover installed in a virtualenv: its three binaries in the virtualenv's bin/.
     let installed = site.path().join("drover-venv");
     venv(&installed);
-    for bin in [BIN, ADMIN_BIN, python_runtime().to_str().unwrap()] {
+    for bin in [bin(), admin_bin(), python_runtime().to_str().unwrap()] {
         let name = Path::new(bin).file_name().unwrap();
         std::fs::copy(bin, installed.join("bin").join(name)).unwrap();
     }
