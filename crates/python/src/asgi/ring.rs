@@ -15,8 +15,9 @@
 //! The spread of kept connections over the workers (`accept.rs`'s `spread_pause`) is kept:
 //! a worker that holds connections links a timeout ahead of its next accept.
 //!
-//! Where io_uring is not there (a kernel without it, `kernel.io_uring_disabled`, a seccomp
-//! filter that refuses `io_uring_setup`), the hub starts the accept thread instead
+//! Where io_uring is not there (a kernel without it or older than 5.19,
+//! `kernel.io_uring_disabled`, a seccomp filter that refuses `io_uring_setup`), the hub
+//! starts the accept thread instead
 //! ([`Ring::new`] fails). `DROVER_ASGI_ACCEPT_THREAD` (internal, for the tests of that path)
 //! makes it fail on purpose.
 
@@ -68,6 +69,11 @@ impl Ring {
         if std::env::var_os(FORCE_THREAD).is_some() {
             return Err(io::Error::other(format!("{FORCE_THREAD} is set")));
         }
+        if let Some(release) = too_old() {
+            return Err(io::Error::other(format!(
+                "Linux {release} wakes every worker for each connection; 5.19 wakes one"
+            )));
+        }
         Ok(Ring {
             ring: IoUring::new(8)?,
             armed: false,
@@ -117,12 +123,13 @@ impl Ring {
         }
     }
 
-    /// Takes what the ring completed, and arms the next accept (for a worker that holds
-    /// `open` connections): the sockets accepted, each with its id, and [`CLOSED`] when
-    /// the listener is gone.
+    /// Takes what the ring completed, and arms the next accept, paused for a worker that
+    /// holds `open` kept connections (a new one is not counted: nginx's default wiring
+    /// keeps none, and its connections must not wait): the sockets accepted, each with
+    /// its id, and [`CLOSED`] when the listener is gone.
     pub(super) fn take(&mut self, open: usize) -> Vec<(u64, RawFd)> {
         self.reap();
-        self.arm(spread(open + self.came.len()));
+        self.arm(spread(open));
         std::mem::take(&mut self.came)
     }
 
@@ -209,4 +216,17 @@ impl Ring {
             }
         }
     }
+}
+
+/// The kernel's release, when it is older than 5.19: its io_uring accept waits on the
+/// listener without `EPOLLEXCLUSIVE` (every worker would wake for each connection), and
+/// before 5.5 has no accept at all. None when it is recent enough, or cannot be read.
+fn too_old() -> Option<String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let release = release.trim().to_string();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|part| part.parse::<u32>().ok());
+    let (major, minor) = (parts.next()??, parts.next()??);
+    ((major, minor) < (5, 19)).then_some(release)
 }
