@@ -237,7 +237,7 @@ impl Hub {
                 continue;
             }
             if id == RING {
-                self.from_ring(py, Some(&out))?;
+                self.adopt_ring(py, Some(&out))?;
                 continue;
             }
             if id == 0 {
@@ -302,8 +302,8 @@ impl Hub {
     }
 
     /// The app failed on request `id` (raised, or returned without finishing its
-    /// response): a 500, or the response cut short ([`FastCgi::fail_into`]); `gone`: the client
-    /// is gone, nothing is written and the connection closes. Returns as
+    /// response): a 500, or the response cut short ([`FastCgi::fail_into`]); `gone`: the
+    /// client is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
     fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
         let retiring = self.retiring;
@@ -366,7 +366,7 @@ impl Hub {
         }
         let out = PyList::empty(py);
         self.adopt_queued(py, &out)?;
-        self.from_ring(py, None)?;
+        self.adopt_ring(py, None)?;
         self.settle_fresh();
         let ids: Vec<u64> = self.slots.keys().copied().collect();
         for id in ids {
@@ -428,7 +428,7 @@ impl Hub {
 
     /// Takes the ring's new sockets into the set, and reads each at once when `out` is
     /// given (else the set says when it is readable).
-    fn from_ring(&mut self, py: Python<'_>, out: Option<&Bound<'_, PyList>>) -> PyResult<()> {
+    fn adopt_ring(&mut self, py: Python<'_>, out: Option<&Bound<'_, PyList>>) -> PyResult<()> {
         let Some(ring) = &mut self.ring else {
             return Ok(());
         };
@@ -665,7 +665,7 @@ impl Hub {
             if let Some(ring) = &mut self.ring {
                 ring.stop();
                 // A connection the cancel met joins the set (served: its request is sent).
-                let _ = self.from_ring(py, None);
+                let _ = self.adopt_ring(py, None);
             }
         }
         let Some(slot) = self.slots.get_mut(&id) else {
