@@ -8,6 +8,11 @@ every drover process that used CPU in the 5 s load, its CPU in µs per request (
 
     python3 benches/asgi_threads.py target/release/drover new 1       # 1 worker, bare app
     python3 benches/asgi_threads.py target/release/drover keep 2 fastapp
+    python3 benches/asgi_threads.py target/release/drover new 1 bare thread   # accepts on a thread
+
+The workers accept on their loop's thread through io_uring; `thread` as the fifth argument
+makes them take the fallback, a thread blocked in accept() (the pool's
+`DROVER_ASGI_ACCEPT_THREAD`, internal), for a comparison in the same build.
 
 Uses the release build given; loopback only; stops what it started.
 """
@@ -42,6 +47,7 @@ def main():
     drover, mode = os.path.abspath(sys.argv[1]), sys.argv[2]
     workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     app = sys.argv[4] if len(sys.argv) > 4 else "bare"
+    thread = len(sys.argv) > 5 and sys.argv[5] == "thread"
     work = tempfile.mkdtemp(prefix="drover-threads-")
     os.chmod(work, 0o755)
     os.makedirs(f"{work}/apps")
@@ -50,6 +56,8 @@ def main():
             f.write(text)
     sock = f"{work}/drover.sock"
     pool = python_peers._pool(work, workers, app, "app", sock, extra_python='interface = "asgi"\n')
+    if thread:
+        pool += '[env]\nDROVER_ASGI_ACCEPT_THREAD = "1"\n'
     backend = harness.drover_backend(work, drover, pool, sock)
     backend.keep = mode == "keep"
     ticks = os.sysconf("SC_CLK_TCK")
@@ -63,7 +71,7 @@ def main():
             rps, _, p99, errors = harness.wrk(url, 20, 5)
             after = threads(backend.proc.pid)
     requests = rps * 5
-    print(f"{mode} connections, {workers} workers, {app}: {rps:.0f} req/s, p99 {p99:.2f} ms, {errors} errors")
+    print(f"{mode} connections, {workers} workers, {app}{', accept thread' if thread else ''}: {rps:.0f} req/s, p99 {p99:.2f} ms, {errors} errors")
     total = 0
     for key, value in sorted(after.items()):
         used = value - before.get(key, 0)

@@ -767,11 +767,33 @@ fn fifty_thousand_connections_without_a_request_leave_the_worker_as_it_was() {
 /// which most setups copy from php-fpm's snippet: requests that answer at once and ones
 /// that wait run side by side on one worker, a 5 MB body arrives whole, a streamed
 /// response arrives as the app writes it, and the worker holds no connection afterwards.
+/// The worker accepts on its loop's thread through io_uring, and says so once.
 #[test]
 fn on_nginx_s_default_wiring_each_request_s_connection_is_served_and_closed() {
+    default_wiring("", "accepting on the loop's thread (io_uring)");
+}
+
+/// The same where io_uring is not to be had: the accepts run on a thread of their own
+/// (`DROVER_ASGI_ACCEPT_THREAD`, internal, takes that path as a kernel without io_uring
+/// would).
+#[test]
+fn without_io_uring_the_accepts_run_on_a_thread_and_serve_the_same() {
+    default_wiring(
+        "[env]\nDROVER_ASGI_ACCEPT_THREAD = \"1\"\n",
+        "accepting on a thread (io_uring: DROVER_ASGI_ACCEPT_THREAD is set)",
+    );
+}
+
+/// [`on_nginx_s_default_wiring_each_request_s_connection_is_served_and_closed`] with the
+/// pool's `keys`, the worker's log saying `accepting`.
+fn default_wiring(keys: &str, accepting: &str) {
     let site = Site::new();
     python::install_apps(&site);
     let pool = PythonPool::asgi("api", "app").max_children(1);
+    let pool = PythonPool {
+        keys: keys.to_string(),
+        ..pool
+    };
     let drover = Drover::start(&site, &[&pool]);
     let location = Location::prefix(&pool.location(), &site.socket(&pool.name));
     // 40 clients at once, each with its own connection to the pool: room for 80 and more
@@ -783,6 +805,13 @@ fn on_nginx_s_default_wiring_each_request_s_connection_is_served_and_closed() {
         site,
     };
     ok(&stack, "/hello");
+    let log = stack.drover.log.text();
+    assert_eq!(
+        log.lines().filter(|l| l.contains("accepting on")).count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(accepting), "{log}");
     let worker = python_workers(&stack.drover)[0];
     let fds = proc::open_fds(worker).unwrap();
 

@@ -1,4 +1,5 @@
-//! The ASGI worker's accepts, on a thread of their own that blocks in `accept()` on fd 0.
+//! The ASGI worker's accepts on a thread of their own that blocks in `accept()` on fd 0,
+//! where io_uring is not to be had (`ring.rs` accepts on the loop's thread otherwise).
 //!
 //! The event loop cannot accept on the pool's listener itself: asyncio and uvloop make a
 //! listening socket non-blocking, and O_NONBLOCK belongs to the open file that every
@@ -7,13 +8,12 @@
 //! blocking `accept()` also takes part in the kernel's one-waiter-per-connection handoff,
 //! where an epoll on a shared listener wakes every worker for each connection.
 //!
-//! The thread hands each new socket to the loop through a queue and a pipe, whose read end
-//! the loop watches (`add_reader`); or, for the FastCGI hub (`hub.rs`), through the queue
-//! and the hub's epoll set, which the socket joins from this thread: the loop wakes when
-//! the socket has bytes, not for the accept. It never touches Python. To stop it (the worker
-//! retires), the loop sets a flag and interrupts `accept()` with [`WAKE`], repeated until
-//! the thread has left: a signal sent just before the thread enters `accept()` would be
-//! lost.
+//! The thread hands each new socket to the hub (`hub.rs`) through a queue and the hub's
+//! epoll set, which the socket joins from this thread: the loop wakes when the socket has
+//! bytes, not for the accept; the listener's end comes through a pipe in the set. It never
+//! touches Python. To stop it (the worker retires), the loop sets a flag and interrupts
+//! `accept()` with its signal (`wake_signal`), repeated until the thread has left: a signal
+//! sent just before the thread enters `accept()` would be lost.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -39,23 +39,21 @@ extern "C" fn on_wake(_: libc::c_int) {}
 
 /// What the thread and the loop share.
 struct Shared {
-    /// The sockets accepted, each with its connection's id (in [`Accepting::with_epoll`]'s
-    /// mode; else 0), not yet taken by the loop.
+    /// The sockets accepted, each with its connection's id, not yet taken by the loop.
     queue: Mutex<VecDeque<(u64, RawFd)>>,
     stop: AtomicBool,
-    /// Connections accepted and not yet closed by the loop ([`Acceptor::released`]).
+    /// Connections accepted and not yet closed by the loop ([`Accepting::released`]).
     open: AtomicUsize,
-    /// The pipe's write end: one byte when the queue stops being empty (with an epoll,
-    /// only for [`CLOSED`]).
+    /// The pipe's write end: one byte for [`CLOSED`].
     notify: OwnedFd,
     /// The epoll set (the hub's) each accepted socket joins, its id as the event's data.
-    epoll: Option<RawFd>,
+    epoll: RawFd,
     /// The last id given to a connection (ids are never reused; 0 is the pipe's).
     ids: AtomicU64,
 }
 
-/// The accept thread and its queue: the HTTP listener's [`Acceptor`], or the FastCGI
-/// hub's (`hub.rs`), whose epoll set each new socket joins straight from this thread.
+/// The accept thread and its queue, for the hub (`hub.rs`), whose epoll set each new socket
+/// joins straight from this thread.
 pub(super) struct Accepting {
     shared: Arc<Shared>,
     /// The pipe's read end, which the loop watches.
@@ -64,8 +62,8 @@ pub(super) struct Accepting {
 }
 
 impl Accepting {
-    /// Starts the thread; each socket accepted joins `epoll` (when given) for reading.
-    pub(super) fn start(epoll: Option<RawFd>) -> PyResult<Accepting> {
+    /// Starts the thread; each socket accepted joins `epoll` for reading.
+    pub(super) fn start(epoll: RawFd) -> PyResult<Accepting> {
         let (ready, notify) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
                 .map_err(|err| pyo3::exceptions::PyOSError::new_err(err.to_string()))?;
@@ -147,48 +145,6 @@ impl Accepting {
     }
 }
 
-/// The HTTP listener's accepts (`protocol = "http"`), handed to asyncio's transports.
-#[pyclass(unsendable, module = "_drover_asgi")]
-pub struct Acceptor {
-    accepting: Accepting,
-}
-
-#[pymethods]
-impl Acceptor {
-    /// Starts the thread.
-    #[new]
-    fn new() -> PyResult<Acceptor> {
-        Ok(Acceptor {
-            accepting: Accepting::start(None)?,
-        })
-    }
-
-    /// The descriptor the loop watches for new sockets.
-    fn fileno(&self) -> RawFd {
-        self.accepting.fileno()
-    }
-
-    /// The sockets accepted since the last call (and [`CLOSED`] when the listener is gone).
-    fn take(&self) -> Vec<RawFd> {
-        self.accepting.clear();
-        self.accepting
-            .take()
-            .into_iter()
-            .map(|(_, fd)| fd)
-            .collect()
-    }
-
-    /// The loop closed one of the connections this acceptor handed over.
-    fn released(&self) {
-        self.accepting.released();
-    }
-
-    /// Stops accepting; returns once the thread has left.
-    fn stop(&mut self, py: Python<'_>) {
-        self.accepting.stop(py);
-    }
-}
-
 fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
     // Only WAKE reaches this thread: SIGTERM and SIGUSR2 are the loop's (Python's handler
     // and faulthandler run on the main thread).
@@ -249,9 +205,13 @@ fn accept_loop(shared: &Shared, allowed: &[IpAddr]) {
 /// open (nginx without upstream keepalive) the pause is tens of microseconds.
 fn spread_pause(open: usize) {
     if open > 0 {
-        let micros = (open as u64 * SPREAD_STEP_US).min(SPREAD_MAX_US);
-        std::thread::sleep(Duration::from_micros(micros));
+        std::thread::sleep(spread(open));
     }
+}
+
+/// The pause before an accept for a worker that holds `open` connections (zero for none).
+pub(super) fn spread(open: usize) -> Duration {
+    Duration::from_micros((open as u64 * SPREAD_STEP_US).min(SPREAD_MAX_US))
 }
 
 /// The pause before an accept per connection the worker holds, and its cap.
@@ -259,7 +219,7 @@ const SPREAD_STEP_US: u64 = 50;
 const SPREAD_MAX_US: u64 = 2_000;
 
 fn hand_over(shared: &Shared, fd: RawFd) {
-    if let (Some(epoll), true) = (shared.epoll, fd != CLOSED) {
+    if fd != CLOSED {
         // Queued before it joins the set: the loop, which reads the set and then the
         // queue, knows every id an event names.
         let id = shared.ids.fetch_add(1, Ordering::Relaxed) + 1;
@@ -274,22 +234,20 @@ fn hand_over(shared: &Shared, fd: RawFd) {
         };
         // SAFETY: adds an open descriptor to an epoll set the hub keeps open while this
         // thread runs (it stops the thread before it closes the set).
-        unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut event) };
+        unsafe { libc::epoll_ctl(shared.epoll, libc::EPOLL_CTL_ADD, fd, &mut event) };
         return;
     }
-    let was_empty = {
-        let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        queue.push_back((0, fd));
-        queue.len() == 1
-    };
-    if was_empty || fd == CLOSED {
-        let _ = nix::unistd::write(&shared.notify, b"!");
-    }
+    shared
+        .queue
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push_back((0, fd));
+    let _ = nix::unistd::write(&shared.notify, b"!");
 }
 
 /// A TCP client outside the list is refused (closed, and logged); a unix socket has no
 /// address to check.
-fn peer_allowed(socket: &OwnedFd, allowed: &[IpAddr]) -> bool {
+pub(super) fn peer_allowed(socket: &OwnedFd, allowed: &[IpAddr]) -> bool {
     use nix::sys::socket::{SockaddrStorage, getpeername};
     let Ok(peer) = getpeername::<SockaddrStorage>(socket.as_raw_fd()) else {
         return true;

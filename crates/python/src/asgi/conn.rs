@@ -2,27 +2,20 @@
 //! [`FastCgi::events`] decodes the bytes read into events (a request comes with its scope
 //! already built), [`FastCgi::frame`] frames the app's response, `done()` ends the request
 //! (END_REQUEST is in the last frame), books it and says whether the connection goes on.
-//! One request at a time: nginx does not multiplex FastCGI connections. (Its Python
-//! methods, `feed()` and `respond()`, are the same calls on bytes objects.)
+//! One request at a time: nginx does not multiplex FastCGI connections.
 //!
 //! The records are decoded by [`drover_fastcgi::Decoder`], the core the blocking workers'
 //! `Connection` drives too; this is its event-loop driver: it keeps the bytes of a header
-//! cut by a read until the next one, and turns the events into Python tuples.
+//! cut by a read until the next one, and builds each request's scope.
 
 use drover_fastcgi::{Decoder, Event, Limits, Phase, ProtocolError, Request};
 use drover_scoreboard::now_us;
 use drover_worker::ledger::Ticket;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::encode;
-
-/// Event kinds, as the first item of each tuple `feed()` returns (`Http`'s too).
-pub(super) const REQUEST: u8 = 0;
-pub(super) const BODY: u8 = 1;
-const ABORT: u8 = 2;
-pub(super) const REPLY: u8 = 3;
 
 /// What `done()` tells the connection (`Http`'s too).
 pub(super) const KEEP: u8 = 0;
@@ -46,12 +39,6 @@ struct InHand {
     cut: bool,
 }
 
-// Not `unsendable`: the object is used on the loop's thread only, but the protocol object
-// that holds it sits in reference cycles, and Python's cycle collector may free it on
-// whichever thread it runs, such as the thread of asgiref's `sync_to_async` (Django's sync
-// views and middleware). An unsendable object freed there is leaked with a RuntimeError
-// in the log; this one is plain data and drops anywhere.
-#[pyclass(module = "_drover_asgi")]
 pub struct FastCgi {
     decoder: Decoder,
     /// Bytes received and not yet decoded: part of a header.
@@ -66,9 +53,7 @@ pub struct FastCgi {
     ended: Option<InHand>,
 }
 
-#[pymethods]
 impl FastCgi {
-    #[new]
     pub(super) fn new(mount: Py<PyString>, asgi: Py<PyDict>) -> FastCgi {
         FastCgi {
             decoder: Decoder::new(Limits::default()),
@@ -79,53 +64,6 @@ impl FastCgi {
             request: None,
             ended: None,
         }
-    }
-
-    /// Decodes `data`; returns the events as tuples: `(0, scope, body, complete)` for a new
-    /// request (with the body that came along), `(1, body, complete)` for more body, `(2,)`
-    /// when nginx aborts the request, `(3, records)` for records to write at once. A
-    /// protocol error raises ValueError: the connection must close.
-    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        for event in self.events(py, data)? {
-            match event {
-                Decoded::Request(scope, body, complete) => {
-                    out.append((REQUEST, scope, PyBytes::new(py, &body), complete))?
-                }
-                Decoded::Body(body, complete) => {
-                    out.append((BODY, PyBytes::new(py, &body), complete))?
-                }
-                Decoded::Abort => out.append(PyTuple::new(py, [ABORT])?)?,
-                Decoded::Reply(records) => out.append((REPLY, PyBytes::new(py, &records)))?,
-            }
-        }
-        Ok(out)
-    }
-
-    /// The records of an `http.response.body` message: the head first when `status` is
-    /// given (the `http.response.start` held until now, so that a small response is one
-    /// write), the body (none for HEAD), and the request's end when `more` is false.
-    #[pyo3(signature = (status, headers, body, more))]
-    fn respond<'py>(
-        &mut self,
-        py: Python<'py>,
-        status: Option<u16>,
-        headers: Option<Bound<'py, PyAny>>,
-        body: &[u8],
-        more: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = Vec::new();
-        self.frame(&mut out, status, headers, body, more)?;
-        Ok(PyBytes::new(py, &out))
-    }
-
-    /// The app failed (raised, or returned without finishing its response): a 500 when no
-    /// head went out, else the request ends with app status 1 and the connection closes
-    /// (all nginx can do then is cut the response short).
-    fn fail<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = Vec::new();
-        self.fail_into(&mut out);
-        Ok(PyBytes::new(py, &out))
     }
 
     /// The connection is gone with the request in hand: it is booked with the status sent,
@@ -182,9 +120,7 @@ impl FastCgi {
     pub(super) fn body_unread(&self) -> bool {
         self.decoder.body_open() || self.decoder.body_unread()
     }
-}
 
-impl FastCgi {
     /// Decodes `data` into events, each request's scope built and its ticket taken. A
     /// protocol error: the connection must close.
     pub(super) fn events<'py>(
@@ -233,7 +169,10 @@ impl FastCgi {
         Ok(out)
     }
 
-    /// [`FastCgi::respond`]'s records, appended to `out`.
+    /// The records of an `http.response.body` message, appended to `out`: the head first
+    /// when `status` is given (the `http.response.start` held until now, so that a small
+    /// response is one write), the body (none for HEAD), and the request's end when `more`
+    /// is false.
     pub(super) fn frame(
         &mut self,
         out: &mut Vec<u8>,
@@ -271,7 +210,9 @@ impl FastCgi {
         Ok(())
     }
 
-    /// [`FastCgi::fail`]'s records, appended to `out`.
+    /// The app failed (raised, or returned without finishing its response): a 500 when no
+    /// head went out, else the request ends with app status 1 and the connection closes
+    /// (all nginx can do then is cut the response short); the records appended to `out`.
     pub(super) fn fail_into(&mut self, out: &mut Vec<u8>) {
         let Some(request) = &mut self.request else {
             return;

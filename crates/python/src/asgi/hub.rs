@@ -17,10 +17,12 @@
 //! framing is [`super::http::Http`]'s; what HTTP adds to the hub (keep-alive, its clocks,
 //! pipelining, refusals, the WebSocket handover to asyncio) is in `hub/http.rs`.
 //!
-//! The accepts stay on their thread (`accept.rs`: the listener is shared with every worker
-//! of the pool and of the next generation, and must stay blocking), which adds each new
-//! socket to the set itself: the loop wakes when nginx's request is there, not for the
-//! accept.
+//! The accepts run on the loop's own thread through io_uring (`ring.rs`: the listener is
+//! shared with every worker of the pool and of the next generation, and must stay
+//! blocking): the ring's descriptor is in the set, and each socket accepted joins it and
+//! is read at once (nginx's request usually came with the connect). Where io_uring is not
+//! to be had, they run on a thread (`accept.rs`), which adds each new socket to the set
+//! itself: the loop then wakes when nginx's request is there, not for the accept.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -32,6 +34,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::accept::{Accepting, CLOSED};
 use super::conn::{self, Decoded, KEEP, RETIRE};
+use super::ring::Ring;
 
 mod http;
 use http::{KICK, Side, Wire};
@@ -62,13 +65,23 @@ const WRITE_LOW: usize = 16 << 10;
 /// How long a closing connection with request body still arriving is read and dropped.
 const LINGER: Duration = Duration::from_secs(5);
 /// How long a retiring worker keeps a kept connection open while it idles between
-/// requests (`server.py`'s `RETIRE_IDLE` says why).
+/// requests. nginx may send a request on an idle kept connection at any moment, and a close
+/// under it loses the request (nginx tries again only for a non-POST on a kept connection,
+/// and on another kept one, which may be this worker's too): so the connection waits for
+/// its next request, which is served and ends the connection ([`NOT_KEPT`]), or for nginx
+/// to close it. Idle this long, it is at the cold end of nginx's cache, the last one nginx
+/// would pick: it closes.
 const RETIRE_IDLE: Duration = Duration::from_secs(1);
-/// Sent after a retiring worker's last END_REQUEST on a kept connection (`server.py`'s
-/// `NOT_KEPT` says why).
+/// Sent after a retiring worker's last END_REQUEST on a kept connection, in the same write:
+/// nginx keeps a connection only when the END_REQUEST record ends what it has read, so it
+/// closes this one itself (an empty FCGI_GET_VALUES_RESULT, a management record that asks
+/// nothing). Closing it ourselves right after leaves nginx a moment to keep it, pick it for
+/// the next request and have it reset.
 const NOT_KEPT: &[u8] = b"\x01\x0a\x00\x00\x00\x00\x00\x00";
 /// The events one `epoll_wait` takes.
 const BATCH: usize = 64;
+/// The ring's event in the set (0 is the accept thread's pipe, [`KICK`] HTTP's).
+const RING: u64 = u64::MAX - 1;
 
 /// One connection.
 struct Slot {
@@ -92,6 +105,8 @@ struct Slot {
     pressed: bool,
     /// Bytes came since the accept.
     got_any: bool,
+    /// A request ended and the connection went on (counted in [`Hub::kept`]).
+    kept: bool,
     read_by: Option<Instant>,
     idle_by: Option<Instant>,
     linger_by: Option<Instant>,
@@ -116,7 +131,12 @@ impl Slot {
 #[pyclass(module = "_drover_asgi")]
 pub struct Hub {
     epoll: OwnedFd,
+    /// The accepts: on the loop's thread through io_uring, or else on a thread.
+    ring: Option<Ring>,
     accepting: Option<Accepting>,
+    /// Connections that went on after a request: the ring's accepts pause for them
+    /// (`accept.rs`'s `spread`).
+    kept: usize,
     slots: HashMap<u64, Slot>,
     /// Connections adopted in this call, whose `request_read_timeout` starts unless their
     /// request came whole.
@@ -137,7 +157,7 @@ pub struct Hub {
 
 #[pymethods]
 impl Hub {
-    /// Makes the set and starts the accept thread. `read_timeout`: the pool's
+    /// Makes the set and starts accepting (says once how). `read_timeout`: the pool's
     /// `request_read_timeout` in seconds.
     #[new]
     fn new(mount: Py<PyString>, asgi: Py<PyDict>, read_timeout: Option<f64>) -> PyResult<Hub> {
@@ -148,12 +168,26 @@ impl Hub {
         }
         // SAFETY: `raw` is a new descriptor nothing else owns.
         let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
-        let accepting = Accepting::start(Some(epoll.as_raw_fd()))?;
-        ctl(&epoll, libc::EPOLL_CTL_ADD, accepting.fileno(), READ, 0);
+        let (ring, accepting) = match Ring::new() {
+            Ok(mut ring) => {
+                eprintln!("accepting on the loop's thread (io_uring)");
+                ctl(&epoll, libc::EPOLL_CTL_ADD, ring.fileno(), READ, RING);
+                ring.arm(Duration::ZERO);
+                (Some(ring), None)
+            }
+            Err(err) => {
+                eprintln!("accepting on a thread (io_uring: {err})");
+                let accepting = Accepting::start(epoll.as_raw_fd())?;
+                ctl(&epoll, libc::EPOLL_CTL_ADD, accepting.fileno(), READ, 0);
+                (None, Some(accepting))
+            }
+        };
         let http = Side::new(&epoll)?;
         Ok(Hub {
             epoll,
-            accepting: Some(accepting),
+            ring,
+            accepting,
+            kept: 0,
             slots: HashMap::new(),
             fresh: Vec::new(),
             gone: Vec::new(),
@@ -200,6 +234,10 @@ impl Hub {
             let (id, flags) = (event.u64, event.events);
             if id == KICK {
                 self.kicked(py, &out)?;
+                continue;
+            }
+            if id == RING {
+                self.adopt_ring(py, Some(&out))?;
                 continue;
             }
             if id == 0 {
@@ -264,8 +302,8 @@ impl Hub {
     }
 
     /// The app failed on request `id` (raised, or returned without finishing its
-    /// response): a 500, or the response cut short ([`FastCgi::fail`]); `gone`: the client
-    /// is gone, nothing is written and the connection closes. Returns as
+    /// response): a 500, or the response cut short ([`FastCgi::fail_into`]); `gone`: the
+    /// client is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
     fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
         let retiring = self.retiring;
@@ -323,8 +361,12 @@ impl Hub {
         if let Some(accepting) = &mut self.accepting {
             accepting.stop(py);
         }
+        if let Some(ring) = &mut self.ring {
+            ring.stop();
+        }
         let out = PyList::empty(py);
         self.adopt_queued(py, &out)?;
+        self.adopt_ring(py, None)?;
         self.settle_fresh();
         let ids: Vec<u64> = self.slots.keys().copied().collect();
         for id in ids {
@@ -379,31 +421,60 @@ impl Hub {
                 self.stopping = true;
                 continue;
             }
-            // SAFETY: the accept thread handed the new descriptor over; the slot owns it.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            let fcgi = self.wire(py, &fd);
-            self.slots.insert(
-                id,
-                Slot {
-                    fd,
-                    fcgi,
-                    out: Vec::new(),
-                    sent: 0,
-                    watching: READ,
-                    paused: false,
-                    lingering: false,
-                    closing: false,
-                    shut_after: false,
-                    pressed: false,
-                    got_any: false,
-                    read_by: None,
-                    idle_by: None,
-                    linger_by: None,
-                },
-            );
-            self.fresh.push(id);
+            self.adopt(py, id, fd);
         }
         Ok(())
+    }
+
+    /// Takes the ring's new sockets into the set, and reads each at once when `out` is
+    /// given (else the set says when it is readable).
+    fn adopt_ring(&mut self, py: Python<'_>, out: Option<&Bound<'_, PyList>>) -> PyResult<()> {
+        let Some(ring) = &mut self.ring else {
+            return Ok(());
+        };
+        for (id, fd) in ring.take(self.kept) {
+            if fd == CLOSED {
+                if let Some(out) = out {
+                    out.append((SHUT, 0))?;
+                }
+                self.stopping = true;
+                continue;
+            }
+            self.adopt(py, id, fd);
+            ctl(&self.epoll, libc::EPOLL_CTL_ADD, fd, READ, id);
+            if let Some(out) = out {
+                self.readable(py, id, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A new socket becomes connection `id`.
+    fn adopt(&mut self, py: Python<'_>, id: u64, fd: RawFd) {
+        // SAFETY: the accept handed the new descriptor over; the slot owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fcgi = self.wire(py, &fd);
+        self.slots.insert(
+            id,
+            Slot {
+                fd,
+                fcgi,
+                out: Vec::new(),
+                sent: 0,
+                watching: READ,
+                paused: false,
+                lingering: false,
+                closing: false,
+                shut_after: false,
+                pressed: false,
+                got_any: false,
+                kept: false,
+                read_by: None,
+                idle_by: None,
+                linger_by: None,
+            },
+        );
+        self.fresh.push(id);
     }
 
     /// The connections adopted in this call: the clock runs for one whose request is not
@@ -584,20 +655,31 @@ impl Hub {
     /// The request on `id` ended (`verdict` from [`FastCgi::done`]): the connection goes
     /// on or closes.
     fn ended(&mut self, py: Python<'_>, id: u64, verdict: u8) -> u8 {
-        if verdict == RETIRE
-            && let Some(accepting) = &mut self.accepting
-        {
+        if verdict == RETIRE {
             // The accepts stop before the connection closes: nginx, seeing its kept
             // connection close, connects again at once, and that connection must wait in
             // the listener's backlog for the next worker, not reach this one's accept.
-            accepting.stop(py);
+            if let Some(accepting) = &mut self.accepting {
+                accepting.stop(py);
+            }
+            if let Some(ring) = &mut self.ring {
+                ring.stop();
+                // A connection the cancel met joins the set (served: its request is sent).
+                let _ = self.adopt_ring(py, None);
+            }
         }
         let Some(slot) = self.slots.get_mut(&id) else {
             return LOST;
         };
         if verdict != KEEP || self.retiring {
             self.close(id, true);
-        } else if slot.fcgi.is_http() {
+            return if verdict == RETIRE { RETIRED } else { SENT };
+        }
+        if !slot.kept {
+            slot.kept = true;
+            self.kept += 1;
+        }
+        if slot.fcgi.is_http() {
             self.next_http(id);
         } else if slot.paused {
             // A body the app left unread paused reading: what is left of it is dropped
@@ -605,7 +687,7 @@ impl Hub {
             slot.paused = false;
             watch(&self.epoll, id, slot);
         }
-        if verdict == RETIRE { RETIRED } else { SENT }
+        SENT
     }
 
     /// Closes `id` once what was written has gone; `linger`: when body is still arriving,
@@ -644,6 +726,9 @@ impl Hub {
         let Some(mut slot) = self.slots.remove(&id) else {
             return;
         };
+        if slot.kept {
+            self.kept -= 1;
+        }
         ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
         if slot.fcgi.in_hand() || slot.pressed {
             slot.fcgi.gone();

@@ -12,7 +12,8 @@
 //! | `link.rs`   | Rust   | non-blocking `recv()` into Rust buffers |
 //! | `scope.rs`  | Rust   | the HTTP scope from the params |
 //! | `encode.rs` | Rust   | the CGI head, STDOUT and END_REQUEST records (pure) |
-//! | `accept.rs` | Rust   | the thread that accepts on the pool's listener and hands sockets to the hub's set |
+//! | `ring.rs`   | Rust   | the accepts on the pool's listener, on the loop's thread through io_uring: one `IORING_OP_ACCEPT` in flight, its completion in the hub's set |
+//! | `accept.rs` | Rust   | where io_uring is not to be had: the thread that accepts on the listener and hands sockets to the hub's set |
 //! | `http.py`   | Python | `protocol = "http"`: WebSockets, on asyncio's transport once the hub hands the socket over |
 //! | `http.rs`   | Rust   | `Http`, `FastCgi`'s twin for HTTP: heads and framing by `drover_worker::http`, chunked bodies |
 //!
@@ -33,6 +34,7 @@ pub mod encode;
 mod http;
 mod hub;
 mod link;
+mod ring;
 pub mod scope;
 
 use std::ffi::CString;
@@ -94,8 +96,6 @@ fn serve(
     http: bool,
 ) -> PyResult<i32> {
     let module = PyModule::new(py, "_drover_asgi")?;
-    module.add_class::<conn::FastCgi>()?;
-    module.add_class::<accept::Acceptor>()?;
     module.add_class::<hub::Hub>()?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;

@@ -5,23 +5,21 @@ sockets read and written, the FastCGI records decoded and encoded, each request'
 built, the worker's books kept, the timeouts); this module is the loop's side: each
 request's ASGI cycle (`Exchange`) and task, lifespan, and the worker's life (retire on
 SIGTERM, max_requests, max_memory or the master's flag: stop accepting, finish what is in
-flight, run lifespan shutdown, exit). `Conn` is the HTTP listener's connection (http.py),
-on asyncio's transport.
+flight, run lifespan shutdown, exit). On an HTTP pool, a WebSocket's connection is
+asyncio's transport once the hub hands its socket over (http.py's `WsConn`).
 """
 
 import asyncio
 import faulthandler
 import os
 import signal
-import socket
 import sys
 import threading
 import traceback
 
 import _drover_asgi as _rs
 
-REQUEST, BODY, ABORT, REPLY = 0, 1, 2, 3
-KEEP, CLOSE, RETIRE = 0, 1, 2
+REQUEST, BODY, ABORT = 0, 1, 2
 EXIT_APP_LOAD = 4
 
 # The ASGI version this server speaks. 2.4: send() raises OSError once the client is gone,
@@ -30,11 +28,6 @@ ASGI = {"version": "3.0", "spec_version": "2.4"}
 # Request body buffered for an app that does not read it: past this, the connection stops
 # being read until the app takes what is there.
 BODY_HIGH = 1 << 20
-# How long a closing connection with request body still arriving is read and dropped.
-LINGER = 5.0
-# FastCGI connections are the hub's (`_rs.Hub`); http.py's are asyncio's (it sets this
-# False).
-LINKED = True
 # What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT;
 # UPGRADE on an HTTP pool only (a WebSocket's socket, for http.py's `Worker.upgrade`).
 GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
@@ -42,20 +35,6 @@ GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
 SENT, PRESSED, LOST, RETIRED = 0, 1, 2, 3
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
-# How long a retiring worker keeps a kept connection open while it idles between
-# requests. nginx may send a request on an idle kept connection at any moment, and a close
-# under it loses the request (nginx tries again only for a non-POST on a kept connection,
-# and on another kept one, which may be this worker's too): so the connection waits for
-# its next request, which is served and ends the connection (`NOT_KEPT`), or for nginx to
-# close it. Idle this long, it is at the cold end of nginx's cache, the last one nginx
-# would pick: it closes.
-RETIRE_IDLE = 1.0
-# Sent after a retiring worker's last END_REQUEST on a kept connection, in the same write:
-# nginx keeps a connection only when the END_REQUEST record ends what it has read, so it
-# closes this one itself (an empty FCGI_GET_VALUES_RESULT, a management record that asks
-# nothing). Closing it ourselves right after leaves nginx a moment to keep it, pick it
-# for the next request and have it reset.
-NOT_KEPT = b"\x01\x0a\x00\x00\x00\x00\x00\x00"
 
 
 def log(line):
@@ -68,8 +47,7 @@ class ClientDisconnected(OSError):
 
 class Request:
     """One request's ASGI cycle: the app's `receive`, its task, and the state both sides
-    read. What differs by transport (`Exchange` on the hub, `Cycle` on asyncio's transport
-    for the HTTP listener) is `send`, `pause`, `resume` and `failed`."""
+    read; `Exchange` adds `send`, `pause`, `resume` and `failed`."""
 
     __slots__ = (
         "loop", "body", "buffered", "body_done", "delivered", "waiter",
@@ -145,58 +123,6 @@ class Request:
             worker.task_done(self.task)
 
 
-class Cycle(Request):
-    """One request on the HTTP listener's connection (`Conn`, asyncio's transport)."""
-
-    __slots__ = ("conn",)
-
-    def __init__(self, conn, body, body_done):
-        super().__init__(conn.loop, body, body_done)
-        self.conn = conn
-
-    def pause(self):
-        self.conn.pause_reading()
-
-    def resume(self):
-        self.conn.resume_reading()
-
-    def failed(self):
-        self.conn.failed(self)
-
-    async def send(self, message):
-        kind = message["type"]
-        if kind == "http.response.body":
-            if not self.started or self.complete:
-                raise RuntimeError(
-                    "http.response.body before http.response.start"
-                    if not self.started else "http.response.body after the response ended")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            more = message.get("more_body", False)
-            conn = self.conn
-            data = conn.fcgi.respond(self.status, self.headers, message.get("body", b""), more)
-            self.status = None
-            if not more and conn.worker.retiring:
-                data += conn.not_kept
-            conn.transport.write(data)
-            if more:
-                if conn.write_paused:
-                    await conn.drained()
-            else:
-                self.complete = True
-                conn.finished(self)
-        elif kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("http.response.start sent twice")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            self.started = True
-            self.status = message["status"]
-            self.headers = message.get("headers")
-        else:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
-
-
 class Exchange(Request):
     """One request on the hub: the app's receive and send. The connection is the hub's,
     named by `cid`."""
@@ -262,232 +188,6 @@ class Exchange(Request):
             self.headers = message.get("headers")
         else:
             raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
-
-
-class Conn(asyncio.Protocol):
-    """One HTTP connection (http.py's `HttpConn`, on asyncio's transport); one request at
-    a time."""
-
-    # How long the connection stays open idle once the worker retires (0: closed at once).
-    retire_idle = RETIRE_IDLE
-    # What follows a retiring worker's last response on the connection (`NOT_KEPT`).
-    not_kept = NOT_KEPT
-    # The close of the idle connection of a retiring worker, once due (a class default:
-    # http.py's connection shares the methods that read it).
-    retire_timer = None
-
-    def __init__(self, worker):
-        self.worker = worker
-        self.loop = worker.loop
-        self.fcgi = _rs.FastCgi(worker.mount, ASGI)
-        self.transport = None
-        self.cycle = None
-        self.read_paused = False
-        self.write_paused = False
-        self.drain_waiter = None
-        self.lingering = False
-        self.closed = False
-        # request_read_timeout: armed while a request's records are awaited.
-        self.timer = None
-
-    def connection_made(self, transport):
-        self.transport = transport
-        self.worker.conns.add(self)
-        self.arm()
-        if self.worker.retiring:
-            # Accepted just before the worker stopped accepting: nginx opened it for a
-            # request, which is served.
-            self.retire(at_once=self.worker.stopping)
-
-    def arm(self):
-        timeout = self.worker.read_timeout
-        if timeout and self.timer is None:
-            self.timer = self.loop.call_later(timeout, self.read_timed_out)
-
-    def disarm(self):
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def read_timed_out(self):
-        self.timer = None
-        if self.closed or self.lingering:
-            return
-        if self.read_paused:
-            # The app has not taken the body that came: the wait is the app's, not the
-            # client's.
-            self.arm()
-            return
-        what, received = self.fcgi.waiting()
-        log(f"dropped a connection: {what} did not arrive within request_read_timeout "
-            f"({self.worker.read_timeout:g}s); {received} bytes received")
-        cycle = self.cycle
-        if cycle is not None:
-            cycle.gone = True
-            cycle.wake()
-        self.transport.abort()
-
-    def data_received(self, data):
-        if self.lingering:
-            return
-        try:
-            events = self.fcgi.feed(data)
-        except ValueError as err:
-            self.refuse(err)
-            return
-        self.handle(events)
-
-    def refuse(self, err):
-        """Records that break the protocol: the connection closes."""
-        log(f"closing a FastCGI connection: {err}")
-        self.fcgi.gone()
-        self.transport.abort()
-
-    def handle(self, events):
-        """The events of the records that came."""
-        if self.retire_timer is not None:
-            # A retiring worker's idle connection: a request comes, it is served.
-            self.retire_timer.cancel()
-            self.retire_timer = None
-        for event in events:
-            kind = event[0]
-            if kind == REQUEST:
-                self.start(event[1], event[2], event[3])
-            elif kind == BODY:
-                if self.cycle is not None:
-                    self.cycle.feed(event[1], event[2])
-            elif kind == REPLY:
-                self.transport.write(event[1])
-            elif self.cycle is not None:  # ABORT: the web server gave up on the request
-                self.cycle.gone = True
-                self.cycle.wake()
-        # The clock runs while a request's records are awaited (not while a kept
-        # connection idles between requests, which costs a descriptor, not a worker).
-        if self.fcgi.reading():
-            self.arm()
-        else:
-            self.disarm()
-            if self.worker.retiring and self.cycle is None:
-                # Records that were no request (a management record, an abort).
-                self.retire(at_once=self.worker.stopping)
-
-    def retire(self, at_once):
-        """The worker retires: a connection with a request in hand closes after its
-        response; one between requests at once (`at_once`: the pool stops, and nothing
-        would serve what nginx sends on it) or once it has idled `retire_idle`."""
-        if self.closed or self.cycle is not None:
-            return
-        if at_once or not self.retire_idle:
-            self.close()
-        elif self.retire_timer is None and not self.fcgi.reading():
-            self.retire_timer = self.loop.call_later(self.retire_idle, self.idled_out)
-
-    def idled_out(self):
-        self.retire_timer = None
-        if not self.closed and self.cycle is None and not self.fcgi.reading():
-            self.close()
-
-    def start(self, scope, body, done):
-        worker = self.worker
-        if worker.state:
-            scope["state"] = worker.state.copy()
-        self.cycle = cycle = Cycle(self, body, done)
-        # The loop keeps only a weak reference to a task: this set keeps it to its end.
-        cycle.task = task = self.loop.create_task(cycle.run(worker, scope))
-        worker.tasks[task] = None
-
-    def finished(self, cycle):
-        """The response is complete (its END_REQUEST is written)."""
-        verdict = self.fcgi.done()
-        self.cycle = None
-        cycle.wake()
-        # A body the app left unread may have paused reading: what is left of it is
-        # dropped now, and the next request must be read.
-        self.resume_reading()
-        if verdict == RETIRE:
-            self.worker.retire()
-        if verdict != KEEP or self.worker.retiring:
-            self.close()
-
-    def failed(self, cycle):
-        """The app raised or returned without finishing its response."""
-        if cycle.complete:
-            return
-        cycle.complete = True
-        if self.cycle is cycle:
-            self.cycle = None
-        if cycle.gone or self.closed:
-            self.fcgi.gone()
-            if not self.closed:
-                self.close()
-            return
-        data = self.fcgi.fail()
-        self.transport.write(data + self.not_kept if self.worker.retiring else data)
-        verdict = self.fcgi.done()
-        cycle.wake()
-        self.resume_reading()
-        if verdict == RETIRE:
-            self.worker.retire()
-        if verdict != KEEP or self.worker.retiring:
-            self.close()
-
-    def close(self):
-        if self.closed or self.lingering:
-            return
-        if self.fcgi.body_unread() and self.transport.can_write_eof():
-            # Closing with body unread would reset the connection under the response:
-            # say we are done, drop what still comes, close when nginx does (bounded).
-            self.lingering = True
-            self.resume_reading()
-            self.transport.write_eof()
-            self.loop.call_later(LINGER, self.transport.abort)
-        else:
-            self.transport.close()
-
-    def pause_reading(self):
-        if not self.read_paused:
-            self.read_paused = True
-            self.transport.pause_reading()
-
-    def resume_reading(self):
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-
-    def pause_writing(self):
-        self.write_paused = True
-
-    def resume_writing(self):
-        self.write_paused = False
-        waiter, self.drain_waiter = self.drain_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def drained(self):
-        if self.drain_waiter is None:
-            self.drain_waiter = self.loop.create_future()
-        await self.drain_waiter
-
-    def eof_received(self):
-        reason = self.fcgi.closed()
-        if reason is not None:
-            log(f"closing a FastCGI connection: {reason}")
-        return False
-
-    def connection_lost(self, exc):
-        self.closed = True
-        self.disarm()
-        if self.retire_timer is not None:
-            self.retire_timer.cancel()
-            self.retire_timer = None
-        self.worker.conns.discard(self)
-        self.worker.released()
-        cycle = self.cycle
-        if cycle is not None:
-            cycle.gone = True
-            cycle.wake()
-        self.resume_writing()
-        self.worker.check_done()
 
 
 class Lifespan:
@@ -560,13 +260,14 @@ class Worker:
         self.read_timeout = read_timeout
         self.loop = loop
         self.state = {}
+        # The WebSockets' connections, on asyncio's transport (http.py's `WsConn`), and how
+        # many are being made.
         self.conns = set()
         # The requests' tasks, oldest first (a dict keeps insertion order), to their end.
         self.tasks = {}
         self.connecting = 0
-        self.acceptor = None
-        # FastCGI: the connections, in Rust; the requests in hand by connection id; the
-        # loop timer behind the hub's deadlines.
+        # The connections, in Rust; the requests in hand by connection id; the loop timer
+        # behind the hub's deadlines.
         self.hub = None
         self.exchanges = {}
         self.timer = None
@@ -653,34 +354,6 @@ class Worker:
             self.retire()
         self.settle()
 
-    def on_accept(self):
-        for fd in self.acceptor.take():
-            if fd < 0:
-                self.stopping = True
-                self.retire()
-                continue
-            self.connect(fd)
-
-    def connect(self, fd):
-        sock = socket.socket(fileno=fd)
-        self.connecting += 1
-        task = self.loop.create_task(
-            self.loop.connect_accepted_socket(lambda: Conn(self), sock))
-        task.add_done_callback(self.connected)
-
-    def connected(self, task):
-        self.connecting -= 1
-        if task.cancelled() or task.exception() is not None:
-            if not task.cancelled():
-                log(f"cannot serve an accepted connection: {task.exception()}")
-            self.released()
-        self.check_done()
-
-    def released(self):
-        """One accepted connection is closed: the acceptor counts what this worker holds."""
-        if self.acceptor is not None:
-            self.acceptor.released()
-
     def tick(self):
         if self.retiring:
             return
@@ -691,7 +364,7 @@ class Worker:
 
     def retire(self):
         """Stop accepting; finish what is in flight, and close the kept connections as
-        nginx can bear (`Conn.retire`); then exit."""
+        nginx can bear (the hub's `retire`); then exit."""
         if self.retiring:
             return
         self.retiring = True
@@ -701,16 +374,6 @@ class Worker:
             self.stopping = self.hub.retire(self.stopping)
             self.settle()
             return
-        if self.acceptor is not None:
-            self.loop.remove_reader(self.acceptor.fileno())
-            self.acceptor.stop()
-            for fd in self.acceptor.take():
-                if fd < 0:
-                    self.stopping = True
-                else:
-                    self.connect(fd)
-        for conn in list(self.conns):
-            conn.retire(at_once=self.stopping)
         self.check_done()
 
     def check_done(self):
@@ -753,12 +416,8 @@ class Worker:
             log(f"lifespan startup failed: {failure}")
             return EXIT_APP_LOAD
         if not self.retiring:
-            if LINKED:
-                self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout)
-                self.loop.add_reader(self.hub.fileno(), self.on_ready)
-            else:
-                self.acceptor = _rs.Acceptor()
-                self.loop.add_reader(self.acceptor.fileno(), self.on_accept)
+            self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout)
+            self.loop.add_reader(self.hub.fileno(), self.on_ready)
             self.tick()
         await self.done
         await lifespan.shutdown()
