@@ -33,6 +33,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use super::accept::{Accepting, CLOSED};
 use super::conn::{self, Decoded, KEEP, RETIRE};
 
+mod bridge;
 mod http;
 use http::{KICK, Side, Wire};
 
@@ -200,6 +201,10 @@ impl Hub {
             let (id, flags) = (event.u64, event.events);
             if id == KICK {
                 self.kicked(py, &out)?;
+                continue;
+            }
+            if id & bridge::BRIDGE != 0 {
+                self.bridged(id, flags);
                 continue;
             }
             if id == 0 {
@@ -514,9 +519,17 @@ impl Hub {
         Ok(())
     }
 
-    /// Writes `data` on connection `id`, keeping what the socket does not take; false when
-    /// the connection is gone (it is then closed).
+    /// Writes `data` on connection `id` (sealed first over TLS), keeping what the socket
+    /// does not take; false when the connection is gone (it is then closed).
     fn write(&mut self, id: u64, data: &[u8]) -> bool {
+        match self.slots.get_mut(&id).and_then(|slot| slot.fcgi.seal(data)) {
+            Some(sealed) => self.put(id, &sealed),
+            None => self.put(id, data),
+        }
+    }
+
+    /// Writes `data` on connection `id` as it is, as [`Hub::write`] does.
+    fn put(&mut self, id: u64, data: &[u8]) -> bool {
         let Some(slot) = self.slots.get_mut(&id) else {
             return false;
         };
@@ -619,6 +632,10 @@ impl Hub {
         if slot.closing || slot.lingering {
             return;
         }
+        self.close_notify(id);
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
         if linger && slot.fcgi.body_unread() {
             slot.lingering = true;
             slot.paused = false;
