@@ -108,13 +108,17 @@ impl Socket {
 
     /// A TLS connection whose handshake has not completed.
     pub fn handshaking(&self) -> bool {
-        self.tls.as_ref().is_some_and(|tls| tls.session.handshaking())
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.session.handshaking())
     }
 
     /// Decrypted bytes that no read took yet: epoll does not see them (they have left
     /// the socket), so the reader takes them before it waits.
     pub fn buffered(&mut self) -> bool {
-        self.tls.as_ref().is_some_and(|tls| tls.taken < tls.plain.len())
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.taken < tls.plain.len())
     }
 
     /// A request starts arriving: reads may wait `budget` in all for its params and body.
@@ -446,7 +450,6 @@ impl Socket {
             ),
         )
     }
-
 }
 
 /// Accepts the next connection on fd 0, the pool's listening socket. Blocks; a signal

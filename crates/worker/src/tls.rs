@@ -17,6 +17,8 @@ use drover_fastcgi::Params;
 /// A server-side TLS connection.
 pub struct Session {
     conn: rustls::ServerConnection,
+    /// [`Session::open`] failed: its alert was the last word, nothing is sealed after it.
+    failed: bool,
 }
 
 /// What the bytes given to [`Session::open`] made.
@@ -33,7 +35,10 @@ impl Session {
     pub fn new(config: &Arc<rustls::ServerConfig>) -> io::Result<Session> {
         let mut conn = rustls::ServerConnection::new(config.clone()).map_err(io::Error::other)?;
         conn.set_buffer_limit(None);
-        Ok(Session { conn })
+        Ok(Session {
+            conn,
+            failed: false,
+        })
     }
 
     /// The handshake has not completed.
@@ -44,8 +49,23 @@ impl Session {
     /// Takes `data`, as read from the socket: the plaintext it holds is appended to
     /// `plain`, the records due in answer (the handshake's, session tickets) to `wire`.
     /// Err: the connection must end, once `wire` (which then holds the alert that says
-    /// why, when there is one) is written; the reason is for the log.
+    /// why, when there is one) is written; the reason is for the log. From then on the
+    /// session seals nothing, close_notify included.
     pub fn open(
+        &mut self,
+        data: &[u8],
+        plain: &mut Vec<u8>,
+        wire: &mut Vec<u8>,
+    ) -> Result<Opened, String> {
+        if self.failed {
+            return Err("TLS: the session failed already".into());
+        }
+        let opened = self.take(data, plain, wire);
+        self.failed = opened.is_err();
+        opened
+    }
+
+    fn take(
         &mut self,
         mut data: &[u8],
         plain: &mut Vec<u8>,
@@ -83,6 +103,9 @@ impl Session {
 
     /// Appends to `wire` the records that carry `plain`.
     pub fn seal(&mut self, plain: &[u8], wire: &mut Vec<u8>) {
+        if self.failed {
+            return;
+        }
         // Never short: the buffer limit is off (`new`).
         let _ = self.conn.writer().write_all(plain);
         self.drain(wire);
@@ -92,7 +115,7 @@ impl Session {
     /// response to the connection's end takes a close without it as a truncation); none
     /// mid-handshake.
     pub fn close_notify(&mut self, wire: &mut Vec<u8>) {
-        if !self.conn.is_handshaking() {
+        if !(self.failed || self.conn.is_handshaking()) {
             self.conn.send_close_notify();
             self.drain(wire);
         }

@@ -522,7 +522,11 @@ impl Hub {
     /// Writes `data` on connection `id` (sealed first over TLS), keeping what the socket
     /// does not take; false when the connection is gone (it is then closed).
     fn write(&mut self, id: u64, data: &[u8]) -> bool {
-        match self.slots.get_mut(&id).and_then(|slot| slot.fcgi.seal(data)) {
+        match self
+            .slots
+            .get_mut(&id)
+            .and_then(|slot| slot.fcgi.seal(data))
+        {
             Some(sealed) => self.put(id, &sealed),
             None => self.put(id, data),
         }

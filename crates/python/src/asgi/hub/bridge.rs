@@ -138,7 +138,11 @@ impl Bridge {
         } else {
             0
         };
-        let write = if self.to_client.pending() > 0 { WRITE } else { 0 };
+        let write = if self.to_client.pending() > 0 {
+            WRITE
+        } else {
+            0
+        };
         read | write
     }
 
@@ -170,7 +174,11 @@ impl Bridge {
         match opened {
             Ok(seen) if !seen.closed && end == 0 => true,
             _ => {
-                // The alert, if any, on a best-effort basis: the client is leaving.
+                // The client is leaving: what it sent last (its close frame) and the
+                // alert, if any, on a best-effort basis.
+                if let Some(app) = &self.app {
+                    self.to_app.flush(app.as_raw_fd());
+                }
                 self.to_client.flush(self.client.as_raw_fd());
                 false
             }

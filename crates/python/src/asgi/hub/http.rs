@@ -257,29 +257,19 @@ impl Hub {
             Wire::Http(_, Some(tls)) if !data.is_empty() => {
                 let mut wire = Vec::new();
                 let result = tls.open(&data, &mut opened, &mut wire);
-                let handshaking = tls.handshaking();
                 if let Ok(seen) = result
                     && seen.closed
                 {
                     end = -1;
                 }
+                // Not TLS, or broken: rustls's alert (in `wire`), then the close.
                 let failed = result.is_err();
-                if failed {
-                    // Its alert is the last word: no close_notify after it.
-                    if let Wire::Http(http, tls) = &mut slot.fcgi {
-                        http.gone();
-                        *tls = None;
-                    }
-                }
                 if !self.put(id, &wire) {
                     return Ok(());
                 }
                 if failed {
                     self.close(id, false);
                     return Ok(());
-                }
-                if handshaking {
-                    self.schedule_http(id);
                 }
                 &opened
             }
