@@ -94,8 +94,9 @@ impl Bridge {
             ctl(&hub.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
             return Err(std::io::Error::last_os_error().into());
         }
-        // SAFETY: both are new descriptors nothing else owns; asyncio takes the second.
+        // SAFETY: socketpair made both descriptors; nothing else owns them.
         let app = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+        // SAFETY: as above; asyncio takes this one over.
         let theirs = unsafe { OwnedFd::from_raw_fd(fds[1]) };
         let mut to_client = Pipe::default();
         to_client.push(&slot.out[slot.sent..]);
