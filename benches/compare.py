@@ -38,7 +38,9 @@ The workloads:
   over HTTP), and the WSGI and FastAPI apps with no nginx (wrk straight at each server's
   HTTP listener): drover against uvicorn, gunicorn and granian (python_peers.py).
 - https-wsgi: http-wsgi over TLS, drover against granian's TLS (python_peers.py);
-  https-wsgi-handshake: the same with a new connection (a full handshake) per request.
+  https-wsgi-handshake: the same with a new connection (a full handshake) per request;
+  https-asgi, https-asgi-handshake: the two with the FastAPI app on an ASGI pool, against
+  granian --interface asgi with its TLS.
 - php-pss: memory after --pss-requests requests spread evenly over 20 distinct PHP pages
   (each with its own classes and functions, so that OPcache holds 20 scripts), in a
   static pool of --workers and in a dynamic pool of twice that (start_servers =

@@ -20,6 +20,8 @@ a Python team runs today, with the same app and the same number of workers.
   `Connection: close` and reconnects after each answer), so each request costs a full
   TLS handshake (ECDHE and the P-256 signature; wrk resumes no session): the handshake's
   cost more than the records'.
+- https-asgi, https-asgi-handshake: the same two with the FastAPI hello world on an ASGI
+  pool (TLS in the worker's hub) against granian `--interface asgi` with its TLS.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
@@ -51,13 +53,14 @@ async def hello():
 }
 
 WORKLOADS = ("asgi", "asgi-kept", "asgi-bare", "asgi-bare-kept", "http-wsgi", "http-asgi", "http-asgi-bare",
-             "https-wsgi", "https-wsgi-handshake")
+             "https-wsgi", "https-wsgi-handshake", "https-asgi", "https-asgi-handshake")
 
 # (module, attribute) of each workload's app, in compare.py's apps folder.
 APP = {"asgi": ("fastapp", "app"), "asgi-kept": ("fastapp", "app"), "asgi-bare": ("bare", "app"),
        "asgi-bare-kept": ("bare", "app"), "http-wsgi": ("hello", "application"), "http-asgi": ("fastapp", "app"),
        "http-asgi-bare": ("bare", "app"), "https-wsgi": ("hello", "application"),
-       "https-wsgi-handshake": ("hello", "application")}
+       "https-wsgi-handshake": ("hello", "application"), "https-asgi": ("fastapp", "app"),
+       "https-asgi-handshake": ("fastapp", "app")}
 
 
 def certificate(work):
@@ -119,9 +122,9 @@ def backends(workload, work, workers, drover, baseline=""):
             backend.keep = workload.endswith("-kept")
         return out
     # No nginx: every backend answers HTTP on its own loopback port.
-    interface = "asgi" if workload.startswith("http-asgi") else "wsgi"
+    interface = "asgi" if workload.startswith(("http-asgi", "https-asgi")) else "wsgi"
     port = free_port()
-    tls = workload.startswith("https-wsgi")
+    tls = workload.startswith("https-")
     extra = 'protocol = "http"\n'
     if tls:
         cert, key = certificate(work)
@@ -134,7 +137,7 @@ def backends(workload, work, workers, drover, baseline=""):
     if tls:
         ours.scheme = "https"
         port = free_port()
-        out.append(Backend("granian (wsgi+TLS)", ["granian", "--interface", "wsgi", "--workers", w, "--host",
+        out.append(Backend(f"granian ({interface}+TLS)", ["granian", "--interface", interface, "--workers", w, "--host",
                                                    "127.0.0.1", "--port", str(port), "--no-ws", "--ssl-certificate",
                                                    cert, "--ssl-keyfile", key, spec],
                            "", cwd=apps, kind="direct", port=port))

@@ -65,6 +65,14 @@ async def item(item_id: int, request: Request, q: str | None = None):
     }
 
 
+@app.get("/remote", response_class=PlainTextResponse)
+async def remote(request: Request):
+    """Who the server says the client is, and the scheme: wsgi_app's `/remote`."""
+    return (f"remote_addr={request.client.host}\nurl_scheme={request.url.scheme}\n"
+            f"pid={os.getpid()}\n")
+
+
+@app.post("/upload-sha256", response_class=PlainTextResponse)
 @app.post("/sha256", response_class=PlainTextResponse)
 async def sha256(request: Request):
     digest = hashlib.sha256()

@@ -1,6 +1,7 @@
 """A bare ASGI app for the WebSocket tests (protocol = "http"): `/echo` echoes each
-message; the text `close-4001` makes it close with code 4001; `/reject` closes before
-accepting (the client gets 403). Each disconnect is logged with its code. No lifespan."""
+message; the text `close-4001` makes it close with code 4001, `scheme` gets the scope's
+scheme back; `/reject` closes before accepting (the client gets 403). Each disconnect is
+logged with its code. No lifespan."""
 
 import sys
 
@@ -24,6 +25,9 @@ async def app(scope, receive, send):
             print(f"ws disconnect {message['code']}", file=sys.stderr, flush=True)
             return
         text = message.get("text")
+        if text == "scheme":
+            await send({"type": "websocket.send", "text": scope["scheme"]})
+            continue
         if text == "close-4001":
             await send({"type": "websocket.close", "code": 4001, "reason": "asked"})
             return

@@ -28,6 +28,8 @@
 //! - [`exchange`]: the connection a handler serves a request on, FastCGI or HTTP.
 //! - [`http`]: `protocol = "http"`: HTTP/1.1 straight from clients, turned into the same
 //!   CGI request cycle; idle keep-alive connections wait in an epoll set, not in a worker.
+//! - [`tls`]: one TLS connection of such a pool (`certfile`), sans I/O, which the blocking
+//!   WSGI socket and the ASGI worker's hub both drive.
 //!
 //! What a runtime keeps for itself: starting its interpreter and loading the app before the
 //! first fork (after [`zygote::block_signals`]), the fork's own hooks, and running one
@@ -44,4 +46,5 @@ pub mod request_id;
 pub mod serve;
 pub mod socket;
 pub mod threads;
+pub mod tls;
 pub mod zygote;

@@ -7,6 +7,8 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use crate::tls::Session;
+
 /// An accepted connection (unix or TCP: only read and write are needed). It can be
 /// closed while the connection object lives on (see [`Socket::close`]).
 pub struct Socket {
@@ -27,7 +29,22 @@ pub struct Socket {
     send_timeout: Option<Duration>,
     /// An HTTP pool with `certfile`: reads and writes go through this TLS session, and the
     /// handshake happens in the reads (see [`Socket::start_tls`]).
-    tls: Option<Box<rustls::ServerConnection>>,
+    tls: Option<Box<Tls>>,
+}
+
+/// A connection's TLS: the session ([`crate::tls::Session`], which the ASGI hub drives
+/// too) and what this blocking driver keeps beside it.
+struct Tls {
+    session: Session,
+    /// Plaintext opened and not yet read, from `taken` on.
+    plain: Vec<u8>,
+    taken: usize,
+    /// The client sent close_notify: reads end once `plain` is taken.
+    closed: bool,
+    /// Where the socket's bytes are read before they are opened.
+    scratch: Vec<u8>,
+    /// Records to write, kept for the next write's.
+    wire: Vec<u8>,
 }
 
 impl From<OwnedFd> for Socket {
@@ -78,23 +95,30 @@ impl Socket {
     /// handshake goes on in the reads, which never wait when [`Socket::set_wait`] says so,
     /// so that a client that stops mid-handshake holds a descriptor, not the worker.
     pub fn start_tls(&mut self, config: &std::sync::Arc<rustls::ServerConfig>) -> io::Result<()> {
-        let tls = rustls::ServerConnection::new(config.clone()).map_err(io::Error::other)?;
-        self.tls = Some(Box::new(tls));
+        self.tls = Some(Box::new(Tls {
+            session: Session::new(config)?,
+            plain: Vec::new(),
+            taken: 0,
+            closed: false,
+            scratch: vec![0; 16 * 1024],
+            wire: Vec::new(),
+        }));
         Ok(())
     }
 
     /// A TLS connection whose handshake has not completed.
     pub fn handshaking(&self) -> bool {
-        self.tls.as_ref().is_some_and(|tls| tls.is_handshaking())
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.session.handshaking())
     }
 
-    /// Decrypted bytes the TLS session holds that no read took yet: epoll does not see
-    /// them (they have left the socket), so the reader takes them before it waits.
+    /// Decrypted bytes that no read took yet: epoll does not see them (they have left
+    /// the socket), so the reader takes them before it waits.
     pub fn buffered(&mut self) -> bool {
-        self.tls.as_mut().is_some_and(|tls| {
-            tls.process_new_packets()
-                .is_ok_and(|state| state.plaintext_bytes_to_read() > 0)
-        })
+        self.tls
+            .as_ref()
+            .is_some_and(|tls| tls.taken < tls.plain.len())
     }
 
     /// A request starts arriving: reads may wait `budget` in all for its params and body.
@@ -177,18 +201,16 @@ impl Socket {
         let Some(mut tls) = self.tls.take() else {
             return;
         };
-        if !tls.is_handshaking() {
-            tls.send_close_notify();
-            if let Some(fd) = &self.fd {
-                let mut out = Vec::new();
-                while tls.wants_write() && tls.write_tls(&mut out).is_ok_and(|n| n > 0) {}
-                let _ = nix::sys::socket::send(
-                    fd.as_raw_fd(),
-                    &out,
-                    nix::sys::socket::MsgFlags::MSG_DONTWAIT
-                        | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
-                );
-            }
+        let mut out = Vec::new();
+        tls.session.close_notify(&mut out);
+        if let Some(fd) = &self.fd
+            && !out.is_empty()
+        {
+            let _ = nix::sys::socket::send(
+                fd.as_raw_fd(),
+                &out,
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+            );
         }
     }
 
@@ -324,84 +346,62 @@ impl Socket {
 }
 
 impl Read for Socket {
-    /// Plain: `Socket::raw_read`. Over TLS: the plaintext rustls holds, else the bytes
-    /// that arrived (waiting as a plain read would), decrypted, the handshake's answers
+    /// Plain: `Socket::raw_read`. Over TLS: the plaintext opened already, else the bytes
+    /// that arrived (waiting as a plain read would), opened, the handshake's answers
     /// written as they are due. An alert or a broken record ends the connection
-    /// (`InvalidData`); the client's close is Ok(0), as on a plain socket.
+    /// (`InvalidData`, after the alert is written); the client's close is Ok(0), as on a
+    /// plain socket.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.tls.is_none() {
+        let Some(mut tls) = self.tls.take() else {
             return self.raw_read(buf);
-        }
-        loop {
-            let Some(tls) = self.tls.as_mut() else {
-                return Err(io::ErrorKind::NotConnected.into());
-            };
-            match tls.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-                Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                Err(err) => return Err(err),
-            }
-            let mut tls = self.tls.take().unwrap_or_else(|| unreachable!());
-            let read = tls.read_tls(&mut Raw(self));
-            let result = match read {
-                // The client closed (without close_notify: HTTP/1.1 clients do).
-                Ok(0) => Ok(Some(0)),
-                Ok(_) => match tls.process_new_packets() {
-                    Ok(_) => Ok(None),
-                    Err(err) => {
-                        // The alert that says why (behind what the handshake had queued).
-                        while tls.wants_write()
-                            && tls.write_tls(&mut Raw(self)).is_ok_and(|n| n > 0)
-                        {
-                        }
-                        Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("TLS: {err}"),
-                        ))
-                    }
-                },
-                Err(err) => Err(err),
-            };
-            self.tls = Some(tls);
-            match result {
-                Ok(Some(n)) => return Ok(n),
-                Ok(None) => self.flush_tls()?,
-                Err(err) => return Err(err),
-            }
-        }
+        };
+        let result = self.read_tls(&mut tls, buf);
+        self.tls = Some(tls);
+        result
     }
 }
 
-/// The socket's own bytes, under the TLS session: what rustls reads and writes.
-struct Raw<'s>(&'s mut Socket);
-
-impl Read for Raw<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.raw_read(buf)
-    }
-}
-
-impl Write for Raw<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.raw_write(buf)
-    }
-
-    /// rustls hands its records over as several buffers: one `writev`, not a write each.
-    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        let fd = self.0.fd()?;
+impl Socket {
+    fn read_tls(&mut self, tls: &mut Tls, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match nix::sys::uio::writev(fd, bufs) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(nix::errno::Errno::EAGAIN) if self.0.send_timeout.is_some() => {
-                    return Err(self.0.send_timed_out());
+            if tls.taken < tls.plain.len() {
+                let n = buf.len().min(tls.plain.len() - tls.taken);
+                buf[..n].copy_from_slice(&tls.plain[tls.taken..tls.taken + n]);
+                tls.taken += n;
+                if tls.taken == tls.plain.len() {
+                    tls.plain.clear();
+                    tls.taken = 0;
                 }
-                other => return other.map_err(io::Error::from),
+                return Ok(n);
+            }
+            if tls.closed {
+                return Ok(0);
+            }
+            // The client closed (without close_notify: HTTP/1.1 clients do).
+            let n = match self.raw_read(&mut tls.scratch)? {
+                0 => return Ok(0),
+                n => n,
+            };
+            tls.wire.clear();
+            let opened = tls
+                .session
+                .open(&tls.scratch[..n], &mut tls.plain, &mut tls.wire);
+            self.write_all_raw(&tls.wire)?;
+            match opened {
+                Ok(seen) => tls.closed |= seen.closed,
+                Err(reason) => return Err(io::Error::new(io::ErrorKind::InvalidData, reason)),
             }
         }
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    /// Writes all of `data` as it is (blocking, within `send_timeout`).
+    fn write_all_raw(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            match self.raw_write(data)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => data = &data[n..],
+            }
+        }
         Ok(())
     }
 }
@@ -410,12 +410,14 @@ impl Write for Socket {
     /// Plain: `Socket::raw_write`. Over TLS: encrypted, and written out before this
     /// returns (blocking, within `send_timeout`), as a plain write is.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(tls) = self.tls.as_mut() else {
+        let Some(mut tls) = self.tls.take() else {
             return self.raw_write(buf);
         };
-        let n = tls.writer().write(buf)?;
-        self.flush_tls()?;
-        Ok(n)
+        tls.wire.clear();
+        tls.session.seal(buf, &mut tls.wire);
+        let written = self.write_all_raw(&tls.wire);
+        self.tls = Some(tls);
+        written.map(|()| buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -447,29 +449,6 @@ impl Socket {
                 self.send_timeout.unwrap_or_default()
             ),
         )
-    }
-
-    /// Writes out what the TLS session has to send (records, handshake messages, alerts).
-    fn flush_tls(&mut self) -> io::Result<()> {
-        let Some(mut tls) = self.tls.take() else {
-            return Ok(());
-        };
-        let mut result = Ok(());
-        while tls.wants_write() {
-            match tls.write_tls(&mut Raw(self)) {
-                Ok(0) => {
-                    result = Err(io::ErrorKind::WriteZero.into());
-                    break;
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    result = Err(err);
-                    break;
-                }
-            }
-        }
-        self.tls = Some(tls);
-        result
     }
 }
 

@@ -67,18 +67,6 @@ const fn refused(key: Key, refused: &'static [(Runtimes, &'static str)]) -> Key 
     Key { refused, ..key }
 }
 
-/// A TLS key (`certfile` and the rest): not on an ASGI pool yet.
-const fn tls(key: Key) -> Key {
-    refused(
-        key,
-        &[(
-            Runtimes::ASGI,
-            "TLS on an ASGI pool's listener is not supported yet (terminate TLS in front, \
-             or serve the app as WSGI)",
-        )],
-    )
-}
-
 const STRING: super::Type = super::Type::String;
 
 // `Php` and `String` would shadow the model's and std's names.
@@ -607,48 +595,48 @@ pub static KEYS: &[Key] = &[
             "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
         )],
     ),
-    tls(http(
+    http(
         "certfile",
         Path,
         Unset,
         "The listener speaks TLS (HTTPS) with this PEM certificate, then its chain \
          (gunicorn's `certfile`); read by the master at load and on reload.",
-    )),
-    tls(http(
+    ),
+    http(
         "keyfile",
         Path,
         Unset,
         "certfile's PEM private key (gunicorn's `keyfile`); may be root's alone, 0600: the \
          master reads it; unset: the key in certfile.",
-    )),
-    tls(http(
+    ),
+    http(
         "ca_certs",
         Path,
         Unset,
         "PEM certificates of the authorities a client certificate must chain to \
          (gunicorn's `ca_certs`).",
-    )),
-    tls(http(
+    ),
+    http(
         "cert_reqs",
         Choice(CertReqs::NAMES),
         Value("\"none\""),
         "Client certificates (gunicorn's `cert_reqs`, Python's `CERT_NONE`, \
          `CERT_OPTIONAL`, `CERT_REQUIRED`): not asked for, checked when sent, or required.",
-    )),
-    tls(http(
+    ),
+    http(
         "ciphers",
         Strings,
         Unset,
         "The TLS cipher suites offered, by IANA name (`\"TLS13_AES_128_GCM_SHA256\"`); \
          unset: rustls's defaults. A name rustls lacks is refused.",
-    )),
-    tls(http(
+    ),
+    http(
         "ssl_version",
         STRING,
         Value("\"TLSv1.2\""),
         "The lowest TLS version taken: `\"TLSv1.2\"` or `\"TLSv1.3\"` (rustls speaks \
          no older one).",
-    )),
+    ),
     key(
         "pm",
         Pool,

@@ -84,6 +84,8 @@ pub(super) struct Http {
     /// A request is in hand or answered and not yet `done()`: heads wait in the buffer.
     busy: bool,
     broken: bool,
+    /// The connection is TLS (`certfile`): its requests say `https` (`wss`).
+    tls: bool,
     /// The connection's next request waits until the client has read what was written
     /// (the hub's `next_http`): a client that pipelines without reading would otherwise
     /// have every answer buffered in the worker.
@@ -92,8 +94,13 @@ pub(super) struct Http {
 
 impl Http {
     /// The connection on `fd`, its addresses read once. A unix socket's are not IP ones:
-    /// None, as on the WSGI path.
-    pub(super) fn new(mount: Py<PyString>, asgi: Py<PyDict>, fd: BorrowedFd<'_>) -> Http {
+    /// None, as on the WSGI path. `tls`: the hub decrypts what it feeds.
+    pub(super) fn new(
+        mount: Py<PyString>,
+        asgi: Py<PyDict>,
+        fd: BorrowedFd<'_>,
+        tls: bool,
+    ) -> Http {
         // SAFETY: `fd` is the connection's socket, owned by the hub's slot; ManuallyDrop
         // keeps it open.
         let stream = ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd.as_raw_fd()) });
@@ -108,8 +115,15 @@ impl Http {
             ended: None,
             busy: false,
             broken: false,
+            tls,
             held: false,
         }
+    }
+
+    /// Who the client is, for a log line.
+    pub(super) fn from(&self) -> String {
+        self.remote
+            .map_or_else(|| "a unix socket client".into(), |a| a.ip().to_string())
     }
 
     /// Takes `data` (empty: looks again at what is buffered, after a response); returns
@@ -152,6 +166,9 @@ impl Http {
                 return Ok(out);
             }
         };
+        if self.tls {
+            drover_worker::tls::mark_https(&mut head.params);
+        }
         // The scope's x-request-id header is the id every log line shows.
         super::ledger().identify(&mut head.params);
         let scope = super::scope::build(py, &head.params, self.mount.bind(py), self.asgi.bind(py))?;

@@ -36,6 +36,7 @@ use super::accept::{Accepting, CLOSED};
 use super::conn::{self, Decoded, KEEP, RETIRE};
 use super::ring::Ring;
 
+mod bridge;
 mod http;
 use http::{KICK, Side, Wire};
 
@@ -236,8 +237,13 @@ impl Hub {
                 self.kicked(py, &out)?;
                 continue;
             }
+            // RING is checked before BRIDGE: its id has every bit but the lowest set.
             if id == RING {
                 self.adopt_ring(py, Some(&out))?;
+                continue;
+            }
+            if id & bridge::BRIDGE != 0 {
+                self.bridged(id, flags);
                 continue;
             }
             if id == 0 {
@@ -585,9 +591,21 @@ impl Hub {
         Ok(())
     }
 
-    /// Writes `data` on connection `id`, keeping what the socket does not take; false when
-    /// the connection is gone (it is then closed).
+    /// Writes `data` on connection `id` (sealed first over TLS), keeping what the socket
+    /// does not take; false when the connection is gone (it is then closed).
     fn write(&mut self, id: u64, data: &[u8]) -> bool {
+        match self
+            .slots
+            .get_mut(&id)
+            .and_then(|slot| slot.fcgi.seal(data))
+        {
+            Some(sealed) => self.put(id, &sealed),
+            None => self.put(id, data),
+        }
+    }
+
+    /// Writes `data` on connection `id` as it is, as [`Hub::write`] does.
+    fn put(&mut self, id: u64, data: &[u8]) -> bool {
         let Some(slot) = self.slots.get_mut(&id) else {
             return false;
         };
@@ -701,6 +719,10 @@ impl Hub {
         if slot.closing || slot.lingering {
             return;
         }
+        self.close_notify(id);
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
         if linger && slot.fcgi.body_unread() {
             slot.lingering = true;
             slot.paused = false;

@@ -279,7 +279,7 @@ impl<'c> Set<'c> {
         let tls = self.http.tls.is_some();
         with_http(&held.conn, |c| match c.next_head(&peer) {
             Ok(Some(mut head)) if tls => {
-                over_tls(&mut head.params);
+                crate::tls::mark_https(&mut head.params);
                 Ok(Some(head))
             }
             Ok(head) => Ok(head),
@@ -413,21 +413,6 @@ impl<'c> Set<'c> {
             .map(|held| held.deadline)
             .min()
             .unwrap_or(now + Duration::from_secs(3600));
-    }
-}
-
-/// A request that came over TLS says so as nginx's `fastcgi_params` do (`HTTPS=on`, the
-/// scheme), whatever X-Forwarded-Proto says; a Host without a port means 443.
-fn over_tls(params: &mut drover_fastcgi::Params) {
-    params.set(b"HTTPS", b"on");
-    params.set(b"REQUEST_SCHEME", b"https");
-    let host = params.get("HTTP_HOST").unwrap_or_default();
-    let has_port = host
-        .iter()
-        .rposition(|&b| b == b':')
-        .is_some_and(|i| !host[i..].contains(&b']'));
-    if !host.is_empty() && !has_port {
-        params.set(b"SERVER_PORT", b"443");
     }
 }
 

@@ -13,7 +13,14 @@
 //!   [`PIPELINE_HIGH`] is buffered behind the request in hand, and the next request waits
 //!   while the client has not read the answers past [`WRITE_HIGH`];
 //! - a WebSocket handshake hands the socket over to asyncio (`http.py`'s `WsConn`), with
-//!   the head's bytes, what followed them and what the hub had not written yet.
+//!   the head's bytes, what followed them and what the hub had not written yet;
+//! - TLS (`certfile`): a [`Session`] per connection between the socket and [`Http`]
+//!   (drover-worker's, which the WSGI loop drives too): what is read is decrypted before
+//!   the framing sees it, what is written sealed before it joins the slot's unsent bytes
+//!   (the backpressure counts records), the handshake goes on in the reads, under the
+//!   `request_read_timeout` clock; a client whose bytes are not TLS gets rustls's alert
+//!   and the close. A WebSocket over TLS keeps its session here: asyncio gets one end of
+//!   a socketpair, and the hub pumps plaintext between it and the client (`bridge.rs`).
 //!
 //! Python sees the same tuples as over FastCGI, plus [`UPGRADE`].
 
@@ -21,9 +28,11 @@ use std::cmp::Reverse;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use drover_worker::tls::Session;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+use super::bridge::Bridge;
 use super::{BODY, Hub, READ, REQUEST, Slot, WRITE_HIGH, ctl, watch};
 use crate::asgi::conn::{Decoded, FastCgi};
 use crate::asgi::http::{self, Event, Http};
@@ -41,15 +50,16 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a connection accepted just before the worker retired waits for its request.
 const RETIRE_IDLE: Duration = Duration::from_secs(1);
 
-/// A connection's protocol: FastCGI from nginx, or HTTP/1.1 from the client itself.
+/// A connection's protocol: FastCGI from nginx, or HTTP/1.1 from the client itself,
+/// over TLS when the pool has `certfile`.
 pub(super) enum Wire {
     Fcgi(FastCgi),
-    Http(Http),
+    Http(Http, Option<Box<Session>>),
 }
 
 impl Wire {
     pub(super) fn is_http(&self) -> bool {
-        matches!(self, Wire::Http(_))
+        matches!(self, Wire::Http(..))
     }
 
     /// FastCGI's events; an HTTP connection is read by [`Hub::readable_http`] and has
@@ -61,7 +71,7 @@ impl Wire {
     ) -> PyResult<Vec<Decoded<'py>>> {
         match self {
             Wire::Fcgi(fcgi) => fcgi.events(py, data),
-            Wire::Http(_) => Ok(Vec::new()),
+            Wire::Http(..) => Ok(Vec::new()),
         }
     }
 
@@ -75,56 +85,56 @@ impl Wire {
     ) -> PyResult<()> {
         match self {
             Wire::Fcgi(fcgi) => fcgi.frame(out, status, headers, body, more),
-            Wire::Http(http) => http.frame(out, status, headers, body, more),
+            Wire::Http(http, _) => http.frame(out, status, headers, body, more),
         }
     }
 
     pub(super) fn fail_into(&mut self, out: &mut Vec<u8>) {
         match self {
             Wire::Fcgi(fcgi) => fcgi.fail_into(out),
-            Wire::Http(http) => http.fail_into(out),
+            Wire::Http(http, _) => http.fail_into(out),
         }
     }
 
     pub(super) fn done(&mut self) -> u8 {
         match self {
             Wire::Fcgi(fcgi) => fcgi.done(),
-            Wire::Http(http) => http.done(),
+            Wire::Http(http, _) => http.done(),
         }
     }
 
     pub(super) fn gone(&mut self) {
         match self {
             Wire::Fcgi(fcgi) => fcgi.gone(),
-            Wire::Http(http) => http.gone(),
+            Wire::Http(http, _) => http.gone(),
         }
     }
 
     pub(super) fn in_hand(&self) -> bool {
         match self {
             Wire::Fcgi(fcgi) => fcgi.in_hand(),
-            Wire::Http(http) => http.in_hand(),
+            Wire::Http(http, _) => http.in_hand(),
         }
     }
 
     pub(super) fn reading(&self) -> bool {
         match self {
             Wire::Fcgi(fcgi) => fcgi.reading(),
-            Wire::Http(http) => http.reading(),
+            Wire::Http(http, _) => http.reading(),
         }
     }
 
     pub(super) fn waiting(&self) -> (String, u64) {
         match self {
             Wire::Fcgi(fcgi) => fcgi.waiting(),
-            Wire::Http(http) => http.waiting(),
+            Wire::Http(http, _) => http.waiting(),
         }
     }
 
     pub(super) fn body_unread(&self) -> bool {
         match self {
             Wire::Fcgi(fcgi) => fcgi.body_unread(),
-            Wire::Http(http) => http.body_unread(),
+            Wire::Http(http, _) => http.body_unread(),
         }
     }
 
@@ -133,8 +143,18 @@ impl Wire {
     pub(super) fn closed(&self) -> Option<String> {
         match self {
             Wire::Fcgi(fcgi) => fcgi.closed(),
-            Wire::Http(_) => None,
+            Wire::Http(..) => None,
         }
+    }
+
+    /// `plain` as the socket must carry it: sealed over TLS; None when it goes as it is.
+    pub(super) fn seal(&mut self, plain: &[u8]) -> Option<Vec<u8>> {
+        let Wire::Http(_, Some(tls)) = self else {
+            return None;
+        };
+        let mut wire = Vec::with_capacity(plain.len() + 64);
+        tls.seal(plain, &mut wire);
+        Some(wire)
     }
 
     /// What follows a retiring worker's last response on a kept connection: FastCGI's
@@ -142,7 +162,7 @@ impl Wire {
     pub(super) fn not_kept(&self) -> &'static [u8] {
         match self {
             Wire::Fcgi(_) => super::NOT_KEPT,
-            Wire::Http(_) => b"",
+            Wire::Http(..) => b"",
         }
     }
 }
@@ -151,6 +171,8 @@ impl Wire {
 pub(super) struct Side {
     kick: OwnedFd,
     ready: Vec<u64>,
+    /// The WebSockets over TLS, by connection id (`bridge.rs`).
+    pub(super) bridges: std::collections::HashMap<u64, Bridge>,
 }
 
 impl Side {
@@ -170,6 +192,7 @@ impl Side {
         Ok(Some(Side {
             kick,
             ready: Vec::new(),
+            bridges: std::collections::HashMap::new(),
         }))
     }
 }
@@ -182,7 +205,34 @@ impl Hub {
             return Wire::Fcgi(FastCgi::new(mount, asgi));
         }
         http::no_delay(fd.as_fd());
-        Wire::Http(Http::new(mount, asgi, fd.as_fd()))
+        let Some(config) = http::config().and_then(|c| c.tls.as_ref()) else {
+            return Wire::Http(Http::new(mount, asgi, fd.as_fd(), false), None);
+        };
+        let mut framing = Http::new(mount, asgi, fd.as_fd(), true);
+        match Session::new(config) {
+            Ok(tls) => Wire::Http(framing, Some(Box::new(tls))),
+            Err(err) => {
+                // Never plain HTTP on the TLS port: the connection idles out unanswered.
+                eprintln!("cannot start a TLS session: {err}");
+                framing.gone();
+                Wire::Http(framing, None)
+            }
+        }
+    }
+
+    /// Over TLS, the close_notify alert goes out ahead of a close (a client reading a
+    /// response to the connection's end takes a close without it as a truncation).
+    pub(super) fn close_notify(&mut self, id: u64) {
+        let Some(Slot {
+            fcgi: Wire::Http(_, Some(tls)),
+            ..
+        }) = self.slots.get_mut(&id)
+        else {
+            return;
+        };
+        let mut wire = Vec::new();
+        tls.close_notify(&mut wire);
+        self.put(id, &wire);
     }
 
     /// Reads what HTTP connection `id` holds and acts on it.
@@ -195,17 +245,46 @@ impl Hub {
         let Some(slot) = self.slots.get_mut(&id) else {
             return Ok(());
         };
-        let (data, end) = crate::asgi::conn::read_all(slot.fd.as_raw_fd());
+        let (data, mut end) = crate::asgi::conn::read_all(slot.fd.as_raw_fd());
         if slot.lingering {
             if end != 0 {
                 self.finish(id);
             }
             return Ok(());
         }
+        let mut opened = Vec::new();
+        let data = match &mut slot.fcgi {
+            Wire::Http(_, Some(tls)) if !data.is_empty() => {
+                let mut wire = Vec::new();
+                let result = tls.open(&data, &mut opened, &mut wire);
+                if let Ok(seen) = result
+                    && seen.closed
+                {
+                    end = -1;
+                }
+                // Not TLS, or broken: rustls's alert (in `wire`), then the close.
+                let failed = result.is_err();
+                if !self.put(id, &wire) {
+                    return Ok(());
+                }
+                if failed {
+                    self.close(id, false);
+                    return Ok(());
+                }
+                &opened
+            }
+            _ => &data,
+        };
         if !data.is_empty() {
+            let Some(slot) = self.slots.get_mut(&id) else {
+                return Ok(());
+            };
             slot.got_any = true;
             slot.idle_by = None;
-            self.feed_http(py, id, &data, out)?;
+            self.feed_http(py, id, data, out)?;
+        } else if !self.slots.get(&id).is_some_and(|s| s.fcgi.in_hand()) {
+            // Handshake records only: the clock follows where the connection stands.
+            self.schedule_http(id);
         }
         if end < 0 {
             if self.slots.get(&id).is_some_and(|slot| !slot.lingering) {
@@ -227,7 +306,7 @@ impl Hub {
         out: &Bound<'_, PyList>,
     ) -> PyResult<()> {
         let Some(Slot {
-            fcgi: Wire::Http(http),
+            fcgi: Wire::Http(http, _),
             ..
         }) = self.slots.get_mut(&id)
         else {
@@ -267,7 +346,7 @@ impl Hub {
         let Some(slot) = self.slots.get_mut(&id) else {
             return Ok(());
         };
-        if let Wire::Http(http) = &slot.fcgi
+        if let Wire::Http(http, _) = &slot.fcgi
             && http.piled(PIPELINE_HIGH)
         {
             slot.paused = true;
@@ -303,12 +382,30 @@ impl Hub {
         rest: &[u8],
         out: &Bound<'_, PyList>,
     ) -> PyResult<()> {
-        let Some(slot) = self.slots.remove(&id) else {
+        let Some(mut slot) = self.slots.remove(&id) else {
             return Ok(());
         };
-        ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
-        let unsent = PyBytes::new(py, &slot.out[slot.sent..]);
-        let fd = slot.fd.into_raw_fd();
+        let tls = match &mut slot.fcgi {
+            Wire::Http(_, tls) => tls.take(),
+            Wire::Fcgi(_) => None,
+        };
+        let (fd, unsent) = match tls {
+            Some(tls) => match Bridge::start(self, id, slot, tls) {
+                Ok(fd) => (fd, PyBytes::new(py, b"")),
+                Err(err) => {
+                    eprintln!("cannot serve a WebSocket over TLS: {err}");
+                    if let Some(accepting) = &self.accepting {
+                        accepting.released();
+                    }
+                    return Ok(());
+                }
+            },
+            None => {
+                ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
+                let unsent = PyBytes::new(py, &slot.out[slot.sent..]);
+                (slot.fd.into_raw_fd(), unsent)
+            }
+        };
         out.append((
             UPGRADE,
             fd,
@@ -326,13 +423,22 @@ impl Hub {
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
-        let Wire::Http(http) = &slot.fcgi else {
+        let Wire::Http(http, tls) = &slot.fcgi else {
             return;
         };
         if slot.lingering || slot.closing || http.held {
             return;
         }
-        if http.idle() {
+        let handshaking = tls.as_ref().is_some_and(|tls| tls.handshaking());
+        if handshaking {
+            // request_read_timeout covers the handshake, then the head, from the connect.
+            slot.idle_by = None;
+            if slot.read_by.is_none() {
+                let at = Instant::now() + read;
+                slot.read_by = Some(at);
+                self.timers.push(Reverse((at, id)));
+            }
+        } else if http.idle() {
             slot.read_by = None;
             if slot.idle_by.is_none()
                 && let Some(config) = http::config()
@@ -362,7 +468,7 @@ impl Hub {
             return;
         };
         let pending = slot.pending();
-        let Wire::Http(http) = &mut slot.fcgi else {
+        let Wire::Http(http, _) = &mut slot.fcgi else {
             return;
         };
         if pending > WRITE_HIGH {
@@ -392,7 +498,7 @@ impl Hub {
     /// The client read what held connection `id`'s next request back.
     pub(super) fn drained_http(&mut self, id: u64) {
         if let Some(Slot {
-            fcgi: Wire::Http(http),
+            fcgi: Wire::Http(http, _),
             ..
         }) = self.slots.get_mut(&id)
             && http.held
@@ -414,7 +520,7 @@ impl Hub {
         for id in std::mem::take(&mut side.ready) {
             let idle = self.slots.get(&id).is_some_and(|slot| {
                 !(slot.lingering || slot.closing || slot.fcgi.in_hand())
-                    && matches!(&slot.fcgi, Wire::Http(http) if !http.held)
+                    && matches!(&slot.fcgi, Wire::Http(http, _) if !http.held)
             });
             if idle {
                 self.feed_http(py, id, b"", out)?;
@@ -433,7 +539,7 @@ impl Hub {
             self.finish(id);
             return;
         }
-        let Wire::Http(http) = &slot.fcgi else {
+        let Wire::Http(http, tls) = &slot.fcgi else {
             return;
         };
         if slot.read_by.is_some_and(|at| at <= now) {
@@ -445,6 +551,13 @@ impl Hub {
                     let at = now + read;
                     slot.read_by = Some(at);
                     self.timers.push(Reverse((at, id)));
+                } else if tls.as_ref().is_some_and(|tls| tls.handshaking()) {
+                    eprintln!(
+                        "dropped a connection from {}: its TLS handshake did not complete within {read:?}",
+                        http.from()
+                    );
+                    self.finish(id);
+                    return;
                 } else if http.reading() {
                     let (what, received) = http.waiting();
                     eprintln!(
