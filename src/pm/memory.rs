@@ -114,6 +114,19 @@ pub struct AutoKeys {
     pub max_pool_memory: Option<u64>,
 }
 
+impl AutoKeys {
+    /// The keys of a pool whose `max_children` is `"auto"`; None for a fixed one.
+    pub fn of(memory: &crate::config::PmMemory) -> Option<AutoKeys> {
+        let (floor, ceiling) = memory.auto?;
+        Some(AutoKeys {
+            reserve: memory.reserve,
+            floor,
+            ceiling,
+            max_pool_memory: memory.max_pool_memory,
+        })
+    }
+}
+
 /// What the pool holds now, beside its workers' estimate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {

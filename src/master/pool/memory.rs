@@ -204,13 +204,7 @@ pub fn start_notes(pools: &[crate::config::Pool]) -> Vec<String> {
             Some(bytes) => WorkerEstimate::MaxMemory(bytes),
             None => WorkerEstimate::Default,
         };
-        if let Some((floor, ceiling)) = pm.memory.auto {
-            let keys = AutoKeys {
-                reserve: pm.memory.reserve,
-                floor,
-                ceiling,
-                max_pool_memory: pm.memory.max_pool_memory,
-            };
+        if let Some(keys) = AutoKeys::of(&pm.memory) {
             let size = memory::auto_max_children(&keys, limit.clone(), Held::default(), worker);
             notes.push(format!(
                 "pool {}: {size}; then sized from its workers' measured PSS",

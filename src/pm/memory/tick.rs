@@ -39,13 +39,7 @@ pub struct Measured<'a> {
 pub fn tick(pm: &Pm, measured: &Measured<'_>, state: &mut PolicyState) -> Vec<Action> {
     let mut actions = Vec::new();
     let mut cap = measured.sized;
-    if let Some((floor, ceiling)) = pm.memory.auto {
-        let keys = AutoKeys {
-            reserve: pm.memory.reserve,
-            floor,
-            ceiling,
-            max_pool_memory: pm.memory.max_pool_memory,
-        };
+    if let Some(keys) = AutoKeys::of(&pm.memory) {
         let size = auto_max_children(
             &keys,
             measured.limit.clone(),
