@@ -2,7 +2,7 @@
 //! pure code of this module answers and the master's executor carries out.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::unistd::Pid;
 
@@ -19,29 +19,10 @@ pub enum Action {
     Spawn(u32),
     /// Ask the worker to exit after its current request.
     Retire { pid: Pid, reason: Reason },
-    /// Kill it: the steps its runtime's facts give ([`super::kill()`]), from
-    /// [`Action::Killing`] to [`Action::KillNow`].
+    /// Kill it: the steps its runtime's facts give ([`super::kill()`]).
     Kill { pid: Pid, reason: Reason },
-    /// A kill's first step: its log line (the worker, the reason, its request), and the
-    /// worker marked killed (its exit is the kill's, counted under the kill's cause).
-    Killing { pid: Pid, reason: Reason },
-    /// Ask the worker to abort its request that started at `since` (SIGUSR1); SIGKILL at
-    /// `deadline` if it is still in it ([`super::kills::PendingKills`]). A worker that
-    /// cannot be signalled gets its SIGKILL at once.
-    AskAbort {
-        pid: Pid,
-        since: Instant,
-        deadline: Instant,
-    },
-    /// Read the worker's PHP stack from its memory and log it, a line a frame, under its
-    /// kill's line.
-    LogStack(Pid),
-    /// Ask the worker for its stack (SIGUSR1); SIGKILL at its end line or
-    /// [`super::kills::STACK_WAIT`] later ([`super::kills::PendingKills`]). A worker that
-    /// cannot be signalled gets its SIGKILL at once.
-    AskStack(Pid),
-    /// SIGKILL to the worker now (its line is logged already).
-    KillNow(Pid),
+    /// One step of a kill, as [`super::kill()`] gives them.
+    KillStep(super::KillStep),
     /// Log "pool NAME reached max_children (N)"; emitted once per episode, already counted.
     MaxChildrenReached { max_children: u32 },
     /// Take over the workers the dead parent forked (the master is their subreaper now),

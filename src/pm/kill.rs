@@ -28,6 +28,31 @@ pub enum KillStack {
     Asked,
 }
 
+/// One step of a kill ([`Action::KillStep`]), in the order [`kill()`] gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillStep {
+    /// Its log line (the worker, the reason, its request), and the worker marked killed:
+    /// its exit is the kill's, counted under the kill's cause.
+    Killing { pid: Pid, reason: Reason },
+    /// Ask the worker to abort its request that started at `since` (SIGUSR1); SIGKILL at
+    /// `deadline` if it is still in it ([`super::kills::PendingKills`]). A worker that
+    /// cannot be signalled gets its SIGKILL at once.
+    AskAbort {
+        pid: Pid,
+        since: Instant,
+        deadline: Instant,
+    },
+    /// Read the worker's PHP stack from its memory and log it, a line a frame, under its
+    /// kill's line.
+    LogStack(Pid),
+    /// Ask the worker for its stack (SIGUSR1); SIGKILL at its end line or
+    /// [`super::kills::STACK_WAIT`] later ([`super::kills::PendingKills`]). A worker that
+    /// cannot be signalled gets its SIGKILL at once.
+    AskStack(Pid),
+    /// SIGKILL to the worker now (its line is logged already).
+    KillNow(Pid),
+}
+
 /// What a kill of one worker depends on, gathered by the master.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillFacts {
@@ -46,34 +71,38 @@ pub struct KillFacts {
 }
 
 /// The steps of `pid`'s kill for `reason` at `now`, in order: nothing when it is gone or
-/// its kill waits already; else [`Action::Killing`] (the line, the worker marked), then
+/// its kill waits already; else [`KillStep::Killing`] (the line, the worker marked), then
 /// for a `request_terminate_timeout` kill the abort or the stack its runtime gives, and
-/// [`Action::KillNow`] unless the SIGKILL waits for the worker ([`Action::AskAbort`],
-/// [`Action::AskStack`]). Only a request is aborted or has its stack logged: a kill for
+/// [`KillStep::KillNow`] unless the SIGKILL waits for the worker ([`KillStep::AskAbort`],
+/// [`KillStep::AskStack`]). Only a request is aborted or has its stack logged: a kill for
 /// `request_read_timeout` or a retirement past its timeout is SIGKILL at once.
 pub fn kill(pid: Pid, reason: &Reason, facts: &KillFacts, now: Instant) -> Vec<Action> {
     let Some(since) = facts.since.filter(|_| !facts.pending) else {
         return Vec::new();
     };
-    let mut steps = vec![Action::Killing {
+    let mut steps = vec![KillStep::Killing {
         pid,
         reason: reason.clone(),
     }];
     let request = matches!(reason, Reason::Terminate { .. });
     if request && facts.aborts_request && !facts.terminate_grace.is_zero() {
-        steps.push(Action::AskAbort {
+        steps.push(KillStep::AskAbort {
             pid,
             since,
             deadline: now + facts.terminate_grace,
         });
-        return steps;
+    } else {
+        match facts.stack {
+            KillStack::Read if request => {
+                steps.extend([KillStep::LogStack(pid), KillStep::KillNow(pid)])
+            }
+            KillStack::Asked if request => steps.push(KillStep::AskStack(pid)),
+            KillStack::Read | KillStack::Asked | KillStack::None => {
+                steps.push(KillStep::KillNow(pid))
+            }
+        }
     }
-    match facts.stack {
-        KillStack::Read if request => steps.extend([Action::LogStack(pid), Action::KillNow(pid)]),
-        KillStack::Asked if request => steps.push(Action::AskStack(pid)),
-        KillStack::Read | KillStack::Asked | KillStack::None => steps.push(Action::KillNow(pid)),
-    }
-    steps
+    steps.into_iter().map(Action::KillStep).collect()
 }
 
 #[cfg(test)]
@@ -119,7 +148,11 @@ mod tests {
     }
 
     fn killing(reason: Reason) -> Action {
-        Action::Killing { pid: PID, reason }
+        Action::KillStep(KillStep::Killing { pid: PID, reason })
+    }
+
+    fn step(step: KillStep) -> Action {
+        Action::KillStep(step)
     }
 
     #[test]
@@ -128,7 +161,7 @@ mod tests {
         let reason = terminate();
         assert_eq!(
             kill(PID, &reason, &facts(since, KillStack::None), now),
-            [killing(reason), Action::KillNow(PID)]
+            [killing(reason), step(KillStep::KillNow(PID))]
         );
     }
 
@@ -138,7 +171,11 @@ mod tests {
         let reason = terminate();
         assert_eq!(
             kill(PID, &reason, &facts(since, KillStack::Read), now),
-            [killing(reason), Action::LogStack(PID), Action::KillNow(PID)]
+            [
+                killing(reason),
+                step(KillStep::LogStack(PID)),
+                step(KillStep::KillNow(PID))
+            ]
         );
     }
 
@@ -148,7 +185,7 @@ mod tests {
         let reason = terminate();
         assert_eq!(
             kill(PID, &reason, &facts(since, KillStack::Asked), now),
-            [killing(reason), Action::AskStack(PID)]
+            [killing(reason), step(KillStep::AskStack(PID))]
         );
     }
 
@@ -160,17 +197,17 @@ mod tests {
             kill(PID, &reason, &python(since, SEC), now),
             [
                 killing(reason.clone()),
-                Action::AskAbort {
+                step(KillStep::AskAbort {
                     pid: PID,
                     since,
                     deadline: now + SEC
-                }
+                })
             ]
         );
         // terminate_grace = 0: no abort, SIGKILL at once.
         assert_eq!(
             kill(PID, &reason, &python(since, Duration::ZERO), now),
-            [killing(reason), Action::KillNow(PID)]
+            [killing(reason), step(KillStep::KillNow(PID))]
         );
     }
 
@@ -190,7 +227,7 @@ mod tests {
             ] {
                 assert_eq!(
                     kill(PID, &reason, &facts, now),
-                    [killing(reason.clone()), Action::KillNow(PID)],
+                    [killing(reason.clone()), step(KillStep::KillNow(PID))],
                     "{facts:?}"
                 );
             }

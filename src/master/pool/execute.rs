@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use super::{Lifecycle, PoolRun};
@@ -39,20 +38,7 @@ impl PoolRun {
                 (Action::Spawn(n), _) => self.spawn_workers(n, now),
                 (Action::Retire { pid, reason }, _) => self.retire(pid, &reason, now),
                 (Action::Kill { pid, reason }, _) => self.kill_worker(pid, &reason, now),
-                (Action::Killing { pid, reason }, _) => self.killing(pid, &reason),
-                (
-                    Action::AskAbort {
-                        pid,
-                        since,
-                        deadline,
-                    },
-                    _,
-                ) => self.ask_abort(pid, since, deadline),
-                (Action::LogStack(pid), _) => self.log_stack(pid),
-                (Action::AskStack(pid), _) => self.ask_stack(pid, now),
-                (Action::KillNow(pid), _) => {
-                    self.signal_worker(pid, Signal::SIGKILL);
-                }
+                (Action::KillStep(step), _) => self.kill_step(step, now),
                 (Action::MaxChildrenReached { max_children }, _) => tracing::warn!(
                     "pool {}: reached max_children ({max_children}); consider raising it",
                     self.name()

@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 
 use super::PoolRun;
 use crate::pm::kills::{KillLine, STACK_WAIT};
-use crate::pm::{self, Awaited, KillFacts, KillStack, Reason};
+use crate::pm::{self, Awaited, KillFacts, KillStack, KillStep, Reason};
 use crate::runtime::kind::SlowStack;
 
 impl PoolRun {
@@ -42,10 +42,27 @@ impl PoolRun {
         self.execute(steps, now, None);
     }
 
-    /// [`crate::pm::Action::Killing`]: the kill's line, with the worker's request, and the
+    /// [`crate::pm::Action::KillStep`]: one step of a kill carried out.
+    pub(super) fn kill_step(&mut self, step: KillStep, now: Instant) {
+        match step {
+            KillStep::Killing { pid, reason } => self.killing(pid, &reason),
+            KillStep::AskAbort {
+                pid,
+                since,
+                deadline,
+            } => self.ask_abort(pid, since, deadline),
+            KillStep::LogStack(pid) => self.log_stack(pid),
+            KillStep::AskStack(pid) => self.ask_stack(pid, now),
+            KillStep::KillNow(pid) => {
+                self.signal_worker(pid, Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// [`KillStep::Killing`]: the kill's line, with the worker's request, and the
     /// worker marked killed: its exit is this kill's, counted by the policy under the
     /// kill's cause, and it is retiring.
-    pub(super) fn killing(&mut self, pid: Pid, reason: &Reason) {
+    fn killing(&mut self, pid: Pid, reason: &Reason) {
         let Some(worker) = self.table.worker_mut(pid) else {
             return;
         };
@@ -63,9 +80,9 @@ impl PoolRun {
         self.table.process_retiring(pid);
     }
 
-    /// [`crate::pm::Action::AskAbort`]: SIGUSR1 asks `pid` to abort its request started at
+    /// [`KillStep::AskAbort`]: SIGUSR1 asks `pid` to abort its request started at
     /// `since`, killed at `deadline` if still in it; SIGKILL at once if it cannot be asked.
-    pub(super) fn ask_abort(&mut self, pid: Pid, since: Instant, deadline: Instant) {
+    fn ask_abort(&mut self, pid: Pid, since: Instant, deadline: Instant) {
         if !self.signal_worker(pid, Signal::SIGUSR1) {
             self.signal_worker(pid, Signal::SIGKILL);
             return;
@@ -79,9 +96,9 @@ impl PoolRun {
         self.timeouts.aborting(pid, since, deadline);
     }
 
-    /// [`crate::pm::Action::LogStack`]: `pid`'s PHP stack, read from its memory, a line a
+    /// [`KillStep::LogStack`]: `pid`'s PHP stack, read from its memory, a line a
     /// frame under its kill's line.
-    pub(super) fn log_stack(&self, pid: Pid) {
+    fn log_stack(&self, pid: Pid) {
         let depth = self.config.request_slowlog_trace_depth as usize;
         if let Some(stack) = self.php_stack(pid, depth) {
             for frame in stack.to_string().lines() {
@@ -90,9 +107,9 @@ impl PoolRun {
         }
     }
 
-    /// [`crate::pm::Action::AskStack`]: SIGUSR1 asks `pid` for its stack, its SIGKILL
+    /// [`KillStep::AskStack`]: SIGUSR1 asks `pid` for its stack, its SIGKILL
     /// waiting for it; SIGKILL at once if it cannot be asked.
-    pub(super) fn ask_stack(&mut self, pid: Pid, now: Instant) {
+    fn ask_stack(&mut self, pid: Pid, now: Instant) {
         if self.signal_worker(pid, Signal::SIGUSR1) {
             self.timeouts.kill_asked(pid, now);
         } else {
