@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
-use super::{Action, Reason};
+use super::{Action, KillStep, Reason};
 
 /// How a worker's runtime gives the stack of a request it is killed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,31 +26,6 @@ pub enum KillStack {
     /// Asked of the worker with SIGUSR1, which answers with frame lines and waits for its
     /// SIGKILL (drover-php).
     Asked,
-}
-
-/// One step of a kill ([`Action::KillStep`]), in the order [`kill()`] gives them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KillStep {
-    /// Its log line (the worker, the reason, its request), and the worker marked killed:
-    /// its exit is the kill's, counted under the kill's cause.
-    Killing { pid: Pid, reason: Reason },
-    /// Ask the worker to abort its request that started at `since` (SIGUSR1); SIGKILL at
-    /// `deadline` if it is still in it ([`super::kills::PendingKills`]). A worker that
-    /// cannot be signalled gets its SIGKILL at once.
-    AskAbort {
-        pid: Pid,
-        since: Instant,
-        deadline: Instant,
-    },
-    /// Read the worker's PHP stack from its memory and log it, a line a frame, under its
-    /// kill's line.
-    LogStack(Pid),
-    /// Ask the worker for its stack (SIGUSR1); SIGKILL at its end line or
-    /// [`super::kills::STACK_WAIT`] later ([`super::kills::PendingKills`]). A worker that
-    /// cannot be signalled gets its SIGKILL at once.
-    AskStack(Pid),
-    /// SIGKILL to the worker now (its line is logged already).
-    KillNow(Pid),
 }
 
 /// What a kill of one worker depends on, gathered by the master.

@@ -47,12 +47,12 @@ mod resize;
 pub mod slow;
 mod target;
 
-pub use action::{Action, Awaited, Reason};
+pub use action::{Action, Awaited, KillStep, Reason};
 pub use adopted::{Orphan, adopted_busy, forgotten_orphans};
 pub use drain::{Linger, Standing, drain, drain_tick, refuse, stop};
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use exit::{Exit, Role, on_exit};
-pub use kill::{KillFacts, KillStack, KillStep, kill};
+pub use kill::{KillFacts, KillStack, kill};
 pub use plan::{Counters, PolicyState, PoolLimits, WorkerView, plan};
 pub use resize::{InPlace, resize_in_place};
 pub use target::{processes_kept, retire_lowers_target, target_for_spawn};
