@@ -240,19 +240,16 @@ impl Master {
     }
 
     /// A pool stopped by its app (it cannot be imported) with no other generation to serve
-    /// refuses connections rather than let them wait for a worker that never comes.
+    /// refuses connections rather than let them wait for a worker that never comes
+    /// ([`PoolRun::refuse`]).
     pub(super) fn refuse_stopped(&mut self) {
-        let stopped: Vec<usize> = (0..self.pools.len())
-            .filter(|&i| {
-                let pool = &self.pools[i];
-                pool.failed()
-                    && !pool.refusing()
-                    && !pool.draining()
-                    && self.pools.alone(pool.name())
-            })
+        let alone: Vec<bool> = self
+            .pools
+            .iter()
+            .map(|pool| self.pools.alone(pool.name()))
             .collect();
-        for i in stopped {
-            self.pools[i].refuse();
+        for (i, alone) in alone.into_iter().enumerate() {
+            self.pools[i].refuse(alone);
         }
     }
 

@@ -2,24 +2,27 @@
 //! pure code of this module answers and the master's executor carries out.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 
 /// What the executor (`master::pool`) does, in the order given: the one answer of every
-/// decision of a pool, whether a tick's plan ([`super::plan`]), an exit's meaning
-/// ([`super::on_exit`]), the start or a tick of a drain ([`super::drain`],
-/// [`super::drain_tick`]), the master's stop ([`super::stop`]), the slowlog
-/// ([`super::slow::SlowLogged`]), a kill that waited ([`super::kills::PendingKills`]) or
-/// sizing by memory ([`super::memory::tick()`]).
+/// decision of a pool, whether a tick's plan ([`super::plan`]), how a kill is carried out
+/// ([`super::kill()`]), an exit's meaning ([`super::on_exit`]), the start or a tick of a
+/// drain ([`super::drain`], [`super::drain_tick`]), the master's stop ([`super::stop`]), a
+/// failed pool's refusal ([`super::refuse`]), a program pool resized in place
+/// ([`super::resize_in_place`]), the slowlog ([`super::slow::SlowLogged`]), a kill that
+/// waited ([`super::kills::PendingKills`]) or sizing by memory ([`super::memory::tick()`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Start this many workers.
     Spawn(u32),
     /// Ask the worker to exit after its current request.
     Retire { pid: Pid, reason: Reason },
-    /// SIGKILL it now.
+    /// Kill it: the steps its runtime's facts give ([`super::kill()`]).
     Kill { pid: Pid, reason: Reason },
+    /// One step of a kill, as [`super::kill()`] gives them.
+    KillStep(KillStep),
     /// Log "pool NAME reached max_children (N)"; emitted once per episode, already counted.
     MaxChildrenReached { max_children: u32 },
     /// Take over the workers the dead parent forked (the master is their subreaper now),
@@ -67,6 +70,37 @@ pub enum Action {
     },
     /// A fixed `max_children` whose measured workers would not fit: warned about once.
     Overcommitted(String),
+    /// The pool is stopped (its app failed) and nothing else serves its socket: its
+    /// listener is shut down so that connections are refused at once, until a reload.
+    Refuse,
+    /// A program's copy above its pool's new `max_children`, stopped in place: it is
+    /// retiring from now, its line says why.
+    StopSurplus { pid: Pid, max_children: u32 },
+}
+
+/// One step of a kill ([`Action::KillStep`]), in the order [`super::kill()`] gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillStep {
+    /// Its log line (the worker, the reason, its request), and the worker marked killed:
+    /// its exit is the kill's, counted under the kill's cause.
+    Killing { pid: Pid, reason: Reason },
+    /// Ask the worker to abort its request that started at `since` (SIGUSR1); SIGKILL at
+    /// `deadline` if it is still in it ([`super::kills::PendingKills`]). A worker that
+    /// cannot be signalled gets its SIGKILL at once.
+    AskAbort {
+        pid: Pid,
+        since: Instant,
+        deadline: Instant,
+    },
+    /// Read the worker's PHP stack from its memory and log it, a line a frame, under its
+    /// kill's line.
+    LogStack(Pid),
+    /// Ask the worker for its stack (SIGUSR1); SIGKILL at its end line or
+    /// [`super::kills::STACK_WAIT`] later ([`super::kills::PendingKills`]). A worker that
+    /// cannot be signalled gets its SIGKILL at once.
+    AskStack(Pid),
+    /// SIGKILL to the worker now (its line is logged already).
+    KillNow(Pid),
 }
 
 /// What a kill waited for before its SIGKILL ([`Action::KillAwaited`]).

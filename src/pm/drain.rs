@@ -1,7 +1,8 @@
 //! The two ends of a generation, as the executor's steps in order, from the facts the
 //! master passes in: a drain's start ([`drain`]: a reload's old generation, a removed
-//! pool) and its ticks ([`drain_tick`]), and the master's stop ([`stop`]). [`Linger`]
-//! decides when a parent asked to stop that outlives its workers is killed.
+//! pool) and its ticks ([`drain_tick`]), the master's stop ([`stop`]), and a failed
+//! generation's refusal of connections ([`refuse`]). [`Linger`] decides when a parent asked
+//! to stop that outlives its workers is killed.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,37 @@ pub fn stop(has_parent: bool, retire_workers: bool) -> Vec<Action> {
         actions.extend([Action::RetireAll, Action::SignalRetiring]);
     }
     actions
+}
+
+/// A generation as [`refuse`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    /// Its app cannot load: it runs nothing until a reload.
+    pub failed: bool,
+    /// Its listener was shut down for that already.
+    pub refusing: bool,
+    /// A reload replaced or removed it.
+    pub draining: bool,
+    /// No other generation of the pool serves its socket.
+    pub alone: bool,
+}
+
+/// A generation whose app failed, that nothing else serves the socket of, refuses
+/// connections ([`Action::Refuse`]) rather than let them wait for a worker that never
+/// comes; once. A draining one goes anyway, and a reload's new generation (not `alone`)
+/// takes the connections.
+pub fn refuse(generation: Standing) -> Vec<Action> {
+    let Standing {
+        failed,
+        refusing,
+        draining,
+        alone,
+    } = generation;
+    if failed && !refusing && !draining && alone {
+        vec![Action::Refuse]
+    } else {
+        Vec::new()
+    }
 }
 
 /// A draining generation's tick: SIGTERM to the workers it may reach now, SIGKILL to a
@@ -135,6 +167,48 @@ mod tests {
                 Action::SignalRetiring
             ]
         );
+    }
+
+    #[test]
+    fn a_failed_generation_alone_on_its_socket_refuses_once() {
+        let failed = Standing {
+            failed: true,
+            refusing: false,
+            draining: false,
+            alone: true,
+        };
+        assert_eq!(refuse(failed), [Action::Refuse]);
+        let refusing = Standing {
+            refusing: true,
+            ..failed
+        };
+        assert_eq!(refuse(refusing), [], "refused already");
+    }
+
+    #[test]
+    fn a_generation_serving_draining_or_not_alone_does_not_refuse() {
+        let failed = Standing {
+            failed: true,
+            refusing: false,
+            draining: false,
+            alone: true,
+        };
+        let serving = Standing {
+            failed: false,
+            ..failed
+        };
+        let draining = Standing {
+            failed: false,
+            draining: true,
+            ..failed
+        };
+        let replaced = Standing {
+            alone: false,
+            ..failed
+        };
+        for generation in [serving, draining, replaced] {
+            assert_eq!(refuse(generation), [], "{generation:?}");
+        }
     }
 
     fn limits() -> PoolLimits {

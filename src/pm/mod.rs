@@ -9,13 +9,18 @@
 //! - [`plan`]: a pool tick's decisions: spawn, retire, kill (static, dynamic and ondemand
 //!   pools, `max_memory`, `request_terminate_timeout`, `request_read_timeout`, a program's
 //!   lifetime, retiring workers that do not exit).
+//! - [`kill()`]: how a kill is carried out for the worker's runtime: its line, then an
+//!   abort, a stack read or asked for, SIGKILL.
 //! - [`slow`]: which requests get a slowlog entry (`request_slowlog_timeout`).
 //! - [`kills`]: when a kill that waits for a worker's stack or its abort is due.
 //! - [`memory`]: sizing by memory: the live `max_children` of an `"auto"` pool, the
 //!   warning for a fixed one that does not fit, the idle worker retired for
 //!   `max_pool_memory` ([`memory::tick()`]).
-//! - [`drain()`], [`drain_tick`], [`stop`]: a generation's end: a drain's start and ticks
-//!   (with [`Linger`]: a parent that outlives its workers), the master's stop.
+//! - [`drain()`], [`drain_tick`], [`stop`], [`refuse`]: a generation's end: a drain's start
+//!   and ticks (with [`Linger`]: a parent that outlives its workers), the master's stop, a
+//!   failed generation's refusal of connections.
+//! - [`resize_in_place`]: a program pool's live `max_children` change, without a new
+//!   generation.
 //! - [`Backoff`], [`EmergencyRestart`], [`max_requests`]: what a worker's exit means for the
 //!   next spawn, and each worker's request limit; the Python zygote applies them too, so
 //!   they live in the `drover-proto` crate.
@@ -33,19 +38,23 @@ mod action;
 mod adopted;
 mod drain;
 mod exit;
+mod kill;
 pub mod kills;
 pub mod memory;
 mod plan;
 pub mod queue;
+mod resize;
 pub mod slow;
 mod target;
 
-pub use action::{Action, Awaited, Reason};
+pub use action::{Action, Awaited, KillStep, Reason};
 pub use adopted::{Orphan, adopted_busy, forgotten_orphans};
-pub use drain::{Linger, drain, drain_tick, stop};
+pub use drain::{Linger, Standing, drain, drain_tick, refuse, stop};
 pub use drover_proto::{Backoff, EmergencyRestart, Respawn, STARTUP_WINDOW, max_requests};
 pub use exit::{Exit, Role, on_exit};
+pub use kill::{KillFacts, KillStack, kill};
 pub use plan::{Counters, PolicyState, PoolLimits, WorkerView, plan};
+pub use resize::{InPlace, resize_in_place};
 pub use target::{processes_kept, retire_lowers_target, target_for_spawn};
 
 use std::time::Duration;

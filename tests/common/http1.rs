@@ -168,6 +168,38 @@ pub fn until_close(stream: &mut TcpStream, request: &[u8]) -> String {
     String::from_utf8_lossy(&received).into_owned()
 }
 
+/// Asks the ASGI test app's `/stream` (tests/apps/asgi_app.py: `first` at once, `last` once
+/// `marker` exists) on `stream`, plain or TLS, and checks the streamed response: chunked,
+/// its first chunk read before the marker is created, so before the app has the last one.
+pub fn streams_its_first_chunk_first(stream: &mut (impl Read + Write), marker: &std::path::Path) {
+    stream
+        .write_all(
+            format!(
+                "GET /stream?marker={} HTTP/1.1\r\nHost: t\r\n\r\n",
+                marker.display()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("first\n") {
+        let n = stream.read(&mut buf).expect("read the first chunk");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got).to_lowercase();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    std::fs::write(marker, "").expect("create the marker");
+    let mut rest = Vec::new();
+    while !String::from_utf8_lossy(&rest).ends_with("0\r\n\r\n") {
+        let n = stream.read(&mut buf).expect("read the rest");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&rest));
+        rest.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&rest).contains("last\n"));
+}
+
 /// A TCP connection to `127.0.0.1:port` from the loopback address `source` (`127.0.0.2`
 /// for a peer in `forwarded_allow_ips`), reads bounded by [`TIMEOUT`].
 pub fn connect_from(source: &str, port: u16) -> TcpStream {

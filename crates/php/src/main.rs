@@ -4,32 +4,25 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use drover_proto::terms::{CommandLine, Terms};
 use drover_proto::zygote::{PHP_BIND_DIRECT, PHP_CHECK, PHP_PROBE, PROBE_LIBPHP, PhpArgs};
 
-/// The zygote of one PHP pool (started by the drover master, not by hand): its command line
-/// names the pool, for `ps`; the master passes its terms at fd 6.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
-    #[command(flatten)]
-    line: CommandLine,
-}
+/// What `--help` says.
+const ABOUT: &str = "The zygote of one PHP pool (started by the drover master, not by hand): \
+                     its command line names the pool, for `ps`; the master passes its terms \
+                     at fd 6.";
 
-/// The terms the master passed (`drover_proto::terms`), for the pool `args` names; `Err`
+/// The terms the master passed (`drover_proto::terms`), for the pool `line` names; `Err`
 /// with the exit code once the reason is said.
-fn terms(args: &Args) -> Result<PhpArgs, u8> {
-    args.line
-        .terms("the terms of drover-php", |terms| match terms {
-            Terms::Php(php) => Some(php),
-            Terms::Python(_) => None,
-        })
-        .map_err(|e| {
-            eprintln!("drover-php {}: {e}", drover_proto::terms::VERSION);
-            drover_proto::zygote::EXIT_TERMS
-        })
+fn terms(line: &CommandLine) -> Result<PhpArgs, u8> {
+    line.terms("the terms of drover-php", |terms| match terms {
+        Terms::Php(php) => Some(php),
+        Terms::Python(_) => None,
+    })
+    .map_err(|e| {
+        eprintln!("drover-php {}: {e}", drover_proto::terms::VERSION);
+        drover_proto::zygote::EXIT_TERMS
+    })
 }
 
 /// `drover-php --probe` prints the PHP this binary runs and exits 0, or says why it cannot
@@ -48,14 +41,16 @@ fn main() -> ExitCode {
             selftest(&std::env::args_os().skip(2).collect::<Vec<_>>())
         }
         Some(PHP_CHECK) => {
-            let args = Args::parse_from(
+            let line = CommandLine::parse_or_exit(
                 std::env::args_os()
                     .enumerate()
                     .filter_map(|(i, arg)| (i != 1).then_some(arg)),
+                ABOUT,
             );
-            terms(&args).map_or_else(|code| code, |php| check(&php))
+            terms(&line).map_or_else(|code| code, |php| check(&php))
         }
-        _ => terms(&Args::parse()).map_or_else(|code| code, run),
+        _ => terms(&CommandLine::parse_or_exit(std::env::args_os(), ABOUT))
+            .map_or_else(|code| code, run),
     };
     ExitCode::from(code)
 }

@@ -141,16 +141,86 @@ impl Terms {
 
 /// A zygote's command line: the pool's name, for `ps` (and for a check against the terms);
 /// everything else is in the terms. `drover-php --check` takes the same after its flag.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
+/// Read by hand ([`CommandLine::parse_or_exit`]): one option does not need clap in the
+/// runtimes' binaries.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CommandLine {
-    #[arg(long)]
     pub pool: String,
+}
+
+/// What a zygote's arguments ask for.
+#[derive(Debug, PartialEq)]
+enum Asked {
+    Run(CommandLine),
+    Help,
+    Version,
 }
 
 impl CommandLine {
     /// The arguments the master passes.
     pub fn args(pool: &str) -> Vec<std::ffi::OsString> {
         vec!["--pool".into(), pool.into()]
+    }
+
+    /// `args` (the program first, as [`std::env::args_os`] gives them) read as a zygote's
+    /// command line: `--pool NAME` or `--pool=NAME`, once. `--help` and `--version` print
+    /// their answer and exit 0; anything else is a usage error, said on stderr, with exit
+    /// code 2 (as clap's were).
+    pub fn parse_or_exit(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+        about: &str,
+    ) -> CommandLine {
+        let mut args = args.into_iter();
+        let program = args
+            .next()
+            .map(PathBuf::from)
+            .and_then(|path| Some(path.file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "zygote".into());
+        let usage = format!("Usage: {program} --pool <POOL>");
+        match Self::parse(args) {
+            Ok(Asked::Run(line)) => line,
+            Ok(Asked::Help) => {
+                println!("{about}\n\n{usage}");
+                std::process::exit(0)
+            }
+            Ok(Asked::Version) => {
+                println!("{program} {VERSION}");
+                std::process::exit(0)
+            }
+            Err(error) => {
+                eprintln!("error: {error}\n\n{usage}");
+                std::process::exit(2)
+            }
+        }
+    }
+
+    /// The arguments after the program's name, read; the error says what is wrong.
+    fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Asked, String> {
+        let mut pool = None;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let arg = arg
+                .into_string()
+                .map_err(|arg| format!("invalid UTF-8 in {arg:?}"))?;
+            let value = match arg.as_str() {
+                "-h" | "--help" => return Ok(Asked::Help),
+                "-V" | "--version" => return Ok(Asked::Version),
+                "--pool" => args
+                    .next()
+                    .ok_or("a value is required for '--pool <POOL>'")?
+                    .into_string()
+                    .map_err(|value| format!("invalid UTF-8 in {value:?}"))?,
+                other => match other.strip_prefix("--pool=") {
+                    Some(value) => value.to_owned(),
+                    None => return Err(format!("unexpected argument '{other}'")),
+                },
+            };
+            if pool.replace(value).is_some() {
+                return Err("the argument '--pool <POOL>' cannot be used multiple times".into());
+            }
+        }
+        let pool = pool.ok_or("the argument '--pool <POOL>' is required")?;
+        Ok(Asked::Run(CommandLine { pool }))
     }
 
     /// The terms at [`TERMS_FD`], checked against this command line and for the runtime
@@ -304,7 +374,34 @@ pub struct PhpArgs {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+
     use super::*;
+
+    fn parse(args: &[&str]) -> Result<Asked, String> {
+        CommandLine::parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn a_zygote_s_command_line_is_the_pool_it_runs_once() {
+        let www = Ok(Asked::Run(CommandLine { pool: "www".into() }));
+        assert_eq!(parse(&["--pool", "www"]), www);
+        assert_eq!(parse(&["--pool=www"]), www);
+        // What the master passes reads back as the pool.
+        let args = CommandLine::args("www");
+        assert_eq!(CommandLine::parse(args), www);
+        assert_eq!(parse(&["--help"]), Ok(Asked::Help));
+        assert_eq!(parse(&["-V"]), Ok(Asked::Version));
+        for wrong in [
+            &[][..],
+            &["--pool"],
+            &["--pool", "a", "--pool", "b"],
+            &["--pool", "www", "--workers", "4"],
+            &["www"],
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong:?}");
+        }
+    }
 
     fn zygote(pool: &str) -> ZygoteArgs {
         ZygoteArgs {

@@ -7,19 +7,13 @@ mod gunicorn_config;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use drover_proto::terms::{CommandLine, Terms};
 use drover_python::zygote;
 
-/// The zygote of one Python pool (started by the drover master, not by hand): its command
-/// line names the pool, for `ps`; the master passes its terms at fd 6.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
-    #[command(flatten)]
-    line: CommandLine,
-}
+/// What `--help` says.
+const ABOUT: &str = "The zygote of one Python pool (started by the drover master, not by \
+                     hand): its command line names the pool, for `ps`; the master passes its \
+                     terms at fd 6.";
 
 fn main() -> ExitCode {
     drover_worker::serve::take_allowed_clients();
@@ -31,12 +25,13 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(gunicorn_config::run(argv.next().as_deref()));
     }
-    let terms = Args::parse()
-        .line
-        .terms("the terms of drover-python", |terms| match terms {
+    let terms = CommandLine::parse_or_exit(std::env::args_os(), ABOUT).terms(
+        "the terms of drover-python",
+        |terms| match terms {
             Terms::Python(python) => Some(python),
             Terms::Php(_) => None,
-        });
+        },
+    );
     match terms {
         Ok(python) => ExitCode::from(zygote::run(python)),
         Err(e) => {

@@ -1,6 +1,7 @@
-//! The executor: the one place where a pool's decisions ([`pm::Action`]: a tick's plan, an
-//! exit's meaning, a drain's start and ticks, the master's stop, the slowlog, the kills
-//! that waited, sizing by memory) become spawns, signals, socket changes and log lines.
+//! The executor: the one place where a pool's decisions ([`pm::Action`]: a tick's plan, a
+//! kill's steps, an exit's meaning, a drain's start and ticks, the master's stop, a failed
+//! pool's refusal, a program pool resized in place, the slowlog, the kills that waited,
+//! sizing by memory) become spawns, signals, socket changes and log lines.
 //! Every decision is made before, by pure code in [`crate::pm`] from facts the pool
 //! gathered; here nothing is decided, only done, in the order given.
 
@@ -37,6 +38,7 @@ impl PoolRun {
                 (Action::Spawn(n), _) => self.spawn_workers(n, now),
                 (Action::Retire { pid, reason }, _) => self.retire(pid, &reason, now),
                 (Action::Kill { pid, reason }, _) => self.kill_worker(pid, &reason, now),
+                (Action::KillStep(step), _) => self.kill_step(step, now),
                 (Action::MaxChildrenReached { max_children }, _) => tracing::warn!(
                     "pool {}: reached max_children ({max_children}); consider raising it",
                     self.name()
@@ -86,6 +88,10 @@ impl PoolRun {
                 (Action::Overcommitted(warning), _) => {
                     self.sizing.memory_mut().warned();
                     tracing::warn!("pool {}: {warning}", self.name());
+                }
+                (Action::Refuse, _) => self.refused(),
+                (Action::StopSurplus { pid, max_children }, _) => {
+                    self.stop_surplus(pid, max_children, now)
                 }
                 // Only an exit's answer names these, and it is given with its exit.
                 (action @ (Action::AdoptWorkers { .. } | Action::BackOff), None) => {

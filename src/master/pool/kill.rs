@@ -1,19 +1,15 @@
 //! Killing a worker (`request_terminate_timeout`, `request_read_timeout`, a retirement
-//! past `process_control_timeout`): one log line naming the worker and its request, then
-//! SIGKILL. A `request_terminate_timeout` kill of a PHP worker logs its stack in between,
-//! one line a frame, innermost first: php-cgi's is read from the worker's memory at once;
-//! a drover-php worker is asked for it with SIGUSR1 (it writes the frame lines the slowlog
-//! asks for with SIGUSR2, then waits for its SIGKILL instead of going on with the script),
+//! past `process_control_timeout`): the facts of its kill gathered for [`pm::kill()`],
+//! which gives the steps (a line naming the worker and its request, then an abort, a PHP
+//! stack read or asked for, SIGKILL), and each step carried out for the executor. A
+//! drover-php worker asked for its stack with SIGUSR1 writes the frame lines the slowlog
+//! asks for with SIGUSR2, then waits for its SIGKILL instead of going on with the script;
 //! its frame lines are logged as they come, and SIGKILL follows its end line, or
 //! [`STACK_WAIT`] after the decision when the worker does not answer: the stack never
 //! delays the kill by more than that. A slowlog dump in flight for the same worker gets the
-//! same lines (see [`super::slow`]).
-//!
-//! A Python worker's `request_terminate_timeout` kill is an abort first, as gunicorn's
-//! timeout is: SIGUSR1 makes the worker raise inside the request (so its `except` and
-//! `finally` blocks, the `worker_abort` hook and error trackers run), answer 500 if it can
-//! and exit; SIGKILL follows `terminate_grace` later only if the worker is still in that
-//! same request.
+//! same lines (see [`super::slow`]). A Python worker asked to abort (SIGUSR1) raises
+//! inside the request, answers 500 if it can and exits; SIGKILL follows `terminate_grace`
+//! later only if it is still in that same request ([`crate::pm::kills::PendingKills`]).
 
 use std::time::Instant;
 
@@ -22,25 +18,55 @@ use nix::unistd::Pid;
 
 use super::PoolRun;
 use crate::pm::kills::{KillLine, STACK_WAIT};
-use crate::pm::{Awaited, Reason};
+use crate::pm::{self, Awaited, KillFacts, KillStack, KillStep, Reason};
 use crate::runtime::kind::SlowStack;
 
 impl PoolRun {
-    /// Logs why `pid` is killed and kills it; a `request_terminate_timeout` kill logs the
-    /// PHP stack first, and waits for it from a drover-php worker (see [`PendingKills`]).
+    /// [`crate::pm::Action::Kill`]: `pid`'s kill for `reason`, in the steps
+    /// [`pm::kill()`] gives for its runtime.
     pub(super) fn kill_worker(&mut self, pid: Pid, reason: &Reason, now: Instant) {
-        // The policy does not decide twice on a worker killed and not yet reaped; neither
-        // is one whose stack is awaited killed twice.
-        let Some(worker) = self
-            .table
-            .worker_mut(pid)
-            .filter(|_| !self.timeouts.kill_waiting(pid))
-        else {
+        let stack = match self.launch.kind.slow_stack() {
+            SlowStack::Memory => KillStack::Read,
+            SlowStack::FrameLines => KillStack::Asked,
+            // A Python worker's faulthandler dump is the slowlog's; its kill is an abort.
+            SlowStack::Faulthandler | SlowStack::None => KillStack::None,
+        };
+        let facts = KillFacts {
+            since: self.table.worker(pid).map(|w| w.state.since),
+            pending: self.timeouts.kill_waiting(pid),
+            aborts_request: self.launch.kind.aborts_request(),
+            stack,
+            terminate_grace: self.config.terminate_grace,
+        };
+        let steps = pm::kill(pid, reason, &facts, now);
+        self.execute(steps, now, None);
+    }
+
+    /// [`crate::pm::Action::KillStep`]: one step of a kill carried out.
+    pub(super) fn kill_step(&mut self, step: KillStep, now: Instant) {
+        match step {
+            KillStep::Killing { pid, reason } => self.killing(pid, &reason),
+            KillStep::AskAbort {
+                pid,
+                since,
+                deadline,
+            } => self.ask_abort(pid, since, deadline),
+            KillStep::LogStack(pid) => self.log_stack(pid),
+            KillStep::AskStack(pid) => self.ask_stack(pid, now),
+            KillStep::KillNow(pid) => {
+                self.signal_worker(pid, Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// [`KillStep::Killing`]: the kill's line, with the worker's request, and the
+    /// worker marked killed: its exit is this kill's, counted by the policy under the
+    /// kill's cause, and it is retiring.
+    fn killing(&mut self, pid: Pid, reason: &Reason) {
+        let Some(worker) = self.table.worker_mut(pid) else {
             return;
         };
-        // Its exit is this kill's, counted by the policy under the kill's cause.
         worker.killed = true;
-        let since = worker.state.since;
         let request = worker
             .state
             .request
@@ -52,41 +78,43 @@ impl PoolRun {
             self.config.name
         );
         self.table.process_retiring(pid);
-        let grace = self.config.terminate_grace;
-        if matches!(reason, Reason::Terminate { .. })
-            && self.launch.kind.aborts_request()
-            && !grace.is_zero()
-            && self.signal_worker(pid, Signal::SIGUSR1)
-        {
-            tracing::info!(
-                "pool {}: worker {pid}: asked to abort the request (SIGUSR1); SIGKILL in \
-                 {} (terminate_grace) if it is still in it",
-                self.config.name,
-                humantime::format_duration(grace)
-            );
-            self.timeouts.aborting(pid, since, now + grace);
+    }
+
+    /// [`KillStep::AskAbort`]: SIGUSR1 asks `pid` to abort its request started at
+    /// `since`, killed at `deadline` if still in it; SIGKILL at once if it cannot be asked.
+    fn ask_abort(&mut self, pid: Pid, since: Instant, deadline: Instant) {
+        if !self.signal_worker(pid, Signal::SIGUSR1) {
+            self.signal_worker(pid, Signal::SIGKILL);
             return;
         }
-        if matches!(reason, Reason::Terminate { .. }) {
-            let depth = self.config.request_slowlog_trace_depth as usize;
-            match self.launch.kind.slow_stack() {
-                SlowStack::Memory => {
-                    if let Some(stack) = self.php_stack(pid, depth) {
-                        for frame in stack.to_string().lines() {
-                            self.log_frame(pid, frame);
-                        }
-                    }
-                }
-                SlowStack::FrameLines => {
-                    if self.signal_worker(pid, Signal::SIGUSR1) {
-                        self.timeouts.kill_asked(pid, now);
-                        return;
-                    }
-                }
-                SlowStack::Faulthandler | SlowStack::None => {}
+        tracing::info!(
+            "pool {}: worker {pid}: asked to abort the request (SIGUSR1); SIGKILL in \
+             {} (terminate_grace) if it is still in it",
+            self.config.name,
+            humantime::format_duration(self.config.terminate_grace)
+        );
+        self.timeouts.aborting(pid, since, deadline);
+    }
+
+    /// [`KillStep::LogStack`]: `pid`'s PHP stack, read from its memory, a line a
+    /// frame under its kill's line.
+    fn log_stack(&self, pid: Pid) {
+        let depth = self.config.request_slowlog_trace_depth as usize;
+        if let Some(stack) = self.php_stack(pid, depth) {
+            for frame in stack.to_string().lines() {
+                self.log_frame(pid, frame);
             }
         }
-        self.signal_worker(pid, Signal::SIGKILL);
+    }
+
+    /// [`KillStep::AskStack`]: SIGUSR1 asks `pid` for its stack, its SIGKILL
+    /// waiting for it; SIGKILL at once if it cannot be asked.
+    fn ask_stack(&mut self, pid: Pid, now: Instant) {
+        if self.signal_worker(pid, Signal::SIGUSR1) {
+            self.timeouts.kill_asked(pid, now);
+        } else {
+            self.signal_worker(pid, Signal::SIGKILL);
+        }
     }
 
     /// Sends `signal` to the worker `pid` through its handle; false if it is no worker of
@@ -130,11 +158,11 @@ impl PoolRun {
         self.signal_worker(pid, Signal::SIGKILL);
     }
 
-    /// A line of `pid`'s output while its kill waits for its stack: true when it was part
-    /// of the stack (logged as a frame of the kill, not as output).
-    pub(super) fn on_kill_line(&mut self, pid: Pid, line: &str) -> bool {
-        let depth = self.config.request_slowlog_trace_depth as usize;
-        match self.timeouts.kill_line(pid, line, depth) {
+    /// What a line of `pid`'s output meant for the kill waiting for its stack
+    /// ([`crate::pm::kills::PendingKills::take_line`]), done: true when it was part of the
+    /// stack (logged as a frame of the kill, not as output).
+    pub(super) fn on_kill_line(&self, pid: Pid, line: KillLine<'_>) -> bool {
+        match line {
             KillLine::Unrelated => false,
             KillLine::Frame(frame) => {
                 self.log_frame(pid, frame);

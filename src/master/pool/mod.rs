@@ -16,6 +16,8 @@
 //! - a tick's spawns, retires and kills (pm modes, `max_memory`, timeouts, lifetimes):
 //!   [`pm::plan`], from [`policy`]; carried out by [`spawning`], [`policy`] and
 //!   [`kill`](mod@kill).
+//! - how a kill is carried out (its line, an abort, a PHP stack read or asked for,
+//!   SIGKILL): [`pm::kill()`], from and by [`kill`](mod@kill).
 //! - a slowlog entry (`request_slowlog_timeout`): [`pm::slow`], from [`slow`], which
 //!   writes it.
 //! - a kill that waited for a stack or an abort: [`pm::kills`], from and by
@@ -24,7 +26,9 @@
 //!   [`pm::memory::tick()`], from [`memory`].
 //! - an exit (back off, replace, app failed, adopt): [`pm::on_exit`], from [`reap`].
 //! - a drain's start and ticks, a lingering parent: [`pm::drain()`], [`pm::drain_tick`],
-//!   from [`drain`]; the master's stop: [`pm::stop`], from [`stop`].
+//!   from [`drain`]; the master's stop: [`pm::stop`], and a failed pool's refusal of
+//!   connections: [`pm::refuse`], from [`stop`].
+//! - a program pool resized in place: [`pm::resize_in_place`], from and by [`program`].
 //! - what the master starts itself, a zygote's count: [`pm::processes_kept`],
 //!   [`pm::target_for_spawn`], from [`spawning`] and [`policy`].
 //!
@@ -33,7 +37,8 @@
 //! - [`table`]: the process table (processes, workers, those gone lately, probes).
 //! - [`observe`]: what each worker is doing (the facts of a tick).
 //! - [`policy`]: the tick's plan ([`pm::plan`]) computed, and the steps it needs: spawn,
-//!   retire, signal. [`kill`](mod@kill): a kill's log lines, and the PHP stack it waits for.
+//!   retire, signal. [`kill`](mod@kill): a kill's facts and steps, and the PHP stack it
+//!   waits for.
 //! - [`reap`]: a reaped process's facts for [`pm::on_exit`]; a dead parent's workers taken
 //!   over. [`reports`]: a zygote's reports, checked.
 //! - [`execute`]: the one executor of every action.

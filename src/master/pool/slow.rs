@@ -105,13 +105,12 @@ impl PoolRun {
     /// [`kill`](mod@super::kill)): kept for them (true), or not part of a dump (false: log
     /// it as usual). One dump may answer both: each gets its frames.
     pub fn on_dump_line(&mut self, pid: Pid, line: &str, now: Instant) -> bool {
-        // The kill first: at the end line, SIGKILL goes before the entry is written.
-        let killing = self.on_kill_line(pid, line);
         let depth = self.config.request_slowlog_trace_depth as usize;
-        match self
-            .timeouts
-            .dump_line(self.launch.kind.slow_stack(), pid, line, depth, now)
-        {
+        let stack = self.launch.kind.slow_stack();
+        let (kill, dump) = self.timeouts.stack_line(stack, pid, line, depth, now);
+        // The kill first: at the end line, SIGKILL goes before the entry is written.
+        let killing = self.on_kill_line(pid, kill);
+        match dump {
             DumpLine::Output => killing,
             DumpLine::Taken => true,
             DumpLine::Late if killing => true,

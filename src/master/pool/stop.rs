@@ -1,6 +1,7 @@
-//! Stopping a pool: refusing connections, the graceful stop ([`crate::pm::stop`] decides
-//! its steps), the parent sent away first, and the kills at the end ([`crate::pm::Linger`]
-//! decides when a parent asked to stop that outlives its workers is killed).
+//! Stopping a pool: refusing connections ([`crate::pm::refuse`] decides when), the graceful
+//! stop ([`crate::pm::stop`] decides its steps), the parent sent away first, and the kills
+//! at the end ([`crate::pm::Linger`] decides when a parent asked to stop that outlives its
+//! workers is killed).
 
 use std::time::Instant;
 
@@ -8,16 +9,27 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::{Lifecycle, PoolRun};
+use crate::pm;
 use crate::runtime::kind;
 
 impl PoolRun {
-    /// The pool is stopped and nothing else serves its socket: shuts the listener down, so
-    /// that connections are refused at once (nginx answers 502) until a reload binds a new
-    /// one.
-    pub fn refuse(&mut self) {
-        if self.life.lifecycle().refusing() {
-            return;
-        }
+    /// A failed generation refuses connections when nothing else serves its socket
+    /// (`alone`), rather than let them wait for a worker that never comes: [`pm::refuse`]
+    /// decides, once.
+    pub fn refuse(&mut self, alone: bool) {
+        let lifecycle = self.life.lifecycle();
+        let actions = pm::refuse(pm::Standing {
+            failed: lifecycle.failed(),
+            refusing: lifecycle.refusing(),
+            draining: lifecycle.draining(),
+            alone,
+        });
+        self.execute(actions, Instant::now(), None);
+    }
+
+    /// [`pm::Action::Refuse`]: shuts the listener down, so that connections are refused at
+    /// once (nginx answers 502) until a reload binds a new one.
+    pub(super) fn refused(&mut self) {
         self.life.advance(Lifecycle::refused);
         self.watch.stop();
         match self.listener.shut_down() {

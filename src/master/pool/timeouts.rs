@@ -38,16 +38,18 @@ impl Timeouts {
         self.dumps.asked(pid, entry, now);
     }
 
-    /// A line of `pid`'s output, for its stack dump.
-    pub fn dump_line(
+    /// A line of `pid`'s output, for the kill waiting for its stack and for its slowlog
+    /// dump: one stack may answer both, and each gets its frames (at most `depth`).
+    pub fn stack_line<'a>(
         &mut self,
         stack: SlowStack,
         pid: Pid,
-        line: &str,
+        line: &'a str,
         depth: usize,
         now: Instant,
-    ) -> DumpLine {
-        self.dumps.take_line(stack, pid, line, depth, now)
+    ) -> (KillLine<'a>, DumpLine) {
+        let kill = self.kills.take_line(pid, line, depth);
+        (kill, self.dumps.take_line(stack, pid, line, depth, now))
     }
 
     /// The dumps complete by silence at `now`, to write.
@@ -78,10 +80,5 @@ impl Timeouts {
     /// `pid` was asked to abort its request started at `since`, by `deadline`.
     pub fn aborting(&mut self, pid: Pid, since: Instant, deadline: Instant) {
         self.kills.aborting(pid, since, deadline);
-    }
-
-    /// A line of `pid`'s output, for the kill waiting for its stack.
-    pub fn kill_line<'a>(&mut self, pid: Pid, line: &'a str, depth: usize) -> KillLine<'a> {
-        self.kills.take_line(pid, line, depth)
     }
 }

@@ -812,32 +812,7 @@ fn an_asgi_streamed_response_over_tls_sends_its_first_chunk_first() {
     let certs = Certs::new();
     let server = start(&certs, App::Asgi, 1, "");
     let marker = server.site.path().join("stream.go");
-    let mut tls = certs.connect(server.port);
-    tls.write_all(
-        format!(
-            "GET /stream?marker={} HTTP/1.1\r\nHost: t\r\n\r\n",
-            marker.display()
-        )
-        .as_bytes(),
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("first\n") {
-        let n = tls.read(&mut buf).expect("read the first chunk");
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&got).to_lowercase();
-    assert!(head.contains("transfer-encoding: chunked"), "{head}");
-    std::fs::write(&marker, "").expect("create the marker");
-    let mut rest = Vec::new();
-    while !String::from_utf8_lossy(&rest).ends_with("0\r\n\r\n") {
-        let n = tls.read(&mut buf).expect("read the rest");
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&rest));
-        rest.extend_from_slice(&buf[..n]);
-    }
-    assert!(String::from_utf8_lossy(&rest).contains("last\n"));
+    crate::common::http1::streams_its_first_chunk_first(&mut certs.connect(server.port), &marker);
 }
 
 /// Each case as a test for the interface its module names.
