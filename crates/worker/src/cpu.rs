@@ -36,8 +36,9 @@ impl CpuTime {
 }
 
 /// The CPU time this process has used so far (all its threads), in one `getrusage`: an
-/// event loop reads it once or twice per request, where its requests' children are rare
-/// (the children's time would take a second call each time).
+/// event loop reads it at each request's end, and at a request's start only after it idled
+/// (the ledger), where its requests' children are rare (the children's time would take a
+/// second call each time).
 pub fn process_cpu() -> CpuTime {
     usage(libc::RUSAGE_SELF)
 }

@@ -116,7 +116,15 @@ struct Books {
     /// The process's CPU time when the previous request ended, or when the oldest in
     /// flight began ([`Concurrency::EventLoop`]).
     cpu_mark: CpuTime,
+    /// When the previous request ended ([`Concurrency::EventLoop`]).
+    ended_us: u64,
 }
+
+/// An event loop whose next request begins within this of the previous one's end went
+/// from one to the other without idling: the end's CPU reading is the next one's start
+/// (one `getrusage` per request instead of two), what the loop did between (the closed
+/// connection, the next one's accept and read) counted in the next request.
+const BUSY_GAP_US: u64 = 1_000;
 
 /// What the slot shows of a request.
 struct Shown {
@@ -192,6 +200,7 @@ impl<'a> Ledger<'a> {
                 next: 0,
                 running: 0,
                 cpu_mark: CpuTime::default(),
+                ended_us: 0,
             }),
         }
     }
@@ -225,7 +234,10 @@ impl<'a> Ledger<'a> {
         let logged = self.logging.then(|| (params.clone(), script.clone()));
         let key = {
             let mut books = self.books();
-            if books.running == 0 && self.concurrency == Concurrency::EventLoop {
+            if books.running == 0
+                && self.concurrency == Concurrency::EventLoop
+                && now_us().saturating_sub(books.ended_us) > BUSY_GAP_US
+            {
                 books.cpu_mark = process_cpu();
             }
             books.running += 1;
@@ -279,6 +291,7 @@ impl<'a> Ledger<'a> {
             let now = process_cpu();
             let cpu = now.since(&books.cpu_mark);
             books.cpu_mark = now;
+            books.ended_us = end_us;
             cpu
         });
         books.running = books.running.saturating_sub(1);

@@ -90,6 +90,10 @@ thread_local! {
 const NAMES_MAX: usize = 512;
 
 fn cached_name<'py>(py: Python<'py>, param: &[u8]) -> Option<Bound<'py, PyBytes>> {
+    // Most of nginx's params are no header: they are told apart before they are hashed.
+    if !param.starts_with(b"HTTP_") {
+        return None;
+    }
     NAMES.with_borrow_mut(|names| {
         if let Some(name) = names.get(param) {
             return Some(name.bind(py).clone());

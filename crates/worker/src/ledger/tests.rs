@@ -202,3 +202,42 @@ fn the_slot_shows_the_oldest_requests_id() {
     assert_eq!(shown_id(), stamped);
     ledger.end(second, Some(200), None);
 }
+
+/// An event loop reads the process's CPU time at each request's end, and at a request's
+/// start only when the loop idled since the previous end: a request begun at once is
+/// measured from that end's reading.
+#[test]
+fn an_event_loop_reads_the_cpu_at_a_start_only_after_idling() {
+    let burn = || {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(20) {
+            std::hint::black_box(0);
+        }
+    };
+    let ledger = Ledger::open(terms(0), None, Concurrency::EventLoop);
+    let first = ledger.begin(&params("GET", "/"), None, now_us());
+    burn();
+    let _ = ledger.end(first, Some(200), None);
+    let at_end = ledger.books().cpu_mark;
+    assert!(at_end.total() > Duration::ZERO);
+    // The next one begins within BUSY_GAP_US of the end (a previous end in the future
+    // makes it so on a loaded machine too).
+    ledger.books().ended_us = now_us() + 60_000_000;
+    burn();
+    let second = ledger.begin(&params("GET", "/"), None, now_us());
+    assert_eq!(
+        ledger.books().cpu_mark,
+        at_end,
+        "a start right after an end"
+    );
+    let _ = ledger.end(second, Some(200), None);
+    let at_end = ledger.books().cpu_mark;
+    ledger.books().ended_us = now_us() - 2 * BUSY_GAP_US;
+    burn();
+    let third = ledger.begin(&params("GET", "/"), None, now_us());
+    assert!(
+        ledger.books().cpu_mark.total() >= at_end.total() + Duration::from_millis(5),
+        "a start after an idle is read anew"
+    );
+    let _ = ledger.end(third, Some(200), None);
+}
