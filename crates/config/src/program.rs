@@ -6,7 +6,7 @@
 //! refused on it by their rows in the key table (`keys/table.rs`), each with its reason.
 
 use super::keys::{self, Flavour, STOP_SIGNALS, Section};
-use super::model::{Pm, PmMode, Program};
+use super::model::{Pm, PmMode, Program, ProgramGiven};
 use super::value::{Got, Table, find_executable};
 use std::path::Path;
 
@@ -39,17 +39,24 @@ pub(super) fn check_pm(root: &Table<'_, '_>, pm: Option<&Pm>) {
 pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
     t.check_keys(&keys::names(Section::Program));
     let command = command(t, base);
-    let stop_signal = t
-        .parse("stop_signal", |s| {
-            let name = s.strip_prefix("SIG").unwrap_or(s);
-            if STOP_SIGNALS.contains(&name) {
-                Ok(name.to_owned())
-            } else {
-                Err(format!("one of {}", STOP_SIGNALS.join(", ")))
-            }
-        })
-        .or("TERM".to_owned());
-    let stop_timeout = t.optional("stop_timeout");
+    Program::read(t, ProgramGiven { command })
+}
+
+/// `stop_signal`: a name of [`STOP_SIGNALS`], with or without `SIG`.
+pub(super) fn stop_signal(t: &Table<'_, '_>) -> Option<String> {
+    t.parse("stop_signal", |s| {
+        let name = s.strip_prefix("SIG").unwrap_or(s);
+        if STOP_SIGNALS.contains(&name) {
+            Ok(name.to_owned())
+        } else {
+            Err(format!("one of {}", STOP_SIGNALS.join(", ")))
+        }
+    })
+    .or("TERM".to_owned())
+}
+
+/// `max_lifetime`: a copy replaced as soon as it starts would never work.
+pub(super) fn max_lifetime(t: &Table<'_, '_>) -> Option<Option<std::time::Duration>> {
     let max_lifetime = t.optional("max_lifetime");
     if max_lifetime == Some(Some(std::time::Duration::ZERO)) {
         t.fail(
@@ -57,17 +64,16 @@ pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
             "must be more than 0s (leave it out for no limit)",
         );
     }
-    let max_lifetime_jitter = t.value("max_lifetime_jitter");
+    max_lifetime
+}
+
+/// `max_lifetime_jitter`: what it spreads is `max_lifetime`.
+pub(super) fn max_lifetime_jitter(t: &Table<'_, '_>) -> Option<std::time::Duration> {
+    let jitter = t.value("max_lifetime_jitter");
     if t.contains("max_lifetime_jitter") && !t.contains("max_lifetime") {
         t.fail("max_lifetime_jitter", "only with max_lifetime");
     }
-    Some(Program {
-        command: command?,
-        stop_signal: stop_signal?,
-        stop_timeout: stop_timeout?,
-        max_lifetime: max_lifetime?,
-        max_lifetime_jitter: max_lifetime_jitter?,
-    })
+    jitter
 }
 
 /// `command`: a program and its arguments, the program found as `[command] argv`'s is.

@@ -8,7 +8,7 @@
 //! is its type's ([`Toml`]). A row the model does not answer for fails the render test
 //! (`config::tests::keys`), which renders a pool of every runtime.
 
-mod shown;
+pub(super) mod shown;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -17,11 +17,17 @@
 //! What a key *does* is still code: its parser (in the file of its table) and its use.
 
 mod choice;
+mod declare;
 mod doc;
 mod read;
 mod table;
 
 pub(crate) use choice::{Choice, choice};
+pub(crate) use declare::{chain, count, keys};
+pub(crate) use table::{
+    ALWAYS_RUNNING, BUILTIN_PATHS, MAX_THREADS, NO_COUNT, NO_REQUESTS, NO_SOCKET, at_least,
+    between, http, key, refused,
+};
 
 pub use doc::markdown;
 pub use table::{KEYS, STOP_SIGNALS};
