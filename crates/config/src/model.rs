@@ -1,5 +1,14 @@
 //! The typed configuration: what [`load`](super::load) returns once every file is valid,
 //! and all that the rest of drover reads. Built only by the loader; never raw TOML.
+//!
+//! Each key is declared here, once, as the field it fills: a section's struct is written
+//! with `keys!` (`keys/declare.rs`), whose entries give the field, the key's row (name,
+//! type, default, range, refusals, documentation), how the section's reader fills it and
+//! what `drover -t` shows. The entries are in the reference's order, which is
+//! `drover -t`'s. Adding a key: docs/ARCHITECTURE.md, "Adding a pool key".
+//!
+//! Longer than the ~600 lines files are split at: the declarations are read top to bottom,
+//! as php-fpm's option table is, and a split would only scatter a section's order.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -249,7 +249,7 @@ pub(super) fn rlimit_files(root: &Table<'_, '_>) -> Option<Option<u32>> {
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
 /// drover-php and drover-python check it in their shared accept loop (`drover-worker`);
-/// php-cgi does not check it at all (refused by the table, keys/table.rs); a `[command]`
+/// php-cgi does not check it at all (refused by its declaration, model.rs); a `[command]`
 /// program built on libfcgi checks it for IPv4 clients only, refused here on IPv6.
 fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
     // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.

@@ -3,7 +3,7 @@
 //! pool's `[env]`, `chdir`, `user` and `group` apply to them as to any pool's workers.
 //!
 //! The keys of a pool file that only make sense for a pool that answers requests are
-//! refused on it by their rows in the key table (`keys/table.rs`), each with its reason.
+//! refused on it by their declarations (`model.rs`), each with its reason.
 
 use super::keys::{self, Flavour, STOP_SIGNALS, Section};
 use super::model::{Pm, PmMode, Program, ProgramGiven};

@@ -4,8 +4,9 @@
 //!
 //! The walk is the key table's ([`super::keys::KEYS`]): each section's rows in their order,
 //! a table row opening its own section. What a key shows is the model's answer
-//! ([`Shows`], one impl per section struct, in `render/shown.rs`); how a value is written
-//! is its type's ([`Toml`]). A row the model does not answer for fails the render test
+//! ([`Shows`], one impl per section struct, written by `keys!` from each key's declaration
+//! in `model.rs`: a plain show, or a hook in `render/shown.rs`); how a value is written is
+//! its type's ([`Toml`]). A row the model does not answer for fails the render test
 //! (`config::tests::keys`), which renders a pool of every runtime.
 
 pub(super) mod shown;
@@ -177,7 +178,7 @@ impl Out {
         for key in KEYS.iter().filter(|k| k.section == section) {
             let shown = model.shown(key.name).unwrap_or_else(|| {
                 panic!(
-                    "{} has a row but no shown value (config/render/shown.rs)",
+                    "{} has a row but its declaration shows nothing (config/model.rs, render/shown.rs)",
                     key.path()
                 )
             });

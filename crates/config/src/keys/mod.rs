@@ -1,5 +1,8 @@
-//! Every key of `drover.toml` and of a pool file, declared once ([`KEYS`], in `table.rs`),
-//! as php-fpm declares each directive once in its option table.
+//! Every key of `drover.toml` and of a pool file, declared once, with the model field it
+//! fills: each section's struct in `model.rs` is written with [`keys!`] (`declare.rs`),
+//! which makes of one declaration per key the field, the key's row, the reading of a plain
+//! key and what `drover -t` shows. [`KEYS`] (`table.rs`) chains the structs' rows in the
+//! reference's order, as php-fpm's option table lists each directive once.
 //!
 //! A row says where the key lives ([`Section`]), its [`Type`], its
 //! [`Default`](enum@Default), the runtimes that refuse it (and with which rule), whether
@@ -14,7 +17,8 @@
 //! (`choice.rs`): the row's type, the parser, the error and `drover -t` take the words
 //! from it.
 //!
-//! What a key *does* is still code: its parser (in the file of its table) and its use.
+//! What a key *does* is still code: the rules a plain read does not apply (in the parser of
+//! its table, which hands the value in), and its use.
 
 mod choice;
 mod declare;

@@ -151,7 +151,10 @@ pub(crate) fn runtime<'a>(pool: &'a Pool, key: &str) -> Option<Shown<'a>> {
 }
 
 pub(crate) fn max_request_body<'a>(http: &'a Http, _key: &str) -> Option<Shown<'a>> {
-    Some(Shown::or(http.max_request_body.map(Size).as_ref(), "no limit"))
+    Some(Shown::or(
+        http.max_request_body.map(Size).as_ref(),
+        "no limit",
+    ))
 }
 
 pub(crate) fn ws_max_size<'a>(http: &'a Http, _key: &str) -> Option<Shown<'a>> {
