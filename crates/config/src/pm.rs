@@ -1,8 +1,6 @@
 //! The `[pm]` table: how many workers a pool keeps, and when they are recycled. Its plain
-//! keys are read by their declarations (`Pm` and `PmMemory` in `model.rs`); the rules
+//! keys are read by their declarations (`Pm` and `PmMemory` in `model/pm.rs`); the rules
 //! between keys are here.
-
-use std::time::Duration;
 
 use super::keys::{self, Section};
 use super::model::{Pm, PmGiven, PmMemory, PmMemoryGiven, PmMode};
@@ -78,39 +76,6 @@ pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
             memory,
         },
     )
-}
-
-/// `process_idle_timeout`: an idle worker retired at once would be started again at once.
-pub(super) fn process_idle_timeout(t: &Table<'_, '_>) -> Option<Duration> {
-    let timeout = t.value("process_idle_timeout");
-    if timeout == Some(Duration::ZERO) {
-        t.fail("process_idle_timeout", "must be more than 0s");
-    }
-    timeout
-}
-
-/// `max_memory`: 0 would retire every worker; no limit is written by leaving it out.
-pub(super) fn max_memory(t: &Table<'_, '_>) -> Option<Option<u64>> {
-    let max_memory = t.optional("max_memory");
-    if max_memory == Some(Some(0)) {
-        t.fail(
-            "max_memory",
-            "must be more than 0 (leave it out for no limit)",
-        );
-    }
-    max_memory
-}
-
-/// `max_pool_memory`: as `max_memory`, for the pool's processes together.
-pub(super) fn max_pool_memory(t: &Table<'_, '_>) -> Option<Option<u64>> {
-    let max_pool_memory = t.optional("max_pool_memory");
-    if max_pool_memory == Some(Some(0)) {
-        t.fail(
-            "max_pool_memory",
-            "must be more than 0 (leave it out for no limit)",
-        );
-    }
-    max_pool_memory
 }
 
 /// The memory-sizing keys: `max_children = "auto"` (`written` is `Some(None)`) with its floor

@@ -1,13 +1,13 @@
 //! One pool file, `pools.d/NAME.toml`: its top-level keys, and the rules between them;
 //! `[env]`, `[pm]` and the runtime tables have their own files. Which keys exist, which
 //! runtimes refuse them, and how the plain ones are read is their declaration's (`Pool`'s
-//! and `Http`'s in `model.rs`); this file reads the others and hands them in.
+//! `Http`'s and `Tls`'s in `model/pool.rs`); this file reads the others and hands them in.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::choices::{Protocol, SlowlogFormat};
+use super::choices::Protocol;
 use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
 use super::model::{Http, HttpGiven, Interface, ListenAddr, PhpRuntime, Pool, PoolGiven, Runtime};
@@ -208,48 +208,10 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
     }
 }
 
-/// `rlimit_files`: a limit the spawn could not set is refused now rather than failing
-/// every spawn of the pool: the kernel refuses one above `fs.nr_open`, to root too, and
-/// only root may raise a hard limit (a master not run as root keeps its own).
-pub(super) fn rlimit_files(root: &Table<'_, '_>) -> Option<Option<u32>> {
-    let files = root.optional::<u32>("rlimit_files")?;
-    let Some(n) = files.map(u64::from) else {
-        return Some(None);
-    };
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open");
-    if let Some(ceiling) = nr_open.ok().and_then(|s| s.trim().parse::<u64>().ok())
-        && n > ceiling
-    {
-        root.fail(
-            "rlimit_files",
-            format!("must be at most {ceiling}: the kernel's fs.nr_open, for root too"),
-        );
-        return None;
-    }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    let hard = limit.rlim_max;
-    if read && n > hard && !nix::unistd::geteuid().is_root() {
-        root.fail(
-            "rlimit_files",
-            format!(
-                "must be at most {hard}: drover's hard limit on open files, which only root \
-                 may raise"
-            ),
-        );
-        return None;
-    }
-    Some(files)
-}
-
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
 /// drover-php and drover-python check it in their shared accept loop (`drover-worker`);
-/// php-cgi does not check it at all (refused by its declaration, model.rs); a `[command]`
+/// php-cgi does not check it at all (refused by its declaration, model/pool.rs); a `[command]`
 /// program built on libfcgi checks it for IPv4 clients only, refused here on IPv6.
 fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
     // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.
@@ -388,21 +350,6 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
         },
     );
     valid.then_some(Some(http?))
-}
-
-/// `send_timeout`: a write that may make no progress for no time would end every response.
-pub(super) fn send_timeout(root: &Table<'_, '_>) -> Option<Duration> {
-    let timeout: Option<Duration> = root.value("send_timeout");
-    if timeout.is_some_and(|timeout| timeout.is_zero()) {
-        root.fail("send_timeout", "must be more than 0s");
-    }
-    timeout
-}
-
-/// `slowlog_format`: whether entries are JSON objects.
-pub(super) fn slowlog_json(root: &Table<'_, '_>) -> Option<bool> {
-    root.value("slowlog_format")
-        .map(|format: SlowlogFormat| format == SlowlogFormat::Json)
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {

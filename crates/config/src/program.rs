@@ -3,9 +3,9 @@
 //! pool's `[env]`, `chdir`, `user` and `group` apply to them as to any pool's workers.
 //!
 //! The keys of a pool file that only make sense for a pool that answers requests are
-//! refused on it by their declarations (`model.rs`), each with its reason.
+//! refused on it by their declarations (`model/pool.rs`, `model/pm.rs`), each with its reason.
 
-use super::keys::{self, Flavour, STOP_SIGNALS, Section};
+use super::keys::{self, Flavour, Section};
 use super::model::{Pm, PmMode, Program, ProgramGiven};
 use super::value::{Got, Table, find_executable};
 use std::path::Path;
@@ -40,40 +40,6 @@ pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
     t.check_keys(&keys::names(Section::Program));
     let command = command(t, base);
     Program::read(t, ProgramGiven { command })
-}
-
-/// `stop_signal`: a name of [`STOP_SIGNALS`], with or without `SIG`.
-pub(super) fn stop_signal(t: &Table<'_, '_>) -> Option<String> {
-    t.parse("stop_signal", |s| {
-        let name = s.strip_prefix("SIG").unwrap_or(s);
-        if STOP_SIGNALS.contains(&name) {
-            Ok(name.to_owned())
-        } else {
-            Err(format!("one of {}", STOP_SIGNALS.join(", ")))
-        }
-    })
-    .or("TERM".to_owned())
-}
-
-/// `max_lifetime`: a copy replaced as soon as it starts would never work.
-pub(super) fn max_lifetime(t: &Table<'_, '_>) -> Option<Option<std::time::Duration>> {
-    let max_lifetime = t.optional("max_lifetime");
-    if max_lifetime == Some(Some(std::time::Duration::ZERO)) {
-        t.fail(
-            "max_lifetime",
-            "must be more than 0s (leave it out for no limit)",
-        );
-    }
-    max_lifetime
-}
-
-/// `max_lifetime_jitter`: what it spreads is `max_lifetime`.
-pub(super) fn max_lifetime_jitter(t: &Table<'_, '_>) -> Option<std::time::Duration> {
-    let jitter = t.value("max_lifetime_jitter");
-    if t.contains("max_lifetime_jitter") && !t.contains("max_lifetime") {
-        t.fail("max_lifetime_jitter", "only with max_lifetime");
-    }
-    jitter
 }
 
 /// `command`: a program and its arguments, the program found as `[command] argv`'s is.

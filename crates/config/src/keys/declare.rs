@@ -15,8 +15,9 @@
 //! ```
 //!
 //! Each entry is one of:
-//! - `pub FIELD: TYPE = [ROW, ...] (+ Struct::ROWS)? => read(READ), show(SHOW);` a field
-//!   and the rows it holds, in the table's order (a sub-struct's rows spliced after them);
+//! - `pub FIELD: TYPE = [ROW] => read(READ), show(SHOW);` a field and its key; a field
+//!   that holds several keys lists their rows, in the table's order, and may splice a
+//!   sub-struct's after them (`= [ROW, ...] + Struct::ROWS`): it is read `given`;
 //! - `pub FIELD: TYPE => read(given);` a field no key writes (the pool's name);
 //! - `in FIELD = [ROW, ...] (+ Struct::ROWS)? => show(HOOK);` rows whose value is inside
 //!   another field (`[php] worker`, in `runtime`'s variant), shown by a hook.
@@ -30,7 +31,7 @@
 //!   several, the machine) and hands it in the `given` struct this macro declares, one
 //!   `Option<T>` per such field (`None`: an error was reported).
 //!
-//! `SHOW` is what the generated [`Shows`](crate::render::Shows) answers for the rows:
+//! `SHOW` is what the generated [`Shows`](crate::show::Shows) answers for the rows:
 //! `of` (the value), `optional` (the value or "not set"), `name` (a [`Choice`]'s word),
 //! `table` (a sub-table's struct), `map` (a table of names), or a hook
 //! `fn(&Struct, key: &str) -> Option<Shown>` in `render/shown.rs` for anything else (a
@@ -155,15 +156,18 @@ macro_rules! keys {
             };
 
             /// Reads the fields the rows read; the others are `given`.
-            #[allow(unused_variables)]
+            #[allow(
+                unused_variables,
+                reason = "a struct whose fields are all given reads nothing from the table"
+            )]
             pub(crate) fn read($t: &$crate::value::Table<'_, '_>, $g: $given) -> Option<Self> {
                 $($reads)*
                 Some($name { $($build)* })
             }
         }
 
-        impl $crate::render::Shows for $name {
-            fn shown(&self, $k: &str) -> Option<$crate::render::Shown<'_>> {
+        impl $crate::show::Shows for $name {
+            fn shown(&self, $k: &str) -> Option<$crate::show::Shown<'_>> {
                 let $s = self;
                 $($shows)*
                 None
@@ -190,19 +194,19 @@ macro_rules! keys {
     };
 
     (@shown $s:ident $k:ident $field:ident of) => {
-        Some($crate::render::Shown::of(&$s.$field))
+        Some($crate::show::Shown::of(&$s.$field))
     };
     (@shown $s:ident $k:ident $field:ident optional) => {
-        Some($crate::render::Shown::optional($s.$field.as_ref()))
+        Some($crate::show::Shown::optional($s.$field.as_ref()))
     };
     (@shown $s:ident $k:ident $field:ident name) => {
-        Some($crate::render::Shown::of($s.$field.name()))
+        Some($crate::show::Shown::of($s.$field.name()))
     };
     (@shown $s:ident $k:ident $field:ident table) => {
-        Some($crate::render::Shown::Table(&$s.$field))
+        Some($crate::show::Shown::Table(&$s.$field))
     };
     (@shown $s:ident $k:ident $field:ident map) => {
-        Some($crate::render::Shown::Map(&$s.$field))
+        Some($crate::show::Shown::Map(&$s.$field))
     };
     (@shown $s:ident $k:ident $field:ident $hook:path) => {
         $hook($s, $k)
@@ -225,7 +229,7 @@ pub(crate) const fn count(parts: &[&[Key]]) -> usize {
 
 /// The rows of `parts`, one after the other, each given `section` (when `Some`).
 pub(crate) const fn chain<const N: usize>(parts: &[&[Key]], section: Option<Section>) -> [Key; N] {
-    let mut rows = [super::table::key("", super::Type::Bool, super::Default::Unset, ""); N];
+    let mut rows = [super::rows::key("", super::Type::Bool, super::Default::Unset, ""); N];
     let (mut n, mut i) = (0, 0);
     while i < parts.len() {
         let mut j = 0;

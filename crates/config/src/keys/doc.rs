@@ -9,7 +9,7 @@ use super::{Default, Flavour, KEYS, Key, Runtimes, Section};
 pub fn markdown() -> String {
     let mut out = String::from(
         "# Configuration keys\n\n\
-         <!-- Written from the key declarations in crates/config/src/model.rs; do not edit by \
+         <!-- Written from the key declarations in crates/config/src/model/; do not edit by \
          hand. After changing a declaration: DROVER_BLESS=1 cargo test --profile fast -p drover-config \
          keys_reference -->\n\n\
          Every key drover reads, with its type, its default and the runtimes that take it. \

@@ -1,5 +1,5 @@
 //! Every key of `drover.toml` and of a pool file, declared once, with the model field it
-//! fills: each section's struct in `model.rs` is written with [`keys!`] (`declare.rs`),
+//! fills: each section's struct in `model/` is written with `keys!` (`declare.rs`),
 //! which makes of one declaration per key the field, the key's row, the reading of a plain
 //! key and what `drover -t` shows. [`KEYS`] (`table.rs`) chains the structs' rows in the
 //! reference's order, as php-fpm's option table lists each directive once.
@@ -24,17 +24,19 @@ mod choice;
 mod declare;
 mod doc;
 mod read;
+mod rows;
 mod table;
 
 pub(crate) use choice::{Choice, choice};
 pub(crate) use declare::{chain, count, keys};
-pub(crate) use table::{
+pub(crate) use rows::{
     ALWAYS_RUNNING, BUILTIN_PATHS, MAX_THREADS, NO_COUNT, NO_REQUESTS, NO_SOCKET, at_least,
     between, http, key, refused,
 };
 
 pub use doc::markdown;
-pub use table::{KEYS, STOP_SIGNALS};
+pub use rows::STOP_SIGNALS;
+pub use table::KEYS;
 
 use super::value::Table;
 
