@@ -48,7 +48,7 @@ impl Out {
         for key in KEYS.iter().filter(|k| k.section == section) {
             let shown = model.shown(key.name).unwrap_or_else(|| {
                 panic!(
-                    "{} has a row but its declaration shows nothing (config/model/, render/shown.rs)",
+                    "{} has a row but its declaration shows nothing (config/model/)",
                     key.path()
                 )
             });

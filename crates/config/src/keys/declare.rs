@@ -25,8 +25,8 @@
 //! `READ` is how the generated `Struct::read(t, given)` fills the field:
 //! - `value`, `optional`, `required`: the getter of that name (`keys/read.rs`) reads the
 //!   field's one row: its type, its range and its default are the row's;
-//! - a function `fn(&Table) -> Option<T>`: it reads the key and applies the rules on its
-//!   value alone (`pool::rlimit_files`);
+//! - a function `fn(&Table) -> Option<T>`, beside the declaration: it reads the key and
+//!   applies the rules on its value alone (`rlimit_files` in `model/pool.rs`);
 //! - `given`: the parser of the table reads it (rules across keys, a value built from
 //!   several, the machine) and hands it in the `given` struct this macro declares, one
 //!   `Option<T>` per such field (`None`: an error was reported).
@@ -34,8 +34,9 @@
 //! `SHOW` is what the generated [`Shows`](crate::show::Shows) answers for the rows:
 //! `of` (the value), `optional` (the value or "not set"), `name` (a [`Choice`]'s word),
 //! `table` (a sub-table's struct), `map` (a table of names), or a hook
-//! `fn(&Struct, key: &str) -> Option<Shown>` in `render/shown.rs` for anything else (a
-//! value that depends on the runtime, a unit, a reason it does not apply).
+//! `fn(&Struct, key: &str) -> Option<Shown>` beside the declaration (`show_socket`) for
+//! anything else (a value that depends on the runtime, a unit, a reason it does not
+//! apply).
 //!
 //! Every row gets the struct's section; the struct's `ROWS` are its rows in order, and
 //! `KEYS` (`table.rs`) chains the sections' structs.
