@@ -5,23 +5,27 @@
 //! with `keys!` (`keys/declare.rs`), whose entries give the field, the key's row (name,
 //! type, default, range, refusals, documentation), how the section's reader fills it and
 //! what `drover -t` shows; one file per file's part: `model/global.rs` (drover.toml),
-//! `model/pool.rs` (a pool file's top level), `model/pm.rs`, `model/runtime.rs` (the
+//! `model/pool.rs` (a pool file's top level), `model/http.rs` (its
+//! HTTP pools' keys), `model/pm.rs`, `model/runtime.rs` (the
 //! runtime tables). The entries are in the reference's order, which is `drover -t`'s.
 //! Adding a key: docs/ARCHITECTURE.md, "Adding a pool key".
 
 use std::path::PathBuf;
 
 mod global;
+mod http;
 mod pm;
 mod pool;
 mod runtime;
 
 pub use global::{Control, Global, LogFormat, LogLevel, LogTarget};
 pub(crate) use global::{ControlGiven, GlobalGiven};
+pub use http::{Http, Tls};
+pub(crate) use http::{HttpGiven, TlsGiven};
 pub use pm::{Pm, PmMemory, PmMode};
 pub(crate) use pm::{PmGiven, PmMemoryGiven};
-pub use pool::{Http, ListenAddr, Pool, Tls};
-pub(crate) use pool::{HttpGiven, PoolGiven, TlsGiven};
+pub(crate) use pool::PoolGiven;
+pub use pool::{ListenAddr, Pool};
 pub use runtime::{Command, Interface, Php, PhpRuntime, Program, Python, Runtime};
 pub(crate) use runtime::{CommandGiven, PhpGiven, ProgramGiven, PythonGiven};
 
