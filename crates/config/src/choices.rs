@@ -1,7 +1,7 @@
 //! The enums of the choice keys ([`super::keys::Choice`]) that the typed model holds in
 //! another form: a bool (`slowlog_format`, `protocol`, `worker_boot`), the runtime's own
 //! data (`[php] runtime`), or a type of another crate (`cert_reqs`). The model's own enums
-//! (`PmMode`, `LogLevel`, ...) declare their words in `model.rs`.
+//! (`PmMode`, `LogLevel`, ...) declare their words in `model/`.
 
 use drover_proto::tls::CertReqs;
 

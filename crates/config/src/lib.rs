@@ -26,6 +26,7 @@ mod python_app;
 mod read;
 mod render;
 mod runtime;
+mod show;
 mod source;
 #[cfg(test)]
 mod tests;

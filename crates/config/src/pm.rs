@@ -1,9 +1,9 @@
-//! The `[pm]` table: how many workers a pool keeps, and when they are recycled.
-
-use std::time::Duration;
+//! The `[pm]` table: how many workers a pool keeps, and when they are recycled. Its plain
+//! keys are read by their declarations (`Pm` and `PmMemory` in `model/pm.rs`); the rules
+//! between keys are here.
 
 use super::keys::{self, Section};
-use super::model::{Pm, PmMemory, PmMode};
+use super::model::{Pm, PmGiven, PmMemory, PmMemoryGiven, PmMode};
 use super::value::Table;
 
 /// Keys that only the dynamic policy reads; anywhere else they would be silently ignored.
@@ -55,34 +55,27 @@ pub(super) fn parse(t: &Table<'_, '_>) -> Option<Pm> {
             None
         }
     };
-    let max_spawn_rate = t.value("max_spawn_rate");
-    let process_idle_timeout = t.value("process_idle_timeout");
-    if process_idle_timeout == Some(Duration::ZERO) {
-        t.fail("process_idle_timeout", "must be more than 0s");
-    }
-    let recycling = recycling(t);
-    let max_memory = t.optional("max_memory");
-    if max_memory == Some(Some(0)) {
-        t.fail(
-            "max_memory",
-            "must be more than 0 (leave it out for no limit)",
-        );
-    }
-    let (start_servers, min_spare_servers, max_spare_servers) = spares?;
-    let (max_requests, max_requests_jitter) = recycling?;
-    Some(Pm {
-        mode: mode?,
-        max_children: max_children?,
-        start_servers,
-        min_spare_servers,
-        max_spare_servers,
-        max_spawn_rate: max_spawn_rate?,
-        process_idle_timeout: process_idle_timeout?,
-        max_requests,
-        max_requests_jitter,
-        max_memory: max_memory?,
-        memory: memory?,
-    })
+    let (start_servers, min_spare_servers, max_spare_servers) = match spares {
+        Some((start, min, max)) => (Some(start), Some(min), Some(max)),
+        None => (None, None, None),
+    };
+    let (max_requests, max_requests_jitter) = match recycling(t) {
+        Some((max_requests, jitter)) => (Some(max_requests), Some(jitter)),
+        None => (None, None),
+    };
+    Pm::read(
+        t,
+        PmGiven {
+            mode,
+            max_children,
+            start_servers,
+            min_spare_servers,
+            max_spare_servers,
+            max_requests,
+            max_requests_jitter,
+            memory,
+        },
+    )
 }
 
 /// The memory-sizing keys: `max_children = "auto"` (`written` is `Some(None)`) with its floor
@@ -116,14 +109,6 @@ fn memory(
             }
         }
     }
-    let reserve = t.optional("memory_reserve");
-    let max_pool_memory = t.optional("max_pool_memory");
-    if max_pool_memory == Some(Some(0)) {
-        t.fail(
-            "max_pool_memory",
-            "must be more than 0 (leave it out for no limit)",
-        );
-    }
     let mut valid = true;
     if auto && mode == Some(PmMode::Static) {
         // A static pool keeps one count for good; a memory-sized count moves with what the
@@ -135,7 +120,14 @@ fn memory(
         );
         valid = false;
     }
-    let (floor, ceiling) = (floor?, ceiling?);
+    let bounds = floor.zip(ceiling);
+    let memory = PmMemory::read(
+        t,
+        PmMemoryGiven {
+            auto: bounds.map(|bounds| auto.then_some(bounds)),
+        },
+    );
+    let (floor, ceiling) = bounds?;
     if auto && floor > ceiling {
         t.fail(
             "auto_min_children",
@@ -143,12 +135,7 @@ fn memory(
         );
         valid = false;
     }
-    let memory = PmMemory {
-        auto: auto.then_some((floor, ceiling)),
-        reserve: reserve?,
-        max_pool_memory: max_pool_memory?,
-    };
-    valid.then_some(memory)
+    valid.then_some(memory?)
 }
 
 /// (start_servers, min_spare_servers, max_spare_servers), with php-fpm's rules:

@@ -1,15 +1,16 @@
 //! One pool file, `pools.d/NAME.toml`: its top-level keys, and the rules between them;
-//! `[env]`, `[pm]` and the runtime tables have their own files. Which keys exist, and which
-//! runtimes refuse them, is the key table's (`keys/table.rs`).
+//! `[env]`, `[pm]` and the runtime tables have their own files. Which keys exist, which
+//! runtimes refuse them, and how the plain ones are read is their declaration's (`Pool`'s
+//! `Http`'s and `Tls`'s in `model/pool.rs`); this file reads the others and hands them in.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::choices::{Protocol, SlowlogFormat};
+use super::choices::Protocol;
 use super::keys::{self, Flavour, Section};
 use super::listen::{Claim, overlap, parse_listen};
-use super::model::{Http, Interface, ListenAddr, PhpRuntime, Pool, Runtime};
+use super::model::{Http, HttpGiven, Interface, ListenAddr, PhpRuntime, Pool, PoolGiven, Runtime};
 use super::value::{Got, Table, log_file, resolve};
 use super::{env, pm, runtime};
 
@@ -33,17 +34,9 @@ pub(super) fn parse(
     let program = root.contains("program");
     let (listen, status_listen) = addresses(root, pool, base, claims);
     let socket = socket_options(root, listen.as_ref());
-    let user = root.optional("user");
-    let group = root.optional("group");
     let chdir = root.parse("chdir", |s| directory(base, s)).optional();
-    let clear_env = root.value("clear_env");
     let slowlog = slowlog(root, base);
-    let slowlog_json = root
-        .value("slowlog_format")
-        .map(|f: SlowlogFormat| f == SlowlogFormat::Json);
-    let decorate_workers_output = root.value("decorate_workers_output");
     let process_dumpable = root.value("process_dumpable");
-    let rlimit_files = rlimit_files(root);
     let pm = match root.table("pm") {
         Got::Absent => {
             root.fail("pm", "missing required table [pm]");
@@ -62,56 +55,56 @@ pub(super) fn parse(
     }
     enforceable_clients(root, listen.as_ref());
     enforceable_dumpable(root, process_dumpable, runtime.as_ref());
-    let access = access(root, base);
+    let (access_log, access_format) = access(root, base);
     let http = http(root, base);
-    let (status_path, ping_path, ping_response) = builtin_paths(root, status_listen.as_ref());
+    let (status_path, ping_path) = builtin_paths(root, status_listen.as_ref());
     let terminate_grace = terminate_grace(root, slowlog.as_ref(), runtime.as_ref(), flavour);
     threads_speak_fastcgi(root, runtime.as_ref(), http.as_ref());
-    // What the runtime refuses, by the table (keys/table.rs), once the runtime is known.
-    // An HTTP pool whose HTTP keys have errors is still judged as one (an ASGI pool's
-    // unreadable certfile is refused for the runtime too).
     let over_http = matches!(http, Some(Some(_))) || root.is("protocol", "http");
-    keys::refuse_by_runtime(root, Section::Pool, flavour, over_http);
-    let (listen_backlog, listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket?;
+    let (listen_owner, listen_group, listen_mode, listen_allowed_clients) = socket;
     let (request_slowlog_timeout, request_slowlog_trace_depth, slowlog, request_terminate_timeout) =
-        slowlog?;
-    let (access_log, access_format, access_suppress_path) = access?;
-    Some(Pool {
-        name: pool.name.to_owned(),
-        file: pool.file.to_path_buf(),
-        listen: listen?,
-        listen_backlog,
-        listen_owner,
-        listen_group,
-        listen_mode,
-        listen_allowed_clients,
-        user: user?,
-        group: group?,
-        chdir: chdir?,
-        clear_env: clear_env?,
-        request_slowlog_timeout,
-        request_slowlog_trace_depth,
-        slowlog,
-        slowlog_json: slowlog_json?,
-        decorate_workers_output: decorate_workers_output?,
-        process_dumpable: process_dumpable?,
-        rlimit_files: rlimit_files?,
-        request_terminate_timeout,
-        terminate_grace: terminate_grace?,
-        request_read_timeout: request_read_timeout?,
-        queue_timeout: queue_timeout?,
-        status_listen: status_listen?,
-        status_path: status_path?,
-        ping_path: ping_path?,
-        ping_response: ping_response?,
-        access_log,
-        access_format,
-        access_suppress_path,
-        http: http?,
-        pm: pm?,
-        env: env?,
-        runtime: runtime?,
-    })
+        match slowlog {
+            Some((slow, depth, file, terminate)) => {
+                (Some(slow), Some(depth), Some(file), Some(terminate))
+            }
+            None => (None, None, None, None),
+        };
+    let pool = Pool::read(
+        root,
+        PoolGiven {
+            name: Some(pool.name.to_owned()),
+            file: Some(pool.file.to_path_buf()),
+            listen,
+            listen_owner,
+            listen_group,
+            listen_mode,
+            listen_allowed_clients,
+            chdir,
+            request_slowlog_timeout,
+            request_slowlog_trace_depth,
+            slowlog,
+            process_dumpable,
+            request_terminate_timeout,
+            terminate_grace,
+            request_read_timeout,
+            queue_timeout,
+            status_listen,
+            status_path,
+            ping_path,
+            access_log,
+            access_format,
+            http,
+            pm,
+            env,
+            runtime,
+        },
+    );
+    // What the runtime refuses, by the declarations, once the runtime is known (after the
+    // reading, so that a key's own errors come first). An HTTP pool whose HTTP keys have
+    // errors is still judged as one (an ASGI pool's unreadable certfile is refused for the
+    // runtime too).
+    keys::refuse_by_runtime(root, Section::Pool, flavour, over_http);
+    pool
 }
 
 /// `listen` and `status_listen`, each pushed to `claims` (when valid), so that a clash with
@@ -156,11 +149,17 @@ fn addresses(
     (listen, status_listen)
 }
 
-type Socket = (i32, Option<String>, Option<String>, u32, Vec<IpAddr>);
+/// `listen_owner`, `listen_group`, `listen_mode` and `listen_allowed_clients`, each `None`
+/// when invalid.
+type Socket = (
+    Option<Option<String>>,
+    Option<Option<String>>,
+    Option<u32>,
+    Option<Vec<IpAddr>>,
+);
 
 /// The keys that shape the listening socket; which of them apply depends on its kind.
-fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<Socket> {
-    let backlog = root.value("listen_backlog");
+fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Socket {
     let owner = root.string("listen_owner").optional();
     let group = root.string("listen_group").optional();
     let mode = root.parse("listen_mode", octal_mode).or(0o660);
@@ -181,9 +180,9 @@ fn socket_options(root: &Table<'_, '_>, listen: Option<&ListenAddr>) -> Option<S
         }
         _ => {}
     }
-    let owner = owner?.map(str::to_owned);
-    let group = group?.map(str::to_owned);
-    Some((backlog?, owner, group, mode?, allowed?))
+    let owner = owner.map(|owner| owner.map(str::to_owned));
+    let group = group.map(|group| group.map(str::to_owned));
+    (owner, group, mode, allowed)
 }
 
 /// `process_dumpable = false` is drover-php's and Python's: their zygotes make themselves
@@ -209,48 +208,10 @@ fn enforceable_dumpable(root: &Table<'_, '_>, dumpable: Option<bool>, runtime: O
     }
 }
 
-/// `rlimit_files`: a limit the spawn could not set is refused now rather than failing
-/// every spawn of the pool: the kernel refuses one above `fs.nr_open`, to root too, and
-/// only root may raise a hard limit (a master not run as root keeps its own).
-fn rlimit_files(root: &Table<'_, '_>) -> Option<Option<u32>> {
-    let files = root.optional::<u32>("rlimit_files")?;
-    let Some(n) = files.map(u64::from) else {
-        return Some(None);
-    };
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open");
-    if let Some(ceiling) = nr_open.ok().and_then(|s| s.trim().parse::<u64>().ok())
-        && n > ceiling
-    {
-        root.fail(
-            "rlimit_files",
-            format!("must be at most {ceiling}: the kernel's fs.nr_open, for root too"),
-        );
-        return None;
-    }
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
-    let hard = limit.rlim_max;
-    if read && n > hard && !nix::unistd::geteuid().is_root() {
-        root.fail(
-            "rlimit_files",
-            format!(
-                "must be at most {hard}: drover's hard limit on open files, which only root \
-                 may raise"
-            ),
-        );
-        return None;
-    }
-    Some(files)
-}
-
 /// `listen_allowed_clients` is passed to the workers as `FCGI_WEB_SERVER_ADDRS`; a runtime
 /// that would not check it must not be given it, or the pool looks protected and is not.
 /// drover-php and drover-python check it in their shared accept loop (`drover-worker`);
-/// php-cgi does not check it at all (refused by the table, keys/table.rs); a `[command]`
+/// php-cgi does not check it at all (refused by its declaration, model/pool.rs); a `[command]`
 /// program built on libfcgi checks it for IPv4 clients only, refused here on IPv6.
 fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
     // A bare port listens dual-stack: IPv4 clients arrive as IPv6 addresses.
@@ -266,18 +227,17 @@ fn enforceable_clients(root: &Table<'_, '_>, listen: Option<&ListenAddr>) {
     }
 }
 
-/// `access_log`, `access_format`, `access_suppress_path`. The workers write the log, so
-/// only the runtimes whose worker knows a response's status have one: drover-python and
-/// drover-php (the table refuses the others).
-fn access(root: &Table<'_, '_>, base: &Path) -> Option<(Option<PathBuf>, String, Vec<String>)> {
+/// `access_log` and `access_format`. The workers write the log, so only the runtimes whose
+/// worker knows a response's status have one: drover-python and drover-php (the
+/// declarations refuse the others).
+fn access(root: &Table<'_, '_>, base: &Path) -> (Option<Option<PathBuf>>, Option<String>) {
     let file = root.parse("access_log", |s| log_file(base, s)).optional();
     let format = root
         .parse("access_format", |s| {
             drover_proto::access::parse(s).map(|_| s.to_owned())
         })
         .or_else(|| drover_proto::access::DEFAULT_FORMAT.to_owned());
-    let suppress = root.value("access_suppress_path");
-    Some((file?, format?, suppress?))
+    (file, format)
 }
 
 /// php-fpm's `pm.status_path`, `ping.path` and `ping.response`: answered by drover's own
@@ -287,11 +247,7 @@ fn access(root: &Table<'_, '_>, base: &Path) -> Option<(Option<PathBuf>, String,
 fn builtin_paths(
     root: &Table<'_, '_>,
     status_listen: Option<&Option<ListenAddr>>,
-) -> (
-    Option<Option<String>>,
-    Option<Option<String>>,
-    Option<String>,
-) {
+) -> (Option<Option<String>>, Option<Option<String>>) {
     let path = |key: &str| {
         root.parse(key, |s| {
             if s.starts_with('/') && !s.contains(char::is_whitespace) {
@@ -303,7 +259,6 @@ fn builtin_paths(
         .optional()
     };
     let (status_path, ping_path) = (path("status_path"), path("ping_path"));
-    let ping_response = root.value("ping_response");
     if matches!(status_path, Some(Some(_))) && matches!(status_listen, Some(None)) {
         root.fail(
             "status_path",
@@ -316,7 +271,7 @@ fn builtin_paths(
     {
         root.fail("ping_path", "must differ from status_path");
     }
-    (status_path, ping_path, ping_response)
+    (status_path, ping_path)
 }
 
 /// `[python] threads` is served over FastCGI only, for now: an HTTP worker waits on its
@@ -369,15 +324,6 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
             return None;
         }
     }
-    let keepalive_timeout = root.value("keepalive_timeout");
-    let max_request_body = root.optional("max_request_body");
-    let ws_max_size = root.value("ws_max_size");
-    let send_timeout: Option<Duration> = root.value("send_timeout");
-    if let Some(timeout) = &send_timeout
-        && timeout.is_zero()
-    {
-        root.fail("send_timeout", "must be more than 0s");
-    }
     // gunicorn's default: only a proxy on this host is believed.
     let mut forwarded_allow_ips = vec!["127.0.0.1".to_owned(), "::1".to_owned()];
     let mut valid = true;
@@ -396,15 +342,14 @@ fn http(root: &Table<'_, '_>, base: &Path) -> Option<Option<Http>> {
         }
     }
     let tls = super::tls::parse(root, base);
-    let http = Http {
-        keepalive_timeout: keepalive_timeout?,
-        forwarded_allow_ips,
-        max_request_body: max_request_body?,
-        ws_max_size: ws_max_size?,
-        send_timeout: send_timeout?,
-        tls: tls?,
-    };
-    valid.then_some(Some(http))
+    let http = Http::read(
+        root,
+        HttpGiven {
+            forwarded_allow_ips: Some(forwarded_allow_ips),
+            tls,
+        },
+    );
+    valid.then_some(Some(http?))
 }
 
 fn octal_mode(s: &str) -> Result<u32, String> {

@@ -3,10 +3,10 @@
 //! pool's `[env]`, `chdir`, `user` and `group` apply to them as to any pool's workers.
 //!
 //! The keys of a pool file that only make sense for a pool that answers requests are
-//! refused on it by their rows in the key table (`keys/table.rs`), each with its reason.
+//! refused on it by their declarations (`model/pool.rs`, `model/pm.rs`), each with its reason.
 
-use super::keys::{self, Flavour, STOP_SIGNALS, Section};
-use super::model::{Pm, PmMode, Program};
+use super::keys::{self, Flavour, Section};
+use super::model::{Pm, PmMode, Program, ProgramGiven};
 use super::value::{Got, Table, find_executable};
 use std::path::Path;
 
@@ -39,35 +39,7 @@ pub(super) fn check_pm(root: &Table<'_, '_>, pm: Option<&Pm>) {
 pub(super) fn parse(t: &Table<'_, '_>, base: &Path) -> Option<Program> {
     t.check_keys(&keys::names(Section::Program));
     let command = command(t, base);
-    let stop_signal = t
-        .parse("stop_signal", |s| {
-            let name = s.strip_prefix("SIG").unwrap_or(s);
-            if STOP_SIGNALS.contains(&name) {
-                Ok(name.to_owned())
-            } else {
-                Err(format!("one of {}", STOP_SIGNALS.join(", ")))
-            }
-        })
-        .or("TERM".to_owned());
-    let stop_timeout = t.optional("stop_timeout");
-    let max_lifetime = t.optional("max_lifetime");
-    if max_lifetime == Some(Some(std::time::Duration::ZERO)) {
-        t.fail(
-            "max_lifetime",
-            "must be more than 0s (leave it out for no limit)",
-        );
-    }
-    let max_lifetime_jitter = t.value("max_lifetime_jitter");
-    if t.contains("max_lifetime_jitter") && !t.contains("max_lifetime") {
-        t.fail("max_lifetime_jitter", "only with max_lifetime");
-    }
-    Some(Program {
-        command: command?,
-        stop_signal: stop_signal?,
-        stop_timeout: stop_timeout?,
-        max_lifetime: max_lifetime?,
-        max_lifetime_jitter: max_lifetime_jitter?,
-    })
+    Program::read(t, ProgramGiven { command })
 }
 
 /// `command`: a program and its arguments, the program found as `[command] argv`'s is.

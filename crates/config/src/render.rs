@@ -4,20 +4,16 @@
 //!
 //! The walk is the key table's ([`super::keys::KEYS`]): each section's rows in their order,
 //! a table row opening its own section. What a key shows is the model's answer
-//! ([`Shows`], one impl per section struct, in `render/shown.rs`); how a value is written
-//! is its type's ([`Toml`]). A row the model does not answer for fails the render test
+//! ([`Shows`], one impl per section struct, written by `keys!` from each key's declaration
+//! in `model/`: a plain show, or a hook beside the declaration); how a value is written is
+//! its type's ([`Toml`], `show.rs`). A row the model does not answer for fails the render test
 //! (`config::tests::keys`), which renders a pool of every runtime.
 
-mod shown;
-
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use super::keys::{KEYS, Key, Section, Type};
 use super::model::{Config, Runtime};
+use super::show::{Shown, Shows, Toml};
 use super::value::toml_key;
 
 impl Config {
@@ -37,131 +33,6 @@ impl Config {
     }
 }
 
-/// What `drover -t` shows for one key of a section.
-pub(super) enum Shown<'a> {
-    /// `key = TEXT`, the value as TOML.
-    Value(String),
-    /// `# key = (WHY)`: the key has no value, or does not apply to this pool.
-    Unset(Cow<'static, str>),
-    /// A table whose keys are the rows of its own section.
-    Table(&'a dyn Shows),
-    /// A table of names the operator chose (`[env]`, `[php.ini]`).
-    Map(&'a BTreeMap<String, String>),
-    /// `# [table] (WHY)`: a table that does not apply to this pool.
-    NoTable(&'static str),
-    /// Nothing at all: a runtime's table on another runtime's pool, the HTTP keys of a
-    /// FastCGI pool.
-    Hidden,
-}
-
-impl Shown<'_> {
-    /// The value, as its type writes it.
-    pub fn of<T: Toml + ?Sized>(value: &T) -> Self {
-        Shown::Value(value.toml())
-    }
-
-    /// A key that has no value here, or does not apply.
-    pub fn unset(why: impl Into<Cow<'static, str>>) -> Self {
-        Shown::Unset(why.into())
-    }
-
-    /// `value`, or `why` there is none.
-    pub fn or<T: Toml + ?Sized>(value: Option<&T>, why: &'static str) -> Self {
-        value.map_or_else(|| Shown::unset(why), Shown::of)
-    }
-
-    /// An optional key: its value, or "not set".
-    pub fn optional<T: Toml + ?Sized>(value: Option<&T>) -> Self {
-        Self::or(value, "not set")
-    }
-}
-
-/// A section's model struct, asked for each of its keys in the table's order.
-pub(super) trait Shows {
-    /// What `key` (a name of this section's rows) shows; `None` for a name the section
-    /// does not know, a bug the render test meets first.
-    fn shown(&self, key: &str) -> Option<Shown<'_>>;
-}
-
-/// A value of the model as `drover -t` writes it: TOML that loads back to the same value.
-pub(super) trait Toml {
-    fn toml(&self) -> String;
-}
-
-macro_rules! displayed {
-    ($($ty:ty),*) => {$(
-        impl Toml for $ty {
-            fn toml(&self) -> String {
-                self.to_string()
-            }
-        }
-    )*};
-}
-
-displayed!(bool, u32, i32);
-
-impl Toml for str {
-    fn toml(&self) -> String {
-        toml::Value::String(self.to_owned()).to_string()
-    }
-}
-
-impl Toml for String {
-    fn toml(&self) -> String {
-        self.as_str().toml()
-    }
-}
-
-impl Toml for Path {
-    fn toml(&self) -> String {
-        self.display().to_string().toml()
-    }
-}
-
-impl Toml for PathBuf {
-    fn toml(&self) -> String {
-        self.as_path().toml()
-    }
-}
-
-impl Toml for Duration {
-    fn toml(&self) -> String {
-        humantime::format_duration(*self).to_string().toml()
-    }
-}
-
-impl<T: Toml> Toml for [T] {
-    fn toml(&self) -> String {
-        let items: Vec<String> = self.iter().map(Toml::toml).collect();
-        format!("[{}]", items.join(", "))
-    }
-}
-
-impl<T: Toml> Toml for Vec<T> {
-    fn toml(&self) -> String {
-        self.as_slice().toml()
-    }
-}
-
-/// A size in bytes, written in the largest binary unit that states it exactly, so that it
-/// parses back unchanged.
-pub(super) struct Size(pub u64);
-
-impl Toml for Size {
-    fn toml(&self) -> String {
-        size(self.0).toml()
-    }
-}
-
-fn size(bytes: u64) -> String {
-    for (unit, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes.is_multiple_of(factor) {
-            return format!("{}{unit}", bytes / factor);
-        }
-    }
-    format!("{bytes}B")
-}
-
 /// Whether a `[program]` pool refuses `key` (its row's rule), so that its block shows the
 /// key without a value.
 fn refused_by_program(key: &Key) -> bool {
@@ -177,7 +48,7 @@ impl Out {
         for key in KEYS.iter().filter(|k| k.section == section) {
             let shown = model.shown(key.name).unwrap_or_else(|| {
                 panic!(
-                    "{} has a row but no shown value (config/render/shown.rs)",
+                    "{} has a row but its declaration shows nothing (config/model/)",
                     key.path()
                 )
             });
@@ -236,6 +107,7 @@ impl Out {
 
 #[cfg(test)]
 mod tests {
+    use super::super::show::size;
     use super::super::tests::{MINIMAL, loaded};
     use super::*;
 

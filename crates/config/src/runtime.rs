@@ -12,7 +12,9 @@ use toml::de::DeValue;
 use super::choices::{PhpProgram, WorkerBoot};
 use super::env::exec_string_rule;
 use super::keys::{self, Flavour, Section};
-use super::model::{Command, Interface, Php, PhpRuntime, Python, Runtime};
+use super::model::{
+    Command, CommandGiven, Interface, Php, PhpGiven, PhpRuntime, Python, PythonGiven, Runtime,
+};
 use super::value::{Got, Table, find_executable, resolve};
 
 const RUNTIMES: &[&str] = &["php", "python", "command", "program"];
@@ -167,11 +169,14 @@ fn php_with(t: &Table<'_, '_>, base: &Path, choice: Option<Chosen>) -> Option<Ph
             }
         }
     };
-    Some(Php {
-        runtime,
-        ini_file: ini_file?,
-        ini: ini?,
-    })
+    Php::read(
+        t,
+        PhpGiven {
+            runtime: Some(runtime),
+            ini_file,
+            ini,
+        },
+    )
 }
 
 /// Why php-cgi, with the pool's `[php.ini]`, would run a file other than the script the
@@ -488,18 +493,21 @@ fn python_with(t: &Table<'_, '_>, base: &Path, interface: Option<Interface>) -> 
         );
     }
     let (module, callable) = app?;
-    Some(Python {
-        module,
-        callable,
-        python_path: python_path?,
-        virtualenv: virtualenv?,
-        preload: preload?,
-        mount: mount?,
-        warmup: warmup?,
-        hooks: hooks?,
-        interface: interface?,
-        threads: threads?,
-    })
+    Python::read(
+        t,
+        PythonGiven {
+            module: Some(module),
+            callable: Some(callable),
+            python_path,
+            virtualenv,
+            preload,
+            mount,
+            warmup,
+            hooks,
+            interface,
+            threads,
+        },
+    )
 }
 
 /// `hooks`: a module name ("myapp.hooks"), or a path to a .py file (a gunicorn.conf.py),
@@ -589,9 +597,12 @@ fn command(t: &Table<'_, '_>, base: &Path) -> Option<Command> {
         }
     };
     let argv = std::iter::once(program).chain(items[1..].iter().map(|(s, _)| s.to_string()));
-    Some(Command {
-        argv: argv.collect(),
-    })
+    Command::read(
+        t,
+        CommandGiven {
+            argv: Some(argv.collect()),
+        },
+    )
 }
 
 #[cfg(test)]

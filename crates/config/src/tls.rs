@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::model::Tls;
+use super::model::{Tls, TlsGiven};
 use super::value::Table;
 
 /// `certfile` and the TLS keys: the files are read now (by the master, as root when it
@@ -83,13 +83,17 @@ pub(super) fn parse(root: &Table<'_, '_>, base: &Path) -> Option<Option<Tls>> {
             .collect(),
         min_version,
     };
-    let tls = Tls {
-        certfile,
-        keyfile,
-        ca_certs,
-        settings,
-        material,
-    };
+    // Every key of the TLS is read here: which apply, and the files, depend on certfile.
+    let tls = Tls::read(
+        root,
+        TlsGiven {
+            certfile: Some(certfile),
+            keyfile: Some(keyfile),
+            ca_certs: Some(ca_certs),
+            settings: Some(settings),
+            material: Some(material),
+        },
+    )?;
     match tls::server_config(&tls.material, &tls.settings) {
         Ok(_) => Some(Some(tls)),
         Err(problem) => {

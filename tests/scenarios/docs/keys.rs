@@ -327,7 +327,7 @@ fn configuration_md_names_the_keys_of_the_generated_reference() {
     let extra: Vec<_> = detailed.difference(&generated).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "docs/configuration.md's reference and docs/pool-keys.md (crates/config/src/keys/table.rs) \
+        "docs/configuration.md's reference and docs/pool-keys.md (the declarations in crates/config/src/model/) \
          disagree: not in configuration.md: {missing:?}; not in the table: {extra:?}"
     );
 }

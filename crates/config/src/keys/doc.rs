@@ -1,4 +1,4 @@
-//! docs/pool-keys.md, the per-key reference, written from the table. A test compares it
+//! docs/pool-keys.md, the per-key reference, written from the rows of the declarations. A test compares it
 //! with the committed page (`config::tests::keys`), so the page cannot drift from the code.
 
 use std::fmt::Write as _;
@@ -9,8 +9,8 @@ use super::{Default, Flavour, KEYS, Key, Runtimes, Section};
 pub fn markdown() -> String {
     let mut out = String::from(
         "# Configuration keys\n\n\
-         <!-- Written from crates/config/src/keys/table.rs; do not edit by hand. After \
-         changing the table: DROVER_BLESS=1 cargo test --profile fast -p drover-config \
+         <!-- Written from the key declarations in crates/config/src/model/; do not edit by \
+         hand. After changing a declaration: DROVER_BLESS=1 cargo test --profile fast -p drover-config \
          keys_reference -->\n\n\
          Every key drover reads, with its type, its default and the runtimes that take it. \
          An unknown key is an error; a key that a pool's runtime or protocol would ignore is \

@@ -1,5 +1,8 @@
-//! Every key of `drover.toml` and of a pool file, declared once ([`KEYS`], in `table.rs`),
-//! as php-fpm declares each directive once in its option table.
+//! Every key of `drover.toml` and of a pool file, declared once, with the model field it
+//! fills: each section's struct in `model/` is written with `keys!` (`declare.rs`),
+//! which makes of one declaration per key the field, the key's row, the reading of a plain
+//! key and what `drover -t` shows. [`KEYS`] (`table.rs`) chains the structs' rows in the
+//! reference's order, as php-fpm's option table lists each directive once.
 //!
 //! A row says where the key lives ([`Section`]), its [`Type`], its
 //! [`Default`](enum@Default), the runtimes that refuse it (and with which rule), whether
@@ -14,17 +17,26 @@
 //! (`choice.rs`): the row's type, the parser, the error and `drover -t` take the words
 //! from it.
 //!
-//! What a key *does* is still code: its parser (in the file of its table) and its use.
+//! What a key *does* is still code: the rules a plain read does not apply (in the parser of
+//! its table, which hands the value in), and its use.
 
 mod choice;
+mod declare;
 mod doc;
 mod read;
+mod rows;
 mod table;
 
 pub(crate) use choice::{Choice, choice};
+pub(crate) use declare::{chain, count, keys};
+pub(crate) use rows::{
+    ALWAYS_RUNNING, BUILTIN_PATHS, MAX_THREADS, NO_COUNT, NO_REQUESTS, NO_SOCKET, at_least,
+    between, http, key, refused,
+};
 
 pub use doc::markdown;
-pub use table::{KEYS, STOP_SIGNALS};
+pub use rows::STOP_SIGNALS;
+pub use table::KEYS;
 
 use super::value::Table;
 

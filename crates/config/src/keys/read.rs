@@ -124,7 +124,7 @@ impl Table<'_, '_> {
 fn declared(table: &str, name: &str) -> &'static Key {
     KEYS.iter()
         .find(|k| k.section.table() == table && k.name == name)
-        .unwrap_or_else(|| panic!("no row declares {table}.{name} (config/keys/table.rs)"))
+        .unwrap_or_else(|| panic!("no row declares {table}.{name} (config/model/)"))
 }
 
 /// The row's [`Default::Value`], read from its text by the getter of its type.
@@ -133,7 +133,7 @@ fn default<T: Read>(key: &Key) -> T {
         panic!("{} has no default value in its row", key.path());
     };
     let line = format!("{} = {text}", key.name);
-    let source = Source::new(PathBuf::from("config/keys/table.rs"), line);
+    let source = Source::new(PathBuf::from("config/model/"), line);
     let read = match DeTable::parse(source.text()) {
         Ok(table) => match T::read(&Table::root(&source, table.get_ref()), key) {
             Got::Valid(value) => Some(value),

@@ -396,7 +396,7 @@ fn keys_reference_is_docs_pool_keys_md() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == page,
-        "docs/pool-keys.md is not the key table's page (crates/config/src/keys/table.rs); \
+        "docs/pool-keys.md is not the key table's page (the declarations in crates/config/src/model/); \
          write it with: DROVER_BLESS=1 cargo test --profile fast -p drover-config keys_reference"
     );
 }
