@@ -582,18 +582,12 @@ pub static KEYS: &[Key] = &[
         )],
     ),
     // nginx's `send_timeout` default.
-    refused(
-        http(
-            "send_timeout",
-            Duration,
-            Value("\"1m\""),
-            "A response write that makes no progress this long ends the connection (nginx's \
-             `send_timeout`); more than 0s.",
-        ),
-        &[(
-            Runtimes::ASGI,
-            "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
-        )],
+    http(
+        "send_timeout",
+        Duration,
+        Value("\"1m\""),
+        "A response write that makes no progress this long ends the connection (nginx's \
+         `send_timeout`); more than 0s.",
     ),
     http(
         "certfile",

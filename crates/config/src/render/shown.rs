@@ -171,7 +171,6 @@ impl Http {
             "max_request_body" => Shown::or(self.max_request_body.map(Size).as_ref(), "no limit"),
             "ws_max_size" if asgi => Shown::of(&Size(self.ws_max_size)),
             "ws_max_size" => Shown::unset("ASGI pools only"),
-            "send_timeout" if asgi => Shown::unset("WSGI pools only, for now"),
             "send_timeout" => Shown::of(&self.send_timeout),
             _ => match &self.tls {
                 Some(tls) => return tls.shown(key),
