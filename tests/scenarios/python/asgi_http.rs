@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use super::asgi::python_workers;
 use super::http_pool::{Server, chunked_body_past_the_limit_gets_413};
 use super::{noise, sha256};
 use crate::common::http1::{self, read_response};
 use crate::common::{TIMEOUT, http, proc};
-use super::asgi::python_workers;
 
 fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -510,7 +510,10 @@ fn a_client_that_stops_reading_is_dropped_after_send_timeout_and_the_worker_serv
         dropped >= Duration::from_secs(2) && dropped < Duration::from_secs(2 + 6),
         "dropped after {dropped:?}"
     );
-    let ended = server.drover.log.wait_for_line("big response ended after", TIMEOUT);
+    let ended = server
+        .drover
+        .log
+        .wait_for_line("big response ended after", TIMEOUT);
     assert!(!ended.contains(&format!("after {SIZE} bytes")), "{ended}");
     // What the sockets held reaches the client, then the end: never the whole response.
     let mut rest = Vec::new();
@@ -518,5 +521,9 @@ fn a_client_that_stops_reading_is_dropped_after_send_timeout_and_the_worker_serv
     assert!(16 + rest.len() < SIZE, "{} bytes came", 16 + rest.len());
     let after = http::get(&server.url("/?size=3"));
     assert_eq!((after.status, after.body.as_str()), (200, "xxx"));
-    assert_eq!(python_workers(&server.drover), workers, "the worker was replaced");
+    assert_eq!(
+        python_workers(&server.drover),
+        workers,
+        "the worker was replaced"
+    );
 }

@@ -7,8 +7,9 @@
 //! lost. The app's `send` writes through [`Hub::respond`] at once (non-blocking); what the
 //! socket does not take is kept here and flushed when the set says the socket is writable,
 //! and the app waits only when that exceeds [`WRITE_HIGH`]. The timeouts
-//! (`request_read_timeout`, the lingering close, a retiring worker's idle connections) are
-//! deadlines here, behind one loop timer ([`Hub::timer`], [`Hub::expire`]).
+//! (`request_read_timeout`, HTTP's `send_timeout`, the lingering close, a retiring
+//! worker's idle connections) are deadlines here, behind one loop timer ([`Hub::timer`],
+//! [`Hub::expire`]).
 //!
 //! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
 //! and its task).

@@ -5,7 +5,8 @@
 //! - one clock at a time per connection: `keepalive_timeout` while it idles between
 //!   requests (closed without a word), `request_read_timeout` (60 s when that is off) while
 //!   a head or a body is arriving (dropped, with a log line), none while the app has the
-//!   request;
+//!   request; and beside it, while written bytes wait unsent, `send_timeout` (the client
+//!   took nothing of them that long: dropped, with a log line);
 //! - a refused head (or a chunked body past `max_request_body`) answered, logged, closed;
 //! - pipelining: a request at a time, the next one taken from the buffer once the one in
 //!   hand is answered, through the set's [`KICK`] descriptor (the answer is written in the
