@@ -481,10 +481,10 @@ fn smuggling_shapes_in_chunked_bodies_end_an_asgi_connection_with_a_log_line() {
 /// `send()` ends, and the same worker serves on; meanwhile it answered others at once.
 #[test]
 fn a_client_that_stops_reading_is_dropped_after_send_timeout_and_the_worker_serves_on() {
+    const SIZE: usize = 64 << 20;
     let server = Server::start_asgi("asgi_app:big_app", 1, "send_timeout = \"2s\"");
     let workers = python_workers(&server.drover);
     assert_eq!(workers.len(), 1, "{workers:?}");
-    const SIZE: usize = 64 << 20;
     let mut stalled = server.connect();
     // The clock cannot start before the request is sent.
     let asked = Instant::now();
