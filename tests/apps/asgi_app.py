@@ -186,3 +186,23 @@ async def failing_app(scope, receive, send):
         await send({"type": "lifespan.startup.failed", "message": "database unreachable"})
         return
     raise RuntimeError("never served")
+
+
+async def big_app(scope, receive, send):
+    """`size` bytes (`?size=N`) in 64 KiB `send()`s, for clients that stop reading; says on
+    stderr (drover's log) how its response ended."""
+    if scope["type"] != "http":
+        return
+    size = int(scope["query_string"].decode().partition("size=")[2] or 0)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream"),
+                            (b"content-length", str(size).encode())]})
+    chunk = b"x" * 65536
+    sent = 0
+    try:
+        while sent < size:
+            n = min(len(chunk), size - sent)
+            await send({"type": "http.response.body", "body": chunk[:n], "more_body": sent + n < size})
+            sent += n
+    finally:
+        print(f"big response ended after {sent} bytes", file=sys.stderr, flush=True)

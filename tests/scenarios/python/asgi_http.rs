@@ -5,9 +5,11 @@
 
 use std::fs;
 use std::io::{Read, Write};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use super::asgi::python_workers;
 use super::http_pool::{Server, chunked_body_past_the_limit_gets_413};
 use super::{noise, sha256};
 use crate::common::http1::{self, read_response};
@@ -245,14 +247,14 @@ fn an_idle_kept_connection_closes_after_keepalive_timeout() {
         .unwrap();
     assert_eq!(read_response(&mut stream, &mut pending).status, 200);
 
-    let idle = std::time::Instant::now();
+    let idle = Instant::now();
     let mut rest = Vec::new();
     stream.read_to_end(&mut rest).unwrap();
 
     assert!(rest.is_empty(), "{rest:?}");
     let waited = idle.elapsed();
     assert!(
-        waited >= std::time::Duration::from_millis(900) && waited < TIMEOUT,
+        waited >= Duration::from_millis(900) && waited < TIMEOUT,
         "closed after {waited:?}"
     );
 }
@@ -444,4 +446,58 @@ fn smuggling_shapes_in_chunked_bodies_end_an_asgi_connection_with_a_log_line() {
         server.drover.log.wait_for_line(line, TIMEOUT);
     }
     assert_eq!(http::get(&server.url("/hello")).status, 200);
+}
+
+/// A client that asks for 64 MiB and stops reading after the head: the hub keeps what
+/// the socket does not take and the app's `send()` waits, so nothing blocks, but the
+/// connection would be held for good. With `send_timeout`, once the client has taken
+/// nothing for that long the worker drops it (logged as the WSGI loop logs it), the app's
+/// `send()` ends, and the same worker serves on; meanwhile it answered others at once.
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_send_timeout_and_the_worker_serves_on() {
+    const SIZE: usize = 64 << 20;
+    let server = Server::start_asgi("asgi_app:big_app", 1, "send_timeout = \"2s\"");
+    let workers = python_workers(&server.drover);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    let mut stalled = server.connect();
+    // The clock cannot start before the request is sent.
+    let asked = Instant::now();
+    stalled
+        .write_all(format!("GET /?size={SIZE} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut first = [0u8; 16];
+    stalled.read_exact(&mut first).unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    let small = http::get(&server.url("/?size=5"));
+    assert_eq!((small.status, small.body.as_str()), (200, "xxxxx"));
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "another client waited until {:?}",
+        asked.elapsed()
+    );
+    server.drover.log.wait_for_line(
+        "dropped a connection: the client read nothing of the response for 2s (send_timeout)",
+        TIMEOUT,
+    );
+    let dropped = asked.elapsed();
+    assert!(
+        dropped >= Duration::from_secs(2) && dropped < Duration::from_secs(2 + 6),
+        "dropped after {dropped:?}"
+    );
+    let ended = server
+        .drover
+        .log
+        .wait_for_line("big response ended after", TIMEOUT);
+    assert!(!ended.contains(&format!("after {SIZE} bytes")), "{ended}");
+    // What the sockets held reaches the client, then the end: never the whole response.
+    let mut rest = Vec::new();
+    let _ = stalled.read_to_end(&mut rest);
+    assert!(16 + rest.len() < SIZE, "{} bytes came", 16 + rest.len());
+    let after = http::get(&server.url("/?size=3"));
+    assert_eq!((after.status, after.body.as_str()), (200, "xxx"));
+    assert_eq!(
+        python_workers(&server.drover),
+        workers,
+        "the worker was replaced"
+    );
 }

@@ -60,18 +60,12 @@ keys! {
         /// A response write that makes no progress this long ends the connection (nginx's
         /// `send_timeout`): a client that reads nothing does not hold a worker forever.
         // nginx's `send_timeout` default.
-        pub send_timeout: Duration = [refused(
-            http(
-                "send_timeout",
-                Type::Duration,
-                Value("\"1m\""),
-                "A response write that makes no progress this long ends the connection (nginx's \
-                 `send_timeout`); more than 0s.",
-            ),
-            &[(
-                Runtimes::ASGI,
-                "WSGI pools only, for now: the ASGI HTTP listener does not enforce it yet",
-            )],
+        pub send_timeout: Duration = [http(
+            "send_timeout",
+            Type::Duration,
+            Value("\"1m\""),
+            "A response write that makes no progress this long ends the connection (nginx's \
+             `send_timeout`); more than 0s.",
         )] => read(send_timeout), show(of);
         /// `certfile`: the listener speaks TLS; None: plain HTTP.
         pub tls: Option<Tls> = [] + Tls::ROWS => read(given), show(show_tls);

@@ -543,9 +543,9 @@ fn http_keys_need_protocol_http_and_valid_values() {
     ));
     assert_at(&e, "pools.d/www.toml", 2, "send_timeout", "more than 0s");
     let e = only_error(&format!(
-        "protocol = \"http\"\nsend_timeout = \"5s\"\n{python}\ninterface = \"asgi\""
+        "protocol = \"http\"\nsend_timeout = \"0s\"\n{python}\ninterface = \"asgi\""
     ));
-    assert_at(&e, "pools.d/www.toml", 2, "send_timeout", "WSGI pools only");
+    assert_at(&e, "pools.d/www.toml", 2, "send_timeout", "more than 0s");
 }
 
 /// A Python pool's text, `[python]` holding `python`, with `top` above `[pm]`.

@@ -321,6 +321,11 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
             &format!("protocol = \"http\"\nws_max_size = \"1MiB\"\n{python}\ninterface = \"asgi\"")
                 .replace("www.sock", "ws.sock"),
         ),
+        (
+            "slow",
+            &format!("protocol = \"http\"\nsend_timeout = \"5s\"\n{python}\ninterface = \"asgi\"")
+                .replace("www.sock", "slow.sock"),
+        ),
     ]);
     let by_name = |name: &str| config.pools.iter().find(|p| p.name == name).unwrap();
     assert_eq!(by_name("www").http, None);
@@ -338,6 +343,12 @@ fn an_http_python_pool_gets_gunicorns_defaults() {
     let asgi = by_name("asgi").http.clone().unwrap();
     assert_eq!(asgi.ws_max_size, 16 << 20);
     assert_eq!(by_name("ws").http.clone().unwrap().ws_max_size, 1 << 20);
+    assert_eq!(asgi.send_timeout, Duration::from_secs(60));
+    // The hub enforces send_timeout on an ASGI pool's connections too.
+    assert_eq!(
+        by_name("slow").http.clone().unwrap().send_timeout,
+        Duration::from_secs(5)
+    );
 }
 
 #[test]

@@ -7,8 +7,9 @@
 //! lost. The app's `send` writes through [`Hub::respond`] at once (non-blocking); what the
 //! socket does not take is kept here and flushed when the set says the socket is writable,
 //! and the app waits only when that exceeds [`WRITE_HIGH`]. The timeouts
-//! (`request_read_timeout`, the lingering close, a retiring worker's idle connections) are
-//! deadlines here, behind one loop timer ([`Hub::timer`], [`Hub::expire`]).
+//! (`request_read_timeout`, HTTP's `send_timeout`, the lingering close, a retiring
+//! worker's idle connections) are deadlines here, behind one loop timer ([`Hub::timer`],
+//! [`Hub::expire`]).
 //!
 //! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
 //! and its task).
@@ -111,6 +112,11 @@ struct Slot {
     read_by: Option<Instant>,
     idle_by: Option<Instant>,
     linger_by: Option<Instant>,
+    /// HTTP's `send_timeout`: when unsent bytes the client has taken nothing of since
+    /// drop the connection. Each write the socket takes part of moves it on without a
+    /// new timer: the one in the heap (`send_timer`) comes due first, and pushes the next.
+    send_by: Option<Instant>,
+    send_timer: Option<Instant>,
 }
 
 impl Slot {
@@ -147,6 +153,8 @@ pub struct Hub {
     mount: Py<PyString>,
     asgi: Py<PyDict>,
     read_timeout: Option<Duration>,
+    /// HTTP's `send_timeout` (None over FastCGI: nginx reads what it asked for).
+    send_timeout: Option<Duration>,
     retiring: bool,
     stopping: bool,
     timers: BinaryHeap<Reverse<(Instant, u64)>>,
@@ -195,6 +203,7 @@ impl Hub {
             mount,
             asgi,
             read_timeout: read_timeout.map(Duration::from_secs_f64),
+            send_timeout: super::http::config().map(|config| config.send_timeout),
             retiring: false,
             stopping: false,
             timers: BinaryHeap::new(),
@@ -478,6 +487,8 @@ impl Hub {
                 read_by: None,
                 idle_by: None,
                 linger_by: None,
+                send_by: None,
+                send_timer: None,
             },
         );
         self.fresh.push(id);
@@ -623,6 +634,7 @@ impl Hub {
                 slot.sent = 0;
                 slot.out.extend_from_slice(&data[n..]);
                 watch(&self.epoll, id, slot);
+                self.pressed_http(id);
                 true
             }
             Err(_) => {
@@ -641,7 +653,12 @@ impl Hub {
             return Ok(());
         }
         match send(slot.fd.as_raw_fd(), &slot.out[slot.sent..]) {
-            Ok(n) => slot.sent += n,
+            Ok(n) => {
+                slot.sent += n;
+                if n > 0 && slot.send_by.is_some() {
+                    slot.send_by = self.send_timeout.map(|timeout| Instant::now() + timeout);
+                }
+            }
             Err(_) => {
                 self.finish(id);
                 return Ok(());
@@ -650,6 +667,7 @@ impl Hub {
         if slot.pending() == 0 {
             slot.out.clear();
             slot.sent = 0;
+            slot.send_by = None;
             if slot.closing {
                 self.finish(id);
                 return Ok(());
@@ -827,11 +845,14 @@ impl Hub {
     }
 
     fn rebuild_timers(&mut self) {
+        for slot in self.slots.values_mut() {
+            slot.send_timer = slot.send_by;
+        }
         self.timers = self
             .slots
             .iter()
             .flat_map(|(id, slot)| {
-                [slot.read_by, slot.idle_by, slot.linger_by]
+                [slot.read_by, slot.idle_by, slot.linger_by, slot.send_by]
                     .into_iter()
                     .flatten()
                     .map(move |at| Reverse((at, *id)))

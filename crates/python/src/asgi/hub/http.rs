@@ -5,7 +5,8 @@
 //! - one clock at a time per connection: `keepalive_timeout` while it idles between
 //!   requests (closed without a word), `request_read_timeout` (60 s when that is off) while
 //!   a head or a body is arriving (dropped, with a log line), none while the app has the
-//!   request;
+//!   request; and beside it, while written bytes wait unsent, `send_timeout` (the client
+//!   took nothing of them that long: dropped, with a log line);
 //! - a refused head (or a chunked body past `max_request_body`) answered, logged, closed;
 //! - pipelining: a request at a time, the next one taken from the buffer once the one in
 //!   hand is answered, through the set's [`KICK`] descriptor (the answer is written in the
@@ -194,6 +195,14 @@ impl Side {
             ready: Vec::new(),
             bridges: std::collections::HashMap::new(),
         }))
+    }
+
+    /// Makes the set readable, for a poll.
+    fn kick(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes of a live local to the side's eventfd; a full counter
+        // (EAGAIN) still leaves it readable.
+        unsafe { libc::write(self.kick.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 }
 
@@ -485,10 +494,7 @@ impl Hub {
         if buffered {
             if let Some(side) = &mut self.http {
                 side.ready.push(id);
-                let one = 1u64.to_ne_bytes();
-                // SAFETY: writes 8 bytes of a live local to the side's eventfd; a full
-                // counter (EAGAIN) still leaves it readable.
-                unsafe { libc::write(side.kick.as_raw_fd(), one.as_ptr().cast(), 8) };
+                side.kick();
             }
         } else {
             self.schedule_http(id);
@@ -529,6 +535,36 @@ impl Hub {
         Ok(())
     }
 
+    /// The socket of HTTP connection `id` did not take all that was written: the
+    /// `send_timeout` clock starts, unless it runs already.
+    pub(super) fn pressed_http(&mut self, id: u64) {
+        let Some(timeout) = self.send_timeout else {
+            return;
+        };
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        if slot.send_by.is_some() || slot.pending() == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let at = now + timeout;
+        slot.send_by = Some(at);
+        // A timer of an earlier press still in the heap comes due first and pushes this.
+        if slot.send_timer.is_none_or(|timer| timer <= now) {
+            slot.send_timer = Some(at);
+            self.timers.push(Reverse((at, id)));
+        }
+        // The press came in the app's `send()`, after which the loop arms no timer (it
+        // does after a poll): when the loop's timer is not due before this deadline, the
+        // eventfd makes a poll, which arms it. Nothing may come on the socket to do it.
+        if self.armed.is_none_or(|armed| armed > at)
+            && let Some(side) = &self.http
+        {
+            side.kick();
+        }
+    }
+
     /// A deadline of HTTP connection `id` may be due.
     pub(super) fn due_http(&mut self, id: u64, now: Instant) {
         let read = self.read_timeout.unwrap_or(HEAD_TIMEOUT);
@@ -538,6 +574,23 @@ impl Hub {
         if slot.linger_by.is_some_and(|at| at <= now) {
             self.finish(id);
             return;
+        }
+        if let Some(at) = slot.send_by {
+            if at <= now {
+                // The client took nothing of the response for the whole send_timeout
+                // (each write it took part of moved `send_by` on).
+                eprintln!(
+                    "dropped a connection: the client read nothing of the response for {:?} (send_timeout), {} bytes unsent",
+                    self.send_timeout.unwrap_or_default(),
+                    slot.pending()
+                );
+                self.finish(id);
+                return;
+            }
+            if slot.send_timer.is_none_or(|timer| timer <= now) {
+                slot.send_timer = Some(at);
+                self.timers.push(Reverse((at, id)));
+            }
         }
         let Wire::Http(http, tls) = &slot.fcgi else {
             return;
