@@ -858,7 +858,10 @@ impl Hub {
                     .map(move |at| Reverse((at, *id)))
             })
             .collect();
-        self.armed = None;
+        // `armed` stays: the loop's timer is still due then, and a deadline kept by the
+        // rebuild is never earlier than the earliest one before it. Forgetting it made the
+        // loop cancel and make a timer at each rebuild (one request in about 130 on
+        // keep-alive connections).
     }
 
     fn report_gone(&mut self, out: &Bound<'_, PyList>) -> PyResult<()> {
