@@ -57,7 +57,7 @@ php_pools.py holds the PHP pools and these two measurements; harness.py what eve
 measurement shares (processes, nginx, wrk).
 
 The ASGI workloads (asgi*, http-asgi*) have rows that bound what any server can reach:
-"nginx return 200" (nginx answering by itself, behind nginx), and "app alone" and "app
+"nginx return 200" (nginx answering by itself; the asgi* workloads), and "app alone" and "app
 alone (a Task each)" (asgi_app_floor.py: the same app awaited in a loop with no server, its
 CPU per request); each takes its turn in the rounds like a backend. Name them in
 --backends to run them; the lines under the targets then say what they bound.

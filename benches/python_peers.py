@@ -22,6 +22,9 @@ a Python team runs today, with the same app and the same number of workers.
   cost more than the records'.
 - https-asgi, https-asgi-handshake: the same two with the FastAPI hello world on an ASGI
   pool (TLS in the worker's hub) against granian `--interface asgi` with its TLS.
+- beside the servers of the asgi* and http-asgi* workloads, what bounds them: "nginx return
+  200" (behind nginx), and "app alone" and "app alone (a Task each)", the workload's app
+  with no server (asgi_app_floor.py), whose CPU per request no server can go under.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
@@ -124,7 +127,7 @@ def backends(workload, work, workers, drover, baseline=""):
                            f"http://127.0.0.1:{port}", cwd=apps, kind="http"))
         for backend in out:
             backend.keep = workload.endswith("-kept")
-        # nginx answering by itself: the ceiling of nginx and wrk on this machine.
+        # nginx answering by itself: what nginx and wrk reach with no backend's work at all.
         out.append(Backend("nginx return 200", [], "", kind="return"))
         return out + app_alone(module)
     # No nginx: every backend answers HTTP on its own loopback port.
