@@ -13,12 +13,14 @@ see the same load:
     python3 benches/asgi_conn.py /run/a.sock:PID --clients 4     # 4 client processes at once
     python3 benches/asgi_conn.py /run/a.sock:PID --floor          # beside the kernel's floor
 
-With --floor, two more servers take part in the same rounds, with the same client and the
-same /proc accounting: benches/conn_floor.c (compiled here with `cc -O2` into a temporary
-folder), the least a FastCGI responder can do per request, once waiting in epoll as an
-event loop does and once blocking in accept and read as a pre-fork worker does. What a new
-connection costs them more than a kept one is the kernel's part, which no server removes;
-a pool's new − kept less the epoll floor's is what is left to the server.
+With --floor, three more servers take part in the same rounds, with the same client and
+the same /proc accounting: benches/conn_floor.c (compiled here with `cc -O2` into a
+temporary folder), the least a FastCGI responder can do per request, waiting in epoll as an
+event loop does ("epoll"), blocking in accept and read as a pre-fork worker does
+("blocking"), and in epoll with its accepts through io_uring on a blocking listener, as
+drover's ASGI hub does ("uring"). What a new connection costs them more than a kept one is
+the kernel's part, which no server removes; a pool's new − kept less the epoll floor's is
+what is left to the server, less the uring floor's what is left to drover's own code.
 
 Prints, per pool, the median worker CPU per request kept, new, and their difference; with
 --floor, each pool's difference less each floor's, paired round by round (the median of
@@ -117,7 +119,7 @@ def floors(folder):
     binary = f"{folder}/conn_floor"
     subprocess.run(["cc", "-O2", "-o", binary, f"{HERE}/conn_floor.c"], check=True)
     out = []
-    for mode in ("epoll", "blocking"):
+    for mode in ("epoll", "blocking", "uring"):
         path = f"{folder}/{mode}.sock"
         proc = subprocess.Popen([binary, path, mode], stdout=subprocess.PIPE, text=True)
         if proc.stdout.readline().strip() != "ready":
