@@ -7,7 +7,7 @@
  * It speaks just enough FastCGI for asgi_conn.py's client: it reads one request's records
  * (BEGIN_REQUEST, PARAMS, the empty STDIN that ends them), answers a fixed STDOUT, the empty
  * STDOUT and END_REQUEST, and closes the connection unless BEGIN_REQUEST asked for
- * FCGI_KEEP_CONN. Two ways to wait, as the two kinds of server do:
+ * FCGI_KEEP_CONN. Three ways to wait, as the kinds of server do:
  *
  * - epoll: one thread, the listener and every connection non-blocking in one epoll set
  *   (level-triggered), as an event loop serves them (drover's hub, uvloop);
