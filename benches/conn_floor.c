@@ -10,7 +10,7 @@
  * FCGI_KEEP_CONN. Three ways to wait, as the kinds of server do:
  *
  * - epoll: one thread, the listener and every connection non-blocking in one epoll set
- *   (level-triggered), as an event loop serves them (drover's hub, uvloop);
+ *   (level-triggered), as an event loop serves them (uvloop; drover's hub its connections);
  * - blocking: accept, read, write, close, one connection at a time, as a pre-fork worker
  *   of php-fpm's kind does: no epoll set to join or leave;
  * - uring: the epoll loop, but the listener blocking and its accepts made through io_uring
