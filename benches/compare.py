@@ -56,9 +56,17 @@ The workloads:
 php_pools.py holds the PHP pools and these two measurements; harness.py what every
 measurement shares (processes, nginx, wrk).
 
+The ASGI workloads (asgi*, http-asgi*) have rows that bound what any server can reach:
+"nginx return 200" (nginx answering by itself; the asgi* workloads), and "app alone" and "app
+alone (a Task each)" (asgi_app_floor.py: the same app awaited in a loop with no server, its
+CPU per request); each takes its turn in the rounds like a backend. Name them in
+--backends to run them; the lines under the targets then say what they bound.
+
 "CPU µs/req" is the backend's own CPU time (every process of it, from /proc/PID/stat, user
 + system, reaped children included) over the load, divided by the requests answered: nginx
-and wrk, which take most of a 2-core machine, are not in it.
+and wrk, which take most of a 2-core machine, are not in it: they have columns of their
+own, over the same window (nginx's master and its one worker from /proc; wrk from this
+process's reaped-children rusage).
 
 Loopback only; every load is bounded: by --duration, php-pss by its request count and a
 120 s cap, php-ondemand by 15 s per wait. Stops everything it started, by its PID.
@@ -66,6 +74,7 @@ Loopback only; every load is bounded: by --duration, php-pss by its request coun
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -190,6 +199,8 @@ def run_point(work, backend, workload, connections, duration, log, site=None):
     front = {"php-symfony": SYMFONY_FRONT, "php-symfony-worker": SYMFONY_FRONT, "php-twig-worker": SYMFONY_FRONT,
              "php-wordpress": wordpress.FRONT}.get(workload)
     params = site.params if workload == "php-wordpress" else ""
+    if backend.kind == "app":
+        return python_peers.run_app_alone(backend, log)
     with behind_nginx(work, backend, log, front, params) as port:
         url = f"{backend.scheme}://127.0.0.1:{port}{path}"
         # Start-up is timed from the backend's exec, with nginx already listening.
@@ -214,15 +225,30 @@ def run_point(work, backend, workload, connections, duration, log, site=None):
 
         sampler = threading.Thread(target=sample)
         sampler.start()
+        # nginx's master (its pid file, written by now), whose tree holds its one worker.
+        nginx = None
+        if backend.kind != "direct":
+            with open(f"{work}/nginx.pid") as f:
+                nginx = int(f.read())
         ticks = cpu_ticks(pid) if pid else 0
+        nginx_ticks = cpu_ticks(nginx) if nginx else 0
+        # wrk is the one child this process reaps during the load.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         rps, p50, p99, errors = wrk(url, connections, duration, backend.close)
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
         # The backend's own CPU per request (nginx and wrk excluded): on 2 cores they take
         # most of the machine, and this is where backends differ.
-        used = (cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK") if pid else 0
-        cpu_us = used * 1e6 / (rps * duration) if pid and rps else None
+        tick, answered = os.sysconf("SC_CLK_TCK"), rps * duration
+        used = (cpu_ticks(pid) - ticks) / tick if pid else 0
+        cpu_us = used * 1e6 / answered if pid and rps else None
+        # nginx's and wrk's, over the same window: what the FastCGI module costs nginx
+        # against its proxy module, and what is left of the cores for the backend.
+        nginx_us = (cpu_ticks(nginx) - nginx_ticks) / tick * 1e6 / answered if nginx and rps else None
+        wrk_s = (reaped.ru_utime + reaped.ru_stime) - (children.ru_utime + children.ru_stime)
+        wrk_us = wrk_s * 1e6 / answered if rps else None
         sampler.join()
         return dict(rps=rps, p50=p50, p99=p99, errors=errors, pss=samples[0] / 1024 if samples else None,
-                    startup=startup_ms, cpu_us=cpu_us)
+                    startup=startup_ms, cpu_us=cpu_us, nginx_us=nginx_us, wrk_us=wrk_us)
 
 
 def points(workload, work, args, drover, log, site=None):
@@ -379,10 +405,12 @@ def table(rows, args):
     rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
     lines = [f"wrk -t1, {args.duration} s per point{rounds}, {args.workers} workers each, through nginx (1 worker "
              "process; http-* workloads: no nginx, wrk straight at each server). Ratios: drover's (PHP: drover-php's) "
-             "over the row's.",
+             "over the row's. nginx and wrk µs/req: their CPU over the same load; cores busy: req/s × (the "
+             "backend's + nginx's + wrk's CPU per request). \"app alone\" rows: the app with no server, one "
+             "process (asgi_app_floor.py), req/s its loop's on one core.",
              "",
-             "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | CPU µs/req | drover req/s ratio | drover PSS ratio | drover CPU ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| workload | conns | backend | req/s | p50 ms | p99 ms | errors | PSS MiB | start ms | CPU µs/req | nginx µs/req | wrk µs/req | cores busy | drover req/s ratio | drover PSS ratio | drover CPU ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     def ratios(ours, r, template):
         if not ours or not r:
             return "", ""
@@ -399,20 +427,23 @@ def table(rows, args):
         ours, warm = (x if isinstance(x, dict) else None for x in (ours, warm))
         for name, r in results.items():
             if not isinstance(r, dict):
-                lines.append(php_pools.failed([workload, str(connections), name], r, 13))
+                lines.append(php_pools.failed([workload, str(connections), name], r, 16))
                 continue
             ratio = pss_ratio = cpu_ratio = ""
             if ours and ours.get("cpu_us") and r.get("cpu_us") and name != ours_name:
                 cpu_ratio = f"{ours['cpu_us'] / r['cpu_us']:.2f}"
-            if name != ours_name and name != "drover + warmup":
+            if name != ours_name and name != "drover + warmup" and not r.get("alone"):
                 ratio, pss_ratio = ratios(ours, r, "{}")
                 # drover with `warmup`, against the same peer, in brackets.
                 warm_rps, warm_pss = ratios(warm, r, " ({} warmup)")
                 ratio, pss_ratio = ratio + warm_rps, pss_ratio + warm_pss
-            pss = f"{r['pss']:.1f}" if r.get("pss") else "–"
-            cpu = f"{r['cpu_us']:.1f}" if r.get("cpu_us") else "–"
-            lines.append(f"| {workload} | {connections} | {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | "
-                         f"{r['errors']} | {pss} | {r['startup']:.0f} | {cpu} | {ratio} | {pss_ratio} | {cpu_ratio} |")
+            show = lambda key, form: form.format(r[key]) if r.get(key) is not None else "–"
+            spent = [r.get(key) or 0 for key in ("cpu_us", "nginx_us", "wrk_us")]
+            busy = f"{r['rps'] * sum(spent) / 1e6:.2f}" if not r.get("alone") and any(spent) else "–"
+            lines.append(f"| {workload} | {connections} | {name} | {r['rps']:.0f} | {show('p50', '{:.2f}')} | "
+                         f"{show('p99', '{:.2f}')} | {r['errors']} | {show('pss', '{:.1f}')} | "
+                         f"{show('startup', '{:.0f}')} | {show('cpu_us', '{:.1f}')} | {show('nginx_us', '{:.1f}')} | "
+                         f"{show('wrk_us', '{:.1f}')} | {busy} | {ratio} | {pss_ratio} | {cpu_ratio} |")
     return "\n".join(lines)
 
 

@@ -74,7 +74,8 @@ class Backend:
     """How to start one peer for one workload; `upstream` is nginx's directive for it;
     `ready` a pattern of the log line it writes once it takes requests. Kinds: "fastcgi" and
     "http" (nginx passes to `upstream`), "return" (nginx answers itself), "direct" (no
-    nginx: the backend answers HTTP on `port`)."""
+    nginx: the backend answers HTTP on `port`), "app" (no server and no nginx: `argv` runs
+    the app by itself and prints its figures, python_peers.run_app_alone)."""
 
     def __init__(self, name, argv, upstream, env=None, cwd=None, kind="fastcgi", ready=None, port=None):
         self.name, self.argv, self.upstream, self.env, self.cwd, self.kind = name, argv, upstream, env, cwd, kind

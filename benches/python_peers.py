@@ -22,14 +22,21 @@ a Python team runs today, with the same app and the same number of workers.
   cost more than the records'.
 - https-asgi, https-asgi-handshake: the same two with the FastAPI hello world on an ASGI
   pool (TLS in the worker's hub) against granian `--interface asgi` with its TLS.
+- beside the servers of the asgi* and http-asgi* workloads, what bounds them: "nginx return
+  200" (behind nginx), and "app alone" and "app alone (a Task each)", the workload's app
+  with no server (asgi_app_floor.py), whose CPU per request no server can go under.
 
 Every peer listens on loopback (TCP) or a unix socket in the work folder.
 """
 
+import json
 import os
 import subprocess
+import sys
 
 from harness import Backend, drover_backend, free_port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 APPS = {
     "bare.py": """\
@@ -120,7 +127,9 @@ def backends(workload, work, workers, drover, baseline=""):
                            f"http://127.0.0.1:{port}", cwd=apps, kind="http"))
         for backend in out:
             backend.keep = workload.endswith("-kept")
-        return out
+        # nginx answering by itself: what nginx and wrk reach with no backend's work at all.
+        out.append(Backend("nginx return 200", [], "", kind="return"))
+        return out + app_alone(module)
     # No nginx: every backend answers HTTP on its own loopback port.
     interface = "asgi" if workload.startswith(("http-asgi", "https-asgi")) else "wsgi"
     port = free_port()
@@ -162,7 +171,27 @@ def backends(workload, work, workers, drover, baseline=""):
         out.append(Backend("uvicorn", ["uvicorn", "--workers", w, "--host", "127.0.0.1", "--port", str(port), "--http",
                                        "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning",
                                        spec], "", cwd=apps, kind="direct", port=port))
+        out += app_alone(module)
     return out
+
+
+def app_alone(module):
+    """The app with no server (asgi_app_floor.py: awaited in a loop, or a Task each), run as
+    a backend of the workload so that it takes its turn in the same rounds."""
+    return [Backend(name, [sys.executable, f"{HERE}/asgi_app_floor.py", "--app", module, "--mode", mode, "--json",
+                           "--requests", "10000", "--rounds", "3"], "", kind="app")
+            for name, mode in (("app alone", "direct"), ("app alone (a Task each)", "task"))]
+
+
+def run_app_alone(backend, log):
+    """One run of an "app alone" backend: compare.py's figures of a point (no latency, no
+    memory: a loop in one process)."""
+    done = subprocess.run(backend.argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=600)
+    if done.returncode != 0:
+        return f"asgi_app_floor.py exited with {done.returncode}"
+    got = json.loads(done.stdout.splitlines()[-1])
+    return dict(rps=got["rps"], p50=None, p99=None, errors=0, pss=None, startup=None, cpu_us=got["cpu_us"],
+                alone=True)
 
 
 # Issue 15's and issue 31's targets: drover's req/s over each peer's, in the same run.
@@ -197,4 +226,52 @@ def targets(rows):
             lines.append(line)
     if not lines:
         return ""
-    return "Against issues 15's and 31's targets (drover over each peer, this run):\n\n" + "\n".join(lines)
+    text = "Against issues 15's and 31's targets (drover over each peer, this run):\n\n" + "\n".join(lines)
+    floor = bounds(rows)
+    return text + "\n\nWhat bounds them (this run):\n\n" + "\n".join(floor) if floor else text
+
+
+def bounds(rows):
+    """For each point with an "app alone" row: the least CPU per request a server could
+    take (the app's own) against each target's peer, and the req/s a server that cost
+    nothing could reach with nginx and wrk as they were in drover's run: every core of the
+    machine theirs, at most cores / (app + nginx + wrk per request), and no more than one
+    core each for nginx's one worker and wrk's one thread; or with as much CPU as the peer's
+    run had (its server's, nginx's and wrk's per request, times its req/s), the peer's req/s
+    times (the peer's + its nginx's + its wrk's CPU per request) / (app + nginx + wrk)."""
+    lines = []
+    cores = os.cpu_count()
+    for workload, connections, results in rows:
+        app, task, ours = (results.get(name) for name in ("app alone", "app alone (a Task each)", "drover"))
+        if workload not in TARGETS or not isinstance(app, dict):
+            continue
+        task_us = f" ({task['cpu_us']:.1f} in a Task each)" if isinstance(task, dict) else ""
+        line = f"- {workload}, {connections} connections: the app alone {app['cpu_us']:.1f} µs per request{task_us}"
+        if isinstance(ours, dict) and ours.get("wrk_us"):
+            nginx, wrk = ours.get("nginx_us") or 0, ours["wrk_us"]
+            ceiling = min(cores * 1e6 / (app["cpu_us"] + nginx + wrk), 1e6 / wrk, 1e6 / nginx if nginx else 1e9)
+            line += (f"; with nginx's {nginx:.1f} and wrk's {wrk:.1f} µs per request of drover's run, a server "
+                     f"that cost nothing would answer at most {ceiling:.0f} req/s on {cores} cores")
+        else:
+            ceiling = None
+        alone = results.get("nginx return 200")
+        if isinstance(alone, dict):
+            line += f"; nginx answering by itself {alone['rps']:.0f} req/s"
+        for peer, target in TARGETS[workload].items():
+            theirs = results.get(peer)
+            if not isinstance(theirs, dict) or not theirs.get("cpu_us") or not theirs["rps"]:
+                continue
+            line += f"; against {peer}: CPU per request ≥ {app['cpu_us'] / theirs['cpu_us']:.2f}×"
+            if isinstance(task, dict):
+                line += f" ({task['cpu_us'] / theirs['cpu_us']:.2f}× with a Task each)"
+            if ceiling:
+                # The same cores as the peer's run had busy (this machine is shared): req/s
+                # in inverse proportion to the CPU every process spends per request.
+                spent = theirs["cpu_us"] + (theirs.get("nginx_us") or 0) + (theirs.get("wrk_us") or 0)
+                line += (f", req/s ≤ {ceiling / theirs['rps']:.2f}× with {cores} idle cores, "
+                         f"≤ {spent / (app['cpu_us'] + nginx + wrk):.2f}× with the cores its run had busy "
+                         f"(target ≥ {target}×)")
+            if isinstance(alone, dict):
+                line += f", nginx alone {alone['rps'] / theirs['rps']:.2f}×"
+        lines.append(line)
+    return lines
