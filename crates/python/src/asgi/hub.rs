@@ -56,8 +56,8 @@ const SHUT: u8 = 6;
 /// What [`Hub::respond`] and [`Hub::fail`] say: sent; sent, and the app must wait for
 /// [`DRAINED`]; the connection is gone; the request ended and the worker must retire.
 const SENT: u8 = 0;
-const PRESSED: u8 = 1;
-const LOST: u8 = 2;
+pub(super) const PRESSED: u8 = 1;
+pub(super) const LOST: u8 = 2;
 const RETIRED: u8 = 3;
 
 /// Unsent bytes past which the app's `send()` waits, and below which it goes on (asyncio's
@@ -279,7 +279,7 @@ impl Hub {
     /// Returns 0 sent, 1 sent but the app must wait for `(5, id)`, 2 the connection is
     /// gone, 3 the request ended and the worker must retire.
     #[pyo3(signature = (id, status, headers, body, more))]
-    fn respond(
+    pub(super) fn respond(
         &mut self,
         py: Python<'_>,
         id: u64,
@@ -344,14 +344,14 @@ impl Hub {
 
     /// The app has not taken the body that came: the connection is not read until
     /// [`Hub::resume`].
-    fn pause(&mut self, id: u64) {
+    pub(super) fn pause(&mut self, id: u64) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.paused = true;
             watch(&self.epoll, id, slot);
         }
     }
 
-    fn resume(&mut self, id: u64) {
+    pub(super) fn resume(&mut self, id: u64) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.paused = false;
             watch(&self.epoll, id, slot);

@@ -31,6 +31,7 @@
 mod accept;
 mod conn;
 pub mod encode;
+mod exchange;
 mod http;
 mod hub;
 mod link;
@@ -97,6 +98,12 @@ fn serve(
 ) -> PyResult<i32> {
     let module = PyModule::new(py, "_drover_asgi")?;
     module.add_class::<hub::Hub>()?;
+    module.add_class::<exchange::Exchange>()?;
+    module.add_class::<exchange::Ready>()?;
+    module.add(
+        "ClientDisconnected",
+        py.get_type::<exchange::ClientDisconnected>(),
+    )?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;

@@ -25,9 +25,6 @@ EXIT_APP_LOAD = 4
 # The ASGI version this server speaks. 2.4: send() raises OSError once the client is gone,
 # which spares Starlette a task per streaming response to watch for http.disconnect.
 ASGI = {"version": "3.0", "spec_version": "2.4"}
-# Request body buffered for an app that does not read it: past this, the connection stops
-# being read until the app takes what is there.
-BODY_HIGH = 1 << 20
 # What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT;
 # UPGRADE on an HTTP pool only (a WebSocket's socket, for http.py's `Worker.upgrade`).
 GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
@@ -41,68 +38,26 @@ def log(line):
     sys.stderr.write(line + "\n")
 
 
-class ClientDisconnected(OSError):
-    """send() after the client went away (ASGI 2.4)."""
+# send() after the client went away (ASGI 2.4): an OSError, raised by `Exchange.send`.
+ClientDisconnected = _rs.ClientDisconnected
 
 
-class Request:
-    """One request's ASGI cycle: the app's `receive`, its task, and the state both sides
-    read; `Exchange` adds `send`, `pause`, `resume` and `failed`."""
+class Exchange(_rs.Exchange):
+    """One request on the hub, named by `cid`: its ASGI cycle and task. `send`, `receive`
+    and the state they share are in Rust (`exchange.rs`): a send or receive that need not
+    wait returns an awaitable already done, and costs no coroutine. What stays here is the
+    request's coroutine and the receive that must wait for body."""
 
-    __slots__ = (
-        "loop", "body", "buffered", "body_done", "delivered", "waiter",
-        "started", "status", "headers", "complete", "gone", "task",
-    )
+    __slots__ = ()
 
-    def __init__(self, loop, body, body_done):
-        self.loop = loop
-        self.body = [body] if body else []
-        self.buffered = len(body)
-        self.body_done = body_done
-        self.delivered = False
-        self.waiter = None
-        self.started = False
-        self.status = None
-        self.headers = None
-        self.complete = False
-        self.gone = False
-        self.task = None
-
-    def wake(self):
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def feed(self, body, done):
-        if body:
-            self.body.append(body)
-            self.buffered += len(body)
-            if self.buffered > BODY_HIGH:
-                self.pause()
-        if done:
-            self.body_done = True
-        self.wake()
-
-    async def receive(self):
+    async def waiting(self):
+        """`receive()` when nothing is there yet: waits for body, the response's end or
+        the client's going."""
         while True:
-            if self.gone:
-                return {"type": "http.disconnect"}
-            if not self.delivered:
-                if self.body or self.body_done:
-                    chunks = self.body
-                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-                    self.body = []
-                    if self.buffered > BODY_HIGH:
-                        self.resume()
-                    self.buffered = 0
-                    self.delivered = self.body_done
-                    return {"type": "http.request", "body": body, "more_body": not self.body_done}
-            elif self.complete:
-                return {"type": "http.disconnect"}
-            self.waiter = waiter = self.loop.create_future()
-            await waiter
+            await self.wait()
+            message = self.take()
+            if message is not None:
+                return message
 
     async def run(self, worker, scope):
         try:
@@ -111,83 +66,16 @@ class Request:
             if not self.gone:
                 log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
                     + "".join(traceback.format_exception(exc)).rstrip())
-            self.failed()
+            worker.failed(self)
         else:
             if not self.complete:
                 if not self.gone:
                     what = "finishing" if self.started else "starting"
                     log(f"ASGI app returned without {what} its response "
                         f"({scope['method']} {scope['path']})")
-                self.failed()
+                worker.failed(self)
         finally:
             worker.task_done(self.task)
-
-
-class Exchange(Request):
-    """One request on the hub: the app's receive and send. The connection is the hub's,
-    named by `cid`."""
-
-    __slots__ = ("worker", "hub", "cid", "drain")
-
-    def __init__(self, worker, cid, body, body_done):
-        super().__init__(worker.loop, body, body_done)
-        self.worker = worker
-        self.hub = worker.hub
-        self.cid = cid
-        self.drain = None
-
-    def drained(self):
-        drain, self.drain = self.drain, None
-        if drain is not None and not drain.done():
-            drain.set_result(None)
-
-    def lost(self):
-        """The client is gone (nginx aborted the request, or the connection closed)."""
-        self.gone = True
-        self.wake()
-        self.drained()
-
-    def pause(self):
-        self.hub.pause(self.cid)
-
-    def resume(self):
-        self.hub.resume(self.cid)
-
-    def failed(self):
-        self.worker.failed(self)
-
-    async def send(self, message):
-        kind = message["type"]
-        if kind == "http.response.body":
-            if not self.started or self.complete:
-                raise RuntimeError(
-                    "http.response.body before http.response.start"
-                    if not self.started else "http.response.body after the response ended")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            more = message.get("more_body", False)
-            said = self.hub.respond(self.cid, self.status, self.headers,
-                                    message.get("body", b""), more)
-            self.status = None
-            if more:
-                if said == PRESSED:
-                    self.drain = self.worker.loop.create_future()
-                    await self.drain
-                elif said == LOST:
-                    self.gone = True
-            else:
-                self.complete = True
-                self.worker.ended(self, said)
-        elif kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("http.response.start sent twice")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            self.started = True
-            self.status = message["status"]
-            self.headers = message.get("headers")
-        else:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
 
 
 class Lifespan:
