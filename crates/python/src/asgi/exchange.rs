@@ -20,7 +20,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
-use super::hub::{Hub, LOST, PRESSED};
+use super::hub::{Hub, LOST, PRESSED, RETIRED};
 
 pyo3::create_exception!(
     _drover_asgi,
@@ -130,8 +130,8 @@ pub struct Exchange {
     #[pyo3(get, set)]
     gone: bool,
     /// The request's task, kept by the worker to its end.
-    #[pyo3(get, set)]
-    task: Option<Py<PyAny>>,
+    #[pyo3(get)]
+    pub(super) task: Option<Py<PyAny>>,
 }
 
 #[pymethods]
@@ -256,10 +256,19 @@ impl Exchange {
             (said, more)
         };
         debug_assert!(!more);
-        let worker = slf.borrow().worker.clone_ref(py);
-        worker
-            .bind(py)
-            .call_method1(pyo3::intern!(py, "ended"), (slf, said))?;
+        // The response is complete (its END_REQUEST written): the hub forgets the request,
+        // a receive() that waits hears the disconnect, the timer follows the hub.
+        let (hub, worker) = {
+            let mut this = slf.borrow_mut();
+            this.wake(py)?;
+            (this.hub.clone_ref(py), this.worker.clone_ref(py))
+        };
+        let hub = hub.bind(py);
+        hub.borrow_mut().forget(slf.borrow().cid);
+        if said == RETIRED {
+            worker.bind(py).call_method0(pyo3::intern!(py, "retire"))?;
+        }
+        Hub::settle(hub)?;
         Ok(done(py))
     }
 
@@ -327,43 +336,12 @@ impl Exchange {
         Ok(waiter)
     }
 
-    /// More of the body came (`done`: all of it).
-    fn feed(&mut self, py: Python<'_>, body: Bound<'_, PyBytes>, done: bool) -> PyResult<()> {
-        let size = body.as_bytes().len();
-        if size > 0 {
-            self.body.push(body.unbind());
-            self.buffered += size;
-            if self.buffered > BODY_HIGH {
-                self.hub.bind(py).borrow_mut().pause(self.cid);
-            }
-        }
-        if done {
-            self.body_done = true;
-        }
-        self.wake(py)
-    }
-
     /// A `receive()` that waits looks again.
     fn wake(&mut self, py: Python<'_>) -> PyResult<()> {
         if let Some(waiter) = self.waiter.take() {
             resolve(py, waiter)?;
         }
         Ok(())
-    }
-
-    /// The unsent bytes drained: a `send()` that waits goes on.
-    fn drained(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let Some(drain) = self.drain.take() {
-            resolve(py, drain)?;
-        }
-        Ok(())
-    }
-
-    /// The client is gone (nginx aborted the request, or the connection closed).
-    fn lost(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.gone = true;
-        self.wake(py)?;
-        self.drained(py)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -394,6 +372,44 @@ impl Exchange {
         self.status = None;
         self.headers = None;
         self.task = None;
+    }
+}
+
+impl Exchange {
+    /// More of the body came (`done`: all of it).
+    pub(super) fn feed(
+        &mut self,
+        py: Python<'_>,
+        body: Bound<'_, PyBytes>,
+        done: bool,
+    ) -> PyResult<()> {
+        let size = body.as_bytes().len();
+        if size > 0 {
+            self.body.push(body.unbind());
+            self.buffered += size;
+            if self.buffered > BODY_HIGH {
+                self.hub.bind(py).borrow_mut().pause(self.cid);
+            }
+        }
+        if done {
+            self.body_done = true;
+        }
+        self.wake(py)
+    }
+
+    /// The unsent bytes drained: a `send()` that waits goes on.
+    pub(super) fn drained(&mut self, py: Python<'_>) -> PyResult<()> {
+        if let Some(drain) = self.drain.take() {
+            resolve(py, drain)?;
+        }
+        Ok(())
+    }
+
+    /// The client is gone (nginx aborted the request, or the connection closed).
+    pub(super) fn lost(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.gone = true;
+        self.wake(py)?;
+        self.drained(py)
     }
 }
 

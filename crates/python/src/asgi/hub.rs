@@ -31,10 +31,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::accept::{Accepting, CLOSED};
 use super::conn::{self, Decoded, KEEP, RETIRE};
+use super::exchange::Exchange;
 use super::ring::Ring;
 
 mod bridge;
@@ -58,7 +59,7 @@ const SHUT: u8 = 6;
 const SENT: u8 = 0;
 pub(super) const PRESSED: u8 = 1;
 pub(super) const LOST: u8 = 2;
-const RETIRED: u8 = 3;
+pub(super) const RETIRED: u8 = 3;
 
 /// Unsent bytes past which the app's `send()` waits, and below which it goes on (asyncio's
 /// transport marks).
@@ -162,14 +163,31 @@ pub struct Hub {
     armed: Option<Instant>,
     /// On an HTTP pool, what its connections add (`hub/http.rs`).
     http: Option<Side>,
+    /// The worker (`server.py`'s `Worker`), and what of it each request needs: its
+    /// `Exchange` class, the lifespan's `state`, its `tasks`, its loop.
+    worker: Py<PyAny>,
+    exchange: Py<PyAny>,
+    state: Py<PyDict>,
+    tasks: Py<PyDict>,
+    event_loop: Py<PyAny>,
+    /// The requests in hand, by connection id.
+    exchanges: HashMap<u64, Py<Exchange>>,
 }
 
 #[pymethods]
 impl Hub {
     /// Makes the set and starts accepting (says once how). `read_timeout`: the pool's
-    /// `request_read_timeout` in seconds.
+    /// `request_read_timeout` in seconds; `worker`, `server.py`'s `Worker`, whose requests
+    /// are made `exchange`s.
     #[new]
-    fn new(mount: Py<PyString>, asgi: Py<PyDict>, read_timeout: Option<f64>) -> PyResult<Hub> {
+    fn new(
+        mount: Py<PyString>,
+        asgi: Py<PyDict>,
+        read_timeout: Option<f64>,
+        worker: &Bound<'_, PyAny>,
+        exchange: Py<PyAny>,
+    ) -> PyResult<Hub> {
+        let py = worker.py();
         // SAFETY: epoll_create1 makes a new descriptor, which the OwnedFd then owns.
         let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if raw < 0 {
@@ -209,6 +227,12 @@ impl Hub {
             timers: BinaryHeap::new(),
             armed: None,
             http,
+            state: worker.getattr(pyo3::intern!(py, "state"))?.extract()?,
+            tasks: worker.getattr(pyo3::intern!(py, "tasks"))?.extract()?,
+            event_loop: worker.getattr(pyo3::intern!(py, "loop"))?.unbind(),
+            worker: worker.clone().unbind(),
+            exchange,
+            exchanges: HashMap::new(),
         })
     }
 
@@ -220,58 +244,6 @@ impl Hub {
     /// The connections open.
     fn open(&self) -> usize {
         self.slots.len()
-    }
-
-    /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
-    /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
-    /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
-    /// is gone, `(5, id)` its unsent bytes drained, `(6, 0)` the listener is shut.
-    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
-        // SAFETY: epoll_wait writes at most BATCH events into the array; timeout 0.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                BATCH as libc::c_int,
-                0,
-            )
-        };
-        let out = PyList::empty(py);
-        // After the wait: every id an event names was queued before it joined the set.
-        self.adopt_queued(py, &out)?;
-        for event in &events[..n.max(0) as usize] {
-            let (id, flags) = (event.u64, event.events);
-            if id == KICK {
-                self.kicked(py, &out)?;
-                continue;
-            }
-            // RING is checked before BRIDGE: its id has every bit but the lowest set.
-            if id == RING {
-                self.adopt_ring(py, Some(&out))?;
-                continue;
-            }
-            if id & bridge::BRIDGE != 0 {
-                self.bridged(id, flags);
-                continue;
-            }
-            if id == 0 {
-                if let Some(accepting) = &self.accepting {
-                    accepting.clear();
-                }
-                continue;
-            }
-            if flags & WRITE != 0 {
-                self.flush(id, &out)?;
-            }
-            let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
-            if flags & (READ | hangup) != 0 {
-                self.readable(py, id, &out)?;
-            }
-        }
-        self.settle_fresh();
-        self.report_gone(&out)?;
-        Ok(out)
     }
 
     /// The app's `http.response.body` for request `id` (its head held from
@@ -321,6 +293,7 @@ impl Hub {
     /// client is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
     fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
+        self.forget(id);
         let retiring = self.retiring;
         let Some(slot) = self.slots.get_mut(&id) else {
             return LOST;
@@ -407,7 +380,100 @@ impl Hub {
         at.saturating_duration_since(Instant::now()).as_secs_f64()
     }
 
-    /// The loop's timer fired: the deadlines due are acted on. Returns as [`Hub::poll`].
+    /// The set is readable (the loop's reader): one call serves it, begins the requests
+    /// that came and tells the others what happened to theirs.
+    fn on_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let events = slf.borrow_mut().poll(slf.py())?;
+        Hub::dispatch(slf, &events)?;
+        Hub::settle(slf)
+    }
+
+    /// The loop's timer fired: the deadlines due are acted on.
+    fn on_timer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let events = slf.borrow_mut().expire(slf.py())?;
+        Hub::dispatch(slf, &events)?;
+        Hub::settle(slf)
+    }
+
+    /// After the hub acted: its earliest deadline gets the loop's timer (`Worker.arm`,
+    /// called only when that deadline moved), and a retiring worker looks whether it is
+    /// done.
+    pub(super) fn settle(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (delay, retiring, worker) = {
+            let mut hub = slf.borrow_mut();
+            (hub.timer(), hub.retiring, hub.worker.clone_ref(py))
+        };
+        let worker = worker.bind(py);
+        if delay >= 0.0 {
+            worker.call_method1(pyo3::intern!(py, "arm"), (delay,))?;
+        }
+        if retiring {
+            worker.call_method0(pyo3::intern!(py, "check_done"))?;
+        }
+        Ok(())
+    }
+
+    /// Request `id` ended (its response complete, or failed): the hub forgets its exchange.
+    pub(super) fn forget(&mut self, id: u64) {
+        self.exchanges.remove(&id);
+    }
+}
+
+impl Hub {
+    /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
+    /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
+    /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
+    /// is gone, `(5, id)` its unsent bytes drained, `(6, 0)` the listener is shut.
+    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        // SAFETY: epoll_wait writes at most BATCH events into the array; timeout 0.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                BATCH as libc::c_int,
+                0,
+            )
+        };
+        let out = PyList::empty(py);
+        // After the wait: every id an event names was queued before it joined the set.
+        self.adopt_queued(py, &out)?;
+        for event in &events[..n.max(0) as usize] {
+            let (id, flags) = (event.u64, event.events);
+            if id == KICK {
+                self.kicked(py, &out)?;
+                continue;
+            }
+            // RING is checked before BRIDGE: its id has every bit but the lowest set.
+            if id == RING {
+                self.adopt_ring(py, Some(&out))?;
+                continue;
+            }
+            if id & bridge::BRIDGE != 0 {
+                self.bridged(id, flags);
+                continue;
+            }
+            if id == 0 {
+                if let Some(accepting) = &self.accepting {
+                    accepting.clear();
+                }
+                continue;
+            }
+            if flags & WRITE != 0 {
+                self.flush(id, &out)?;
+            }
+            let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            if flags & (READ | hangup) != 0 {
+                self.readable(py, id, &out)?;
+            }
+        }
+        self.settle_fresh();
+        self.report_gone(&out)?;
+        Ok(out)
+    }
+
+    /// The deadlines due are acted on. Returns as [`Hub::poll`].
     fn expire<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.armed = None;
         let now = Instant::now();
@@ -422,9 +488,96 @@ impl Hub {
         self.report_gone(&out)?;
         Ok(out)
     }
-}
 
-impl Hub {
+    /// Acts on what [`Hub::poll`] or [`Hub::expire`] returned: a request gets its
+    /// exchange and task ([`Hub::begin`]), the others go to the request's exchange; the
+    /// listener's shutting and a WebSocket's handover go to the worker.
+    fn dispatch(slf: &Bound<'_, Self>, events: &Bound<'_, PyList>) -> PyResult<()> {
+        let py = slf.py();
+        for event in events.iter() {
+            let event = event.cast_into::<PyTuple>()?;
+            let kind: u8 = event.get_item(0)?.extract()?;
+            match kind {
+                REQUEST => {
+                    Hub::begin(
+                        slf,
+                        event.get_item(1)?.extract()?,
+                        event.get_item(2)?.cast_into()?,
+                        event.get_item(3)?,
+                        event.get_item(4)?.extract()?,
+                    )?;
+                }
+                SHUT => {
+                    let worker = slf.borrow().worker.clone_ref(py);
+                    let worker = worker.bind(py);
+                    worker.setattr(pyo3::intern!(py, "stopping"), true)?;
+                    worker.call_method0(pyo3::intern!(py, "retire"))?;
+                }
+                http::UPGRADE => {
+                    let worker = slf.borrow().worker.clone_ref(py);
+                    let args = event.get_slice(1, event.len());
+                    worker
+                        .bind(py)
+                        .call_method1(pyo3::intern!(py, "upgrade"), args)?;
+                }
+                _ => {
+                    let id: u64 = event.get_item(1)?.extract()?;
+                    let exchange = slf.borrow().exchanges.get(&id).map(|e| e.clone_ref(py));
+                    let Some(exchange) = exchange else {
+                        continue;
+                    };
+                    let mut exchange = exchange.bind(py).borrow_mut();
+                    match kind {
+                        BODY => exchange.feed(
+                            py,
+                            event.get_item(2)?.cast_into()?,
+                            event.get_item(3)?.extract()?,
+                        )?,
+                        DRAINED => exchange.drained(py)?,
+                        _ => exchange.lost(py)?, // ABORT, GONE
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A request came: its exchange (`server.py`'s `Exchange`), and its task, which the
+    /// worker's `tasks` keeps to its end (the loop keeps only a weak reference to a task).
+    fn begin(
+        slf: &Bound<'_, Self>,
+        id: u64,
+        scope: Bound<'_, PyDict>,
+        body: Bound<'_, PyAny>,
+        complete: bool,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let (worker, kind, state, tasks, event_loop) = {
+            let hub = slf.borrow();
+            (
+                hub.worker.clone_ref(py),
+                hub.exchange.clone_ref(py),
+                hub.state.clone_ref(py),
+                hub.tasks.clone_ref(py),
+                hub.event_loop.clone_ref(py),
+            )
+        };
+        let state = state.bind(py);
+        if !state.is_empty() {
+            scope.set_item(pyo3::intern!(py, "state"), state.copy()?)?;
+        }
+        let exchange = kind.bind(py).call1((&worker, id, body, complete))?;
+        let coroutine = exchange.call_method1(pyo3::intern!(py, "run"), (&worker, scope))?;
+        let task = event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "create_task"), (coroutine,))?;
+        let exchange = exchange.cast_into::<Exchange>()?;
+        exchange.borrow_mut().task = Some(task.clone().unbind());
+        tasks.bind(py).set_item(task, py.None())?;
+        slf.borrow_mut().exchanges.insert(id, exchange.unbind());
+        Ok(())
+    }
+
     /// Takes the accept thread's new sockets.
     fn adopt_queued(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let Some(accepting) = &self.accepting else {

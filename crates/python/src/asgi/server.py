@@ -19,17 +19,13 @@ import traceback
 
 import _drover_asgi as _rs
 
-REQUEST, BODY, ABORT = 0, 1, 2
 EXIT_APP_LOAD = 4
 
 # The ASGI version this server speaks. 2.4: send() raises OSError once the client is gone,
 # which spares Starlette a task per streaming response to watch for http.disconnect.
 ASGI = {"version": "3.0", "spec_version": "2.4"}
-# What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT;
-# UPGRADE on an HTTP pool only (a WebSocket's socket, for http.py's `Worker.upgrade`).
-GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
-# What the hub's respond() and fail() say.
-SENT, PRESSED, LOST, RETIRED = 0, 1, 2, 3
+# What the hub's fail() says (as its respond(), which `Exchange.send` calls in Rust).
+RETIRED = 3
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
 
@@ -154,10 +150,9 @@ class Worker:
         # The requests' tasks, oldest first (a dict keeps insertion order), to their end.
         self.tasks = {}
         self.connecting = 0
-        # The connections, in Rust; the requests in hand by connection id; the loop timer
-        # behind the hub's deadlines.
+        # The connections and the requests in hand, in Rust; the loop timer behind the
+        # hub's deadlines.
         self.hub = None
-        self.exchanges = {}
         self.timer = None
         self.retiring = False
         # The master shut the listener down: the pool stops, no other worker takes what
@@ -170,77 +165,26 @@ class Worker:
         if self.retiring and not self.tasks:
             self.check_done()
 
-    def on_ready(self):
-        """The hub's set is readable: one call serves it."""
-        self.dispatch(self.hub.poll())
-        self.settle()
+    def arm(self, delay):
+        """The hub's earliest deadline moved (`Hub.settle`): the loop's timer follows."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.loop.call_later(delay, self.on_timer)
 
     def on_timer(self):
         self.timer = None
-        self.dispatch(self.hub.expire())
-        self.settle()
-
-    def dispatch(self, events):
-        exchanges = self.exchanges
-        for event in events:
-            kind = event[0]
-            if kind == REQUEST:
-                self.begin(event[1], event[2], event[3], event[4])
-            elif kind == BODY:
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.feed(event[2], event[3])
-            elif kind == DRAINED:
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.drained()
-            elif kind == SHUT:
-                self.stopping = True
-                self.retire()
-            elif kind == UPGRADE:
-                self.upgrade(*event[1:])
-            else:  # ABORT, GONE
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.lost()
-
-    def settle(self):
-        """After the hub acted: its earliest deadline gets the loop's timer."""
-        delay = self.hub.timer()
-        if delay >= 0:
-            if self.timer is not None:
-                self.timer.cancel()
-            self.timer = self.loop.call_later(delay, self.on_timer)
-        if self.retiring:
-            self.check_done()
-
-    def begin(self, cid, scope, body, done):
-        if self.state:
-            scope["state"] = self.state.copy()
-        self.exchanges[cid] = exchange = Exchange(self, cid, body, done)
-        # The loop keeps only a weak reference to a task: this dict keeps it to its end.
-        exchange.task = task = self.loop.create_task(exchange.run(self, scope))
-        self.tasks[task] = None
-
-    def ended(self, exchange, said):
-        """The response is complete (its END_REQUEST is written)."""
-        self.exchanges.pop(exchange.cid, None)
-        exchange.wake()
-        if said == RETIRED:
-            self.retire()
-        self.settle()
+        self.hub.on_timer()
 
     def failed(self, exchange):
         """The app raised or returned without finishing its response."""
         if exchange.complete:
             return
         exchange.complete = True
-        self.exchanges.pop(exchange.cid, None)
         said = self.hub.fail(exchange.cid, exchange.gone)
         exchange.wake()
         if said == RETIRED:
             self.retire()
-        self.settle()
+        self.hub.settle()
 
     def tick(self):
         if self.retiring:
@@ -260,7 +204,7 @@ class Worker:
             # The accepts stop; what is still in the set (requests in hand, kept
             # connections idling out) is served.
             self.stopping = self.hub.retire(self.stopping)
-            self.settle()
+            self.hub.settle()
             return
         self.check_done()
 
@@ -304,8 +248,8 @@ class Worker:
             log(f"lifespan startup failed: {failure}")
             return EXIT_APP_LOAD
         if not self.retiring:
-            self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout)
-            self.loop.add_reader(self.hub.fileno(), self.on_ready)
+            self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout, self, Exchange)
+            self.loop.add_reader(self.hub.fileno(), self.hub.on_ready)
             self.tick()
         await self.done
         await lifespan.shutdown()
