@@ -136,21 +136,20 @@ pub struct Exchange {
 
 #[pymethods]
 impl Exchange {
-    /// `worker`: `server.py`'s `Worker` (its hub, loop, `ended`); `body` what came with the
+    /// Made by the hub ([`Hub::begin`](super::hub::Hub)); `body` what came with the
     /// request, `done` whether that is all of it.
     #[new]
-    fn new(
-        worker: &Bound<'_, PyAny>,
-        cid: u64,
-        body: Bound<'_, PyBytes>,
-        done: bool,
-    ) -> PyResult<Self> {
-        let py = worker.py();
+    fn new(hub: &Bound<'_, Hub>, cid: u64, body: Bound<'_, PyBytes>, done: bool) -> Self {
+        let py = hub.py();
         let buffered = body.as_bytes().len();
-        Ok(Exchange {
-            hub: worker.getattr(pyo3::intern!(py, "hub"))?.extract()?,
-            event_loop: worker.getattr(pyo3::intern!(py, "loop"))?.unbind(),
-            worker: worker.clone().unbind(),
+        let (worker, event_loop) = {
+            let hub = hub.borrow();
+            (hub.worker.clone_ref(py), hub.event_loop.clone_ref(py))
+        };
+        Exchange {
+            hub: hub.clone().unbind(),
+            event_loop,
+            worker,
             cid,
             body: if buffered > 0 {
                 vec![body.unbind()]
@@ -168,7 +167,7 @@ impl Exchange {
             complete: false,
             gone: false,
             task: None,
-        })
+        }
     }
 
     /// The app's `send`: `http.response.start` is held, each `http.response.body` framed
@@ -206,7 +205,7 @@ impl Exchange {
                 )));
             }
         }
-        let (said, more) = {
+        let said = {
             let mut this = slf.borrow_mut();
             if !this.started || this.complete {
                 return Err(PyRuntimeError::new_err(if !this.started {
@@ -253,9 +252,8 @@ impl Exchange {
                 return Ok(done(py));
             }
             this.complete = true;
-            (said, more)
+            said
         };
-        debug_assert!(!more);
         // The response is complete (its END_REQUEST written): the hub forgets the request,
         // a receive() that waits hears the disconnect, the timer follows the hub.
         let (hub, worker) = {
@@ -270,6 +268,27 @@ impl Exchange {
         }
         Hub::settle(hub)?;
         Ok(done(py))
+    }
+
+    /// The request's task ended: the worker's `tasks` lets it go, and a retiring worker
+    /// looks whether it is done (`Worker.task_done`, for a request).
+    fn finished(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        let (tasks, retiring) = {
+            let hub = self.hub.bind(py).borrow();
+            (hub.tasks.clone_ref(py), hub.is_retiring())
+        };
+        tasks
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "pop"), (task, py.None()))?;
+        if retiring {
+            self.worker
+                .bind(py)
+                .call_method0(pyo3::intern!(py, "check_done"))?;
+        }
+        Ok(())
     }
 
     /// The app's `receive`: the message, ready, when there is one; else `waiting()`'s

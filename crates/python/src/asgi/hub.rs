@@ -1,15 +1,18 @@
 //! The FastCGI connections of an ASGI worker, all in Rust: one `Hub` per worker owns an
 //! epoll set holding every connection, and the loop watches only that set's descriptor
-//! (`add_reader`, with uvloop or plain asyncio). When it is readable, one call
-//! ([`Hub::poll`]) reads every connection that has bytes, decodes the records
-//! (`drover_fastcgi::Decoder`, through [`FastCgi`]) and returns what the loop must act on:
+//! (`add_reader`, with uvloop or plain asyncio; the reader is [`Hub::on_ready`]). When it
+//! is readable, one call ([`Hub::poll`]) reads every connection that has bytes, decodes
+//! the records (`drover_fastcgi::Decoder`, through [`FastCgi`]) and says what happened:
 //! the requests that came (id, scope, the body so far), more body, aborts, connections
-//! lost. The app's `send` writes through [`Hub::respond`] at once (non-blocking); what the
-//! socket does not take is kept here and flushed when the set says the socket is writable,
-//! and the app waits only when that exceeds [`WRITE_HIGH`]. The timeouts
-//! (`request_read_timeout`, HTTP's `send_timeout`, the lingering close, a retiring
-//! worker's idle connections) are deadlines here, behind one loop timer ([`Hub::timer`],
-//! [`Hub::expire`]).
+//! lost; [`Hub::dispatch`] acts on it, in Rust too: a request gets its `Exchange`
+//! (`exchange.rs`, subclassed by `server.py`) and its asyncio Task ([`Hub::begin`]), the
+//! rest goes to the request's `Exchange`. The app's `send` (`Exchange.send`) writes through
+//! [`Hub::respond`] at once (non-blocking); what the socket does not take is kept here and
+//! flushed when the set says the socket is writable, and the app waits only when that
+//! exceeds [`WRITE_HIGH`]. The timeouts (`request_read_timeout`, HTTP's `send_timeout`, the
+//! lingering close, a retiring worker's idle connections) are deadlines here, behind one
+//! loop timer ([`Hub::settle`] has the worker arm it only when the earliest deadline
+//! moved; [`Hub::expire`]).
 //!
 //! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
 //! and its task).
@@ -165,11 +168,11 @@ pub struct Hub {
     http: Option<Side>,
     /// The worker (`server.py`'s `Worker`), and what of it each request needs: its
     /// `Exchange` class, the lifespan's `state`, its `tasks`, its loop.
-    worker: Py<PyAny>,
+    pub(super) worker: Py<PyAny>,
     exchange: Py<PyAny>,
     state: Py<PyDict>,
-    tasks: Py<PyDict>,
-    event_loop: Py<PyAny>,
+    pub(super) tasks: Py<PyDict>,
+    pub(super) event_loop: Py<PyAny>,
     /// The requests in hand, by connection id.
     exchanges: HashMap<u64, Py<Exchange>>,
 }
@@ -413,14 +416,19 @@ impl Hub {
         }
         Ok(())
     }
+}
+
+impl Hub {
+    /// The worker retires (its `retiring`, once the hub is made).
+    pub(super) fn is_retiring(&self) -> bool {
+        self.retiring
+    }
 
     /// Request `id` ended (its response complete, or failed): the hub forgets its exchange.
     pub(super) fn forget(&mut self, id: u64) {
         self.exchanges.remove(&id);
     }
-}
 
-impl Hub {
     /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
     /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
     /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
@@ -566,7 +574,7 @@ impl Hub {
         if !state.is_empty() {
             scope.set_item(pyo3::intern!(py, "state"), state.copy()?)?;
         }
-        let exchange = kind.bind(py).call1((&worker, id, body, complete))?;
+        let exchange = kind.bind(py).call1((slf, id, body, complete))?;
         let coroutine = exchange.call_method1(pyo3::intern!(py, "run"), (&worker, scope))?;
         let task = event_loop
             .bind(py)

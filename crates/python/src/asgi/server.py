@@ -2,10 +2,11 @@
 
 The connections live in Rust (`_drover_asgi.Hub`: one epoll set the loop watches, the
 sockets read and written, the FastCGI records decoded and encoded, each request's scope
-built, the worker's books kept, the timeouts); this module is the loop's side: each
-request's ASGI cycle (`Exchange`) and task, lifespan, and the worker's life (retire on
-SIGTERM, max_requests, max_memory or the master's flag: stop accepting, finish what is in
-flight, run lifespan shutdown, exit). On an HTTP pool, a WebSocket's connection is
+built and its `Exchange` and task made, the worker's books kept, the timeouts), and so do
+each request's `send` and `receive` (`_drover_asgi.Exchange`, exchange.rs); this module is
+the loop's side: each request's coroutine (`Exchange.run`) and the `receive` that must
+wait, lifespan, and the worker's life (retire on SIGTERM, max_requests, max_memory or the
+master's flag: stop accepting, finish what is in flight, run lifespan shutdown, exit). On an HTTP pool, a WebSocket's connection is
 asyncio's transport once the hub hands its socket over (http.py's `WsConn`).
 """
 
@@ -71,7 +72,7 @@ class Exchange(_rs.Exchange):
                         f"({scope['method']} {scope['path']})")
                 worker.failed(self)
         finally:
-            worker.task_done(self.task)
+            self.finished()
 
 
 class Lifespan:
