@@ -376,10 +376,11 @@ impl Exchange {
             &self.status,
             &self.headers,
             &self.task,
-        ] {
-            if let Some(held) = held {
-                visit.call(held)?;
-            }
+        ]
+        .into_iter()
+        .flatten()
+        {
+            visit.call(held)?;
         }
         Ok(())
     }
