@@ -136,8 +136,8 @@ pub struct Exchange {
 
 #[pymethods]
 impl Exchange {
-    /// Made by the hub ([`Hub::begin`](super::hub::Hub)); `body` what came with the
-    /// request, `done` whether that is all of it.
+    /// Made by the hub (`Hub::begin`); `body` what came with the request, `done` whether
+    /// that is all of it.
     #[new]
     fn new(hub: &Bound<'_, Hub>, cid: u64, body: Bound<'_, PyBytes>, done: bool) -> Self {
         let py = hub.py();
