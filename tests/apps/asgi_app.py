@@ -190,19 +190,31 @@ async def failing_app(scope, receive, send):
 
 async def big_app(scope, receive, send):
     """`size` bytes (`?size=N`) in 64 KiB `send()`s, for clients that stop reading; says on
-    stderr (drover's log) how its response ended."""
+    stderr (drover's log) how its response ended, and the first time a `send()` waits for
+    the client (it gives the loop a turn: a callback scheduled before it runs meanwhile)."""
     if scope["type"] != "http":
         return
+    loop = asyncio.get_running_loop()
     size = int(scope["query_string"].decode().partition("size=")[2] or 0)
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/octet-stream"),
                             (b"content-length", str(size).encode())]})
     chunk = b"x" * 65536
     sent = 0
+    waited = False
+
+    def waiting(at):
+        nonlocal waited
+        if not waited:
+            waited = True
+            print(f"big response waits for the client after {at} bytes", file=sys.stderr, flush=True)
+
     try:
         while sent < size:
             n = min(len(chunk), size - sent)
+            handle = loop.call_soon(waiting, sent)
             await send({"type": "http.response.body", "body": chunk[:n], "more_body": sent + n < size})
+            handle.cancel()
             sent += n
     finally:
         print(f"big response ended after {sent} bytes", file=sys.stderr, flush=True)

@@ -448,6 +448,46 @@ fn smuggling_shapes_in_chunked_bodies_end_an_asgi_connection_with_a_log_line() {
     assert_eq!(http::get(&server.url("/hello")).status, 200);
 }
 
+/// Backpressure through the app's `send()`: a client that reads nothing past the head of a
+/// 32 MiB response fills the socket and the hub's buffer, so a `send()` must wait (the app
+/// logs the first that gives the loop a turn); once the client reads, the drained buffer
+/// lets it go on, and the response arrives whole.
+#[test]
+fn a_send_that_waits_for_a_slow_client_goes_on_once_it_reads_and_the_response_is_whole() {
+    const SIZE: usize = 32 << 20;
+    let server = Server::start_asgi("asgi_app:big_app", 1, "");
+    let mut client = server.connect();
+    client
+        .write_all(
+            format!("GET /?size={SIZE} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    let mut first = [0u8; 16];
+    client.read_exact(&mut first).unwrap();
+    assert!(first.starts_with(b"HTTP/1.1 200"), "{first:?}");
+    server
+        .drover
+        .log
+        .wait_for_line("big response waits for the client after", TIMEOUT);
+    let mut rest = Vec::new();
+    client.read_to_end(&mut rest).unwrap();
+    let mut whole = first.to_vec();
+    whole.extend_from_slice(&rest);
+    let at = whole
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("the head ends")
+        + 4;
+    let body = &whole[at..];
+    assert_eq!(body.len(), SIZE);
+    assert!(body.iter().all(|&b| b == b'x'));
+    server
+        .drover
+        .log
+        .wait_for_line(&format!("big response ended after {SIZE} bytes"), TIMEOUT);
+}
+
 /// A client that asks for 64 MiB and stops reading after the head: the hub keeps what
 /// the socket does not take and the app's `send()` waits, so nothing blocks, but the
 /// connection would be held for good. With `send_timeout`, once the client has taken

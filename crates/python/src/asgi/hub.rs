@@ -1,15 +1,18 @@
 //! The FastCGI connections of an ASGI worker, all in Rust: one `Hub` per worker owns an
 //! epoll set holding every connection, and the loop watches only that set's descriptor
-//! (`add_reader`, with uvloop or plain asyncio). When it is readable, one call
-//! ([`Hub::poll`]) reads every connection that has bytes, decodes the records
-//! (`drover_fastcgi::Decoder`, through [`FastCgi`]) and returns what the loop must act on:
+//! (`add_reader`, with uvloop or plain asyncio; the reader is [`Hub::on_ready`]). When it
+//! is readable, one call ([`Hub::poll`]) reads every connection that has bytes, decodes
+//! the records (`drover_fastcgi::Decoder`, through [`FastCgi`]) and says what happened:
 //! the requests that came (id, scope, the body so far), more body, aborts, connections
-//! lost. The app's `send` writes through [`Hub::respond`] at once (non-blocking); what the
-//! socket does not take is kept here and flushed when the set says the socket is writable,
-//! and the app waits only when that exceeds [`WRITE_HIGH`]. The timeouts
-//! (`request_read_timeout`, HTTP's `send_timeout`, the lingering close, a retiring
-//! worker's idle connections) are deadlines here, behind one loop timer ([`Hub::timer`],
-//! [`Hub::expire`]).
+//! lost; [`Hub::dispatch`] acts on it, in Rust too: a request gets its `Exchange`
+//! (`exchange.rs`, subclassed by `server.py`) and its asyncio Task ([`Hub::begin`]), the
+//! rest goes to the request's `Exchange`. The app's `send` (`Exchange.send`) writes through
+//! [`Hub::respond`] at once (non-blocking); what the socket does not take is kept here and
+//! flushed when the set says the socket is writable, and the app waits only when that
+//! exceeds [`WRITE_HIGH`]. The timeouts (`request_read_timeout`, HTTP's `send_timeout`, the
+//! lingering close, a retiring worker's idle connections) are deadlines here, behind one
+//! loop timer ([`Hub::settle`] has the worker arm it only when the earliest deadline
+//! moved; [`Hub::expire`]).
 //!
 //! Python keeps no object per connection: only each request's (`server.py`'s `Exchange`,
 //! and its task).
@@ -31,10 +34,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::accept::{Accepting, CLOSED};
 use super::conn::{self, Decoded, KEEP, RETIRE};
+use super::exchange::Exchange;
 use super::ring::Ring;
 
 mod bridge;
@@ -56,9 +60,9 @@ const SHUT: u8 = 6;
 /// What [`Hub::respond`] and [`Hub::fail`] say: sent; sent, and the app must wait for
 /// [`DRAINED`]; the connection is gone; the request ended and the worker must retire.
 const SENT: u8 = 0;
-const PRESSED: u8 = 1;
-const LOST: u8 = 2;
-const RETIRED: u8 = 3;
+pub(super) const PRESSED: u8 = 1;
+pub(super) const LOST: u8 = 2;
+pub(super) const RETIRED: u8 = 3;
 
 /// Unsent bytes past which the app's `send()` waits, and below which it goes on (asyncio's
 /// transport marks).
@@ -162,14 +166,31 @@ pub struct Hub {
     armed: Option<Instant>,
     /// On an HTTP pool, what its connections add (`hub/http.rs`).
     http: Option<Side>,
+    /// The worker (`server.py`'s `Worker`), and what of it each request needs: its
+    /// `Exchange` class, the lifespan's `state`, its `tasks`, its loop.
+    pub(super) worker: Py<PyAny>,
+    exchange: Py<PyAny>,
+    state: Py<PyDict>,
+    pub(super) tasks: Py<PyDict>,
+    pub(super) event_loop: Py<PyAny>,
+    /// The requests in hand, by connection id.
+    exchanges: HashMap<u64, Py<Exchange>>,
 }
 
 #[pymethods]
 impl Hub {
     /// Makes the set and starts accepting (says once how). `read_timeout`: the pool's
-    /// `request_read_timeout` in seconds.
+    /// `request_read_timeout` in seconds; `worker`, `server.py`'s `Worker`, whose requests
+    /// are made `exchange`s.
     #[new]
-    fn new(mount: Py<PyString>, asgi: Py<PyDict>, read_timeout: Option<f64>) -> PyResult<Hub> {
+    fn new(
+        mount: Py<PyString>,
+        asgi: Py<PyDict>,
+        read_timeout: Option<f64>,
+        worker: &Bound<'_, PyAny>,
+        exchange: Py<PyAny>,
+    ) -> PyResult<Hub> {
+        let py = worker.py();
         // SAFETY: epoll_create1 makes a new descriptor, which the OwnedFd then owns.
         let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if raw < 0 {
@@ -209,6 +230,12 @@ impl Hub {
             timers: BinaryHeap::new(),
             armed: None,
             http,
+            state: worker.getattr(pyo3::intern!(py, "state"))?.extract()?,
+            tasks: worker.getattr(pyo3::intern!(py, "tasks"))?.extract()?,
+            event_loop: worker.getattr(pyo3::intern!(py, "loop"))?.unbind(),
+            worker: worker.clone().unbind(),
+            exchange,
+            exchanges: HashMap::new(),
         })
     }
 
@@ -222,64 +249,12 @@ impl Hub {
         self.slots.len()
     }
 
-    /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
-    /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
-    /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
-    /// is gone, `(5, id)` its unsent bytes drained, `(6, 0)` the listener is shut.
-    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
-        // SAFETY: epoll_wait writes at most BATCH events into the array; timeout 0.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                BATCH as libc::c_int,
-                0,
-            )
-        };
-        let out = PyList::empty(py);
-        // After the wait: every id an event names was queued before it joined the set.
-        self.adopt_queued(py, &out)?;
-        for event in &events[..n.max(0) as usize] {
-            let (id, flags) = (event.u64, event.events);
-            if id == KICK {
-                self.kicked(py, &out)?;
-                continue;
-            }
-            // RING is checked before BRIDGE: its id has every bit but the lowest set.
-            if id == RING {
-                self.adopt_ring(py, Some(&out))?;
-                continue;
-            }
-            if id & bridge::BRIDGE != 0 {
-                self.bridged(id, flags);
-                continue;
-            }
-            if id == 0 {
-                if let Some(accepting) = &self.accepting {
-                    accepting.clear();
-                }
-                continue;
-            }
-            if flags & WRITE != 0 {
-                self.flush(id, &out)?;
-            }
-            let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
-            if flags & (READ | hangup) != 0 {
-                self.readable(py, id, &out)?;
-            }
-        }
-        self.settle_fresh();
-        self.report_gone(&out)?;
-        Ok(out)
-    }
-
     /// The app's `http.response.body` for request `id` (its head held from
     /// `http.response.start` given as `status` and `headers`): framed and written at once.
     /// Returns 0 sent, 1 sent but the app must wait for `(5, id)`, 2 the connection is
     /// gone, 3 the request ended and the worker must retire.
     #[pyo3(signature = (id, status, headers, body, more))]
-    fn respond(
+    pub(super) fn respond(
         &mut self,
         py: Python<'_>,
         id: u64,
@@ -321,6 +296,7 @@ impl Hub {
     /// client is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
     fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
+        self.forget(id);
         let retiring = self.retiring;
         let Some(slot) = self.slots.get_mut(&id) else {
             return LOST;
@@ -344,14 +320,14 @@ impl Hub {
 
     /// The app has not taken the body that came: the connection is not read until
     /// [`Hub::resume`].
-    fn pause(&mut self, id: u64) {
+    pub(super) fn pause(&mut self, id: u64) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.paused = true;
             watch(&self.epoll, id, slot);
         }
     }
 
-    fn resume(&mut self, id: u64) {
+    pub(super) fn resume(&mut self, id: u64) {
         if let Some(slot) = self.slots.get_mut(&id) {
             slot.paused = false;
             watch(&self.epoll, id, slot);
@@ -407,7 +383,105 @@ impl Hub {
         at.saturating_duration_since(Instant::now()).as_secs_f64()
     }
 
-    /// The loop's timer fired: the deadlines due are acted on. Returns as [`Hub::poll`].
+    /// The set is readable (the loop's reader): one call serves it, begins the requests
+    /// that came and tells the others what happened to theirs.
+    fn on_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let events = slf.borrow_mut().poll(slf.py())?;
+        Hub::dispatch(slf, &events)?;
+        Hub::settle(slf)
+    }
+
+    /// The loop's timer fired: the deadlines due are acted on.
+    fn on_timer(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let events = slf.borrow_mut().expire(slf.py())?;
+        Hub::dispatch(slf, &events)?;
+        Hub::settle(slf)
+    }
+
+    /// After the hub acted: its earliest deadline gets the loop's timer (`Worker.arm`,
+    /// called only when that deadline moved), and a retiring worker looks whether it is
+    /// done.
+    pub(super) fn settle(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (delay, retiring, worker) = {
+            let mut hub = slf.borrow_mut();
+            (hub.timer(), hub.retiring, hub.worker.clone_ref(py))
+        };
+        let worker = worker.bind(py);
+        if delay >= 0.0 {
+            worker.call_method1(pyo3::intern!(py, "arm"), (delay,))?;
+        }
+        if retiring {
+            worker.call_method0(pyo3::intern!(py, "check_done"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Hub {
+    /// The worker retires (its `retiring`, once the hub is made).
+    pub(super) fn is_retiring(&self) -> bool {
+        self.retiring
+    }
+
+    /// Request `id` ended (its response complete, or failed): the hub forgets its exchange.
+    pub(super) fn forget(&mut self, id: u64) {
+        self.exchanges.remove(&id);
+    }
+
+    /// Serves what the set holds: new connections, bytes in, sockets writable. Returns
+    /// what the loop acts on: `(0, id, scope, body, complete)` a request, `(1, id, body,
+    /// complete)` more of its body, `(2, id)` nginx aborted it, `(4, id)` its connection
+    /// is gone, `(5, id)` its unsent bytes drained, `(6, 0)` the listener is shut.
+    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+        // SAFETY: epoll_wait writes at most BATCH events into the array; timeout 0.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                events.as_mut_ptr(),
+                BATCH as libc::c_int,
+                0,
+            )
+        };
+        let out = PyList::empty(py);
+        // After the wait: every id an event names was queued before it joined the set.
+        self.adopt_queued(py, &out)?;
+        for event in &events[..n.max(0) as usize] {
+            let (id, flags) = (event.u64, event.events);
+            if id == KICK {
+                self.kicked(py, &out)?;
+                continue;
+            }
+            // RING is checked before BRIDGE: its id has every bit but the lowest set.
+            if id == RING {
+                self.adopt_ring(py, Some(&out))?;
+                continue;
+            }
+            if id & bridge::BRIDGE != 0 {
+                self.bridged(id, flags);
+                continue;
+            }
+            if id == 0 {
+                if let Some(accepting) = &self.accepting {
+                    accepting.clear();
+                }
+                continue;
+            }
+            if flags & WRITE != 0 {
+                self.flush(id, &out)?;
+            }
+            let hangup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            if flags & (READ | hangup) != 0 {
+                self.readable(py, id, &out)?;
+            }
+        }
+        self.settle_fresh();
+        self.report_gone(&out)?;
+        Ok(out)
+    }
+
+    /// The deadlines due are acted on. Returns as [`Hub::poll`].
     fn expire<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.armed = None;
         let now = Instant::now();
@@ -422,9 +496,96 @@ impl Hub {
         self.report_gone(&out)?;
         Ok(out)
     }
-}
 
-impl Hub {
+    /// Acts on what [`Hub::poll`] or [`Hub::expire`] returned: a request gets its
+    /// exchange and task ([`Hub::begin`]), the others go to the request's exchange; the
+    /// listener's shutting and a WebSocket's handover go to the worker.
+    fn dispatch(slf: &Bound<'_, Self>, events: &Bound<'_, PyList>) -> PyResult<()> {
+        let py = slf.py();
+        for event in events.iter() {
+            let event = event.cast_into::<PyTuple>()?;
+            let kind: u8 = event.get_item(0)?.extract()?;
+            match kind {
+                REQUEST => {
+                    Hub::begin(
+                        slf,
+                        event.get_item(1)?.extract()?,
+                        event.get_item(2)?.cast_into()?,
+                        event.get_item(3)?,
+                        event.get_item(4)?.extract()?,
+                    )?;
+                }
+                SHUT => {
+                    let worker = slf.borrow().worker.clone_ref(py);
+                    let worker = worker.bind(py);
+                    worker.setattr(pyo3::intern!(py, "stopping"), true)?;
+                    worker.call_method0(pyo3::intern!(py, "retire"))?;
+                }
+                http::UPGRADE => {
+                    let worker = slf.borrow().worker.clone_ref(py);
+                    let args = event.get_slice(1, event.len());
+                    worker
+                        .bind(py)
+                        .call_method1(pyo3::intern!(py, "upgrade"), args)?;
+                }
+                _ => {
+                    let id: u64 = event.get_item(1)?.extract()?;
+                    let exchange = slf.borrow().exchanges.get(&id).map(|e| e.clone_ref(py));
+                    let Some(exchange) = exchange else {
+                        continue;
+                    };
+                    let mut exchange = exchange.bind(py).borrow_mut();
+                    match kind {
+                        BODY => exchange.feed(
+                            py,
+                            event.get_item(2)?.cast_into()?,
+                            event.get_item(3)?.extract()?,
+                        )?,
+                        DRAINED => exchange.drained(py)?,
+                        _ => exchange.lost(py)?, // ABORT, GONE
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A request came: its exchange (`server.py`'s `Exchange`), and its task, which the
+    /// worker's `tasks` keeps to its end (the loop keeps only a weak reference to a task).
+    fn begin(
+        slf: &Bound<'_, Self>,
+        id: u64,
+        scope: Bound<'_, PyDict>,
+        body: Bound<'_, PyAny>,
+        complete: bool,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let (worker, kind, state, tasks, event_loop) = {
+            let hub = slf.borrow();
+            (
+                hub.worker.clone_ref(py),
+                hub.exchange.clone_ref(py),
+                hub.state.clone_ref(py),
+                hub.tasks.clone_ref(py),
+                hub.event_loop.clone_ref(py),
+            )
+        };
+        let state = state.bind(py);
+        if !state.is_empty() {
+            scope.set_item(pyo3::intern!(py, "state"), state.copy()?)?;
+        }
+        let exchange = kind.bind(py).call1((slf, id, body, complete))?;
+        let coroutine = exchange.call_method1(pyo3::intern!(py, "run"), (&worker, scope))?;
+        let task = event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "create_task"), (coroutine,))?;
+        let exchange = exchange.cast_into::<Exchange>()?;
+        exchange.borrow_mut().task = Some(task.clone().unbind());
+        tasks.bind(py).set_item(task, py.None())?;
+        slf.borrow_mut().exchanges.insert(id, exchange.unbind());
+        Ok(())
+    }
+
     /// Takes the accept thread's new sockets.
     fn adopt_queued(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let Some(accepting) = &self.accepting else {

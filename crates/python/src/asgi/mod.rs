@@ -5,8 +5,9 @@
 //!
 //! | file        | side   | owns |
 //! |-------------|--------|------|
-//! | `server.py` | Python | the loop: each request's `receive`/`send` and task (`Exchange`), lifespan, the worker's retire and exit |
-//! | `hub.rs`    | Rust   | `Hub`: every connection of the worker in one epoll set the loop watches; reads, writes, timeouts, lingering close |
+//! | `server.py` | Python | the loop: each request's coroutine (`Exchange.run`) and the `receive` that waits, lifespan, the worker's retire and exit |
+//! | `exchange.rs` | Rust | `Exchange`, one request's ASGI cycle: its `send` and `receive`, awaitables already done unless they must wait |
+//! | `hub.rs`    | Rust   | `Hub`: every connection of the worker in one epoll set the loop watches; reads, writes, timeouts, lingering close; each request begun (its `Exchange` and task) |
 //! | `hub/http.rs` | Rust | the hub's HTTP/1.1 connections: keep-alive and read clocks, refusals, pipelining, the WebSocket handover |
 //! | `conn.rs`   | Rust   | `FastCgi`, one connection's protocol: bytes in → events (`drover_fastcgi::Decoder`, the scope built), ASGI messages → records, the ledger |
 //! | `link.rs`   | Rust   | non-blocking `recv()` into Rust buffers |
@@ -31,6 +32,7 @@
 mod accept;
 mod conn;
 pub mod encode;
+mod exchange;
 mod http;
 mod hub;
 mod link;
@@ -97,6 +99,12 @@ fn serve(
 ) -> PyResult<i32> {
     let module = PyModule::new(py, "_drover_asgi")?;
     module.add_class::<hub::Hub>()?;
+    module.add_class::<exchange::Exchange>()?;
+    module.add_class::<exchange::Ready>()?;
+    module.add(
+        "ClientDisconnected",
+        py.get_type::<exchange::ClientDisconnected>(),
+    )?;
     module.add_function(pyo3::wrap_pyfunction!(must_retire, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(retiring, &module)?)?;
     module.add_function(pyo3::wrap_pyfunction!(give_back_memory, &module)?)?;

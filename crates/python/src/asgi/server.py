@@ -2,10 +2,11 @@
 
 The connections live in Rust (`_drover_asgi.Hub`: one epoll set the loop watches, the
 sockets read and written, the FastCGI records decoded and encoded, each request's scope
-built, the worker's books kept, the timeouts); this module is the loop's side: each
-request's ASGI cycle (`Exchange`) and task, lifespan, and the worker's life (retire on
-SIGTERM, max_requests, max_memory or the master's flag: stop accepting, finish what is in
-flight, run lifespan shutdown, exit). On an HTTP pool, a WebSocket's connection is
+built and its `Exchange` and task made, the worker's books kept, the timeouts), and so do
+each request's `send` and `receive` (`_drover_asgi.Exchange`, exchange.rs); this module is
+the loop's side: each request's coroutine (`Exchange.run`) and the `receive` that must
+wait, lifespan, and the worker's life (retire on SIGTERM, max_requests, max_memory or the
+master's flag: stop accepting, finish what is in flight, run lifespan shutdown, exit). On an HTTP pool, a WebSocket's connection is
 asyncio's transport once the hub hands its socket over (http.py's `WsConn`).
 """
 
@@ -19,20 +20,13 @@ import traceback
 
 import _drover_asgi as _rs
 
-REQUEST, BODY, ABORT = 0, 1, 2
 EXIT_APP_LOAD = 4
 
 # The ASGI version this server speaks. 2.4: send() raises OSError once the client is gone,
 # which spares Starlette a task per streaming response to watch for http.disconnect.
 ASGI = {"version": "3.0", "spec_version": "2.4"}
-# Request body buffered for an app that does not read it: past this, the connection stops
-# being read until the app takes what is there.
-BODY_HIGH = 1 << 20
-# What the hub tells the loop (`Hub.poll`, `Hub.expire`), besides REQUEST, BODY and ABORT;
-# UPGRADE on an HTTP pool only (a WebSocket's socket, for http.py's `Worker.upgrade`).
-GONE, DRAINED, SHUT, UPGRADE = 4, 5, 6, 7
-# What the hub's respond() and fail() say.
-SENT, PRESSED, LOST, RETIRED = 0, 1, 2, 3
+# What the hub's fail() says (as its respond(), which `Exchange.send` calls in Rust).
+RETIRED = 3
 # How often the loop looks at the master's retire flag in the scoreboard.
 TICK = 1.0
 
@@ -41,68 +35,26 @@ def log(line):
     sys.stderr.write(line + "\n")
 
 
-class ClientDisconnected(OSError):
-    """send() after the client went away (ASGI 2.4)."""
+# send() after the client went away (ASGI 2.4): an OSError, raised by `Exchange.send`.
+ClientDisconnected = _rs.ClientDisconnected
 
 
-class Request:
-    """One request's ASGI cycle: the app's `receive`, its task, and the state both sides
-    read; `Exchange` adds `send`, `pause`, `resume` and `failed`."""
+class Exchange(_rs.Exchange):
+    """One request on the hub, named by `cid`: its ASGI cycle and task. `send`, `receive`
+    and the state they share are in Rust (`exchange.rs`): a send or receive that need not
+    wait returns an awaitable already done, and costs no coroutine. What stays here is the
+    request's coroutine and the receive that must wait for body."""
 
-    __slots__ = (
-        "loop", "body", "buffered", "body_done", "delivered", "waiter",
-        "started", "status", "headers", "complete", "gone", "task",
-    )
+    __slots__ = ()
 
-    def __init__(self, loop, body, body_done):
-        self.loop = loop
-        self.body = [body] if body else []
-        self.buffered = len(body)
-        self.body_done = body_done
-        self.delivered = False
-        self.waiter = None
-        self.started = False
-        self.status = None
-        self.headers = None
-        self.complete = False
-        self.gone = False
-        self.task = None
-
-    def wake(self):
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def feed(self, body, done):
-        if body:
-            self.body.append(body)
-            self.buffered += len(body)
-            if self.buffered > BODY_HIGH:
-                self.pause()
-        if done:
-            self.body_done = True
-        self.wake()
-
-    async def receive(self):
+    async def waiting(self):
+        """`receive()` when nothing is there yet: waits for body, the response's end or
+        the client's going."""
         while True:
-            if self.gone:
-                return {"type": "http.disconnect"}
-            if not self.delivered:
-                if self.body or self.body_done:
-                    chunks = self.body
-                    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-                    self.body = []
-                    if self.buffered > BODY_HIGH:
-                        self.resume()
-                    self.buffered = 0
-                    self.delivered = self.body_done
-                    return {"type": "http.request", "body": body, "more_body": not self.body_done}
-            elif self.complete:
-                return {"type": "http.disconnect"}
-            self.waiter = waiter = self.loop.create_future()
-            await waiter
+            await self.wait()
+            message = self.take()
+            if message is not None:
+                return message
 
     async def run(self, worker, scope):
         try:
@@ -111,83 +63,16 @@ class Request:
             if not self.gone:
                 log(f"Exception in ASGI app ({scope['method']} {scope['path']}):\n"
                     + "".join(traceback.format_exception(exc)).rstrip())
-            self.failed()
+            worker.failed(self)
         else:
             if not self.complete:
                 if not self.gone:
                     what = "finishing" if self.started else "starting"
                     log(f"ASGI app returned without {what} its response "
                         f"({scope['method']} {scope['path']})")
-                self.failed()
+                worker.failed(self)
         finally:
-            worker.task_done(self.task)
-
-
-class Exchange(Request):
-    """One request on the hub: the app's receive and send. The connection is the hub's,
-    named by `cid`."""
-
-    __slots__ = ("worker", "hub", "cid", "drain")
-
-    def __init__(self, worker, cid, body, body_done):
-        super().__init__(worker.loop, body, body_done)
-        self.worker = worker
-        self.hub = worker.hub
-        self.cid = cid
-        self.drain = None
-
-    def drained(self):
-        drain, self.drain = self.drain, None
-        if drain is not None and not drain.done():
-            drain.set_result(None)
-
-    def lost(self):
-        """The client is gone (nginx aborted the request, or the connection closed)."""
-        self.gone = True
-        self.wake()
-        self.drained()
-
-    def pause(self):
-        self.hub.pause(self.cid)
-
-    def resume(self):
-        self.hub.resume(self.cid)
-
-    def failed(self):
-        self.worker.failed(self)
-
-    async def send(self, message):
-        kind = message["type"]
-        if kind == "http.response.body":
-            if not self.started or self.complete:
-                raise RuntimeError(
-                    "http.response.body before http.response.start"
-                    if not self.started else "http.response.body after the response ended")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            more = message.get("more_body", False)
-            said = self.hub.respond(self.cid, self.status, self.headers,
-                                    message.get("body", b""), more)
-            self.status = None
-            if more:
-                if said == PRESSED:
-                    self.drain = self.worker.loop.create_future()
-                    await self.drain
-                elif said == LOST:
-                    self.gone = True
-            else:
-                self.complete = True
-                self.worker.ended(self, said)
-        elif kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("http.response.start sent twice")
-            if self.gone:
-                raise ClientDisconnected("the client went away")
-            self.started = True
-            self.status = message["status"]
-            self.headers = message.get("headers")
-        else:
-            raise RuntimeError(f"unexpected ASGI message {kind!r} for an HTTP request")
+            self.finished()
 
 
 class Lifespan:
@@ -266,10 +151,9 @@ class Worker:
         # The requests' tasks, oldest first (a dict keeps insertion order), to their end.
         self.tasks = {}
         self.connecting = 0
-        # The connections, in Rust; the requests in hand by connection id; the loop timer
-        # behind the hub's deadlines.
+        # The connections and the requests in hand, in Rust; the loop timer behind the
+        # hub's deadlines.
         self.hub = None
-        self.exchanges = {}
         self.timer = None
         self.retiring = False
         # The master shut the listener down: the pool stops, no other worker takes what
@@ -282,77 +166,26 @@ class Worker:
         if self.retiring and not self.tasks:
             self.check_done()
 
-    def on_ready(self):
-        """The hub's set is readable: one call serves it."""
-        self.dispatch(self.hub.poll())
-        self.settle()
+    def arm(self, delay):
+        """The hub's earliest deadline moved (`Hub.settle`): the loop's timer follows."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.loop.call_later(delay, self.on_timer)
 
     def on_timer(self):
         self.timer = None
-        self.dispatch(self.hub.expire())
-        self.settle()
-
-    def dispatch(self, events):
-        exchanges = self.exchanges
-        for event in events:
-            kind = event[0]
-            if kind == REQUEST:
-                self.begin(event[1], event[2], event[3], event[4])
-            elif kind == BODY:
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.feed(event[2], event[3])
-            elif kind == DRAINED:
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.drained()
-            elif kind == SHUT:
-                self.stopping = True
-                self.retire()
-            elif kind == UPGRADE:
-                self.upgrade(*event[1:])
-            else:  # ABORT, GONE
-                exchange = exchanges.get(event[1])
-                if exchange is not None:
-                    exchange.lost()
-
-    def settle(self):
-        """After the hub acted: its earliest deadline gets the loop's timer."""
-        delay = self.hub.timer()
-        if delay >= 0:
-            if self.timer is not None:
-                self.timer.cancel()
-            self.timer = self.loop.call_later(delay, self.on_timer)
-        if self.retiring:
-            self.check_done()
-
-    def begin(self, cid, scope, body, done):
-        if self.state:
-            scope["state"] = self.state.copy()
-        self.exchanges[cid] = exchange = Exchange(self, cid, body, done)
-        # The loop keeps only a weak reference to a task: this dict keeps it to its end.
-        exchange.task = task = self.loop.create_task(exchange.run(self, scope))
-        self.tasks[task] = None
-
-    def ended(self, exchange, said):
-        """The response is complete (its END_REQUEST is written)."""
-        self.exchanges.pop(exchange.cid, None)
-        exchange.wake()
-        if said == RETIRED:
-            self.retire()
-        self.settle()
+        self.hub.on_timer()
 
     def failed(self, exchange):
         """The app raised or returned without finishing its response."""
         if exchange.complete:
             return
         exchange.complete = True
-        self.exchanges.pop(exchange.cid, None)
         said = self.hub.fail(exchange.cid, exchange.gone)
         exchange.wake()
         if said == RETIRED:
             self.retire()
-        self.settle()
+        self.hub.settle()
 
     def tick(self):
         if self.retiring:
@@ -372,7 +205,7 @@ class Worker:
             # The accepts stop; what is still in the set (requests in hand, kept
             # connections idling out) is served.
             self.stopping = self.hub.retire(self.stopping)
-            self.settle()
+            self.hub.settle()
             return
         self.check_done()
 
@@ -416,8 +249,8 @@ class Worker:
             log(f"lifespan startup failed: {failure}")
             return EXIT_APP_LOAD
         if not self.retiring:
-            self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout)
-            self.loop.add_reader(self.hub.fileno(), self.on_ready)
+            self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout, self, Exchange)
+            self.loop.add_reader(self.hub.fileno(), self.hub.on_ready)
             self.tick()
         await self.done
         await lifespan.shutdown()

@@ -40,7 +40,7 @@ use crate::asgi::http::{self, Event, Http};
 
 /// `(7, fd, scope, head, rest, unsent)`: a WebSocket handshake; the socket is Python's
 /// from here on.
-const UPGRADE: u8 = 7;
+pub(super) const UPGRADE: u8 = 7;
 /// The event id of the set's eventfd, written when a connection has a pipelined request
 /// buffered and no byte will come to say so.
 pub(super) const KICK: u64 = u64::MAX;
