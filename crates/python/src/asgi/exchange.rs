@@ -103,9 +103,8 @@ impl Ready {
 /// One request on the hub, named by `cid` (its connection's id there).
 #[pyclass(module = "_drover_asgi", subclass)]
 pub struct Exchange {
+    /// The hub, and through it the worker and its loop.
     hub: Py<Hub>,
-    worker: Py<PyAny>,
-    event_loop: Py<PyAny>,
     #[pyo3(get)]
     cid: u64,
     /// Body received and not yet given to the app, and its size.
@@ -140,16 +139,9 @@ impl Exchange {
     /// that is all of it.
     #[new]
     fn new(hub: &Bound<'_, Hub>, cid: u64, body: Bound<'_, PyBytes>, done: bool) -> Self {
-        let py = hub.py();
         let buffered = body.as_bytes().len();
-        let (worker, event_loop) = {
-            let hub = hub.borrow();
-            (hub.worker.clone_ref(py), hub.event_loop.clone_ref(py))
-        };
         Exchange {
             hub: hub.clone().unbind(),
-            event_loop,
-            worker,
             cid,
             body: if buffered > 0 {
                 vec![body.unbind()]
@@ -239,11 +231,7 @@ impl Exchange {
             this.status = None;
             if more {
                 if said == PRESSED {
-                    let drain = this
-                        .event_loop
-                        .bind(py)
-                        .call_method0(pyo3::intern!(py, "create_future"))?
-                        .unbind();
+                    let drain = this.future(py)?;
                     this.drain = Some(drain.clone_ref(py));
                     return Ok(drain);
                 } else if said == LOST {
@@ -254,16 +242,16 @@ impl Exchange {
             this.complete = true;
             said
         };
-        // The response is complete (its END_REQUEST written): the hub forgets the request,
-        // a receive() that waits hears the disconnect, the timer follows the hub.
-        let (hub, worker) = {
+        // The response is complete (its END_REQUEST written, the hub has forgotten the
+        // request): a receive() that waits hears the disconnect, the timer follows the hub.
+        let hub = {
             let mut this = slf.borrow_mut();
             this.wake(py)?;
-            (this.hub.clone_ref(py), this.worker.clone_ref(py))
+            this.hub.clone_ref(py)
         };
         let hub = hub.bind(py);
-        hub.borrow_mut().forget(slf.borrow().cid);
         if said == RETIRED {
+            let worker = hub.borrow().worker.clone_ref(py);
             worker.bind(py).call_method0(pyo3::intern!(py, "retire"))?;
         }
         Hub::settle(hub)?;
@@ -276,15 +264,16 @@ impl Exchange {
         let Some(task) = self.task.take() else {
             return Ok(());
         };
-        let (tasks, retiring) = {
+        let (tasks, worker) = {
             let hub = self.hub.bind(py).borrow();
-            (hub.tasks.clone_ref(py), hub.is_retiring())
+            let retiring = hub.is_retiring().then(|| hub.worker.clone_ref(py));
+            (hub.tasks.clone_ref(py), retiring)
         };
         tasks
             .bind(py)
             .call_method1(pyo3::intern!(py, "pop"), (task, py.None()))?;
-        if retiring {
-            self.worker
+        if let Some(worker) = worker {
+            worker
                 .bind(py)
                 .call_method0(pyo3::intern!(py, "check_done"))?;
         }
@@ -346,11 +335,7 @@ impl Exchange {
 
     /// The Future `waiting()` awaits until body comes, the response ends or the client goes.
     fn wait(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let waiter = self
-            .event_loop
-            .bind(py)
-            .call_method0(pyo3::intern!(py, "create_future"))?
-            .unbind();
+        let waiter = self.future(py)?;
         self.waiter = Some(waiter.clone_ref(py));
         Ok(waiter)
     }
@@ -365,8 +350,6 @@ impl Exchange {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.hub)?;
-        visit.call(&self.worker)?;
-        visit.call(&self.event_loop)?;
         for chunk in &self.body {
             visit.call(chunk)?;
         }
@@ -396,6 +379,15 @@ impl Exchange {
 }
 
 impl Exchange {
+    /// A new Future of the worker's loop, for a `send()` or `receive()` that waits.
+    fn future(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let event_loop = self.hub.bind(py).borrow().event_loop.clone_ref(py);
+        Ok(event_loop
+            .bind(py)
+            .call_method0(pyo3::intern!(py, "create_future"))?
+            .unbind())
+    }
+
     /// More of the body came (`done`: all of it).
     pub(super) fn feed(
         &mut self,

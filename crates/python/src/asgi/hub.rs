@@ -263,6 +263,9 @@ impl Hub {
         body: &[u8],
         more: bool,
     ) -> PyResult<u8> {
+        if !more {
+            self.forget(id);
+        }
         let retiring = self.retiring;
         let Some(slot) = self.slots.get_mut(&id) else {
             return Ok(LOST);
@@ -425,7 +428,7 @@ impl Hub {
     }
 
     /// Request `id` ended (its response complete, or failed): the hub forgets its exchange.
-    pub(super) fn forget(&mut self, id: u64) {
+    fn forget(&mut self, id: u64) {
         self.exchanges.remove(&id);
     }
 
