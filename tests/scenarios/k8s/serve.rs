@@ -2,6 +2,7 @@
 //! writes files `drover -t` takes; errors name the flag.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::Command;
 
 use nix::sys::signal::Signal;
@@ -20,8 +21,13 @@ def app(environ, start_response):
 "#;
 
 fn serve(site: &Site, args: &[&str]) -> Command {
+    serve_from(Path::new(bin()), site, args)
+}
+
+/// [`serve`] with the `drover` at `program` (its runtimes beside it).
+fn serve_from(program: &Path, site: &Site, args: &[&str]) -> Command {
     python_runtime();
-    let mut command = Command::new(bin());
+    let mut command = Command::new(program);
     command
         .arg("serve")
         .args(args)
@@ -284,6 +290,17 @@ fn as_root_serve_runs_the_app_as_root_or_as_u() {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
+    // The binaries, where nobody may run them from: the checkout may be in a folder only
+    // root enters (/root, a `mktemp -d`), and `-u nobody` execs drover-python as nobody.
+    let bin_dir = site.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    python_runtime();
+    let built = Path::new(bin()).parent().unwrap();
+    for name in ["drover", "drover-admin", "drover-python"] {
+        std::fs::copy(built.join(name), bin_dir.join(name)).unwrap();
+        std::fs::set_permissions(bin_dir.join(name), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
     let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
     for (flags, uid) in [
         (&[][..], 0),
@@ -292,7 +309,7 @@ fn as_root_serve_runs_the_app_as_root_or_as_u() {
         let addr = format!("127.0.0.1:{}", free_port());
         let mut args = vec!["--python", "who:app", "--http", &addr];
         args.extend(flags);
-        let serving = spawn(serve(&site, &args));
+        let serving = spawn(serve_from(&bin_dir.join("drover"), &site, &args));
         serving.log.wait_for_line("ready:", TIMEOUT);
         let (status, body) = curl(&format!("http://{addr}/"), None);
         assert_eq!(
