@@ -6,8 +6,10 @@
 //! the requests that came (id, scope, the body so far), more body, aborts, connections
 //! lost; [`Hub::dispatch`] acts on it, in Rust too: a request gets its `Exchange`
 //! (`exchange.rs`, subclassed by `server.py`) and its asyncio Task ([`Hub::begin`]), the
-//! rest goes to the request's `Exchange`. The app's `send` (`Exchange.send`) writes through
-//! [`Hub::respond`] at once (non-blocking); what the socket does not take is kept here and
+//! rest goes to the request's `Exchange`. The app's `send` (`Exchange.send`) frames through
+//! [`Hub::respond`] at once, and the frames go out at the end of the loop's turn, every
+//! response of the turn together ([`Hub::on_turn_end`], non-blocking: docs/ARCHITECTURE.md,
+//! "A turn's responses go out together"); what the socket does not take is kept here and
 //! flushed when the set says the socket is writable, and the app waits only when that
 //! exceeds [`WRITE_HIGH`]. The timeouts (`request_read_timeout`, HTTP's `send_timeout`, the
 //! lingering close, a retiring worker's idle connections) are deadlines here, behind one
@@ -109,6 +111,9 @@ struct Slot {
     shut_after: bool,
     /// The app waits for `out` to drain.
     pressed: bool,
+    /// `out` holds the app's response, sent at the end of the loop's turn
+    /// ([`Hub::on_turn_end`]): the set is not watching for it.
+    deferred: bool,
     /// Bytes came since the accept.
     got_any: bool,
     /// A request ended and the connection went on (counted in [`Hub::kept`]).
@@ -134,7 +139,11 @@ impl Slot {
         } else {
             0
         };
-        let write = if self.pending() > 0 { WRITE } else { 0 };
+        let write = if self.pending() > 0 && !self.deferred {
+            WRITE
+        } else {
+            0
+        };
         read | write
     }
 }
@@ -175,6 +184,11 @@ pub struct Hub {
     pub(super) event_loop: Py<PyAny>,
     /// The requests in hand, by connection id.
     exchanges: HashMap<u64, Py<Exchange>>,
+    /// The connections whose responses wait for the end of the loop's turn, and the
+    /// hub's `on_turn_end`, which the loop calls then (`call_soon`) when one is waiting.
+    deferred: Vec<u64>,
+    turn_end: Option<Py<PyAny>>,
+    turn_scheduled: bool,
 }
 
 #[pymethods]
@@ -236,6 +250,9 @@ impl Hub {
             worker: worker.clone().unbind(),
             exchange,
             exchanges: HashMap::new(),
+            deferred: Vec::new(),
+            turn_end: None,
+            turn_scheduled: false,
         })
     }
 
@@ -250,7 +267,8 @@ impl Hub {
     }
 
     /// The app's `http.response.body` for request `id` (its head held from
-    /// `http.response.start` given as `status` and `headers`): framed and written at once.
+    /// `http.response.start` given as `status` and `headers`): framed at once, sent at the
+    /// turn's end ([`Hub::write_deferred`]).
     /// Returns 0 sent, 1 sent but the app must wait for `(5, id)`, 2 the connection is
     /// gone, 3 the request ended and the worker must retire.
     #[pyo3(signature = (id, status, headers, body, more))]
@@ -280,7 +298,7 @@ impl Hub {
             }
             slot.fcgi.done()
         };
-        if !self.write(id, &data) {
+        if !self.write_deferred(py, id, &data)? {
             return Ok(LOST);
         }
         if more {
@@ -298,16 +316,16 @@ impl Hub {
     /// response): a 500, or the response cut short ([`FastCgi::fail_into`]); `gone`: the
     /// client is gone, nothing is written and the connection closes. Returns as
     /// [`Hub::respond`].
-    fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> u8 {
+    fn fail(&mut self, py: Python<'_>, id: u64, gone: bool) -> PyResult<u8> {
         self.forget(id);
         let retiring = self.retiring;
         let Some(slot) = self.slots.get_mut(&id) else {
-            return LOST;
+            return Ok(LOST);
         };
         if gone || !slot.fcgi.in_hand() {
             slot.fcgi.gone();
             self.close(id, true);
-            return LOST;
+            return Ok(LOST);
         }
         let mut data = Vec::new();
         slot.fcgi.fail_into(&mut data);
@@ -315,10 +333,10 @@ impl Hub {
             data.extend_from_slice(slot.fcgi.not_kept());
         }
         let verdict = slot.fcgi.done();
-        if !self.write(id, &data) {
-            return LOST;
+        if !self.write_deferred(py, id, &data)? {
+            return Ok(LOST);
         }
-        self.ended(py, id, verdict)
+        Ok(self.ended(py, id, verdict))
     }
 
     /// The app has not taken the body that came: the connection is not read until
@@ -358,6 +376,8 @@ impl Hub {
         if let Some(ring) = &mut self.ring {
             ring.stop();
         }
+        // A retiring worker defers nothing: its loop may stop before the turn's end.
+        self.send_deferred();
         let out = PyList::empty(py);
         self.adopt_queued(py, &out)?;
         self.adopt_ring(py, None)?;
@@ -391,6 +411,26 @@ impl Hub {
     fn on_ready(slf: &Bound<'_, Self>) -> PyResult<()> {
         let events = slf.borrow_mut().poll(slf.py())?;
         Hub::dispatch(slf, &events)?;
+        Hub::settle(slf)
+    }
+
+    /// The end of the loop's turn, when a response waits for it: the responses the turn's
+    /// requests made go out, one `send` each, close together. So the peer (nginx, or an
+    /// HTTP client) finds them together and reads them in one wake, and sends the next
+    /// requests together, which the next poll reads together; written as each app sent
+    /// them, they went out one by one and the peer woke for each.
+    fn on_turn_end(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let out = {
+            let mut hub = slf.borrow_mut();
+            hub.turn_scheduled = false;
+            hub.send_deferred();
+            let out = PyList::empty(slf.py());
+            hub.report_gone(&out)?;
+            out
+        };
+        if !out.is_empty() {
+            Hub::dispatch(slf, &out)?;
+        }
         Hub::settle(slf)
     }
 
@@ -573,6 +613,10 @@ impl Hub {
                 hub.event_loop.clone_ref(py),
             )
         };
+        if slf.borrow().turn_end.is_none() {
+            let turn_end = slf.getattr(pyo3::intern!(py, "on_turn_end"))?.unbind();
+            slf.borrow_mut().turn_end = Some(turn_end);
+        }
         let state = state.bind(py);
         if !state.is_empty() {
             scope.set_item(pyo3::intern!(py, "state"), state.copy()?)?;
@@ -646,6 +690,7 @@ impl Hub {
                 closing: false,
                 shut_after: false,
                 pressed: false,
+                deferred: false,
                 got_any: false,
                 kept: false,
                 read_by: None,
@@ -808,6 +853,89 @@ impl Hub {
         }
     }
 
+    /// Writes the app's `data` on connection `id` at the end of the loop's turn
+    /// ([`Hub::on_turn_end`]), or at once once a turn has held [`WRITE_LOW`] for it or
+    /// when the worker retires; false when the connection is gone.
+    fn write_deferred(&mut self, py: Python<'_>, id: u64, data: &[u8]) -> PyResult<bool> {
+        if self.retiring || self.turn_end.is_none() {
+            return Ok(self.write(id, data));
+        }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Ok(false);
+        };
+        let sealed = slot.fcgi.seal(data);
+        let data = sealed.as_deref().unwrap_or(data);
+        if data.is_empty() {
+            return Ok(true);
+        }
+        if slot.pending() > 0 && !slot.deferred {
+            // Behind what the socket has not taken: the set's WRITE sends it.
+            slot.out.extend_from_slice(data);
+            return Ok(true);
+        }
+        if slot.pending() == 0 {
+            slot.out.clear();
+            slot.sent = 0;
+        }
+        slot.out.extend_from_slice(data);
+        let over = slot.pending() > WRITE_LOW;
+        if !slot.deferred {
+            slot.deferred = true;
+            self.deferred.push(id);
+            if !self.turn_scheduled {
+                let turn_end = self.turn_end.as_ref().expect("checked above");
+                self.event_loop
+                    .bind(py)
+                    .call_method1(pyo3::intern!(py, "call_soon"), (turn_end,))?;
+                self.turn_scheduled = true;
+            }
+        }
+        Ok(!over || self.send_held(id))
+    }
+
+    /// Sends every deferred response.
+    fn send_deferred(&mut self) {
+        for id in std::mem::take(&mut self.deferred) {
+            self.send_held(id);
+        }
+    }
+
+    /// Sends what connection `id` deferred; what the socket does not take waits for the
+    /// set's WRITE. False when the connection is gone (it is then closed).
+    fn send_held(&mut self, id: u64) -> bool {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return false;
+        };
+        if !slot.deferred {
+            return true;
+        }
+        slot.deferred = false;
+        match send(slot.fd.as_raw_fd(), &slot.out[slot.sent..]) {
+            Ok(n) => slot.sent += n,
+            Err(_) => {
+                self.finish(id);
+                return false;
+            }
+        }
+        if slot.pending() > 0 {
+            watch(&self.epoll, id, slot);
+            self.pressed_http(id);
+            return true;
+        }
+        slot.out.clear();
+        slot.sent = 0;
+        if slot.closing {
+            self.finish(id);
+            return true;
+        }
+        if slot.shut_after {
+            slot.shut_after = false;
+            shut(&slot.fd);
+        }
+        watch(&self.epoll, id, slot);
+        true
+    }
+
     /// Connection `id` is writable: what it kept goes out.
     fn flush(&mut self, id: u64, out: &Bound<'_, PyList>) -> PyResult<()> {
         let Some(slot) = self.slots.get_mut(&id) else {
@@ -919,7 +1047,11 @@ impl Hub {
             watch(&self.epoll, id, slot);
         } else if slot.pending() > 0 {
             slot.closing = true;
-            watch(&self.epoll, id, slot);
+            // A deferred response goes out at the turn's end, and the connection closes
+            // then: the set need not hear of it.
+            if !slot.deferred {
+                watch(&self.epoll, id, slot);
+            }
         } else {
             self.finish(id);
         }
