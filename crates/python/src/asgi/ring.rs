@@ -39,6 +39,10 @@ const ACCEPT: u64 = 1;
 const PAUSE: u64 = 2;
 const CANCEL: u64 = 3;
 
+/// The most connections one [`Ring::take`] accepts: a worker that took a burst serves it
+/// while the pool's other workers take the next.
+const ACCEPTS_AT_ONCE: usize = 16;
+
 /// After an accept failed for want of descriptors or memory, how long before the next.
 const BACKOFF: Duration = Duration::from_millis(100);
 
@@ -127,9 +131,27 @@ impl Ring {
     /// holds `open` kept connections (a new one is not counted: nginx's default wiring
     /// keeps none, and its connections must not wait): the sockets accepted, each with
     /// its id, and [`CLOSED`] when the listener is gone.
+    ///
+    /// An accept submitted while a connection waits in the listener's queue completes in
+    /// the submit: that one is taken too, and the next accept armed, up to
+    /// [`ACCEPTS_AT_ONCE`]. So the connections nginx opened while the worker ran its app
+    /// are taken in one wake, their requests begun in one turn and their responses sent
+    /// together at its end (`Hub::on_turn_end`); one a wake, each cost the loop a turn of
+    /// its own.
     pub(super) fn take(&mut self, open: usize) -> Vec<(u64, RawFd)> {
         self.reap();
-        self.arm(spread(open));
+        let pause = spread(open);
+        for _ in 0..ACCEPTS_AT_ONCE {
+            self.arm(pause);
+            if !self.armed || !pause.is_zero() {
+                break;
+            }
+            self.reap();
+            if self.armed {
+                break;
+            }
+        }
+        self.arm(pause);
         std::mem::take(&mut self.came)
     }
 
