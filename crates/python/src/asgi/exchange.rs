@@ -5,10 +5,9 @@
 //! An app awaits `send` twice per request and `receive` at least once when it reads a
 //! body; as `async def` methods each await made a coroutine and ran a Python frame. Here
 //! `send(message)` does its work when called (the hub frames it, and sends it at the
-//! loop's turn's end: `Hub::on_turn_end`) and
-//! returns an awaitable that is already done ([`Ready`]: its `__await__` is itself, its
-//! first `__next__` ends the iteration with the result), so the await costs no frame and
-//! no Future; only when the socket is [`PRESSED`] does it return the asyncio Future that
+//! loop's turn's end: `Hub::on_turn_end`) and returns an awaitable that is already done
+//! ([`Ready`]: its `__await__` is itself, its first `__next__` ends the iteration with the
+//! result), so the await costs no frame and no Future; only when the socket is [`PRESSED`] does it return the asyncio Future that
 //! [`Exchange::drained`] completes. `receive()` likewise returns the message ready when the
 //! body is there, and `server.py`'s `waiting()` coroutine when it must wait.
 //!
@@ -164,8 +163,8 @@ impl Exchange {
     }
 
     /// The app's `send`: `http.response.start` is held, each `http.response.body` framed
-    /// at once (and sent at the turn's end, `Hub::on_turn_end`). Returns an awaitable: done, or the Future to wait on while the
-    /// socket is pressed.
+    /// at once (and sent at the turn's end, `Hub::on_turn_end`). Returns an awaitable:
+    /// done, or the Future to wait on while the socket is pressed.
     fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let kind = message.get_item(pyo3::intern!(py, "type"))?;
