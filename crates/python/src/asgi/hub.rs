@@ -1065,9 +1065,7 @@ impl Hub {
         if slot.kept {
             self.kept -= 1;
         }
-        // No EPOLL_CTL_DEL: the socket leaves the set with its close, at the slot's drop
-        // below (the slot's descriptor is the file's only one), a system call less for
-        // each connection.
+        ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
         if slot.fcgi.in_hand() || slot.pressed {
             slot.fcgi.gone();
             self.gone.push(id);
