@@ -1067,8 +1067,7 @@ impl Hub {
         }
         // The close would take the socket out of the set by itself, but measured without
         // this DEL a new connection each cost more (FastAPI 0.95x, the bare app 0.88x the
-        // req/s behind nginx, session 20): the close's release of the epoll item then
-        // runs in the file's teardown.
+        // req/s behind nginx, session 20; why is not known).
         ctl(&self.epoll, libc::EPOLL_CTL_DEL, slot.fd.as_raw_fd(), 0, id);
         if slot.fcgi.in_hand() || slot.pressed {
             slot.fcgi.gone();
