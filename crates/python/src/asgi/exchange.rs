@@ -7,7 +7,8 @@
 //! `send(message)` does its work when called (the hub frames it, and sends it at the
 //! loop's turn's end: `Hub::on_turn_end`) and returns an awaitable that is already done
 //! ([`Ready`]: its `__await__` is itself, its first `__next__` ends the iteration with the
-//! result), so the await costs no frame and no Future; only when the socket is [`PRESSED`] does it return the asyncio Future that
+//! result), so the await costs no frame and no Future; only when the socket is
+//! [`PRESSED`] does it return the asyncio Future that
 //! [`Exchange::drained`] completes. `receive()` likewise returns the message ready when the
 //! body is there, and `server.py`'s `waiting()` coroutine when it must wait.
 //!

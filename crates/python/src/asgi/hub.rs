@@ -256,9 +256,20 @@ impl Hub {
         })
     }
 
-    /// The set's descriptor, which the loop watches.
-    fn fileno(&self) -> RawFd {
-        self.epoll.as_raw_fd()
+    /// The loop starts watching the set ([`Hub::on_ready`] its reader), and the hub keeps
+    /// its `on_turn_end` for the turns to come.
+    fn serve(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (fd, event_loop) = {
+            let hub = slf.borrow();
+            (hub.epoll.as_raw_fd(), hub.event_loop.clone_ref(py))
+        };
+        event_loop.bind(py).call_method1(
+            pyo3::intern!(py, "add_reader"),
+            (fd, slf.getattr(pyo3::intern!(py, "on_ready"))?),
+        )?;
+        slf.borrow_mut().turn_end = Some(slf.getattr(pyo3::intern!(py, "on_turn_end"))?.unbind());
+        Ok(())
     }
 
     /// The connections open.
@@ -613,10 +624,6 @@ impl Hub {
                 hub.event_loop.clone_ref(py),
             )
         };
-        if slf.borrow().turn_end.is_none() {
-            let turn_end = slf.getattr(pyo3::intern!(py, "on_turn_end"))?.unbind();
-            slf.borrow_mut().turn_end = Some(turn_end);
-        }
         let state = state.bind(py);
         if !state.is_empty() {
             scope.set_item(pyo3::intern!(py, "state"), state.copy()?)?;
@@ -814,13 +821,19 @@ impl Hub {
     /// Writes `data` on connection `id` (sealed first over TLS), keeping what the socket
     /// does not take; false when the connection is gone (it is then closed).
     fn write(&mut self, id: u64, data: &[u8]) -> bool {
+        self.sealed(id, data, Hub::put)
+    }
+
+    /// Hands `data` for connection `id`, sealed first over TLS, to `then` ([`Hub::put`] or
+    /// [`Hub::hold`]).
+    fn sealed(&mut self, id: u64, data: &[u8], then: fn(&mut Hub, u64, &[u8]) -> bool) -> bool {
         match self
             .slots
             .get_mut(&id)
             .and_then(|slot| slot.fcgi.seal(data))
         {
-            Some(sealed) => self.put(id, &sealed),
-            None => self.put(id, data),
+            Some(sealed) => then(self, id, &sealed),
+            None => then(self, id, data),
         }
     }
 
@@ -854,43 +867,47 @@ impl Hub {
     }
 
     /// Writes the app's `data` on connection `id` at the end of the loop's turn
-    /// ([`Hub::on_turn_end`]), or at once once a turn has held [`WRITE_LOW`] for it or
-    /// when the worker retires; false when the connection is gone.
+    /// ([`Hub::on_turn_end`]), or at once when the worker retires ([`Hub::hold`] says
+    /// when else); false when the connection is gone.
     fn write_deferred(&mut self, py: Python<'_>, id: u64, data: &[u8]) -> PyResult<bool> {
-        if self.retiring || self.turn_end.is_none() {
+        let Some(turn_end) = self.turn_end.as_ref().filter(|_| !self.retiring) else {
             return Ok(self.write(id, data));
-        }
-        let Some(slot) = self.slots.get_mut(&id) else {
-            return Ok(false);
         };
-        let sealed = slot.fcgi.seal(data);
-        let data = sealed.as_deref().unwrap_or(data);
-        if data.is_empty() {
-            return Ok(true);
+        let turn_end = turn_end.clone_ref(py);
+        let written = self.sealed(id, data, Hub::hold);
+        if !self.deferred.is_empty() && !self.turn_scheduled {
+            self.event_loop
+                .bind(py)
+                .call_method1(pyo3::intern!(py, "call_soon"), (turn_end,))?;
+            self.turn_scheduled = true;
         }
+        Ok(written)
+    }
+
+    /// [`Hub::put`]'s twin for the app's responses: `data` waits in connection `id`'s
+    /// buffer for the turn's end, unless the socket has not taken what was written before
+    /// (then it goes behind that, as `put` does), or the turn has held over [`WRITE_LOW`]
+    /// for the connection (then it all goes at once). False when the connection is gone.
+    fn hold(&mut self, id: u64, data: &[u8]) -> bool {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return false;
+        };
         if slot.pending() > 0 && !slot.deferred {
-            // Behind what the socket has not taken: the set's WRITE sends it.
-            slot.out.extend_from_slice(data);
-            return Ok(true);
+            return self.put(id, data);
+        }
+        if data.is_empty() {
+            return true;
         }
         if slot.pending() == 0 {
             slot.out.clear();
             slot.sent = 0;
         }
         slot.out.extend_from_slice(data);
-        let over = slot.pending() > WRITE_LOW;
         if !slot.deferred {
             slot.deferred = true;
             self.deferred.push(id);
-            if !self.turn_scheduled {
-                let turn_end = self.turn_end.as_ref().expect("checked above");
-                self.event_loop
-                    .bind(py)
-                    .call_method1(pyo3::intern!(py, "call_soon"), (turn_end,))?;
-                self.turn_scheduled = true;
-            }
         }
-        Ok(!over || self.send_held(id))
+        slot.pending() <= WRITE_LOW || self.send_held(id)
     }
 
     /// Sends every deferred response.
@@ -920,13 +937,24 @@ impl Hub {
         if slot.pending() > 0 {
             watch(&self.epoll, id, slot);
             self.pressed_http(id);
-            return true;
+        } else {
+            self.all_sent(id);
         }
+        true
+    }
+
+    /// Connection `id` has sent all it had: its buffer empties, and it closes when it was
+    /// closing, or says it is done (`shutdown`) when it lingers. False when it closed.
+    fn all_sent(&mut self, id: u64) -> bool {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return false;
+        };
         slot.out.clear();
         slot.sent = 0;
+        slot.send_by = None;
         if slot.closing {
             self.finish(id);
-            return true;
+            return false;
         }
         if slot.shut_after {
             slot.shut_after = false;
@@ -956,20 +984,12 @@ impl Hub {
                 return Ok(());
             }
         }
-        if slot.pending() == 0 {
-            slot.out.clear();
-            slot.sent = 0;
-            slot.send_by = None;
-            if slot.closing {
-                self.finish(id);
-                return Ok(());
-            }
-            if slot.shut_after {
-                slot.shut_after = false;
-                shut(&slot.fd);
-            }
-            watch(&self.epoll, id, slot);
+        if slot.pending() == 0 && !self.all_sent(id) {
+            return Ok(());
         }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return Ok(());
+        };
         if slot.pressed && slot.pending() <= WRITE_LOW {
             slot.pressed = false;
             out.append((DRAINED, id))?;

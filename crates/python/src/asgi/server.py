@@ -250,7 +250,7 @@ class Worker:
             return EXIT_APP_LOAD
         if not self.retiring:
             self.hub = _rs.Hub(self.mount, ASGI, self.read_timeout, self, Exchange)
-            self.loop.add_reader(self.hub.fileno(), self.hub.on_ready)
+            self.hub.serve()
             self.tick()
         await self.done
         await lifespan.shutdown()
